@@ -1,0 +1,309 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sheaf-dev/sheaf/accumulator"
+	"github.com/sheaf-dev/sheaf/worker"
+)
+
+// Coordinator groups the items sent to it by batch ID, cuts each batch into
+// sub-batches and runs them on a pool of workers: the sub-batches of one batch
+// ID in order on one worker at a time, different batch IDs in parallel. Create
+// one with [NewCoordinator]; its methods are safe for concurrent use.
+type Coordinator[T any] struct {
+	proc   Processor[T]
+	before BeforeHook
+	after  AfterHook
+	o      options
+	log    *slog.Logger
+
+	nilable bool // T can be nil; worked out once for Send's validation
+
+	acc  *accumulator.Accumulator[T]
+	pool *worker.Pool
+	// runs holds the batches that have sub-batches in the pool and more to
+	// come. It is touched only by the accumulator's sink functions, which
+	// run under the accumulator's lock.
+	runs map[uint64]*run[T]
+
+	// Sends take nothing after Shutdown has sealed the accumulator, so no
+	// count of senders in progress is needed: the accumulator's lock orders
+	// every send before or after the seal.
+	state      atomic.Int32  // lifecycle: created, started, closed
+	closing    chan struct{} // closed when Shutdown begins; releases senders waiting for room
+	lifecycle  sync.Mutex    // orders Start against Shutdown
+	sealOnce   sync.Once
+	cancelWork context.CancelFunc
+
+	stats counters
+}
+
+const (
+	created int32 = iota
+	started
+	closed
+)
+
+type counters struct {
+	discarded,
+	processed,
+	subBatches,
+	completed,
+	failed,
+	incomplete,
+	cleanups,
+	cleanupFailures atomic.Int64
+}
+
+// NewCoordinator returns a coordinator that hands sub-batches to p. It checks
+// the options and returns an error wrapping [ErrInvalidOption] if one is out
+// of range. It starts nothing: call [Coordinator.Start].
+//
+// If p also implements [BeforeHook] or [AfterHook], the hooks run around
+// each batch.
+func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], error) {
+	if p == nil {
+		return nil, invalid("nil processor")
+	}
+	if f, ok := p.(ProcessorFunc[T]); ok && f == nil {
+		return nil, invalid("nil ProcessorFunc")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, invalid("nil Option")
+		}
+		if err := opt.apply(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.queue == 0 {
+		o.queue = 2 * o.workers
+	}
+	c := &Coordinator[T]{
+		proc:    p,
+		o:       o,
+		log:     o.logger,
+		nilable: nilable[T](),
+		runs:    make(map[uint64]*run[T]),
+		closing: make(chan struct{}),
+		// cancelWork is replaced by Start; this one lets Shutdown call it
+		// unconditionally.
+		cancelWork: func() {},
+	}
+	c.before, _ = p.(BeforeHook)
+	c.after, _ = p.(AfterHook)
+	c.acc = accumulator.New(o.maxBatchSize, accumulator.Sink[T]{SubBatch: c.queueSubBatch, Closed: c.queueEnd})
+	c.pool = worker.New(o.workers, o.queue, c.internalPanic)
+	return c, nil
+}
+
+// Start starts the workers. ctx is the parent of the context handed to the
+// processor, the hooks and the cleanup strategy: cancelling it asks in-flight
+// work to stop (those batches end Incomplete) but does not shut the
+// coordinator down; [Coordinator.Shutdown] does. Start returns [ErrStarted] if
+// called twice or after Shutdown.
+func (c *Coordinator[T]) Start(ctx context.Context) error {
+	c.lifecycle.Lock()
+	defer c.lifecycle.Unlock()
+	if c.state.Load() != created {
+		return ErrStarted
+	}
+	work, cancel := context.WithCancel(ctx)
+	c.cancelWork = cancel
+	c.pool.Start(work)
+	c.state.Store(started)
+	c.log.Debug("batch: coordinator started",
+		"workers", c.o.workers, "max_batch_size", c.o.maxBatchSize, "queue_capacity", c.o.queue)
+	return nil
+}
+
+// Send sends one message: an item for a batch, or the end of a batch. It
+// returns once the message is taken in; that is quick unless the queue of
+// sub-batches waiting for a worker is full, in which case Send blocks until
+// there is room, which is how slow processing slows producers down. If ctx
+// ends first, Send returns ctx.Err() and the message is not sent.
+//
+// Send returns a *[MessageError] for an invalid message, [ErrNotStarted]
+// before Start, and [ErrClosed] once Shutdown has begun.
+//
+// A processor must not Send to its own coordinator: when the queue is full it
+// would wait for itself.
+func (c *Coordinator[T]) Send(ctx context.Context, m Message[T]) error {
+	if err := m.validate(c.nilable); err != nil {
+		return err
+	}
+	if err := c.waitRoom(ctx); err != nil {
+		return err
+	}
+	var ok bool
+	if m.kind == kindEnd {
+		ok = c.acc.Close(m.batchID)
+	} else {
+		ok = c.acc.Add(m.batchID, m.item)
+	}
+	if !ok {
+		return ErrClosed
+	}
+	return nil
+}
+
+// SendMany sends every item of items as data for batchID: the cheap way to
+// send many items. It is all or nothing: it waits for room once, like Send,
+// and then takes in every item, in order and without items of other calls in
+// between, so a large slice may briefly hold the queue above its capacity
+// (by at most the size of the slice). It keeps no reference to items: the
+// caller may reuse the slice when SendMany returns. Sending no items does
+// nothing. Errors are as for [Coordinator.Send]; a nil item is reported with
+// its index and nothing is sent.
+func (c *Coordinator[T]) SendMany(ctx context.Context, batchID string, items []T) error {
+	if batchID == "" {
+		return &MessageError{Reason: "empty batch ID"}
+	}
+	if c.nilable {
+		for i := range items {
+			if isNil(items[i]) {
+				return &MessageError{BatchID: batchID, Reason: fmt.Sprintf("nil item at index %d", i)}
+			}
+		}
+	}
+	if err := c.waitRoom(ctx); err != nil {
+		return err
+	}
+	if len(items) > 0 && !c.acc.AddMany(batchID, items) {
+		return ErrClosed
+	}
+	return nil
+}
+
+// waitRoom checks the lifecycle and waits while the queue is full.
+func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
+	switch c.state.Load() {
+	case created:
+		return ErrNotStarted
+	case closed:
+		return ErrClosed
+	}
+	if !c.pool.Full() {
+		return nil
+	}
+	select {
+	case <-c.pool.Room():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing:
+		return ErrClosed
+	}
+}
+
+// Shutdown stops the coordinator gracefully: Send and SendMany fail with
+// ErrClosed from now on (senders waiting for room included), every batch that
+// received its end-of-batch is finished, and every batch that did not is
+// cleaned up and reported Incomplete. Shutdown returns nil once all of that is
+// done and every worker has exited.
+//
+// If ctx ends first, Shutdown stops hard: it cancels the context the
+// processor and hooks receive, so that batches in flight end Incomplete and
+// are cleaned up (cleanup runs with a context a hard stop does not cancel,
+// bounded by [WithCleanupTimeout]); it still waits for the workers to exit,
+// then returns an error wrapping ctx.Err(). A processor that ignores its
+// context therefore delays Shutdown.
+//
+// Shutdown is idempotent and safe to call concurrently, and before Start (it
+// then only stops the coordinator from starting).
+func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
+	c.lifecycle.Lock()
+	prev := c.state.Swap(closed)
+	if prev != closed {
+		close(c.closing)
+	}
+	c.lifecycle.Unlock()
+	if prev == created {
+		return nil
+	}
+	c.sealOnce.Do(func() {
+		c.log.Debug("batch: shutdown initiated")
+		// After the seal no send takes anything, so the pool gets no more
+		// tasks and can be closed.
+		if n := c.acc.Abandon(); n > 0 {
+			c.log.Debug("batch: batches without end-of-batch at shutdown", "count", n)
+		}
+		c.pool.Close()
+	})
+	select {
+	case <-c.pool.Done():
+		c.cancelWork()
+		return nil
+	case <-ctx.Done():
+	}
+	c.log.Warn("batch: shutdown deadline passed; cancelling in-flight work", "err", ctx.Err())
+	c.cancelWork()
+	<-c.pool.Done()
+	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
+}
+
+// Stats returns a snapshot of the coordinator's counters.
+func (c *Coordinator[T]) Stats() Stats {
+	s := Stats{
+		ItemsReceived:       c.acc.Received(),
+		ItemsDiscarded:      c.stats.discarded.Load(),
+		ItemsProcessed:      c.stats.processed.Load(),
+		SubBatchesProcessed: c.stats.subBatches.Load(),
+		BatchesCompleted:    c.stats.completed.Load(),
+		BatchesFailed:       c.stats.failed.Load(),
+		BatchesIncomplete:   c.stats.incomplete.Load(),
+		Cleanups:            c.stats.cleanups.Load(),
+		CleanupFailures:     c.stats.cleanupFailures.Load(),
+		Queued:              c.pool.Held(),
+	}
+	s.InFlight = int64(c.acc.Opened()) - s.BatchesCompleted - s.BatchesFailed - s.BatchesIncomplete
+	return s
+}
+
+// queueSubBatch is the accumulator's sink for sub-batches. It runs under the
+// accumulator's lock, which is what keeps each batch's tasks in order.
+func (c *Coordinator[T]) queueSubBatch(sb accumulator.SubBatch[T]) {
+	r := c.runs[sb.Gen]
+	if r == nil {
+		r = &run[T]{id: sb.BatchID, gen: sb.Gen}
+		c.runs[sb.Gen] = r
+	}
+	c.submit(r, func(ctx context.Context) { c.process(ctx, r, sb) })
+}
+
+// queueEnd is the accumulator's sink for batches it lets go of: after the
+// last sub-batch, the batch is finished, or abandoned if its end-of-batch
+// never came.
+func (c *Coordinator[T]) queueEnd(sum accumulator.Summary) {
+	r := c.runs[sum.Gen]
+	if r == nil {
+		r = &run[T]{id: sum.BatchID, gen: sum.Gen}
+	}
+	delete(c.runs, sum.Gen)
+	// Items the accumulator dropped: after a failure, or buffered when the
+	// batch was abandoned. Sub-batches skipped by their task count there.
+	c.stats.discarded.Add(sum.Discarded + int64(sum.Buffered))
+	if sum.Ended {
+		c.submit(r, func(ctx context.Context) { c.finish(ctx, r) })
+	} else {
+		c.submit(r, func(ctx context.Context) { c.abandon(ctx, r) })
+	}
+}
+
+func (c *Coordinator[T]) submit(r *run[T], t worker.Task) {
+	// The pool is closed only by Shutdown after every sender has left and
+	// Abandon has run, so a submission cannot find it closed.
+	if err := c.pool.Submit(r.id, t); err != nil {
+		panic("batch: internal error: " + err.Error())
+	}
+}
+
+func (c *Coordinator[T]) internalPanic(key string, err *PanicError) {
+	c.log.Error("batch: internal panic", "batch_id", key, "err", err, "stack", string(err.Stack))
+}

@@ -1,0 +1,320 @@
+package batch_test
+
+import (
+	"context"
+
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/cleanup"
+)
+
+func nop[T any]() batch.ProcessorFunc[T] {
+	return func(context.Context, batch.Batch[T]) error { return nil }
+}
+
+func TestOptionValidation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opt  batch.Option
+		want string
+	}{
+		{"max batch size zero", batch.WithMaxBatchSize(0), "max batch size 0 not in [1, 16777216]"},
+		{"max batch size too big", batch.WithMaxBatchSize(batch.MaxBatchSizeLimit + 1), "max batch size 16777217 not in [1, 16777216]"},
+		{"workers zero", batch.WithWorkers(0), "workers 0 not in [1, 4096]"},
+		{"workers too many", batch.WithWorkers(batch.MaxWorkers + 1), "workers 4097 not in [1, 4096]"},
+		{"negative queue", batch.WithQueueCapacity(-1), "queue capacity -1 not in [0, 1048576]"},
+		{"queue too big", batch.WithQueueCapacity(batch.MaxQueueCapacity + 1), "queue capacity 1048577 not in [0, 1048576]"},
+		{"nil cleanup", batch.WithCleanup(nil), "nil cleanup strategy"},
+		{"zero cleanup timeout", batch.WithCleanupTimeout(0), "cleanup timeout 0s not positive"},
+		{"nil option", nil, "nil Option"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := batch.NewCoordinator(nop[int](), tc.opt)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, batch.ErrInvalidOption)
+			require.EqualError(t, err, "batch: invalid option: "+tc.want)
+		})
+	}
+}
+
+func TestNewCoordinatorRejectsNilProcessors(t *testing.T) {
+	t.Parallel()
+	_, err := batch.NewCoordinator[int](nil)
+	require.ErrorIs(t, err, batch.ErrInvalidOption)
+	_, err = batch.NewCoordinator(batch.ProcessorFunc[int](nil))
+	require.ErrorIs(t, err, batch.ErrInvalidOption)
+}
+
+func TestValidOptionsAreAccepted(t *testing.T) {
+	t.Parallel()
+	c, err := batch.NewCoordinator(nop[int](),
+		batch.WithMaxBatchSize(batch.MaxBatchSizeLimit), batch.WithWorkers(batch.MaxWorkers),
+		batch.WithQueueCapacity(0), batch.WithCleanup(cleanup.None()), batch.WithCleanupTimeout(time.Millisecond),
+		batch.WithLogger(nil), batch.WithObserver(nil))
+	require.NoError(t, err)
+	require.NoError(t, c.Shutdown(context.Background()), "shutting down a coordinator never started")
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := batch.NewCoordinator(nop[int](), quiet())
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Send(ctx, batch.Data("A", 1)), batch.ErrNotStarted)
+	require.ErrorIs(t, c.SendMany(ctx, "A", []int{1}), batch.ErrNotStarted)
+
+	require.NoError(t, c.Start(ctx))
+	require.ErrorIs(t, c.Start(ctx), batch.ErrStarted)
+	require.NoError(t, c.Send(ctx, batch.Data("A", 1)))
+
+	require.NoError(t, c.Shutdown(ctx))
+	require.NoError(t, c.Shutdown(ctx), "idempotent")
+	require.ErrorIs(t, c.Send(ctx, batch.Data("A", 1)), batch.ErrClosed)
+	require.ErrorIs(t, c.Send(ctx, batch.End[int]("A")), batch.ErrClosed)
+	require.ErrorIs(t, c.SendMany(ctx, "A", []int{1}), batch.ErrClosed)
+	require.ErrorIs(t, c.SendMany(ctx, "A", nil), batch.ErrClosed)
+	require.ErrorIs(t, c.Start(ctx), batch.ErrStarted, "no restart after shutdown")
+}
+
+func TestShutdownBeforeStartPreventsStart(t *testing.T) {
+	t.Parallel()
+	c, err := batch.NewCoordinator(nop[int](), quiet())
+	require.NoError(t, err)
+	require.NoError(t, c.Shutdown(context.Background()))
+	require.ErrorIs(t, c.Start(context.Background()), batch.ErrStarted)
+	require.ErrorIs(t, c.Send(context.Background(), batch.Data("A", 1)), batch.ErrClosed)
+}
+
+func TestConcurrentShutdowns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, batch.WithMaxBatchSize(3))
+	b.send(t, "A", orders(0, 10), true)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = b.c.Shutdown(context.Background()) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, batch.Completed, b.outs.one(t, "A").Status, "exactly one outcome despite eight shutdowns")
+}
+
+// Shutdown finishes what was sent, including sub-batches still queued.
+func TestShutdownDrainsQueuedWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, batch.WithMaxBatchSize(10), batch.WithWorkers(1), batch.WithQueueCapacity(1000))
+	for i := range 20 {
+		b.send(t, string(rune('A'+i)), orders(0, 95), true)
+	}
+	b.shutdown(t)
+	require.Equal(t, 20, b.outs.count())
+	s := b.c.Stats()
+	require.Equal(t, int64(20), s.BatchesCompleted)
+	require.Equal(t, int64(20*95), s.ItemsProcessed)
+	require.Zero(t, s.InFlight)
+}
+
+// A batch whose end never arrives is cleaned up and reported Incomplete.
+func TestIncompleteAtShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, batch.WithMaxBatchSize(10))
+	b.send(t, "open", orders(0, 25), false) // two sub-batches processed, five buffered
+	b.send(t, "tiny", orders(0, 3), false)  // never reached a worker
+	b.send(t, "done", orders(0, 3), true)
+	b.shutdown(t)
+
+	o := b.outs.one(t, "open")
+	require.Equal(t, batch.Incomplete, o.Status)
+	require.ErrorIs(t, o.Err, batch.ErrIncomplete)
+	require.Equal(t, cleanup.SeqIncomplete, o.Seq)
+	require.Equal(t, 2, o.SubBatches)
+	require.Equal(t, int64(20), o.Items)
+	require.Contains(t, b.strat.Calls(), "cleanup open 0", "what it wrote is removed")
+
+	tiny := b.outs.one(t, "tiny")
+	require.Equal(t, batch.Incomplete, tiny.Status)
+	require.NotContains(t, b.strat.Calls(), "cleanup tiny 0", "nothing was written, so no cleanup")
+	require.Equal(t, batch.Completed, b.outs.one(t, "done").Status)
+	require.Equal(t, int64(5+3), b.c.Stats().ItemsDiscarded)
+}
+
+// When Shutdown's deadline passes, in-flight work is cancelled, the batch is
+// cleaned up with a context the stop did not cancel, and Shutdown reports
+// the deadline.
+func TestHardStopOnShutdownDeadline(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inProcess := make(chan struct{})
+		b := setup(t, func(r *recorder, _ *strategy) {
+			r.process = func(ctx context.Context, b batch.Batch[order]) error {
+				if b.ID == "slow" {
+					close(inProcess)
+					<-ctx.Done() // a long write that honours its context
+					return ctx.Err()
+				}
+				return nil
+			}
+		}, batch.WithMaxBatchSize(5), batch.WithWorkers(1), batch.WithQueueCapacity(100))
+		b.send(t, "slow", orders(0, 12), true) // sub-batches 1, 2 and 3
+		b.send(t, "queued", orders(0, 2), true)
+		<-inProcess
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := b.c.Shutdown(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.EqualError(t, err, "batch: shutdown: context deadline exceeded")
+		require.Equal(t, 5*time.Second, time.Since(start), "returns at the deadline, not later")
+
+		slow := b.outs.one(t, "slow")
+		require.Equal(t, batch.Incomplete, slow.Status, "stopped, not failed")
+		require.ErrorIs(t, slow.Err, context.Canceled)
+		require.Equal(t, cleanup.SeqIncomplete, slow.Seq)
+		require.NoError(t, slow.CleanupErr)
+		queued := b.outs.one(t, "queued")
+		require.Equal(t, batch.Incomplete, queued.Status, "work queued behind the stop does not start")
+		require.Equal(t, []string{"cleanup slow 0"}, b.strat.Calls())
+		require.Equal(t, []error{nil}, b.strat.ctxErrs, "cleanup runs with a live context")
+		require.NoError(t, b.c.Shutdown(context.Background()), "a later Shutdown finds it stopped")
+	})
+}
+
+// Cancelling Start's context stops in-flight work without shutting down.
+func TestCancellingStartContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		inProcess := make(chan struct{})
+		p := batch.ProcessorFunc[int](func(ctx context.Context, b batch.Batch[int]) error {
+			close(inProcess)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var got batch.Outcome
+		c, err := batch.NewCoordinator(p, quiet(), batch.WithObserver(func(o batch.Outcome) { got = o }))
+		require.NoError(t, err)
+		require.NoError(t, c.Start(ctx))
+		require.NoError(t, c.Send(context.Background(), batch.Data("A", 1)))
+		require.NoError(t, c.Send(context.Background(), batch.End[int]("A")))
+		<-inProcess
+		cancel()
+		synctest.Wait()
+		require.Equal(t, batch.Incomplete, got.Status)
+		require.NoError(t, c.Send(context.Background(), batch.Data("B", 1)), "still accepting")
+		require.NoError(t, c.Shutdown(context.Background()))
+	})
+}
+
+// blockingSetup returns a coordinator with one worker, a queue of one and a
+// sub-batch size of one, whose processor blocks until release is closed.
+func blockingSetup(t *testing.T) (c *batch.Coordinator[int], release chan struct{}, outs *outcomes) {
+	t.Helper()
+	release = make(chan struct{})
+	outs = &outcomes{byID: map[string][]batch.Outcome{}}
+	p := batch.ProcessorFunc[int](func(context.Context, batch.Batch[int]) error { <-release; return nil })
+	c, err := batch.NewCoordinator(p, quiet(), batch.WithWorkers(1), batch.WithQueueCapacity(1),
+		batch.WithMaxBatchSize(1), batch.WithObserver(outs.add))
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	return c, release, outs
+}
+
+func TestSendBlocksWhileTheQueueIsFullAndAbandonsOnContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, release, outs := blockingSetup(t)
+		bg := context.Background()
+		require.NoError(t, c.Send(bg, batch.Data("A", 1))) // fills the queue
+
+		ctx, cancel := context.WithTimeout(bg, time.Second)
+		defer cancel()
+		err := c.Send(ctx, batch.Data("A", 2))
+		require.ErrorIs(t, err, context.DeadlineExceeded, "blocked by back-pressure, then abandoned")
+		require.Equal(t, int64(1), c.Stats().ItemsReceived, "the abandoned item was not taken")
+
+		sent := make(chan error, 1)
+		go func() { sent <- c.Send(bg, batch.Data("A", 3)) }()
+		synctest.Wait()
+		select {
+		case <-sent:
+			t.Fatal("Send must block while the queue is full")
+		default:
+		}
+		close(release)
+		require.NoError(t, <-sent, "room frees up once the worker moves on")
+		require.NoError(t, c.Send(bg, batch.End[int]("A")))
+		require.NoError(t, c.Shutdown(bg))
+		require.Equal(t, int64(2), outs.one(t, "A").Items)
+	})
+}
+
+func TestShutdownReleasesBlockedSenders(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, release, outs := blockingSetup(t)
+		bg := context.Background()
+		require.NoError(t, c.Send(bg, batch.Data("A", 1)))
+		sent := make(chan error, 1)
+		go func() { sent <- c.SendMany(bg, "A", []int{2, 3}) }()
+		synctest.Wait()
+
+		done := make(chan error, 1)
+		go func() { done <- c.Shutdown(bg) }()
+		require.ErrorIs(t, <-sent, batch.ErrClosed, "a sender waiting for room is told, not left hanging")
+		close(release)
+		require.NoError(t, <-done)
+		o := outs.one(t, "A")
+		require.Equal(t, batch.Incomplete, o.Status)
+		require.Equal(t, int64(1), o.Items)
+		require.Equal(t, int64(1), c.Stats().ItemsReceived)
+	})
+}
+
+func TestSendManyCopiesAndIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, batch.WithMaxBatchSize(4))
+	items := orders(0, 10)
+	require.NoError(t, b.c.SendMany(context.Background(), "A", items))
+	for i := range items {
+		items[i].ID = -1 // the caller reuses its slice
+	}
+	require.NoError(t, b.c.SendMany(context.Background(), "A", []order{}), "no items: nothing happens")
+	require.NoError(t, b.c.SendMany(context.Background(), "empty", nil))
+	b.send(t, "A", nil, true)
+	b.shutdown(t)
+	require.Equal(t, orders(0, 10), b.rec.Items("A"))
+	require.Empty(t, b.outs.of("empty"), "sending no items opens no batch")
+}
+
+func TestLogsFailuresWithBatchIDAndNeverItems(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf []byte
+	h := slogJSON(&mu, &buf)
+	rec := newRecorder()
+	rec.failAt["A"] = 1
+	c, err := batch.NewCoordinator[order](rec, batch.WithLogger(h))
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	require.NoError(t, c.Send(context.Background(), batch.Data("A", order{ID: 987654321})))
+	require.NoError(t, c.Send(context.Background(), batch.End[order]("A")))
+	require.NoError(t, c.Shutdown(context.Background()))
+	mu.Lock()
+	defer mu.Unlock()
+	logs := string(buf)
+	require.Contains(t, logs, `"msg":"batch: failed"`)
+	require.Contains(t, logs, `"batch_id":"A"`)
+	require.Contains(t, logs, `"seq":1`)
+	require.NotContains(t, logs, "987654321", "items are never logged")
+}

@@ -1,0 +1,90 @@
+package batch
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status is how a batch ended.
+type Status uint8
+
+const (
+	// Completed: every sub-batch, the hooks and MarkComplete succeeded.
+	Completed Status = iota + 1
+	// Failed: a sub-batch, a hook or MarkComplete failed or panicked; the
+	// batch was cleaned up.
+	Failed
+	// Incomplete: the batch could not finish because the coordinator shut
+	// down: its end-of-batch had not arrived, or the shutdown deadline
+	// stopped it. It was cleaned up.
+	Incomplete
+)
+
+func (s Status) String() string {
+	switch s {
+	case Completed:
+		return "completed"
+	case Failed:
+		return "failed"
+	case Incomplete:
+		return "incomplete"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// Outcome is how one batch ended. The coordinator reports exactly one per
+// batch to the observer set with [WithObserver].
+type Outcome struct {
+	BatchID string
+	Status  Status
+	// SubBatches and Items count the sub-batches that were processed
+	// successfully and the items in them. For a failed or incomplete batch
+	// they were cleaned up.
+	SubBatches int
+	Items      int64
+	// Discarded counts items of the batch that were never processed because
+	// it failed or could not finish.
+	Discarded int64
+	// Duration runs from the start of the batch's first step (the before
+	// hook or first sub-batch) to its outcome; zero if no step ran.
+	Duration time.Duration
+	// Seq is the failed sequence number handed to the cleanup strategy: the
+	// sub-batch whose Process returned an error, cleanup.SeqUnknown (-1) for
+	// panics and hook failures, cleanup.SeqIncomplete (0) for incomplete
+	// batches. Zero for completed batches.
+	Seq int
+	// Err is why the batch failed (a *ProcessError) or was incomplete
+	// (ErrIncomplete, or the cause of the hard stop); nil when completed.
+	Err error
+	// CleanupErr is the cleanup strategy's error. nil means cleanup
+	// succeeded, or was not needed because nothing had been processed.
+	CleanupErr error
+}
+
+// Stats is a snapshot of a coordinator's counters. Each field is read
+// atomically, but the fields are not read at one instant.
+type Stats struct {
+	// ItemsReceived counts items taken in by Send and SendMany.
+	ItemsReceived int64
+	// ItemsDiscarded counts items never processed because their batch failed
+	// or could not finish.
+	ItemsDiscarded int64
+	// ItemsProcessed counts items in sub-batches processed successfully.
+	ItemsProcessed int64
+	// SubBatchesProcessed counts sub-batches processed successfully.
+	SubBatchesProcessed int64
+	// Batches by outcome.
+	BatchesCompleted  int64
+	BatchesFailed     int64
+	BatchesIncomplete int64
+	// Cleanups counts calls to the cleanup strategy's Cleanup;
+	// CleanupFailures those that returned an error or panicked.
+	Cleanups        int64
+	CleanupFailures int64
+	// InFlight counts batches that have received a message and have no
+	// outcome yet.
+	InFlight int64
+	// Queued is the number of tasks (sub-batches and batch ends) waiting for
+	// or held by a worker.
+	Queued int
+}

@@ -1,0 +1,246 @@
+// Package worker runs tasks on a fixed set of goroutines with one ordering
+// rule: tasks that share a key run one at a time, in the order they were
+// submitted, while tasks with different keys run in parallel. sheaf keys tasks
+// by batch ID, which gives each batch ID strictly ordered sub-batches and never
+// two workers at once.
+//
+// # Back-pressure
+//
+// [Pool.Submit] never blocks, so that a caller can submit while holding its
+// own lock and keep its submissions in order. Instead the pool has a soft
+// limit on the tasks it holds (queued or running): callers check [Pool.Full]
+// and wait on [Pool.Room] before producing more work. Callers that submit
+// after their own check may overshoot the limit by one task each.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrClosed is returned by [Pool.Submit] after [Pool.Close].
+var ErrClosed = errors.New("worker: pool closed")
+
+// Task is a unit of work. ctx is the context given to [Pool.Start].
+type Task func(ctx context.Context)
+
+// PanicError carries a recovered panic and the stack of the goroutine that
+// panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Safely calls fn and turns a panic in it into a *PanicError.
+func Safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// closedChan is returned by Room when there is room already.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Pool is a keyed worker pool. Create one with [New].
+type Pool struct {
+	workers int
+	limit   int64
+	onPanic func(key string, err *PanicError)
+
+	// held counts tasks submitted and not finished. It changes under mu but
+	// is read without it by Full, on every send of the caller's hot path.
+	held atomic.Int64
+
+	mu          sync.Mutex
+	work        sync.Cond // signalled when ready gains a strand or the pool drains
+	ready       []*strand // keys with tasks and no worker, oldest first
+	strands     map[string]*strand
+	roomWaiting bool
+	room        chan struct{} // closed when held drops below limit
+	started     bool
+	closing     bool
+	alive       int
+	done        chan struct{}
+}
+
+// strand is the FIFO of tasks of one key.
+type strand struct {
+	key   string
+	tasks []Task
+	head  int
+}
+
+func (s *strand) pop() (Task, bool) {
+	if s.head == len(s.tasks) {
+		return nil, false
+	}
+	t := s.tasks[s.head]
+	s.tasks[s.head] = nil
+	s.head++
+	if s.head == len(s.tasks) {
+		s.tasks, s.head = s.tasks[:0], 0
+	}
+	return t, true
+}
+
+// New returns a pool of workers goroutines whose soft limit is limit held
+// tasks. onPanic receives a task's panic, which the pool recovers so that the
+// worker survives; it must not be nil. New panics if workers < 1, limit < 1 or
+// onPanic is nil. It starts no goroutines.
+func New(workers, limit int, onPanic func(key string, err *PanicError)) *Pool {
+	if workers < 1 || limit < 1 || onPanic == nil {
+		panic(fmt.Sprintf("worker: New(%d, %d, onPanic nil=%t)", workers, limit, onPanic == nil))
+	}
+	p := &Pool{
+		workers: workers,
+		limit:   int64(limit),
+		onPanic: onPanic,
+		strands: make(map[string]*strand),
+		room:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	p.work.L = &p.mu
+	return p
+}
+
+// Start starts the workers. Tasks receive ctx: cancelling it is how a caller
+// asks running tasks to stop early; the pool itself keeps running the tasks
+// it holds until [Pool.Close]. Start panics if called twice.
+func (p *Pool) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		panic("worker: Start called twice")
+	}
+	p.started = true
+	p.alive = p.workers
+	for range p.workers {
+		go p.loop(ctx)
+	}
+}
+
+// Submit queues task under key without blocking, or returns ErrClosed after
+// Close. Tasks may be submitted before Start; they run once it is called.
+func (p *Pool) Submit(key string, task Task) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return ErrClosed
+	}
+	p.held.Add(1)
+	if s := p.strands[key]; s != nil { // a worker has it or it is in ready
+		s.tasks = append(s.tasks, task)
+		return nil
+	}
+	s := &strand{key: key, tasks: []Task{task}}
+	p.strands[key] = s
+	p.ready = append(p.ready, s)
+	p.work.Signal()
+	return nil
+}
+
+// Full reports whether the pool holds as many tasks as its limit, or more.
+// It takes no lock.
+func (p *Pool) Full() bool { return p.held.Load() >= p.limit }
+
+// Held returns the number of tasks submitted and not finished.
+func (p *Pool) Held() int { return int(p.held.Load()) }
+
+// Room returns a channel that is closed once the pool holds fewer tasks than
+// its limit; it is closed already if it does now.
+func (p *Pool) Room() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held.Load() < p.limit {
+		return closedChan
+	}
+	p.roomWaiting = true
+	return p.room
+}
+
+// Close stops new submissions. The workers run every task already submitted
+// and then exit; [Pool.Done] is closed when they have. Close is idempotent.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closing = true
+	if !p.started {
+		p.finishLocked()
+	}
+	p.work.Broadcast()
+}
+
+// Done returns a channel that is closed when the workers have exited after
+// Close, or at Close if the pool was never started.
+func (p *Pool) Done() <-chan struct{} { return p.done }
+
+func (p *Pool) finishLocked() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+}
+
+func (p *Pool) loop(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.ready) == 0 && !(p.closing && p.held.Load() == 0) {
+			p.work.Wait()
+		}
+		if len(p.ready) == 0 {
+			p.alive--
+			if p.alive == 0 {
+				p.finishLocked()
+			}
+			p.work.Broadcast() // let the other workers see the drained pool
+			return
+		}
+		s := p.ready[0]
+		p.ready[0] = nil
+		p.ready = p.ready[1:]
+		// Drain the key's tasks before taking another key: its tasks must not
+		// run on two workers, and staying put keeps its data warm.
+		for {
+			t, ok := s.pop()
+			if !ok {
+				delete(p.strands, s.key)
+				break
+			}
+			p.mu.Unlock()
+			p.run(ctx, s.key, t)
+			p.mu.Lock()
+			p.held.Add(-1)
+			if p.roomWaiting && p.held.Load() < p.limit {
+				p.roomWaiting = false
+				close(p.room)
+				p.room = make(chan struct{})
+			}
+		}
+	}
+}
+
+func (p *Pool) run(ctx context.Context, key string, t Task) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.onPanic(key, &PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	t(ctx)
+}

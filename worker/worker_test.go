@@ -1,0 +1,207 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/worker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func noPanic(t *testing.T) func(string, *worker.PanicError) {
+	return func(key string, err *worker.PanicError) { t.Errorf("unexpected panic in %s: %v", key, err) }
+}
+
+// stop closes the pool and waits for its workers.
+func stop(p *worker.Pool) {
+	p.Close()
+	<-p.Done()
+}
+
+func TestRunsEveryTaskInOrderPerKey(t *testing.T) {
+	t.Parallel()
+	p := worker.New(4, 1000, noPanic(t))
+	p.Start(context.Background())
+	var mu sync.Mutex
+	got := map[string][]int{}
+	for i := range 100 {
+		for _, key := range []string{"a", "b", "c"} {
+			require.NoError(t, p.Submit(key, func(context.Context) {
+				mu.Lock()
+				got[key] = append(got[key], i)
+				mu.Unlock()
+			}))
+		}
+	}
+	stop(p)
+	for _, key := range []string{"a", "b", "c"} {
+		require.Len(t, got[key], 100)
+		for i, v := range got[key] {
+			require.Equal(t, i, v, "tasks of one key run in submission order")
+		}
+	}
+	require.Zero(t, p.Held())
+}
+
+func TestOneKeyNeverRunsOnTwoWorkers(t *testing.T) {
+	t.Parallel()
+	p := worker.New(8, 10_000, noPanic(t))
+	p.Start(context.Background())
+	var running [4]atomic.Int32
+	var overlaps atomic.Int32
+	for i := range 2000 {
+		k := i % 4
+		require.NoError(t, p.Submit(fmt.Sprint(k), func(context.Context) {
+			if running[k].Add(1) != 1 {
+				overlaps.Add(1)
+			}
+			running[k].Add(-1)
+		}))
+	}
+	stop(p)
+	require.Zero(t, overlaps.Load())
+}
+
+// Different keys run at the same time: each task waits for the other to
+// start, which can only finish if both run at once. Without parallelism the
+// bubble deadlocks and synctest fails the test.
+func TestDifferentKeysRunInParallel(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := worker.New(2, 10, noPanic(t))
+		p.Start(context.Background())
+		var started sync.WaitGroup
+		started.Add(2)
+		for _, key := range []string{"x", "y"} {
+			require.NoError(t, p.Submit(key, func(context.Context) {
+				started.Done()
+				started.Wait()
+			}))
+		}
+		stop(p)
+	})
+}
+
+func TestFullAndRoom(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := worker.New(1, 2, noPanic(t))
+		release := make(chan struct{})
+		require.False(t, p.Full())
+		select {
+		case <-p.Room():
+		default:
+			t.Fatal("Room must be closed while there is room")
+		}
+		require.NoError(t, p.Submit("a", func(context.Context) { <-release }))
+		require.NoError(t, p.Submit("a", func(context.Context) {}))
+		require.True(t, p.Full())
+		room := p.Room()
+		require.NoError(t, p.Submit("b", func(context.Context) {}), "Submit never blocks, even when full")
+		require.Equal(t, 3, p.Held())
+
+		p.Start(context.Background())
+		synctest.Wait()
+		select {
+		case <-room:
+			t.Fatal("no room while the first task blocks")
+		default:
+		}
+		close(release)
+		<-room // closed once a task finishes and the pool is below its limit
+		stop(p)
+		require.False(t, p.Full())
+	})
+}
+
+func TestCloseDrainsQueuedTasks(t *testing.T) {
+	t.Parallel()
+	p := worker.New(2, 100, noPanic(t))
+	var ran atomic.Int32
+	for i := range 50 {
+		require.NoError(t, p.Submit(fmt.Sprint(i%5), func(context.Context) { ran.Add(1) }))
+	}
+	p.Start(context.Background())
+	p.Close()
+	p.Close() // idempotent
+	<-p.Done()
+	require.Equal(t, int32(50), ran.Load(), "every task submitted before Close runs")
+	require.ErrorIs(t, p.Submit("a", func(context.Context) {}), worker.ErrClosed)
+}
+
+func TestCloseBeforeStart(t *testing.T) {
+	t.Parallel()
+	p := worker.New(1, 1, noPanic(t))
+	p.Close()
+	<-p.Done() // closed even though no worker ever ran
+	require.ErrorIs(t, p.Submit("a", func(context.Context) {}), worker.ErrClosed)
+}
+
+func TestPanicIsRecoveredAndTheWorkerGoesOn(t *testing.T) {
+	t.Parallel()
+	var gotKey string
+	var gotErr *worker.PanicError
+	p := worker.New(1, 10, func(key string, err *worker.PanicError) { gotKey, gotErr = key, err })
+	p.Start(context.Background())
+	var after atomic.Bool
+	require.NoError(t, p.Submit("k", func(context.Context) { panic("boom") }))
+	require.NoError(t, p.Submit("k", func(context.Context) { after.Store(true) }))
+	stop(p)
+	require.Equal(t, "k", gotKey)
+	require.Equal(t, "boom", gotErr.Value)
+	require.Contains(t, string(gotErr.Stack), "worker_test.go")
+	require.True(t, after.Load(), "the worker survives the panic")
+}
+
+func TestTasksReceiveTheStartContext(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	p := worker.New(1, 10, noPanic(t))
+	p.Start(ctx)
+	cancel()
+	var val any
+	var err error
+	require.NoError(t, p.Submit("k", func(ctx context.Context) { val, err = ctx.Value(key{}), ctx.Err() }))
+	stop(p)
+	require.Equal(t, "v", val)
+	require.ErrorIs(t, err, context.Canceled, "cancelling Start's context reaches the tasks")
+}
+
+func TestMisuse(t *testing.T) {
+	t.Parallel()
+	require.Panics(t, func() { worker.New(0, 1, noPanic(t)) })
+	require.Panics(t, func() { worker.New(1, 0, noPanic(t)) })
+	require.Panics(t, func() { worker.New(1, 1, nil) })
+	p := worker.New(1, 1, noPanic(t))
+	p.Start(context.Background())
+	require.Panics(t, func() { p.Start(context.Background()) })
+	stop(p)
+}
+
+func TestSafely(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, worker.Safely(func() error { return nil }))
+	sentinel := errors.New("plain")
+	require.Same(t, sentinel, worker.Safely(func() error { return sentinel }))
+
+	err := worker.Safely(func() error { panic(sentinel) })
+	var pe *worker.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, sentinel, "a panic with an error unwraps to it")
+	require.Equal(t, "panic: plain", err.Error())
+
+	err = worker.Safely(func() error { panic(42) })
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 42, pe.Value)
+	require.NoError(t, pe.Unwrap())
+}
