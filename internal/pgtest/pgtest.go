@@ -1,0 +1,152 @@
+// Package pgtest gives tests an isolated PostgreSQL schema.
+//
+// The server comes from TEST_DATABASE_URL, by default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Each call to
+// [New] creates a schema of its own and a DSN whose search_path points at it,
+// so tests run in parallel without seeing each other's tables, and separate
+// processes given the DSN share the schema. The schema is dropped when the
+// test ends.
+//
+// When no server answers, tests fail if the environment variable CI is set
+// and are skipped with a message elsewhere.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// DefaultDSN is used when TEST_DATABASE_URL is not set.
+const DefaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// BaseDSN returns TEST_DATABASE_URL, or DefaultDSN.
+func BaseDSN() string {
+	if dsn := os.Getenv("TEST_DATABASE_URL"); dsn != "" {
+		return dsn
+	}
+	return DefaultDSN
+}
+
+// DB is a test's schema.
+type DB struct {
+	// Schema is the schema's name.
+	Schema string
+	// DSN connects to the server with search_path set to Schema.
+	DSN string
+	// Gorm is a gorm handle on DSN, closed when the test ends.
+	Gorm *gorm.DB
+	// SQL is Gorm's *sql.DB.
+	SQL *sql.DB
+}
+
+// New creates a schema for t and returns a handle on it.
+func New(t testing.TB) *DB {
+	t.Helper()
+	base := BaseDSN()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		unreachable(t, base, err)
+	}
+	defer admin.Close(context.Background())
+
+	schema := "sheaf_test_" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("pgtest: create schema: %v", err)
+	}
+	t.Cleanup(func() { dropSchema(t, base, schema) })
+
+	dsn, err := WithSearchPath(base, schema)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	gdb, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("pgtest: open gorm: %v", err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return &DB{Schema: schema, DSN: dsn, Gorm: gdb, SQL: sqlDB}
+}
+
+// Count returns the result of a SELECT count(*) query, failing the test on
+// error.
+func (db *DB) Count(t testing.TB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.SQL.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("pgtest: %s: %v", query, err)
+	}
+	return n
+}
+
+// WithSearchPath returns dsn with its search_path set to schema. pgx passes
+// unknown URL parameters to the server as run-time settings.
+func WithSearchPath(dsn, schema string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("TEST_DATABASE_URL must be a postgres:// URL, got %q", dsn)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func unreachable(t testing.TB, dsn string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("pgtest: PostgreSQL not reachable at %s (%v); start it, or point TEST_DATABASE_URL at a server", redact(dsn), err)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func dropSchema(t testing.TB, dsn, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", schema, err)
+	}
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redact hides a password in a DSN for messages.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return strings.Replace(u.String(), "xxxxx", "***", 1)
+}
