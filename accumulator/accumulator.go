@@ -22,9 +22,11 @@
 // # Memory
 //
 // Only the unfilled tail of each open batch is held: at most max-1 items per
-// open batch ID. Full sub-batches are returned to the caller and never
+// open batch ID. Full sub-batches are handed to the sink and never
 // referenced again, so a batch of any length streams through in bounded
-// memory.
+// memory. A small batch's buffer grows with it; a batch that has filled a
+// sub-batch gets a full-size buffer for the next, so budget max items per
+// open batch ID for large batches.
 package accumulator
 
 import (
@@ -88,8 +90,8 @@ type Accumulator[T any] struct {
 	sink Sink[T]
 
 	mu       sync.Mutex
-	sealed   bool // set by Abandon: no more items or batches
-	received int64
+	sealed   bool         // set by Abandon: no more items or batches
+	received atomic.Int64 // changed under mu, read without it
 	open     map[string]*group[T]
 	// Most sends are runs of the same ID, so the last group is cached to skip
 	// the map lookup.
@@ -124,11 +126,8 @@ func New[T any](max int, sink Sink[T]) *Accumulator[T] {
 }
 
 // Received returns how many items have been added, discarded ones included.
-func (a *Accumulator[T]) Received() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.received
-}
+// It takes no lock.
+func (a *Accumulator[T]) Received() int64 { return a.received.Load() }
 
 // Max returns the largest sub-batch size.
 func (a *Accumulator[T]) Max() int { return a.max }
@@ -166,7 +165,7 @@ func (a *Accumulator[T]) Add(batchID string, item T) bool {
 		a.mu.Unlock()
 		return false
 	}
-	a.received++
+	a.received.Add(1)
 	g := a.groupLocked(batchID)
 	if g.failed {
 		g.discarded++
@@ -193,7 +192,7 @@ func (a *Accumulator[T]) AddMany(batchID string, items []T) bool {
 	if a.sealed {
 		return false
 	}
-	a.received += int64(len(items))
+	a.received.Add(int64(len(items)))
 	g := a.groupLocked(batchID)
 	if g.failed {
 		g.discarded += int64(len(items))

@@ -388,3 +388,82 @@ func TestRecycleClearsAndReusesFullBuffers(t *testing.T) {
 	require.Equal(t, []int{104, 105, 106, 107}, col.subs[3].Items)
 	require.Equal(t, []int{5, 6, 7, 8}, col.subs[1].Items, "a sub-batch not recycled is untouched")
 }
+
+// FuzzOperations runs random sequences of Add, AddMany, Close, Fail and a
+// final Abandon over three batch IDs and checks the accounting: every item
+// received is in a sub-batch, discarded, or buffered when abandoned; every
+// batch gets exactly one summary; sub-batches of a batch are numbered 1..n
+// with consistent offsets; and items keep their order within a batch.
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 2, 1, 5, 3, 0, 2})
+	f.Add([]byte{1, 9, 3, 1, 4, 2, 0, 6, 2, 8})
+	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 2})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		col := &collector{}
+		acc := accumulator.New(3, col.sink())
+		ids := []string{"A", "B", "C"}
+		lastGen := map[string]uint64{}
+		next := 0
+		for i := 0; i+1 < len(ops); i += 2 {
+			id, arg := ids[int(ops[i+1])%3], int(ops[i+1])
+			switch ops[i] % 4 {
+			case 0:
+				acc.Add(id, next)
+				next++
+			case 1:
+				items := make([]int, arg%7)
+				for k := range items {
+					items[k] = next
+					next++
+				}
+				acc.AddMany(id, items)
+			case 2:
+				acc.Close(id)
+			case 3:
+				gen := lastGen[id]
+				if arg%2 == 0 {
+					gen = acc.Opened() // the newest batch, whichever ID it has
+				}
+				acc.Fail(id, gen)
+			}
+			for _, sb := range col.subs {
+				lastGen[sb.BatchID] = sb.Gen
+			}
+		}
+		acc.Abandon()
+
+		var inSubs, discarded, buffered int64
+		summaries := map[uint64]accumulator.Summary{}
+		for _, s := range col.closed {
+			_, dup := summaries[s.Gen]
+			require.False(t, dup, "one summary per batch")
+			summaries[s.Gen] = s
+			discarded += s.Discarded
+			buffered += int64(s.Buffered)
+		}
+		require.Len(t, summaries, int(acc.Opened()), "every opened batch was closed or abandoned")
+		seqs := map[uint64]int{}
+		offsets := map[uint64]int64{}
+		lastItem := map[uint64]int{}
+		for _, sb := range col.subs {
+			require.Equal(t, seqs[sb.Gen]+1, sb.Seq)
+			require.Equal(t, offsets[sb.Gen], sb.Offset)
+			require.LessOrEqual(t, len(sb.Items), 3)
+			for _, v := range sb.Items {
+				if prev, ok := lastItem[sb.Gen]; ok {
+					require.Greater(t, v, prev, "items keep their order")
+				}
+				lastItem[sb.Gen] = v
+			}
+			seqs[sb.Gen] = sb.Seq
+			offsets[sb.Gen] += int64(len(sb.Items))
+			inSubs += int64(len(sb.Items))
+		}
+		for gen, s := range summaries {
+			require.Equal(t, seqs[gen], s.SubBatches)
+			require.Equal(t, offsets[gen], s.Items)
+		}
+		require.Equal(t, acc.Received(), inSubs+discarded+buffered, "every item is accounted for")
+		require.Equal(t, int64(next), acc.Received())
+	})
+}

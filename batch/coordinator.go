@@ -39,6 +39,7 @@ type Coordinator[T any] struct {
 	lifecycle  sync.Mutex    // orders Start against Shutdown
 	sealOnce   sync.Once
 	cancelWork context.CancelFunc
+	stopped    <-chan struct{} // Done of the work context; set by Start before state becomes started
 
 	stats counters
 }
@@ -83,7 +84,7 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 		}
 	}
 	if o.queue == 0 {
-		o.queue = 2 * o.workers
+		o.queue = DefaultQueueCapacityPerWorker * o.workers
 	}
 	c := &Coordinator[T]{
 		proc:    p,
@@ -96,29 +97,33 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 		// unconditionally.
 		cancelWork: func() {},
 	}
+	c.pool = worker.New(o.workers, o.queue, c.internalPanic)
 	c.before, _ = p.(BeforeHook)
 	c.after, _ = p.(AfterHook)
 	c.acc = accumulator.New(o.maxBatchSize, accumulator.Sink[T]{SubBatch: c.queueSubBatch, Closed: c.queueEnd})
-	c.pool = worker.New(o.workers, o.queue, c.internalPanic)
 	return c, nil
 }
 
 // Start starts the workers. ctx is the parent of the context handed to the
-// processor, the hooks and the cleanup strategy: cancelling it asks in-flight
-// work to stop (those batches end Incomplete) but does not shut the
-// coordinator down; [Coordinator.Shutdown] does. Start returns [ErrStarted] if
-// called twice or after Shutdown.
+// processor, the hooks and the cleanup strategy. Cancelling it stops the
+// coordinator hard: sends fail with [ErrClosed] from then on and batches in
+// flight end Incomplete; call [Coordinator.Shutdown] still, to report the
+// open batches and wait for the workers. Start returns [ErrStarted] if called
+// twice and [ErrClosed] after Shutdown.
 func (c *Coordinator[T]) Start(ctx context.Context) error {
 	c.lifecycle.Lock()
 	defer c.lifecycle.Unlock()
-	if c.state.Load() != created {
+	switch c.state.Load() {
+	case started:
 		return ErrStarted
+	case closed:
+		return ErrClosed
 	}
 	work, cancel := context.WithCancel(ctx)
-	c.cancelWork = cancel
+	c.cancelWork, c.stopped = cancel, work.Done()
 	c.pool.Start(work)
 	c.state.Store(started)
-	c.log.Debug("batch: coordinator started",
+	c.logSafely(slog.LevelDebug, "batch: coordinator started",
 		"workers", c.o.workers, "max_batch_size", c.o.maxBatchSize, "queue_capacity", c.o.queue)
 	return nil
 }
@@ -127,7 +132,8 @@ func (c *Coordinator[T]) Start(ctx context.Context) error {
 // returns once the message is taken in; that is quick unless the queue of
 // sub-batches waiting for a worker is full, in which case Send blocks until
 // there is room, which is how slow processing slows producers down. If ctx
-// ends first, Send returns ctx.Err() and the message is not sent.
+// ends while Send waits, Send returns ctx.Err() and the message is not sent;
+// a Send that finds room does not look at ctx.
 //
 // Send returns a *[MessageError] for an invalid message, [ErrNotStarted]
 // before Start, and [ErrClosed] once Shutdown has begun.
@@ -189,6 +195,11 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 	case closed:
 		return ErrClosed
 	}
+	select {
+	case <-c.stopped: // Start's context ended: nothing sent now could finish
+		return ErrClosed
+	default:
+	}
 	if !c.pool.Full() {
 		return nil
 	}
@@ -198,6 +209,8 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closing:
+		return ErrClosed
+	case <-c.stopped:
 		return ErrClosed
 	}
 }
@@ -209,14 +222,16 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 // done and every worker has exited.
 //
 // If ctx ends first, Shutdown stops hard: it cancels the context the
-// processor and hooks receive, so that batches in flight end Incomplete and
-// are cleaned up (cleanup runs with a context a hard stop does not cancel,
-// bounded by [WithCleanupTimeout]); it still waits for the workers to exit,
-// then returns an error wrapping ctx.Err(). A processor that ignores its
-// context therefore delays Shutdown.
+// processor and hooks receive, so that batches in flight end Incomplete, and
+// returns an error wrapping ctx.Err() at once. The workers then finish
+// unwinding: each batch still in flight is cleaned up (with a context a hard
+// stop does not cancel, bounded by [WithCleanupTimeout]) and reported.
+// [Coordinator.Done] is closed when they are done; wait for it before
+// relying on every outcome having been delivered.
 //
 // Shutdown is idempotent and safe to call concurrently, and before Start (it
-// then only stops the coordinator from starting).
+// then only stops the coordinator from starting). It must not be called from
+// the processor, a hook, the cleanup strategy or the observer.
 func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 	c.lifecycle.Lock()
 	prev := c.state.Swap(closed)
@@ -224,29 +239,44 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 		close(c.closing)
 	}
 	c.lifecycle.Unlock()
-	if prev == created {
-		return nil
-	}
 	c.sealOnce.Do(func() {
-		c.log.Debug("batch: shutdown initiated")
+		c.logSafely(slog.LevelDebug, "batch: shutdown initiated")
 		// After the seal no send takes anything, so the pool gets no more
 		// tasks and can be closed.
 		if n := c.acc.Abandon(); n > 0 {
-			c.log.Debug("batch: batches without end-of-batch at shutdown", "count", n)
+			c.logSafely(slog.LevelDebug, "batch: batches without end-of-batch at shutdown", "count", n)
 		}
 		c.pool.Close()
 	})
+	if prev == created {
+		return nil
+	}
+	select { // a coordinator already stopped returns nil even for a done ctx
+	case <-c.pool.Done():
+		c.stoppedCleanly()
+		return nil
+	default:
+	}
 	select {
 	case <-c.pool.Done():
-		c.cancelWork()
+		c.stoppedCleanly()
 		return nil
 	case <-ctx.Done():
 	}
-	c.log.Warn("batch: shutdown deadline passed; cancelling in-flight work", "err", ctx.Err())
+	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; cancelling in-flight work", "err", ctx.Err())
 	c.cancelWork()
-	<-c.pool.Done()
 	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
 }
+
+func (c *Coordinator[T]) stoppedCleanly() {
+	c.cancelWork()
+	c.logSafely(slog.LevelDebug, "batch: shutdown complete")
+}
+
+// Done returns a channel that is closed when the workers have exited after
+// Shutdown, and every outcome has been delivered. It is closed already if
+// Shutdown was called before Start.
+func (c *Coordinator[T]) Done() <-chan struct{} { return c.pool.Done() }
 
 // Stats returns a snapshot of the coordinator's counters.
 func (c *Coordinator[T]) Stats() Stats {
@@ -289,6 +319,10 @@ func (c *Coordinator[T]) queueEnd(sum accumulator.Summary) {
 	// Items the accumulator dropped: after a failure, or buffered when the
 	// batch was abandoned. Sub-batches skipped by their task count there.
 	c.stats.discarded.Add(sum.Discarded + int64(sum.Buffered))
+	if !sum.Ended {
+		// Its queued sub-batches would only be written to be cleaned up.
+		r.abandoned.Store(true)
+	}
 	if sum.Ended {
 		c.submit(r, func(ctx context.Context) { c.finish(ctx, r) })
 	} else {
@@ -305,5 +339,5 @@ func (c *Coordinator[T]) submit(r *run[T], t worker.Task) {
 }
 
 func (c *Coordinator[T]) internalPanic(key string, err *PanicError) {
-	c.log.Error("batch: internal panic", "batch_id", key, "err", err, "stack", string(err.Stack))
+	c.logSafely(slog.LevelError, "batch: internal panic", "batch_id", key, "err", err, "stack", string(err.Stack))
 }

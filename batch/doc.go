@@ -28,8 +28,8 @@
 //
 // # Sub-batches and streaming
 //
-// A batch of n items becomes ceil(n/max) sub-batches numbered 1..n, of max
-// items each except the last. A sub-batch goes to a worker the moment it is
+// A batch of n items becomes k = ceil(n/max) sub-batches numbered 1..k, of
+// max items each except the last. A sub-batch goes to a worker the moment it is
 // full, so a batch of any size streams through: memory holds at most the
 // queue (see [WithQueueCapacity]) plus the unfilled tail of each open batch.
 // A batch that ends with no items has no sub-batches; its hooks still run and
@@ -72,6 +72,13 @@
 //
 // [Coordinator.Shutdown] refuses new sends, finishes every batch that got its
 // End, cleans up and reports the others as Incomplete, and waits for the
-// workers. When its context ends first it cancels in-flight work and still
-// waits for the workers, then returns an error wrapping the context's error.
+// workers. When its context ends first it cancels in-flight work and returns
+// an error wrapping the context's error at once; [Coordinator.Done] tells
+// when the workers have finished unwinding.
+//
+// # Calling back
+//
+// A processor, hook, cleanup strategy or observer must not call Send,
+// SendMany or Shutdown on its own coordinator: each can wait for the very
+// worker that calls it.
 package batch

@@ -8,12 +8,13 @@ import (
 )
 
 var (
-	// ErrClosed is returned by Send and SendMany once Shutdown has begun.
+	// ErrClosed is returned by Send and SendMany once Shutdown has begun or
+	// Start's context has ended, and by Start after Shutdown.
 	ErrClosed = errors.New("batch: coordinator is shut down")
 	// ErrNotStarted is returned by Send and SendMany before Start.
 	ErrNotStarted = errors.New("batch: coordinator not started")
 	// ErrStarted is returned by Start when the coordinator was already
-	// started or has been shut down.
+	// started.
 	ErrStarted = errors.New("batch: coordinator already started")
 	// ErrInvalidMessage is matched by every *MessageError.
 	ErrInvalidMessage = errors.New("batch: invalid message")
@@ -23,6 +24,9 @@ var (
 	// ErrIncomplete is the Err of an [Outcome] whose end-of-batch message had
 	// not arrived when the coordinator shut down.
 	ErrIncomplete = errors.New("batch: end-of-batch not received before shutdown")
+	// ErrStopped is wrapped by the Err of an [Outcome] that a hard stop (a
+	// Shutdown deadline, or Start's context ending) kept from finishing.
+	ErrStopped = errors.New("batch: stopped before the batch finished")
 )
 
 // MessageError reports a message that Send refused. Nothing was sent.

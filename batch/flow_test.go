@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -304,18 +305,22 @@ func TestProcessorGetsOffsetsAndOwnsItems(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var kept [][]order
+	var badOffsets []string
 	b := setup(t, func(r *recorder, _ *strategy) {
 		r.process = func(_ context.Context, b batch.Batch[order]) error {
-			require.Equal(t, int64(b.Items[0].ID), b.Offset, "Offset counts the items before this sub-batch")
 			mu.Lock()
+			defer mu.Unlock()
+			if int64(b.Items[0].ID) != b.Offset {
+				badOffsets = append(badOffsets, fmt.Sprint(b.ID, b.Seq, b.Offset))
+			}
 			kept = append(kept, b.Items) // a processor may keep the slice
-			mu.Unlock()
 			return nil
 		}
 	}, batch.WithMaxBatchSize(4))
 	b.send(t, "A", orders(0, 10), true)
 	b.send(t, "B", orders(0, 10), true)
 	b.shutdown(t)
+	require.Empty(t, badOffsets, "Offset counts the items before each sub-batch")
 	total := 0
 	for _, k := range kept {
 		for i := 1; i < len(k); i++ {
@@ -421,3 +426,117 @@ func TestBufferReuseKeepsItemsIntact(t *testing.T) {
 		require.Equal(t, int64(5000), b.outs.one(t, id).Items)
 	}
 }
+
+// A panic in a hook or in MarkComplete fails the batch like a panic in
+// Process: cleanup gets cleanup.SeqUnknown and the worker survives.
+func TestHookPanics(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"before", "after", "complete"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			rec := newRecorder()
+			p := &panicky{recorder: rec, where: where}
+			strat := &strategy{failComplete: map[string]bool{}}
+			outs := &outcomes{byID: map[string][]batch.Outcome{}}
+			var cl cleanup.Strategy = strat
+			if where == "complete" {
+				cl = panickyComplete{strat}
+			}
+			c, err := batch.NewCoordinator[order](p, quiet(), batch.WithCleanup(cl), batch.WithObserver(outs.add))
+			require.NoError(t, err)
+			require.NoError(t, c.Start(context.Background()))
+			require.NoError(t, c.Send(context.Background(), batch.Data("A", order{})))
+			require.NoError(t, c.Send(context.Background(), batch.End[order]("A")))
+			require.NoError(t, c.Send(context.Background(), batch.Data("B", order{})))
+			require.NoError(t, c.Send(context.Background(), batch.End[order]("B")))
+			require.NoError(t, c.Shutdown(context.Background()))
+			o := outs.one(t, "A")
+			require.Equal(t, batch.Failed, o.Status)
+			require.Equal(t, cleanup.SeqUnknown, o.Seq)
+			var pe *batch.PanicError
+			require.ErrorAs(t, o.Err, &pe)
+			var perr *batch.ProcessError
+			require.ErrorAs(t, o.Err, &perr)
+			require.Equal(t, where, perr.Op)
+			require.Contains(t, strat.Calls(), "cleanup A -1")
+			require.Equal(t, batch.Completed, outs.one(t, "B").Status)
+		})
+	}
+}
+
+// panicky is a recorder whose hooks panic for batch A.
+type panicky struct {
+	*recorder
+	where string
+}
+
+func (p *panicky) BeforeBatch(ctx context.Context, id string) error {
+	if id == "A" && p.where == "before" {
+		panic("before hook exploded")
+	}
+	return p.recorder.BeforeBatch(ctx, id)
+}
+
+func (p *panicky) AfterBatch(ctx context.Context, id string) error {
+	if id == "A" && p.where == "after" {
+		panic("after hook exploded")
+	}
+	return p.recorder.AfterBatch(ctx, id)
+}
+
+type panickyComplete struct{ *strategy }
+
+func (s panickyComplete) MarkComplete(ctx context.Context, id string) error {
+	if id == "A" {
+		panic("mark complete exploded")
+	}
+	return s.strategy.MarkComplete(ctx, id)
+}
+
+// A genuine error that arrives while a hard stop is under way is still a
+// failure, with its sequence, not an Incomplete.
+func TestGenuineFailureDuringAStop(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inProcess := make(chan struct{})
+		b := setup(t, untilCancelled(inProcess, func(context.Context) error {
+			return errConstraint // not a context error
+		}))
+		b.send(t, "A", orders(0, 3), true)
+		<-inProcess
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		require.Error(t, b.c.Shutdown(ctx))
+		<-b.c.Done()
+		o := b.outs.one(t, "A")
+		require.Equal(t, batch.Failed, o.Status)
+		require.Equal(t, 1, o.Seq)
+		require.ErrorIs(t, o.Err, errConstraint)
+	})
+}
+
+// A logger whose handler panics loses no outcome.
+func TestPanickingLoggerLosesNoOutcome(t *testing.T) {
+	t.Parallel()
+	outs := &outcomes{byID: map[string][]batch.Outcome{}}
+	rec := newRecorder()
+	rec.failAt["bad"] = 1
+	c, err := batch.NewCoordinator[order](rec, batch.WithObserver(outs.add),
+		batch.WithLogger(slog.New(panickingHandler{})))
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	for _, id := range []string{"good", "bad"} {
+		require.NoError(t, c.Send(context.Background(), batch.Data(id, order{})))
+		require.NoError(t, c.Send(context.Background(), batch.End[order](id)))
+	}
+	require.NoError(t, c.Shutdown(context.Background()))
+	require.Equal(t, batch.Completed, outs.one(t, "good").Status)
+	require.Equal(t, batch.Failed, outs.one(t, "bad").Status)
+}
+
+type panickingHandler struct{}
+
+func (panickingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickingHandler) Handle(context.Context, slog.Record) error { panic("log handler exploded") }
+func (h panickingHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h panickingHandler) WithGroup(string) slog.Handler           { return h }

@@ -259,3 +259,16 @@ func slogJSON(mu *sync.Mutex, buf *[]byte) *slog.Logger {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// untilCancelled returns a recorder setup whose Process, for every batch,
+// closes started and then waits for its context to end, returning ret(ctx):
+// a write that is in flight when a hard stop comes.
+func untilCancelled(started chan struct{}, ret func(ctx context.Context) error) func(*recorder, *strategy) {
+	return func(r *recorder, _ *strategy) {
+		r.process = func(ctx context.Context, _ batch.Batch[order]) error {
+			close(started)
+			<-ctx.Done()
+			return ret(ctx)
+		}
+	}
+}

@@ -81,7 +81,7 @@ func TestLifecycle(t *testing.T) {
 	require.ErrorIs(t, c.Send(ctx, batch.End[int]("A")), batch.ErrClosed)
 	require.ErrorIs(t, c.SendMany(ctx, "A", []int{1}), batch.ErrClosed)
 	require.ErrorIs(t, c.SendMany(ctx, "A", nil), batch.ErrClosed)
-	require.ErrorIs(t, c.Start(ctx), batch.ErrStarted, "no restart after shutdown")
+	require.ErrorIs(t, c.Start(ctx), batch.ErrClosed, "no restart after shutdown")
 }
 
 func TestShutdownBeforeStartPreventsStart(t *testing.T) {
@@ -89,8 +89,9 @@ func TestShutdownBeforeStartPreventsStart(t *testing.T) {
 	c, err := batch.NewCoordinator(nop[int](), quiet())
 	require.NoError(t, err)
 	require.NoError(t, c.Shutdown(context.Background()))
-	require.ErrorIs(t, c.Start(context.Background()), batch.ErrStarted)
+	require.ErrorIs(t, c.Start(context.Background()), batch.ErrClosed)
 	require.ErrorIs(t, c.Send(context.Background(), batch.Data("A", 1)), batch.ErrClosed)
+	<-c.Done() // closed: nothing will ever run
 }
 
 func TestConcurrentShutdowns(t *testing.T) {
@@ -127,9 +128,19 @@ func TestShutdownDrainsQueuedWork(t *testing.T) {
 // A batch whose end never arrives is cleaned up and reported Incomplete.
 func TestIncompleteAtShutdown(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, batch.WithMaxBatchSize(10))
+	processed := make(chan struct{}, 2)
+	b := setup(t, func(r *recorder, _ *strategy) {
+		r.process = func(_ context.Context, b batch.Batch[order]) error {
+			if b.ID == "open" {
+				processed <- struct{}{}
+			}
+			return nil
+		}
+	}, batch.WithMaxBatchSize(10))
 	b.send(t, "open", orders(0, 25), false) // two sub-batches processed, five buffered
-	b.send(t, "tiny", orders(0, 3), false)  // never reached a worker
+	<-processed
+	<-processed
+	b.send(t, "tiny", orders(0, 3), false) // never reached a worker
 	b.send(t, "done", orders(0, 3), true)
 	b.shutdown(t)
 
@@ -176,10 +187,13 @@ func TestHardStopOnShutdownDeadline(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.EqualError(t, err, "batch: shutdown: context deadline exceeded")
 		require.Equal(t, 5*time.Second, time.Since(start), "returns at the deadline, not later")
+		<-b.c.Done() // the workers finish unwinding
 
 		slow := b.outs.one(t, "slow")
 		require.Equal(t, batch.Incomplete, slow.Status, "stopped, not failed")
 		require.ErrorIs(t, slow.Err, context.Canceled)
+		queuedOut := b.outs.one(t, "queued")
+		require.ErrorIs(t, queuedOut.Err, batch.ErrStopped)
 		require.Equal(t, cleanup.SeqIncomplete, slow.Seq)
 		require.NoError(t, slow.CleanupErr)
 		queued := b.outs.one(t, "queued")
@@ -190,7 +204,7 @@ func TestHardStopOnShutdownDeadline(t *testing.T) {
 	})
 }
 
-// Cancelling Start's context stops in-flight work without shutting down.
+// Cancelling Start's context stops in-flight work and the coordinator.
 func TestCancellingStartContext(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -211,7 +225,8 @@ func TestCancellingStartContext(t *testing.T) {
 		cancel()
 		synctest.Wait()
 		require.Equal(t, batch.Incomplete, got.Status)
-		require.NoError(t, c.Send(context.Background(), batch.Data("B", 1)), "still accepting")
+		require.ErrorIs(t, c.Send(context.Background(), batch.Data("B", 1)), batch.ErrClosed,
+			"a stopped coordinator takes nothing it could not finish")
 		require.NoError(t, c.Shutdown(context.Background()))
 	})
 }
@@ -317,4 +332,135 @@ func TestLogsFailuresWithBatchIDAndNeverItems(t *testing.T) {
 	require.Contains(t, logs, `"batch_id":"A"`)
 	require.Contains(t, logs, `"seq":1`)
 	require.NotContains(t, logs, "987654321", "items are never logged")
+}
+
+// A second Shutdown with a context that is already done, on a coordinator that
+// has stopped, reports success: it is idempotent whatever the context.
+func TestShutdownAgainWithDoneContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.send(t, "A", orders(0, 3), true)
+	b.shutdown(t)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 50 {
+		require.NoError(t, b.c.Shutdown(done))
+	}
+}
+
+// Concurrent hard stops all report the deadline, and the workers unwind once.
+func TestConcurrentHardStops(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		inProcess := make(chan struct{})
+		b := setup(t, untilCancelled(inProcess, context.Context.Err))
+		b.send(t, "A", orders(0, 3), true)
+		<-inProcess
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				require.ErrorIs(t, b.c.Shutdown(ctx), context.DeadlineExceeded)
+			})
+		}
+		wg.Wait()
+		<-b.c.Done()
+		require.Equal(t, batch.Incomplete, b.outs.one(t, "A").Status)
+	})
+}
+
+// A processor that ignores its context delays the workers, not Shutdown:
+// Shutdown returns at its deadline and Done closes when the processor returns.
+func TestHardStopWithAProcessorThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		inProcess := make(chan struct{})
+		b := setup(t, func(r *recorder, _ *strategy) {
+			r.process = func(context.Context, batch.Batch[order]) error {
+				close(inProcess)
+				<-release // deaf to cancellation
+				return nil
+			}
+		})
+		b.send(t, "A", orders(0, 3), true)
+		<-inProcess
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		require.ErrorIs(t, b.c.Shutdown(ctx), context.DeadlineExceeded)
+		require.Equal(t, time.Second, time.Since(start))
+		select {
+		case <-b.c.Done():
+			t.Fatal("Done must wait for the processor")
+		default:
+		}
+		close(release)
+		<-b.c.Done()
+		o := b.outs.one(t, "A")
+		require.Equal(t, batch.Incomplete, o.Status, "the stop came before the batch could finish")
+		require.Equal(t, 1, o.SubBatches)
+		require.Contains(t, b.strat.Calls(), "cleanup A 0")
+	})
+}
+
+// Every sender blocked on a full queue is released by room, and every one by
+// Shutdown.
+func TestManyBlockedSendersAreReleased(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c, release, outs := blockingSetup(t)
+		require.NoError(t, c.Send(context.Background(), batch.Data("A", 0)))
+		results := make(chan error, 8)
+		for i := range 8 {
+			go func() { results <- c.Send(context.Background(), batch.Data(string(rune('B'+i)), i)) }()
+		}
+		synctest.Wait()
+		require.Len(t, results, 0, "all eight wait for room")
+		close(release)
+		for range 8 {
+			require.NoError(t, <-results)
+		}
+		require.NoError(t, c.Shutdown(context.Background()))
+		require.Equal(t, int64(9), c.Stats().ItemsReceived)
+		require.Equal(t, 9, len(outs.all), "nine batches, all incomplete: none got its end")
+	})
+}
+
+// A Send that finds room succeeds even with a context already done: the
+// context only bounds waiting.
+func TestSendWithDoneContextAndRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, b.c.Send(done, batch.Data("A", order{})))
+	require.NoError(t, b.c.Send(done, batch.End[order]("A")))
+	b.shutdown(t)
+	require.Equal(t, batch.Completed, b.outs.one(t, "A").Status)
+}
+
+// The cleanup strategy's context has a deadline (WithCleanupTimeout), and a
+// hard stop does not cancel it.
+func TestCleanupContextIsBounded(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var deadline time.Duration
+		strat := cleanup.Func(func(ctx context.Context, _ string, _ int) error {
+			d, ok := ctx.Deadline()
+			require.True(t, ok)
+			deadline = time.Until(d)
+			return nil
+		})
+		rec := newRecorder()
+		rec.failAt["A"] = 1
+		c, err := batch.NewCoordinator[order](rec, quiet(), batch.WithCleanup(strat), batch.WithCleanupTimeout(7*time.Second))
+		require.NoError(t, err)
+		require.NoError(t, c.Start(context.Background()))
+		require.NoError(t, c.Send(context.Background(), batch.Data("A", order{})))
+		require.NoError(t, c.Send(context.Background(), batch.End[order]("A")))
+		require.NoError(t, c.Shutdown(context.Background()))
+		require.Equal(t, 7*time.Second, deadline)
+	})
 }

@@ -90,13 +90,22 @@ func TestSendRejectsInvalidMessagesAndSendsNothing(t *testing.T) {
 	require.Zero(t, s.BatchesCompleted+s.BatchesIncomplete, "and opens no batch")
 }
 
-// FuzzMessageValidation checks that Validate and Send agree, and that a
-// message is valid exactly when it has a batch ID and, if data, an item.
+// FuzzMessageValidation checks that Validate and Send agree, that a message
+// is valid exactly when it has a batch ID and, if data, an item, and that a
+// refused message takes nothing while an accepted one is taken in.
 func FuzzMessageValidation(f *testing.F) {
 	f.Add("A", false, false)
 	f.Add("", true, false)
 	f.Add("ORDER-2025-001", false, true)
 	f.Add("\x00", true, true)
+	c, err := batch.NewCoordinator(batch.ProcessorFunc[*order](func(context.Context, batch.Batch[*order]) error { return nil }), quiet())
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = c.Shutdown(context.Background()) })
 	f.Fuzz(func(t *testing.T, id string, end, nilItem bool) {
 		var m batch.Message[*order]
 		switch {
@@ -115,5 +124,15 @@ func FuzzMessageValidation(f *testing.F) {
 		}
 		require.Equal(t, id, m.BatchID())
 		require.Equal(t, end, m.IsEnd())
+
+		before := c.Stats().ItemsReceived
+		sendErr := c.Send(context.Background(), m)
+		require.Equal(t, err == nil, sendErr == nil, "Send agrees with Validate")
+		taken := c.Stats().ItemsReceived - before
+		if valid && !end {
+			require.Equal(t, int64(1), taken)
+		} else {
+			require.Zero(t, taken)
+		}
 	})
 }

@@ -21,6 +21,9 @@ const (
 	// MaxWorkers is the largest value WithWorkers accepts.
 	MaxWorkers = 4096
 
+	// DefaultQueueCapacityPerWorker is the default queue capacity per
+	// worker: WithQueueCapacity(0) means this many sub-batches per worker.
+	DefaultQueueCapacityPerWorker = 2
 	// MaxQueueCapacity is the largest value WithQueueCapacity accepts.
 	MaxQueueCapacity = 1 << 20
 
@@ -92,10 +95,14 @@ func WithWorkers(n int) Option {
 // WithQueueCapacity sets how many sub-batches may wait for or be in the hands
 // of a worker before Send blocks. It is the engine's buffer between producers
 // and workers (the specification's queue capacity), counted in sub-batches
-// because that is what holds memory: at most about (capacity + workers) ×
-// max batch size items, plus the unfilled tail of each open batch. Default 0,
-// meaning twice the number of workers, which keeps every worker busy while
-// the next sub-batches fill; 1 to [MaxQueueCapacity] otherwise.
+// because that is what holds memory. The engine holds about capacity × max
+// batch size items in the queue, plus one sub-batch more per sender that
+// filled one at the same moment, plus the unfilled tail of each open batch
+// (up to max items each for batches larger than one sub-batch), plus a
+// SendMany's own items while it runs. A capacity below the number of workers
+// leaves workers idle. Default 0, meaning [DefaultQueueCapacityPerWorker]
+// per worker, which keeps every worker busy while the next sub-batches fill;
+// 1 to [MaxQueueCapacity] otherwise.
 func WithQueueCapacity(n int) Option {
 	return optionFunc(func(o *options) error {
 		if n < 0 || n > MaxQueueCapacity {
@@ -133,9 +140,10 @@ func WithCleanupTimeout(d time.Duration) Option {
 	})
 }
 
-// WithLogger sets the logger. The coordinator logs failures and cleanups at
-// Warn or Error, its lifecycle at Info, and batches and sub-batches at Debug;
-// it never logs items. Default [slog.Default]. A nil logger discards logs.
+// WithLogger sets the logger. The coordinator logs failed batches and failed
+// cleanups at Error, incomplete batches and hard stops at Warn, successful
+// cleanups at Info, and its lifecycle, batches and sub-batches at Debug; it
+// never logs items. Default [slog.Default]. A nil logger discards logs.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) error {
 		if l == nil {

@@ -42,9 +42,6 @@ type Outcome struct {
 	// they were cleaned up.
 	SubBatches int
 	Items      int64
-	// Discarded counts items of the batch that were never processed because
-	// it failed or could not finish.
-	Discarded int64
 	// Duration runs from the start of the batch's first step (the before
 	// hook or first sub-batch) to its outcome; zero if no step ran.
 	Duration time.Duration
@@ -54,7 +51,7 @@ type Outcome struct {
 	// batches. Zero for completed batches.
 	Seq int
 	// Err is why the batch failed (a *ProcessError) or was incomplete
-	// (ErrIncomplete, or the cause of the hard stop); nil when completed.
+	// (ErrIncomplete, or an error wrapping ErrStopped); nil when completed.
 	Err error
 	// CleanupErr is the cleanup strategy's error. nil means cleanup
 	// succeeded, or was not needed because nothing had been processed.

@@ -2,7 +2,10 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/accumulator"
@@ -21,6 +24,9 @@ type run[T any] struct {
 	start time.Time
 	subs  int
 	items int64
+	// abandoned is set, under the accumulator's lock, when shutdown lets the
+	// batch go without its end; its queued sub-batches are then skipped.
+	abandoned atomic.Bool
 }
 
 // begin runs the before hook the first time a batch does any work. It
@@ -45,7 +51,7 @@ func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.
 		defer c.acc.Recycle(sb.Items)
 	}
 	n := len(sb.Items)
-	if r.done {
+	if r.done || r.abandoned.Load() {
 		c.stats.discarded.Add(int64(n))
 		return
 	}
@@ -73,7 +79,7 @@ func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.
 	r.items += int64(n)
 	c.stats.subBatches.Add(1)
 	c.stats.processed.Add(int64(n))
-	c.log.Debug("batch: sub-batch processed", "batch_id", r.id, "seq", sb.Seq, "items", n)
+	c.logSafely(slog.LevelDebug, "batch: sub-batch processed", "batch_id", r.id, "seq", sb.Seq, "items", n)
 }
 
 // finish runs after the last sub-batch of a batch whose end-of-batch arrived.
@@ -121,13 +127,14 @@ func (c *Coordinator[T]) abandon(ctx context.Context, r *run[T]) {
 
 // fail ends a batch that cannot complete: later items and sub-batches are
 // discarded, the cleanup strategy removes what was written, and the outcome
-// is reported. A failure while work is cancelled is a stop, not a fault of
-// the batch, so it is reported Incomplete.
+// is reported. A failure caused by a hard stop (a context error while work is
+// cancelled) is not a fault of the batch, so it is reported Incomplete; any
+// other error is a failure, even one that arrives during a stop.
 func (c *Coordinator[T]) fail(ctx context.Context, r *run[T], seq int, err error) {
 	r.done = true
 	c.acc.Fail(r.id, r.gen) // the accumulator counts what it drops, see queueEnd
 	status := Failed
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && (errors.Is(err, ErrStopped) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		status, seq = Incomplete, cleanup.SeqIncomplete
 	}
 	c.report(r, Outcome{Status: status, Seq: seq, Err: err, CleanupErr: c.cleanup(ctx, r, seq)})
@@ -143,10 +150,10 @@ func (c *Coordinator[T]) cleanup(ctx context.Context, r *run[T], seq int) error 
 	err := worker.Safely(func() error { return c.o.cleanup.Cleanup(cctx, r.id, seq) })
 	if err != nil {
 		c.stats.cleanupFailures.Add(1)
-		c.log.Error("batch: cleanup failed; partial output may remain", "batch_id", r.id, "seq", seq, "err", err)
+		c.logSafely(slog.LevelError, "batch: cleanup failed; partial output may remain", "batch_id", r.id, "seq", seq, "err", err)
 		return err
 	}
-	c.log.Info("batch: cleaned up", "batch_id", r.id, "seq", seq)
+	c.logSafely(slog.LevelInfo, "batch: cleaned up", "batch_id", r.id, "seq", seq)
 	return nil
 }
 
@@ -157,6 +164,8 @@ func (c *Coordinator[T]) strategyContext(ctx context.Context) (context.Context, 
 	return context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
 }
 
+// report counts the outcome and hands it to the observer before logging it,
+// so that a logger that fails cannot lose an outcome.
 func (c *Coordinator[T]) report(r *run[T], o Outcome) {
 	o.BatchID, o.SubBatches, o.Items = r.id, r.subs, r.items
 	if r.begun {
@@ -165,22 +174,37 @@ func (c *Coordinator[T]) report(r *run[T], o Outcome) {
 	switch o.Status {
 	case Completed:
 		c.stats.completed.Add(1)
-		c.log.Debug("batch: completed", "batch_id", r.id, "sub_batches", r.subs, "items", r.items, "duration", o.Duration)
 	case Failed:
 		c.stats.failed.Add(1)
-		c.log.Error("batch: failed", "batch_id", r.id, "seq", o.Seq, "err", o.Err, "cleanup_err", o.CleanupErr)
 	case Incomplete:
 		c.stats.incomplete.Add(1)
-		c.log.Warn("batch: incomplete", "batch_id", r.id, "sub_batches", r.subs, "err", o.Err, "cleanup_err", o.CleanupErr)
 	}
-	if c.o.observer == nil {
-		return
+	if c.o.observer != nil {
+		if err := worker.Safely(func() error { c.o.observer(o); return nil }); err != nil {
+			c.logSafely(slog.LevelError, "batch: observer panicked", "batch_id", r.id, "err", err)
+		}
 	}
-	if err := worker.Safely(func() error { c.o.observer(o); return nil }); err != nil {
-		c.log.Error("batch: observer panicked", "batch_id", r.id, "err", err)
+	switch o.Status {
+	case Completed:
+		c.logSafely(slog.LevelDebug, "batch: completed", "batch_id", r.id, "sub_batches", r.subs, "items", r.items, "duration", o.Duration)
+	case Failed:
+		c.logSafely(slog.LevelError, "batch: failed", "batch_id", r.id, "seq", o.Seq, "err", o.Err, "cleanup_err", o.CleanupErr)
+	case Incomplete:
+		c.logSafely(slog.LevelWarn, "batch: incomplete", "batch_id", r.id, "sub_batches", r.subs, "err", o.Err, "cleanup_err", o.CleanupErr)
 	}
 }
 
+// logSafely logs, recovering a panic in the handler.
+func (c *Coordinator[T]) logSafely(level slog.Level, msg string, args ...any) {
+	if !c.log.Enabled(context.Background(), level) {
+		return
+	}
+	_ = worker.Safely(func() error {
+		c.log.Log(context.Background(), level, msg, args...)
+		return nil
+	})
+}
+
 func stopped(ctx context.Context) error {
-	return fmt.Errorf("batch: stopped before the batch finished: %w", context.Cause(ctx))
+	return fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
 }

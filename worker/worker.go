@@ -92,11 +92,19 @@ func (s *strand) pop() (Task, bool) {
 	t := s.tasks[s.head]
 	s.tasks[s.head] = nil
 	s.head++
-	if s.head == len(s.tasks) {
+	switch {
+	case s.head == len(s.tasks):
 		s.tasks, s.head = s.tasks[:0], 0
+	case s.head >= 32 && 2*s.head >= len(s.tasks):
+		// A key that never drains would otherwise grow its slice forever.
+		n := copy(s.tasks, s.tasks[s.head:])
+		clear(s.tasks[n:])
+		s.tasks, s.head = s.tasks[:n], 0
 	}
 	return t, true
 }
+
+func (s *strand) empty() bool { return s.head == len(s.tasks) }
 
 // New returns a pool of workers goroutines whose soft limit is limit held
 // tasks. onPanic receives a task's panic, which the pool recovers so that the
@@ -174,7 +182,9 @@ func (p *Pool) Room() <-chan struct{} {
 }
 
 // Close stops new submissions. The workers run every task already submitted
-// and then exit; [Pool.Done] is closed when they have. Close is idempotent.
+// and then exit; [Pool.Done] is closed when they have. If Start was never
+// called, nothing runs: Done is closed at once and the submitted tasks are
+// dropped. Close is idempotent.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,8 +208,9 @@ func (p *Pool) finishLocked() {
 }
 
 func (p *Pool) loop(ctx context.Context) {
+	// No deferred Unlock: a task that calls runtime.Goexit unwinds through
+	// here with the mutex unlocked (see run).
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for {
 		for len(p.ready) == 0 && !(p.closing && p.held.Load() == 0) {
 			p.work.Wait()
@@ -210,13 +221,12 @@ func (p *Pool) loop(ctx context.Context) {
 				p.finishLocked()
 			}
 			p.work.Broadcast() // let the other workers see the drained pool
+			p.mu.Unlock()
 			return
 		}
 		s := p.ready[0]
 		p.ready[0] = nil
 		p.ready = p.ready[1:]
-		// Drain the key's tasks before taking another key: its tasks must not
-		// run on two workers, and staying put keeps its data warm.
 		for {
 			t, ok := s.pop()
 			if !ok {
@@ -224,23 +234,60 @@ func (p *Pool) loop(ctx context.Context) {
 				break
 			}
 			p.mu.Unlock()
-			p.run(ctx, s.key, t)
+			p.run(ctx, s, t)
 			p.mu.Lock()
-			p.held.Add(-1)
-			if p.roomWaiting && p.held.Load() < p.limit {
-				p.roomWaiting = false
-				close(p.room)
-				p.room = make(chan struct{})
+			p.doneLocked()
+			// Stay with the key while nobody waits, which keeps its data
+			// warm; otherwise let the next key have a turn, so one busy key
+			// cannot starve the others. The key stays in strands, so new
+			// tasks still queue behind it, and still runs on one worker at
+			// a time.
+			if len(p.ready) > 0 && !s.empty() {
+				p.ready = append(p.ready, s)
+				break
 			}
 		}
 	}
 }
 
-func (p *Pool) run(ctx context.Context, key string, t Task) {
+// doneLocked accounts for a finished task.
+func (p *Pool) doneLocked() {
+	p.held.Add(-1)
+	if p.roomWaiting && p.held.Load() < p.limit {
+		p.roomWaiting = false
+		close(p.room)
+		p.room = make(chan struct{})
+	}
+}
+
+// errGoexit is reported when a task calls runtime.Goexit.
+var errGoexit = errors.New("worker: task called runtime.Goexit")
+
+func (p *Pool) run(ctx context.Context, s *strand, t Task) {
+	normal := false
 	defer func() {
-		if r := recover(); r != nil {
-			p.onPanic(key, &PanicError{Value: r, Stack: debug.Stack()})
+		if normal {
+			return
 		}
+		if r := recover(); r != nil {
+			p.onPanic(s.key, &PanicError{Value: r, Stack: debug.Stack()})
+			return
+		}
+		// runtime.Goexit (as t.FailNow does): this goroutine is ending and
+		// nothing can stop it. Account for the task, hand the key's other
+		// tasks to another worker, and start a worker in this one's place.
+		p.onPanic(s.key, &PanicError{Value: errGoexit, Stack: debug.Stack()})
+		p.mu.Lock()
+		p.doneLocked()
+		if s.empty() {
+			delete(p.strands, s.key)
+		} else {
+			p.ready = append(p.ready, s)
+			p.work.Signal()
+		}
+		p.mu.Unlock()
+		go p.loop(ctx)
 	}()
 	t(ctx)
+	normal = true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,4 +206,75 @@ func TestSafely(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, 42, pe.Value)
 	require.NoError(t, pe.Unwrap())
+}
+
+// A task that calls runtime.Goexit (as a test's FailNow does) ends its
+// goroutine; the pool reports it, keeps the key's order and its worker
+// count, and drains normally.
+func TestGoexitInATask(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var reported []error
+	p := worker.New(1, 100, func(key string, err *worker.PanicError) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, err)
+	})
+	p.Start(context.Background())
+	var ran []int
+	for i := range 5 {
+		require.NoError(t, p.Submit("k", func(context.Context) {
+			mu.Lock()
+			ran = append(ran, i)
+			mu.Unlock()
+			if i == 2 {
+				runtime.Goexit()
+			}
+		}))
+	}
+	stop(p)
+	require.Equal(t, []int{0, 1, 2, 3, 4}, ran, "the key's later tasks still run, in order")
+	require.Len(t, reported, 1)
+	require.ErrorContains(t, reported[0], "runtime.Goexit")
+	require.Zero(t, p.Held())
+}
+
+// A key that always has work does not keep the others waiting.
+func TestABusyKeyDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := worker.New(1, 1000, noPanic(t))
+		var order []string
+		var mu sync.Mutex
+		record := func(s string) worker.Task {
+			return func(context.Context) { mu.Lock(); order = append(order, s); mu.Unlock() }
+		}
+		for range 50 {
+			require.NoError(t, p.Submit("busy", record("busy")))
+		}
+		require.NoError(t, p.Submit("other", record("other")))
+		p.Start(context.Background())
+		stop(p)
+		at := slices.Index(order, "other")
+		require.GreaterOrEqual(t, at, 0)
+		require.Less(t, at, 3, "the other key runs after at most a task or two of the busy one, not after all 50")
+	})
+}
+
+// A strand that never empties reuses its slice instead of growing it.
+func TestABusyKeyDoesNotGrowMemory(t *testing.T) {
+	t.Parallel()
+	p := worker.New(1, 4, noPanic(t))
+	p.Start(context.Background())
+	var ran atomic.Int64
+	for range 100_000 {
+		<-p.Room()
+		require.NoError(t, p.Submit("k", func(context.Context) { ran.Add(1) }))
+	}
+	stop(p)
+	require.Equal(t, int64(100_000), ran.Load())
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	require.Less(t, ms.HeapAlloc, uint64(16<<20), "100k tasks through one key must not leave their slots behind")
 }

@@ -40,7 +40,7 @@ type table struct {
 var errNegative = errors.New("negative amount")
 
 func (t *table) Process(ctx context.Context, b batch.Batch[Order]) error {
-	time.Sleep(time.Millisecond) // the cost of a round trip to a database
+	time.Sleep(2 * time.Millisecond) // the cost of a transaction in a database
 	for _, o := range b.Items {
 		if o.Cents < 0 {
 			return fmt.Errorf("order %d: %w", o.ID, errNegative)
@@ -107,7 +107,7 @@ func run(maxBatch, workers int) error {
 		{"ORDERS-EU", 20_000, -1},
 		{"ORDERS-US", 35_000, -1},
 		{"ORDERS-APAC", 12_500, -1},
-		{"REFUNDS", 8_000, 2*maxBatch + 17}, // in sub-batch 3
+		{"REFUNDS", 3*maxBatch + 100, 2*maxBatch + 17}, // the bad record is in sub-batch 3
 	}
 	fmt.Printf("sending %d batches with max batch size %d on %d workers\n", len(batches), maxBatch, workers)
 
@@ -116,7 +116,7 @@ func run(maxBatch, workers int) error {
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -178,8 +178,9 @@ func run(maxBatch, workers int) error {
 		return err
 	}
 	s := c.Stats()
-	fmt.Printf("\n%d items received, %d stored, %d discarded with the failed batch\n",
-		s.ItemsReceived, s.ItemsProcessed-int64(failedItems(outcomes)), s.ItemsDiscarded)
+	undone := failedItems(outcomes)
+	fmt.Printf("\n%d items received = %d stored + %d written and then cleaned up + %d never written (discarded with the failed batch)\n",
+		s.ItemsReceived, s.ItemsProcessed-undone, undone, s.ItemsDiscarded)
 	return nil
 }
 
