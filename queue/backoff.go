@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff decides how long a failed job waits before its next attempt.
+// attempt is the attempt that just failed, starting at 1. The wait is added
+// to the database's clock, not the worker's.
+type Backoff interface {
+	Delay(attempt int) time.Duration
+}
+
+// DefaultBackoff is used when neither the kind nor the job sets one:
+// 1s, 2s, 4s, ... capped at 5 minutes, with 10% jitter.
+var DefaultBackoff Backoff = Exponential{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
+
+// Exponential waits Base × 2^(attempt-1), capped at Max (if positive), then
+// moved by up to ±Jitter of itself at random (Jitter 0.1 is ±10%), so that
+// jobs that failed together do not all retry together.
+type Exponential struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64
+}
+
+// Delay implements Backoff.
+func (e Exponential) Delay(attempt int) time.Duration {
+	d := e.Base
+	for i := 1; i < attempt && (e.Max <= 0 || d < e.Max); i++ {
+		d *= 2
+	}
+	if e.Max > 0 && d > e.Max {
+		d = e.Max
+	}
+	return jitter(d, e.Jitter)
+}
+
+// Linear waits Step × attempt, capped at Max if positive: 1s, 2s, 3s for a
+// Step of one second, as seed 000 describes.
+type Linear struct {
+	Step time.Duration
+	Max  time.Duration
+}
+
+// Delay implements Backoff.
+func (l Linear) Delay(attempt int) time.Duration {
+	d := l.Step * time.Duration(max(attempt, 1))
+	if l.Max > 0 && d > l.Max {
+		d = l.Max
+	}
+	return d
+}
+
+// Schedule waits its attempt-th entry: Schedule{time.Minute, 5 *
+// time.Minute, 15 * time.Minute} is seed 004's 1m/5m/15m. Attempts beyond its
+// length wait its last entry; an empty Schedule waits nothing.
+type Schedule []time.Duration
+
+// Delay implements Backoff.
+func (s Schedule) Delay(attempt int) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(max(attempt, 1), len(s))-1]
+}
+
+func jitter(d time.Duration, frac float64) time.Duration {
+	if frac <= 0 || d <= 0 {
+		return d
+	}
+	span := float64(d) * min(frac, 1)
+	return d + time.Duration((rand.Float64()*2-1)*span)
+}
+
+// backoffJSON is how a per-job backoff is stored, so that any runner can
+// apply it.
+type backoffJSON struct {
+	Type   string          `json:"type"`
+	Base   time.Duration   `json:"base,omitempty"`
+	Max    time.Duration   `json:"max,omitempty"`
+	Jitter float64         `json:"jitter,omitempty"`
+	Step   time.Duration   `json:"step,omitempty"`
+	Delays []time.Duration `json:"delays,omitempty"`
+}
+
+func encodeBackoff(b Backoff) ([]byte, error) {
+	var j backoffJSON
+	switch b := b.(type) {
+	case Exponential:
+		j = backoffJSON{Type: "exponential", Base: b.Base, Max: b.Max, Jitter: b.Jitter}
+	case Linear:
+		j = backoffJSON{Type: "linear", Step: b.Step, Max: b.Max}
+	case Schedule:
+		j = backoffJSON{Type: "schedule", Delays: b}
+	default:
+		return nil, invalid("a job's own backoff must be Exponential, Linear or Schedule, not %T (a kind's backoff may be any Backoff)", b)
+	}
+	return json.Marshal(j)
+}
+
+func decodeBackoff(data []byte) (Backoff, error) {
+	var j backoffJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, err
+	}
+	switch j.Type {
+	case "exponential":
+		return Exponential{Base: j.Base, Max: j.Max, Jitter: j.Jitter}, nil
+	case "linear":
+		return Linear{Step: j.Step, Max: j.Max}, nil
+	case "schedule":
+		return Schedule(j.Delays), nil
+	}
+	return nil, fmt.Errorf("queue: unknown stored backoff %q", j.Type)
+}
+
+func validBackoff(b Backoff) error {
+	switch b := b.(type) {
+	case nil:
+		return invalid("nil backoff")
+	case Exponential:
+		if b.Base <= 0 || b.Max < 0 || b.Jitter < 0 || b.Jitter > 1 {
+			return invalid("exponential backoff needs Base > 0, Max >= 0 and Jitter in [0, 1]: %+v", b)
+		}
+	case Linear:
+		if b.Step <= 0 || b.Max < 0 {
+			return invalid("linear backoff needs Step > 0 and Max >= 0: %+v", b)
+		}
+	case Schedule:
+		for _, d := range b {
+			if d < 0 {
+				return invalid("schedule backoff has a negative delay: %v", b)
+			}
+		}
+	}
+	return nil
+}

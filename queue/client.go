@@ -1,0 +1,505 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Client enqueues and manages jobs. Create one with NewClient; it starts no
+// goroutines and is safe for concurrent use.
+type Client struct {
+	db  *gorm.DB
+	reg *Registry
+	cfg config
+	tx  bool // db is a caller's transaction
+}
+
+// NewClient returns a client on db, a gorm handle on PostgreSQL, for the
+// kinds in reg. Call Migrate once before use (it is cheap and safe to call
+// from every process at start-up).
+func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
+	if db == nil {
+		return nil, invalid("nil *gorm.DB")
+	}
+	if reg == nil {
+		return nil, invalid("nil *Registry")
+	}
+	if name := db.Dialector.Name(); name != "postgres" {
+		return nil, invalid("the queue needs PostgreSQL, not %q", name)
+	}
+	cfg := config{logger: slog.Default()}
+	if err := applyOptions(&cfg, opts); err != nil {
+		return nil, err
+	}
+	if len(cfg.runnerOptions) > 0 {
+		return nil, invalid("%s applies to NewRunner, not NewClient", strings.Join(cfg.runnerOptions, ", "))
+	}
+	return &Client{db: db, reg: reg, cfg: cfg}, nil
+}
+
+// Migrate creates or upgrades the queue's tables to SchemaVersion. It is
+// idempotent, and processes that call it at once wait for each other.
+func (c *Client) Migrate(ctx context.Context) error { return migrate(ctx, c.db) }
+
+// Tx returns a client that enqueues and manages jobs inside tx, a
+// transaction of the caller's: the jobs exist if and only if tx commits, and
+// runners are notified at the commit.
+func (c *Client) Tx(tx *gorm.DB) *Client {
+	cp := *c
+	cp.db, cp.tx = tx, true
+	return &cp
+}
+
+// Enqueued is the result of enqueueing one job.
+type Enqueued struct {
+	Job *JobRecord
+	// Duplicate is true when a job with the same idempotency key existed:
+	// Job is that job and nothing was created.
+	Duplicate bool
+}
+
+// Params describes one job for EnqueueMany and EnqueueBulk.
+type Params struct {
+	Args    Args
+	Options []JobOption
+}
+
+// Enqueue stores a job for args's kind. Options override the kind's
+// defaults. Errors: ErrUnknownKind, ErrInvalidPayload (args does not encode,
+// or is not the kind's registered type), ErrInvalidOption.
+func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enqueued, error) {
+	out, err := c.EnqueueMany(ctx, []Params{{Args: args, Options: opts}})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return out[0], nil
+}
+
+// EnqueueRaw stores a job of kind with a payload given as JSON, as an API
+// that accepts jobs from outside would. The payload must decode into the
+// kind's registered type; errors are as for Enqueue.
+func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...JobOption) (Enqueued, error) {
+	e, err := c.reg.lookup(kind)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if err := e.checkPayload(payload); err != nil {
+		return Enqueued{}, err
+	}
+	row, err := c.prepare(e, payload, opts)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	out, err := c.insert(ctx, []newJob{row})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return out[0], nil
+}
+
+// EnqueueMany stores jobs in one statement, so they are all created or none
+// (duplicates by idempotency key aside, which are returned as such). The
+// result is in the order of jobs.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
+	rows, err := c.prepareAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return c.insert(ctx, rows)
+}
+
+// newJob is a validated job ready to insert.
+type newJob struct {
+	kind, queue        string
+	priority, attempts int
+	payload            string
+	key, correlation   *string
+	backoff, auth      *string
+	runAt              *time.Time
+	delay              time.Duration
+}
+
+func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
+	if len(jobs) == 0 {
+		return nil, invalid("no jobs")
+	}
+	rows := make([]newJob, len(jobs))
+	for i, p := range jobs {
+		if p.Args == nil || reflect.ValueOf(p.Args).Kind() == reflect.Pointer && reflect.ValueOf(p.Args).IsNil() {
+			return nil, fmt.Errorf("job %d: %w: nil args", i, ErrInvalidPayload)
+		}
+		e, err := c.reg.lookup(p.Args.Kind())
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if t := reflect.TypeOf(p.Args); t != e.argsType {
+			return nil, fmt.Errorf("job %d: %w: kind %q is registered with %v, got %v", i, ErrInvalidPayload, e.kind, e.argsType, t)
+		}
+		payload, err := json.Marshal(p.Args)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
+		}
+		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+	}
+	return rows, nil
+}
+
+func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob, error) {
+	o := e.defaults
+	o.ownBackoff = false
+	if err := applyJobOptions(&o, atEnqueue, opts); err != nil {
+		return newJob{}, err
+	}
+	j := newJob{
+		kind: e.kind, queue: o.queue, priority: o.priority, attempts: o.maxAttempts,
+		payload: string(payload), delay: o.delay,
+	}
+	if !o.runAt.IsZero() {
+		t := o.runAt
+		j.runAt = &t
+	}
+	if o.idempotencyKey != "" {
+		j.key = &o.idempotencyKey
+	}
+	if o.correlationID != "" {
+		j.correlation = &o.correlationID
+	}
+	if o.ownBackoff {
+		b, err := encodeBackoff(o.backoff)
+		if err != nil {
+			return newJob{}, err
+		}
+		s := string(b)
+		j.backoff = &s
+	}
+	if o.auth != nil {
+		b, err := json.Marshal(map[string]any(o.auth))
+		if err != nil {
+			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
+		}
+		s := string(b)
+		j.auth = &s
+	}
+	return j, nil
+}
+
+// insertSQL inserts many jobs from arrays, skips duplicates by idempotency
+// key, and notifies runners of the queues that got jobs due now, all in one
+// statement.
+var insertSQL = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[])
+		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
+		                     max_attempts, backoff, run_at, delay_us, auth, ord)
+), ins AS (
+	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
+	                        max_attempts, backoff, run_at, auth)
+	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
+	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb
+	FROM input ORDER BY ord
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING *
+), notified AS (` + notifyDueSQL("ins") + `)
+SELECT ins.* FROM ins, notified ORDER BY ins.id`
+
+func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
+	n := len(rows)
+	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
+	prios, attempts := make([]int32, n), make([]int32, n)
+	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	runAts, delays := make([]*time.Time, n), make([]int64, n)
+	for i, r := range rows {
+		kinds[i], queues[i], payloads[i] = r.kind, r.queue, r.payload
+		prios[i], attempts[i] = int32(r.priority), int32(r.attempts)
+		keys[i], corrs[i], backoffs[i], auths[i] = r.key, r.correlation, r.backoff, r.auth
+		runAts[i], delays[i] = r.runAt, r.delay.Microseconds()
+	}
+	var inserted []JobRecord
+	err := c.db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
+		attempts, backoffs, runAts, delays, auths).Scan(&inserted).Error
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue: %w", err)
+	}
+	return c.matchInserted(ctx, rows, inserted)
+}
+
+// matchInserted lines the inserted rows up with the input, and fetches the
+// existing jobs of inputs that were duplicates. Rows were inserted in input
+// order, so inputs without a duplicate key take the inserted IDs in order.
+func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []JobRecord) ([]Enqueued, error) {
+	out := make([]Enqueued, len(rows))
+	byKey := map[string]*JobRecord{}
+	for i := range inserted {
+		if k := inserted[i].IdempotencyKey; k != nil {
+			byKey[*k] = &inserted[i]
+		}
+	}
+	next := 0
+	var missing []string
+	claimed := map[string]bool{} // keys whose inserted row went to an earlier input
+	for i, r := range rows {
+		if r.key == nil {
+			for next < len(inserted) && inserted[next].IdempotencyKey != nil {
+				next++
+			}
+			if next == len(inserted) {
+				return nil, errors.New("queue: enqueue: fewer rows inserted than asked for")
+			}
+			out[i] = Enqueued{Job: &inserted[next]}
+			next++
+			continue
+		}
+		if rec := byKey[*r.key]; rec != nil && !claimed[*r.key] {
+			out[i] = Enqueued{Job: rec}
+			claimed[*r.key] = true
+			continue
+		}
+		missing = append(missing, *r.key)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	// Duplicates: read the jobs that hold the keys, in a new statement so
+	// that a job committed by a concurrent enqueue is visible too.
+	var existing []JobRecord
+	if err := c.db.WithContext(ctx).Where("idempotency_key IN ?", missing).Find(&existing).Error; err != nil {
+		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", err)
+	}
+	have := map[string]*JobRecord{}
+	for i := range existing {
+		have[*existing[i].IdempotencyKey] = &existing[i]
+	}
+	for k, rec := range byKey { // inserted by an earlier input of this call
+		have[k] = rec
+	}
+	for i, r := range rows {
+		if out[i].Job != nil {
+			continue
+		}
+		rec := have[*r.key]
+		if rec == nil {
+			return nil, fmt.Errorf("queue: enqueue: idempotency key %q conflicted but its job is gone; retry", *r.key)
+		}
+		out[i] = Enqueued{Job: rec, Duplicate: true}
+	}
+	return out, nil
+}
+
+// Get returns the job with the given ID, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
+	var rec JobRecord
+	err := c.db.WithContext(ctx).Take(&rec, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: get %d: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// Filter selects jobs for List and RetryFailed. Zero fields select
+// everything.
+type Filter struct {
+	Kinds         []string
+	Statuses      []Status
+	Queue         string
+	CorrelationID string
+	// CreatedAfter and CreatedBefore bound created_at (exclusive).
+	CreatedAfter, CreatedBefore time.Time
+	// AfterID pages through results: List returns jobs with larger IDs.
+	AfterID int64
+	// Limit caps List's results; 0 means 100, the most is 10,000.
+	Limit int
+}
+
+func (f Filter) apply(q *gorm.DB) *gorm.DB {
+	if len(f.Kinds) > 0 {
+		q = q.Where("kind IN ?", f.Kinds)
+	}
+	if len(f.Statuses) > 0 {
+		q = q.Where("status IN ?", f.Statuses)
+	}
+	if f.Queue != "" {
+		q = q.Where("queue = ?", f.Queue)
+	}
+	if f.CorrelationID != "" {
+		q = q.Where("correlation_id = ?", f.CorrelationID)
+	}
+	if !f.CreatedAfter.IsZero() {
+		q = q.Where("created_at > ?", f.CreatedAfter)
+	}
+	if !f.CreatedBefore.IsZero() {
+		q = q.Where("created_at < ?", f.CreatedBefore)
+	}
+	if f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	return q
+}
+
+// List returns the jobs that match f, by ascending ID.
+func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > 10_000:
+		return nil, invalid("limit %d not in [0, 10000]", limit)
+	}
+	var out []JobRecord
+	err := f.apply(c.db.WithContext(ctx).Model(&JobRecord{})).Order("id").Limit(limit).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("queue: list: %w", err)
+	}
+	return out, nil
+}
+
+// Cancel cancels a QUEUED or PROCESSING job. A running job's context is
+// cancelled (with cause ErrCancelled) on the runner that works it, and
+// whatever it returns afterwards is ignored. Cancelling a job that is already
+// COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
+func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
+	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
+		err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
+			locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
+		if err == nil && was == StatusProcessing {
+			err = tx.Exec("SELECT pg_notify('sheaf_cancel', ?)", fmt.Sprint(id)).Error
+		}
+		return err
+	})
+}
+
+// Retry puts a FAILED or CANCELLED job back in the queue, due now, with a
+// fresh set of attempts. Its last error is kept until an attempt succeeds.
+// Other statuses return an error wrapping ErrWrongStatus: a completed job is
+// not run twice.
+func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
+	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
+		return tx.Exec(requeueSQL+" WHERE id = ?", id).Error
+	})
+}
+
+// requeueSQL is the update that gives a failed or cancelled job a new start.
+const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED', attempts = 0, run_at = now(),
+	started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
+
+// RetryFailed puts every FAILED job that matches f back in the queue, as
+// Retry does, in one statement, and returns how many it requeued. f.Statuses,
+// f.AfterID and f.Limit are ignored.
+func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
+	f.Statuses, f.AfterID = nil, 0
+	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
+	var n int64
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(requeueSQL+" WHERE id IN (?) AND status = 'FAILED'", sub)
+		if res.Error != nil {
+			return res.Error
+		}
+		n = res.RowsAffected
+		if n > 0 {
+			return tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND attempts = 0) requeued")).Error
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("queue: retry failed: %w", err)
+	}
+	return n, nil
+}
+
+// transition locks a job, checks its status, applies update and returns the
+// job as it is afterwards.
+func (c *Client) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
+	var rec JobRecord
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var was Status
+		err := tx.Raw("SELECT status FROM sheaf_jobs WHERE id = ? FOR UPDATE", id).Row().Scan(&was)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %d", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(from, was) {
+			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
+		}
+		if err := update(tx, was); err != nil {
+			return err
+		}
+		if op == "retry" {
+			if err := tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Take(&rec, id).Error
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("queue: %s %d: %w", op, id, err)
+	}
+	return &rec, nil
+}
+
+// Stats describes the jobs table.
+type Stats struct {
+	// ByStatus counts jobs by status; ByKind counts them by kind and status.
+	ByStatus map[Status]int64
+	ByKind   map[string]map[Status]int64
+	// Ready counts QUEUED jobs that are due now.
+	Ready int64
+	// OldestReady is how long the longest-waiting due job has waited; zero
+	// if none is due.
+	OldestReady time.Duration
+}
+
+// Stats counts the jobs. It reads the whole table, so on a table of millions
+// of jobs it takes a moment; it is for dashboards, not hot paths.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
+	db := c.db.WithContext(ctx)
+	rows, err := db.Raw("SELECT kind, status, count(*) FROM sheaf_jobs GROUP BY kind, status").Rows()
+	if err != nil {
+		return s, fmt.Errorf("queue: stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var st Status
+		var n int64
+		if err := rows.Scan(&kind, &st, &n); err != nil {
+			return s, fmt.Errorf("queue: stats: %w", err)
+		}
+		s.ByStatus[st] += n
+		if s.ByKind[kind] == nil {
+			s.ByKind[kind] = map[Status]int64{}
+		}
+		s.ByKind[kind][st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return s, fmt.Errorf("queue: stats: %w", err)
+	}
+	var oldest float64
+	err = db.Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
+		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&s.Ready, &oldest)
+	if err != nil {
+		return s, fmt.Errorf("queue: stats: %w", err)
+	}
+	s.OldestReady = time.Duration(oldest * float64(time.Second))
+	return s, nil
+}

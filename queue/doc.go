@@ -1,0 +1,92 @@
+// Package queue is a job queue on PostgreSQL, through gorm: jobs are rows,
+// claimed atomically by any number of runners in any number of processes,
+// retried with backoff, rescued when their runner dies, and finished with
+// exactly one completion record. Long jobs can run chunk by chunk on sheaf's
+// batch engine, with progress, cancellation and all-or-nothing output.
+//
+// # Kinds and handlers
+//
+// A job's payload is a Go type that names its kind:
+//
+//	type ReportArgs struct{ County string }
+//	func (ReportArgs) Kind() string { return "county_report" }
+//
+// Register a handler per kind in a Registry, with the kind's defaults, then
+// build a Client (to enqueue and manage jobs) and Runners (to work them):
+//
+//	reg := queue.NewRegistry()
+//	queue.Register(reg, queue.HandlerFunc[ReportArgs](func(ctx context.Context, j *queue.Job[ReportArgs]) error {
+//		return writeReport(ctx, j.Args.County)
+//	}), queue.MaxAttempts(5), queue.Retry(queue.Schedule{time.Minute, 5 * time.Minute, 15 * time.Minute}))
+//	client, _ := queue.NewClient(db, reg)
+//	client.Migrate(ctx)
+//	client.Enqueue(ctx, ReportArgs{County: "Travis"}, queue.Priority(8))
+//	runner, _ := queue.NewRunner(client)
+//	runner.Start(ctx)
+//	defer runner.Stop(ctx)
+//
+// # Lifecycle
+//
+// A job is QUEUED until a runner claims it (PROCESSING), then COMPLETED, or
+// QUEUED again after a backoff when an attempt fails, or FAILED when it has
+// no attempts left or the error is Permanent (the dead letter, kept with its
+// error). Cancel moves a QUEUED or PROCESSING job to CANCELLED; Retry and
+// RetryFailed put FAILED and CANCELLED jobs back. Every transition is made by
+// the database with its own clock: created, started and completed times, run
+// times and leases are all the server's now().
+//
+// # Claiming
+//
+// A runner claims as many due jobs as it has free workers in one statement
+// (UPDATE ... FOR UPDATE SKIP LOCKED ... RETURNING), highest priority first,
+// then earliest run time, then lowest ID, within each queue it works. The
+// attempt is counted at the claim, so a job that crashes its process still
+// runs out of attempts. Enqueueing notifies runners (LISTEN/NOTIFY, one
+// notification per statement and queue), so an idle runner picks a job up in
+// milliseconds; runners also poll (WithPollInterval) in case a notification
+// is missed and for jobs whose run time arrives.
+//
+// While a runner works through a backlog it continues each claim where the
+// last one stopped rather than rescanning the queue's index from its start
+// (which, on a busy table, is a long run of entries for jobs already
+// claimed). It rescans from the start when it reaches the end, when notified
+// of a job of higher priority than where it is, and at least every poll
+// interval, so a job enqueued with a run time in the past may wait up to one
+// poll interval longer than strict order would make it.
+//
+// # Leases, rescue and stopping
+//
+// A claimed job is leased to its runner (WithLease), which renews the lease
+// while the job runs. If the runner dies, any runner rescues the job once the
+// lease expires: back to QUEUED, or FAILED if that was its last attempt.
+// Runner.Stop lets running jobs finish; if its context ends first, it puts
+// them back in the queue without counting the attempt.
+//
+// # Guarantees
+//
+// Jobs run at least once: a job whose runner dies mid-way, or whose result
+// cannot be written, runs again. Each attempt's result is recorded at most
+// once, and only if the job is still that attempt's (still PROCESSING, same
+// attempt): a runner that finishes after its job was rescued or cancelled
+// changes nothing. So a job is COMPLETED once, by one attempt. Handlers must
+// therefore make their side effects idempotent, or transactional with
+// something the next attempt checks: a job may have done its work and died
+// before its completion was written. Chunked handlers get this from the batch
+// engine: their output is cleaned up when an attempt fails and before a retry
+// starts.
+//
+// # Chunked jobs
+//
+// RegisterChunked runs a job as a stream of records in chunks on the batch
+// engine: the job ID is the batch ID, each chunk is one transaction, progress
+// (processed, total) is saved after every chunk, cancellation is noticed at
+// the next chunk, and a failed or cancelled attempt's output is removed by
+// the handler's Cleanup. See Chunked.
+//
+// # Connections
+//
+// A runner holds one connection for LISTEN and uses three more for claims,
+// completions and maintenance, besides what handlers use; a pool capped
+// below four fails NewRunner. Every bookkeeping statement is bounded by a
+// timeout, so a lost database stalls a runner but never hangs it.
+package queue

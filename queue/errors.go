@@ -1,0 +1,62 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrUnknownKind is returned when a job names a kind that is not
+	// registered.
+	ErrUnknownKind = errors.New("queue: unknown job kind")
+	// ErrInvalidPayload is returned when a payload cannot be encoded, or does
+	// not decode into its kind's type.
+	ErrInvalidPayload = errors.New("queue: invalid payload")
+	// ErrInvalidOption is wrapped by errors about options and arguments.
+	ErrInvalidOption = errors.New("queue: invalid option")
+	// ErrNotFound is returned when no job has the given ID.
+	ErrNotFound = errors.New("queue: job not found")
+	// ErrWrongStatus is wrapped when a job is not in a status the operation
+	// accepts, such as cancelling a completed job.
+	ErrWrongStatus = errors.New("queue: job is not in a status that allows this")
+	// ErrSchemaTooNew is returned by Migrate when the database was migrated
+	// by a newer sheaf.
+	ErrSchemaTooNew = errors.New("queue: schema is newer than this sheaf")
+	// ErrStarted is returned by Runner.Start when called twice or after Stop.
+	ErrStarted = errors.New("queue: runner already started")
+	// ErrCancelled is the cause of a job context cancelled because the job
+	// was cancelled (Client.Cancel).
+	ErrCancelled = errors.New("queue: job cancelled")
+	// ErrLeaseLost is the cause of a job context cancelled because the job
+	// no longer belongs to this runner: its lease expired and it was rescued.
+	ErrLeaseLost = errors.New("queue: job lease lost")
+	// ErrStopping is the cause of a job context cancelled because Runner.Stop
+	// ran out of time; the job was put back in the queue.
+	ErrStopping = errors.New("queue: runner stopping")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// PermanentError marks a handler's error as not worth retrying: the job
+// fails at once, whatever attempts it has left. Build one with Permanent.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the job fails without further attempts. It
+// returns nil for a nil err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, is a PermanentError.
+func IsPermanent(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe)
+}

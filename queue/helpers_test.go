@@ -1,0 +1,168 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+func TestMain(m *testing.M) {
+	if runChild() { // a child process of the multi-process tests
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// Payloads used by the tests.
+type noop struct{}
+
+func (noop) Kind() string { return "noop" }
+
+type report struct {
+	County string `json:"county"`
+	Fail   int    `json:"fail,omitempty"` // fail this many attempts first
+}
+
+func (report) Kind() string { return "report" }
+
+// env is a test's schema, registry and client.
+type env struct {
+	db     *pgtest.DB
+	reg    *queue.Registry
+	client *queue.Client
+	events *events
+}
+
+func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
+
+// newEnv migrates a fresh schema. register, if given, registers handlers
+// before the client is built.
+func newEnv(t *testing.T, register func(*queue.Registry)) *env {
+	t.Helper()
+	db := pgtest.New(t)
+	reg := queue.NewRegistry()
+	if register != nil {
+		register(reg)
+	}
+	ev := newEvents()
+	c, err := queue.NewClient(db.Gorm, reg, quiet(), queue.WithObserver(ev))
+	require.NoError(t, err)
+	require.NoError(t, c.Migrate(context.Background()))
+	return &env{db: db, reg: reg, client: c, events: ev}
+}
+
+// runner starts a runner on the env and stops it when the test ends.
+func (e *env) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
+	t.Helper()
+	r, err := queue.NewRunner(e.client, append([]queue.Option{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, r.Stop(ctx))
+	})
+	return r
+}
+
+func (e *env) status(t *testing.T, id int64) queue.Status {
+	t.Helper()
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	return rec.Status
+}
+
+// events records what an observer sees and lets a test wait for an event.
+type events struct {
+	mu   sync.Mutex
+	all  []queue.Event
+	cond *sync.Cond
+}
+
+func newEvents() *events {
+	e := &events{}
+	e.cond = sync.NewCond(&e.mu)
+	return e
+}
+
+func (e *events) Observe(ev queue.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+	e.cond.Broadcast()
+}
+
+var errWaitTimeout = errors.New("timed out waiting for events")
+
+// wait blocks until n events of type t for job id (0: any job) have been
+// observed. It gives up after a generous deadline, which only a broken
+// runner reaches.
+func (e *events) wait(t *testing.T, typ queue.EventType, id int64, n int) []queue.Event {
+	t.Helper()
+	deadline := time.AfterFunc(60*time.Second, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.cond.Broadcast()
+	})
+	defer deadline.Stop()
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		got := e.matchLocked(typ, id)
+		if len(got) >= n {
+			return got
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("%v: want %d %v events for job %d, have %d", errWaitTimeout, n, typ, id, len(got))
+		}
+		e.cond.Wait()
+	}
+}
+
+func (e *events) matchLocked(typ queue.EventType, id int64) []queue.Event {
+	var out []queue.Event
+	for _, ev := range e.all {
+		if ev.Type == typ && (id == 0 || ev.JobID == id) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (e *events) of(id int64) []queue.EventType {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []queue.EventType
+	for _, ev := range e.all {
+		if ev.JobID == id {
+			out = append(out, ev.Type)
+		}
+	}
+	return out
+}
+
+// newEnvB is newEnv for benchmarks, with client options.
+func newEnvB(b *testing.B, register func(*queue.Registry), opts ...queue.Option) *env {
+	b.Helper()
+	db := pgtest.New(b)
+	reg := queue.NewRegistry()
+	register(reg)
+	c, err := queue.NewClient(db.Gorm, reg, append([]queue.Option{quiet()}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return &env{db: db, reg: reg, client: c}
+}

@@ -1,0 +1,91 @@
+package queue
+
+import (
+	"fmt"
+	"time"
+)
+
+// EventType says what happened to a job.
+type EventType int
+
+// The events a runner reports.
+const (
+	// EventStarted: a runner claimed the job and began an attempt.
+	EventStarted EventType = iota + 1
+	// EventCompleted: the attempt succeeded and the job is COMPLETED.
+	EventCompleted
+	// EventRetrying: the attempt failed; the job is QUEUED again and runs
+	// after Event.RetryIn.
+	EventRetrying
+	// EventFailed: the attempt failed and the job is FAILED, because it
+	// had no attempts left or the error was permanent: the dead letter.
+	EventFailed
+	// EventCancelled: the job was cancelled while it ran, and its handler
+	// has returned.
+	EventCancelled
+	// EventRescued: the job's lease expired (its runner died or hung), and
+	// a runner put it back in the queue, or failed it if it had no attempts
+	// left. Attempt is the attempt that was lost.
+	EventRescued
+	// EventRequeued: Runner.Stop ran out of time and put the running job
+	// back in the queue without counting the attempt.
+	EventRequeued
+	// EventRejected: the attempt finished but the job was no longer this
+	// runner's (rescued or cancelled meanwhile), so its result was dropped.
+	EventRejected
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventStarted:
+		return "started"
+	case EventCompleted:
+		return "completed"
+	case EventRetrying:
+		return "retrying"
+	case EventFailed:
+		return "failed"
+	case EventCancelled:
+		return "cancelled"
+	case EventRescued:
+		return "rescued"
+	case EventRequeued:
+		return "requeued"
+	case EventRejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is something that happened to a job, as an observer sees it.
+type Event struct {
+	Type          EventType
+	JobID         int64
+	Kind          string
+	Queue         string
+	Attempt       int
+	MaxAttempts   int
+	CorrelationID string
+	// Duration is how long the attempt ran, for completed, retrying,
+	// failed and cancelled events.
+	Duration time.Duration
+	// Err is the attempt's error, for retrying and failed events.
+	Err error
+	// RetryIn is the backoff before the next attempt, for retrying events.
+	RetryIn time.Duration
+}
+
+// Observer receives job events: the hook for metrics (counts, durations,
+// retries, failures) and for acting on dead letters. Observe is called from
+// runner goroutines, possibly concurrently, after the event is committed to
+// the database; it must be quick and safe for concurrent use. A panic in it
+// is recovered and logged.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }

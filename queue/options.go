@@ -1,0 +1,368 @@
+package queue
+
+import (
+	"log/slog"
+	"time"
+)
+
+// A JobOption sets something about a job. Options marked "kind or job" can
+// be given to Register (a default for the kind) or to Enqueue (for one job,
+// overriding the kind's); the others only where their doc says.
+type JobOption interface {
+	applyJob(*jobOptions, optionSite) error
+}
+
+type optionSite int
+
+const (
+	atRegister optionSite = iota
+	atEnqueue
+)
+
+func (s optionSite) String() string {
+	if s == atRegister {
+		return "Register"
+	}
+	return "Enqueue"
+}
+
+type jobOptions struct {
+	queue          string
+	priority       int
+	maxAttempts    int
+	backoff        Backoff
+	ownBackoff     bool // set at enqueue: stored with the job
+	timeout        time.Duration
+	chunkSize      int
+	runAt          time.Time
+	delay          time.Duration
+	idempotencyKey string
+	correlationID  string
+	auth           Auth
+}
+
+type jobOptionFunc func(*jobOptions, optionSite) error
+
+func (f jobOptionFunc) applyJob(o *jobOptions, s optionSite) error { return f(o, s) }
+
+func only(name string, want, got optionSite, f func() error) error {
+	if want != got {
+		return invalid("%s applies to %s, not %s", name, want, got)
+	}
+	return f()
+}
+
+// OnQueue puts jobs on the named queue (kind or job). Runners work the queues
+// given to WithQueues. Default DefaultQueue.
+func OnQueue(name string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+		if name == "" || len(name) > 128 {
+			return invalid("queue name %q must have 1 to 128 bytes", name)
+		}
+		o.queue = name
+		return nil
+	})
+}
+
+// Priority sets the priority, MinPriority to MaxPriority; higher runs first
+// (kind or job). Default DefaultPriority.
+func Priority(p int) JobOption {
+	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+		if p < MinPriority || p > MaxPriority {
+			return invalid("priority %d not in [%d, %d]", p, MinPriority, MaxPriority)
+		}
+		o.priority = p
+		return nil
+	})
+}
+
+// MaxAttempts sets how many times a job runs before it fails, counting the
+// first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
+func MaxAttempts(n int) JobOption {
+	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+		if n < 1 || n > 1000 {
+			return invalid("max attempts %d not in [1, 1000]", n)
+		}
+		o.maxAttempts = n
+		return nil
+	})
+}
+
+// Retry sets the backoff between attempts (kind or job). A kind may use any
+// Backoff; a job's own must be Exponential, Linear or Schedule, because it is
+// stored with the job. Default DefaultBackoff.
+func Retry(b Backoff) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		if err := validBackoff(b); err != nil {
+			return err
+		}
+		if s == atEnqueue {
+			if _, err := encodeBackoff(b); err != nil {
+				return err
+			}
+			o.ownBackoff = true
+		}
+		o.backoff = b
+		return nil
+	})
+}
+
+// Timeout bounds each attempt of the kind's jobs (Register only): the job's
+// context is cancelled when it passes and the attempt fails. Default none.
+func Timeout(d time.Duration) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("Timeout", atRegister, s, func() error {
+			if d <= 0 {
+				return invalid("timeout %v not positive", d)
+			}
+			o.timeout = d
+			return nil
+		})
+	})
+}
+
+// ChunkSize sets how many records a chunked kind processes per chunk, that
+// is per transaction and progress update (RegisterChunked only). Default
+// DefaultChunkSize.
+func ChunkSize(n int) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("ChunkSize", atRegister, s, func() error {
+			if n < 1 || n > 1<<24 {
+				return invalid("chunk size %d not in [1, %d]", n, 1<<24)
+			}
+			o.chunkSize = n
+			return nil
+		})
+	})
+}
+
+// RunAt makes the job wait until t (Enqueue only).
+func RunAt(t time.Time) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("RunAt", atEnqueue, s, func() error {
+			if t.IsZero() {
+				return invalid("zero RunAt time")
+			}
+			o.runAt = t
+			return nil
+		})
+	})
+}
+
+// After makes the job wait d, measured on the database's clock (Enqueue only).
+func After(d time.Duration) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("After", atEnqueue, s, func() error {
+			if d < 0 {
+				return invalid("negative delay %v", d)
+			}
+			o.delay = d
+			return nil
+		})
+	})
+}
+
+// IdempotencyKey makes the job unique by key (Enqueue only): enqueueing a
+// second job with the same key creates nothing and returns the existing job,
+// whatever its status.
+func IdempotencyKey(key string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("IdempotencyKey", atEnqueue, s, func() error {
+			if key == "" || len(key) > 512 {
+				return invalid("idempotency key must have 1 to 512 bytes")
+			}
+			o.idempotencyKey = key
+			return nil
+		})
+	})
+}
+
+// CorrelationID tags the job for tracing; it appears in the job's logs
+// (Enqueue only).
+func CorrelationID(id string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("CorrelationID", atEnqueue, s, func() error {
+			if len(id) > 512 {
+				return invalid("correlation ID longer than 512 bytes")
+			}
+			o.correlationID = id
+			return nil
+		})
+	})
+}
+
+// AuthContext stores the submitter's claims with the job (Enqueue only); see
+// Auth.
+func AuthContext(a Auth) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("AuthContext", atEnqueue, s, func() error {
+			o.auth = a
+			return nil
+		})
+	})
+}
+
+func applyJobOptions(o *jobOptions, site optionSite, opts []JobOption) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return invalid("nil JobOption")
+		}
+		if err := opt.applyJob(o, site); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Defaults of the client and runner options.
+const (
+	DefaultWorkers      = 100
+	MaxWorkers          = 10_000
+	DefaultPollInterval = time.Second
+	DefaultLease        = 30 * time.Second
+	DefaultChunkSize    = 1000
+)
+
+// An Option configures a Client (NewClient) or a Runner (NewRunner). Each
+// option's doc says which it applies to; giving NewClient a runner option is
+// an error.
+type Option interface {
+	apply(*config) error
+}
+
+type config struct {
+	logger        *slog.Logger
+	observer      Observer
+	workers       int
+	queues        []string
+	poll          time.Duration
+	lease         time.Duration
+	rescueEvery   time.Duration
+	runnerID      string
+	runnerOptions []string // names of runner options given, to reject them at NewClient
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+func runnerOption(name string, f func(*config) error) Option {
+	return optionFunc(func(c *config) error {
+		c.runnerOptions = append(c.runnerOptions, name)
+		return f(c)
+	})
+}
+
+// WithLogger sets the logger (client or runner; a runner uses its client's
+// unless given its own). Jobs are logged with their ID, kind, attempt and
+// correlation ID, never their payload or auth context. Default slog.Default;
+// nil discards.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithObserver sets the observer of job events (client or runner; a runner
+// uses its client's unless given its own). Default none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) error {
+		c.observer = o
+		return nil
+	})
+}
+
+// WithWorkers sets how many jobs a runner works at once (runner). Default
+// DefaultWorkers; 1 to MaxWorkers.
+func WithWorkers(n int) Option {
+	return runnerOption("WithWorkers", func(c *config) error {
+		if n < 1 || n > MaxWorkers {
+			return invalid("workers %d not in [1, %d]", n, MaxWorkers)
+		}
+		c.workers = n
+		return nil
+	})
+}
+
+// WithQueues sets the queues a runner works (runner). Default DefaultQueue.
+func WithQueues(names ...string) Option {
+	return runnerOption("WithQueues", func(c *config) error {
+		if len(names) == 0 {
+			return invalid("WithQueues needs at least one queue")
+		}
+		for _, n := range names {
+			if n == "" {
+				return invalid("empty queue name")
+			}
+		}
+		c.queues = append([]string(nil), names...)
+		return nil
+	})
+}
+
+// WithPollInterval sets how often a runner looks for jobs when no
+// notification woke it (runner): the fallback for lost notifications and for
+// jobs whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
+func WithPollInterval(d time.Duration) Option {
+	return runnerOption("WithPollInterval", func(c *config) error {
+		if d < 10*time.Millisecond || d > time.Hour {
+			return invalid("poll interval %v not in [10ms, 1h]", d)
+		}
+		c.poll = d
+		return nil
+	})
+}
+
+// WithLease sets how long a claimed job stays a runner's without renewal
+// (runner). The runner renews it every third of that while the job runs; if
+// the runner dies, the job is rescued once the lease expires. Default
+// DefaultLease; 500ms to 24h.
+func WithLease(d time.Duration) Option {
+	return runnerOption("WithLease", func(c *config) error {
+		if d < 500*time.Millisecond || d > 24*time.Hour {
+			return invalid("lease %v not in [500ms, 24h]", d)
+		}
+		c.lease = d
+		return nil
+	})
+}
+
+// WithRescueInterval sets how often a runner looks for expired leases to
+// rescue (runner). Default half the lease.
+func WithRescueInterval(d time.Duration) Option {
+	return runnerOption("WithRescueInterval", func(c *config) error {
+		if d < 10*time.Millisecond || d > 24*time.Hour {
+			return invalid("rescue interval %v not in [10ms, 24h]", d)
+		}
+		c.rescueEvery = d
+		return nil
+	})
+}
+
+// WithRunnerID names the runner in the jobs it locks (runner). Default
+// hostname, process ID and a random suffix.
+func WithRunnerID(id string) Option {
+	return runnerOption("WithRunnerID", func(c *config) error {
+		if id == "" || len(id) > 200 {
+			return invalid("runner ID must have 1 to 200 bytes")
+		}
+		c.runnerID = id
+		return nil
+	})
+}
+
+func applyOptions(c *config, opts []Option) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return invalid("nil Option")
+		}
+		if err := opt.apply(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+)
+
+// Registry holds the job kinds a Client may enqueue and a Runner may work,
+// each with its handler and defaults. Register kinds before starting runners;
+// a Registry is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	kinds map[string]*kindEntry
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindEntry{}} }
+
+type kindEntry struct {
+	kind     string
+	argsType reflect.Type
+	defaults jobOptions
+	chunked  bool
+	// work decodes the job's payload and runs its handler.
+	work func(ctx context.Context, ex *execution, e *kindEntry) error
+}
+
+// Kinds returns the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.kinds))
+	for k := range r.kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *Registry) lookup(kind string) (*kindEntry, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e := r.kinds[kind]
+	if e == nil {
+		return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknownKind, kind, r.kindsLocked())
+	}
+	return e, nil
+}
+
+func (r *Registry) kindsLocked() []string {
+	out := make([]string, 0, len(r.kinds))
+	for k := range r.kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Register registers h as the handler of the kind named by A's Kind method.
+// opts set the kind's defaults (OnQueue, Priority, MaxAttempts, Retry,
+// Timeout). It returns an error wrapping ErrInvalidOption for a kind
+// registered twice, an empty kind name, or a bad option.
+func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
+	if h == nil {
+		return invalid("nil handler")
+	}
+	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
+		return invalid("nil HandlerFunc")
+	}
+	return register[A](r, false, opts, func(ctx context.Context, ex *execution, _ *kindEntry) error {
+		job, err := decodeJob[A](ex)
+		if err != nil {
+			return err
+		}
+		return h.Work(ctx, job)
+	})
+}
+
+func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(context.Context, *execution, *kindEntry) error) error {
+	kind, err := kindOf[A]()
+	if err != nil {
+		return err
+	}
+	e := &kindEntry{
+		kind:     kind,
+		argsType: reflect.TypeFor[A](),
+		chunked:  chunked,
+		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, chunkSize: DefaultChunkSize},
+		work:     work,
+	}
+	if err := applyJobOptions(&e.defaults, atRegister, opts); err != nil {
+		return fmt.Errorf("register %q: %w", kind, err)
+	}
+	if !chunked && e.defaults.chunkSize != DefaultChunkSize {
+		return invalid("register %q: ChunkSize applies to RegisterChunked", kind)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds[kind] != nil {
+		return invalid("kind %q registered twice", kind)
+	}
+	r.kinds[kind] = e
+	return nil
+}
+
+// kindOf asks the zero A for its kind, so a kind is known without a value.
+func kindOf[A Args]() (kind string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = invalid("%v.Kind() panics on the zero value (use a non-pointer payload type): %v", reflect.TypeFor[A](), p)
+		}
+	}()
+	var zero A
+	kind = zero.Kind()
+	if kind == "" || len(kind) > 200 {
+		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
+	}
+	return kind, nil
+}
+
+// decodeJob builds the handler's Job from a claimed row. A payload that does
+// not decode can never succeed, so the error is permanent.
+func decodeJob[A Args](ex *execution) (*Job[A], error) {
+	var args A
+	if err := json.Unmarshal(ex.row.Payload, &args); err != nil {
+		return nil, Permanent(fmt.Errorf("%w: kind %q: %v", ErrInvalidPayload, ex.row.Kind, err))
+	}
+	row := ex.row
+	job := &Job[A]{
+		ID: row.ID, Kind: row.Kind, Queue: row.Queue, Args: args, Priority: row.Priority,
+		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth,
+		CreatedAt: row.CreatedAt, exec: ex,
+	}
+	if row.CorrelationID != nil {
+		job.CorrelationID = *row.CorrelationID
+	}
+	if row.StartedAt != nil {
+		job.StartedAt = *row.StartedAt
+	}
+	return job, nil
+}
+
+// checkPayload reports whether payload decodes into the kind's type.
+func (e *kindEntry) checkPayload(payload []byte) error {
+	v := reflect.New(e.argsType)
+	if err := json.Unmarshal(payload, v.Interface()); err != nil {
+		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
+	}
+	return nil
+}

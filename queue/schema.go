@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Table names. The tables live in the schema of the connection's
+// search_path.
+const (
+	jobsTable       = "sheaf_jobs"
+	migrationsTable = "sheaf_migrations"
+)
+
+// migrations are applied in order, each once, each in its own transaction.
+// Never edit one that has shipped: append a new one.
+var migrations = []string{
+	1: `
+CREATE TABLE sheaf_jobs (
+	id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	kind            text        NOT NULL,
+	queue           text        NOT NULL DEFAULT 'default',
+	status          text        NOT NULL DEFAULT 'QUEUED'
+	                CHECK (status IN ('QUEUED', 'PROCESSING', 'COMPLETED', 'FAILED', 'CANCELLED')),
+	priority        smallint    NOT NULL DEFAULT 5 CHECK (priority BETWEEN 1 AND 10),
+	payload         jsonb       NOT NULL DEFAULT '{}',
+	idempotency_key text,
+	correlation_id  text,
+	attempts        integer     NOT NULL DEFAULT 0,
+	max_attempts    integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+	backoff         jsonb,
+	run_at          timestamptz NOT NULL DEFAULT now(),
+	locked_until    timestamptz,
+	locked_by       text,
+	created_at      timestamptz NOT NULL DEFAULT now(),
+	started_at      timestamptz,
+	completed_at    timestamptz,
+	processed       bigint      NOT NULL DEFAULT 0,
+	total           bigint,
+	last_error      text,
+	auth            jsonb
+);
+-- The claim query walks this index in order and stops at its LIMIT; only
+-- claimable rows are in it.
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED';
+-- The rescuer finds expired leases here. Only PROCESSING jobs hold a lease,
+-- but the predicate names locked_until, not status: then no statement that
+-- guards on status = 'PROCESSING' can mistake this index for a cheap way to
+-- its rows (it is full of dead entries on a busy queue).
+CREATE INDEX sheaf_jobs_lease ON sheaf_jobs (locked_until) WHERE locked_until IS NOT NULL;
+CREATE UNIQUE INDEX sheaf_jobs_idempotency ON sheaf_jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX sheaf_jobs_correlation ON sheaf_jobs (correlation_id) WHERE correlation_id IS NOT NULL;
+-- Every transition rewrites a row, so a busy queue makes dead rows fast;
+-- vacuum and analyze it far sooner than the server's defaults would.
+ALTER TABLE sheaf_jobs SET (
+	fillfactor = 70,
+	autovacuum_vacuum_scale_factor = 0.02,
+	autovacuum_analyze_scale_factor = 0.02,
+	autovacuum_vacuum_cost_delay = 0
+);
+`,
+}
+
+// SchemaVersion is the schema version this release of sheaf migrates to.
+const SchemaVersion = 1
+
+// migrate brings the schema up to SchemaVersion. It holds a transaction-level
+// advisory lock, so processes that migrate at the same time run one after the
+// other, and every later one finds nothing to do.
+func migrate(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations'))").Error; err != nil {
+			return fmt.Errorf("queue: migrate: lock: %w", err)
+		}
+		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS sheaf_migrations (
+			version    integer PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`).Error; err != nil {
+			return fmt.Errorf("queue: migrate: %w", err)
+		}
+		var current int
+		if err := tx.Raw("SELECT coalesce(max(version), 0) FROM sheaf_migrations").Scan(&current).Error; err != nil {
+			return fmt.Errorf("queue: migrate: %w", err)
+		}
+		if current > SchemaVersion {
+			return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", ErrSchemaTooNew, current, SchemaVersion)
+		}
+		for v := current + 1; v <= SchemaVersion; v++ {
+			if err := tx.Exec(migrations[v]).Error; err != nil {
+				return fmt.Errorf("queue: migrate to version %d: %w", v, err)
+			}
+			if err := tx.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", v).Error; err != nil {
+				return fmt.Errorf("queue: migrate to version %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+}
+
+// notifyDueSQL returns a query that notifies runners of the queues that got
+// jobs due now in rel, a relation with queue, priority, run_at and status
+// columns: one notification per queue, carrying the highest due priority
+// ("queue:priority"), so a runner knows whether to look above where it is
+// (see claimFromSQL). It yields one row, the number of notifications.
+func notifyDueSQL(rel string) string {
+	return `SELECT count(pg_notify('sheaf_jobs', queue || ':' || top)) AS notified FROM (
+		SELECT queue, max(priority) AS top FROM ` + rel + `
+		WHERE status = 'QUEUED' AND run_at <= now() GROUP BY queue) due`
+}
