@@ -64,9 +64,9 @@ type Runner struct {
 	more    atomic.Bool     // the last claim filled every free slot, so more may wait
 
 	mu       sync.Mutex
-	state    int // runnerCreated, runnerStarted, runnerStopped
-	running  map[int64]*execution
-	arrivals map[string]int // highest priority notified per queue since the last claim
+	state    int                  // runnerCreated, runnerStarted, runnerStopped
+	running  map[int64]*execution // by attempt key (keyOf): two attempts of one job can overlap
+	arrivals map[string]int       // highest priority notified per queue since the last claim
 
 	stopLoops  context.CancelFunc // fetch loop and listener
 	stopMaint  context.CancelFunc // lease renewal and rescue
@@ -475,7 +475,7 @@ func (r *Runner) launch(jobsCtx context.Context, row *JobRecord) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	ex := &execution{r: r, row: *row, ctx: ctx, cancel: cancel, start: time.Now()}
 	r.mu.Lock()
-	r.running[row.ID] = ex
+	r.running[keyOf(ex)] = ex
 	r.mu.Unlock()
 	r.todo <- ex
 }
@@ -537,7 +537,7 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 		r.results <- r.resultOf(ex, e, err, took)
 	}
 	r.mu.Lock()
-	delete(r.running, ex.row.ID)
+	delete(r.running, keyOf(ex))
 	r.mu.Unlock()
 	if r.more.Load() {
 		r.wakeFetch()
@@ -780,12 +780,12 @@ func (r *Runner) requeueRunning() {
 	var ids []int64
 	var attempts []int32
 	var exs []*execution
-	for id, ex := range r.running {
+	for _, ex := range r.running {
 		if ex.finished {
 			continue
 		}
 		ex.released = true
-		ids, attempts, exs = append(ids, id), append(attempts, int32(ex.row.Attempts)), append(exs, ex)
+		ids, attempts, exs = append(ids, ex.row.ID), append(attempts, int32(ex.row.Attempts)), append(exs, ex)
 	}
 	r.mu.Unlock()
 	if len(ids) == 0 {
@@ -866,12 +866,17 @@ func (r *Runner) observe(e Event) {
 	}
 }
 
-// cancelRunning cancels the context of a running job.
+// cancelRunning cancels the context of every running attempt of a job.
 func (r *Runner) cancelRunning(id int64, cause error) {
 	r.mu.Lock()
-	ex := r.running[id]
+	var exs []*execution
+	for _, ex := range r.running {
+		if ex.row.ID == id {
+			exs = append(exs, ex)
+		}
+	}
 	r.mu.Unlock()
-	if ex != nil {
+	for _, ex := range exs {
 		ex.cancel(cause)
 	}
 }
@@ -954,9 +959,10 @@ func (r *Runner) maintain(ctx context.Context) {
 func (r *Runner) renew(ctx context.Context) {
 	r.mu.Lock()
 	ids := make([]int64, 0, len(r.running))
-	for id, ex := range r.running {
-		if !ex.released {
-			ids = append(ids, id)
+	keys := make([]int64, 0, len(r.running))
+	for key, ex := range r.running {
+		if !ex.released && !ex.finished {
+			ids, keys = append(ids, ex.row.ID), append(keys, key)
 		}
 	}
 	r.mu.Unlock()
@@ -966,48 +972,52 @@ func (r *Runner) renew(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, bookkeepingTimeout)
 	defer cancel()
 	rows, err := r.sqlDB.QueryContext(ctx, `UPDATE sheaf_jobs SET locked_until = now() + $1 * interval '1 millisecond'
-		WHERE id = ANY($2) AND status = 'PROCESSING' AND locked_by = $3 RETURNING id`,
-		r.cfg.lease.Milliseconds(), ids, r.cfg.runnerID)
+		WHERE id = ANY($2) AND `+attemptKey+` = ANY($3) AND status = 'PROCESSING' AND locked_by = $4
+		RETURNING `+attemptKey, r.cfg.lease.Milliseconds(), ids, keys, r.cfg.runnerID)
 	if err != nil {
 		r.log.Error("queue: lease renewal failed", "jobs", len(ids), "err", err)
 		return
 	}
 	kept := map[int64]bool{}
 	for rows.Next() {
-		var id int64
-		if rows.Scan(&id) == nil {
-			kept[id] = true
+		var key int64
+		if rows.Scan(&key) == nil {
+			kept[key] = true
 		}
 	}
 	rows.Close()
-	for _, id := range ids {
-		if !kept[id] {
-			r.lost(ctx, id)
+	for i, key := range keys {
+		if !kept[key] {
+			r.lost(ctx, ids[i], key)
 		}
 	}
 }
 
-// lost handles a running job whose row no longer names this runner: it was
-// cancelled (and the notification missed) or rescued.
-func (r *Runner) lost(ctx context.Context, id int64) {
+// lost handles a running attempt whose row no longer names it: the job was
+// cancelled (and the notification missed), or rescued (and perhaps claimed
+// again, as a later attempt).
+func (r *Runner) lost(ctx context.Context, id, key int64) {
 	var st Status
-	if err := r.sqlDB.QueryRowContext(ctx, "SELECT status FROM sheaf_jobs WHERE id = $1", id).Scan(&st); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	var attempts int
+	err := r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", id).Scan(&st, &attempts)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return // unsure; look again at the next renewal
 	}
 	r.mu.Lock()
-	ex := r.running[id]
+	ex := r.running[key]
 	finished := ex == nil || ex.finished
 	r.mu.Unlock()
 	if finished {
-		return // it ended meanwhile; its result was written
+		return // it ended meanwhile; its result is on its way
 	}
-	if st == StatusCancelled {
+	if st == StatusCancelled && attempts == ex.row.Attempts {
 		ex.cancel(ErrCancelled)
 	} else {
 		ex.cancel(ErrLeaseLost)
 	}
 }
 
+// rescueSQL takes jobs whose lease expired back from their runner: see rescue.
 var rescueSQL = `
 WITH expired AS (
 	SELECT id FROM sheaf_jobs

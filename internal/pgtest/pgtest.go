@@ -87,11 +87,15 @@ func New(t testing.TB) *DB {
 }
 
 // Count returns the result of a SELECT count(*) query, failing the test on
-// error.
+// error. Placeholders may be gorm's ? or PostgreSQL's $1.
 func (db *DB) Count(t testing.TB, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	if err := db.SQL.QueryRow(query, args...).Scan(&n); err != nil {
+	row := db.SQL.QueryRow(query, args...)
+	if strings.Contains(query, "?") {
+		row = db.Gorm.Raw(query, args...).Row()
+	}
+	if err := row.Scan(&n); err != nil {
 		t.Fatalf("pgtest: %s: %v", query, err)
 	}
 	return n

@@ -33,3 +33,10 @@ func TestWithSearchPath(t *testing.T) {
 	_, err = pgtest.WithSearchPath("host=h dbname=db", "s1")
 	require.ErrorContains(t, err, "must be a postgres:// URL")
 }
+
+func TestCountTakesBothPlaceholderStyles(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	require.Equal(t, int64(3), db.Count(t, "SELECT count(*) FROM generate_series(1, $1)", 3))
+	require.Equal(t, int64(4), db.Count(t, "SELECT count(*) FROM generate_series(1, ?)", 4))
+}

@@ -1,0 +1,457 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+func nopHandler[A queue.Args]() queue.Handler[A] {
+	return queue.HandlerFunc[A](func(context.Context, *queue.Job[A]) error { return nil })
+}
+
+// basic registers noop and report handlers that do nothing.
+func basic(t *testing.T) func(*queue.Registry) {
+	return func(r *queue.Registry) {
+		require.NoError(t, queue.Register(r, nopHandler[noop]()))
+		require.NoError(t, queue.Register(r, nopHandler[report](), queue.Priority(7), queue.MaxAttempts(5)))
+	}
+}
+
+func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			c, err := queue.NewClient(e.db.Gorm, e.reg, quiet())
+			if err == nil {
+				err = c.Migrate(context.Background())
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(queue.SchemaVersion), e.db.Count(t, "SELECT count(*) FROM sheaf_migrations"))
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM pg_tables WHERE tablename = 'sheaf_jobs' AND schemaname = current_schema()"))
+}
+
+func TestMigrateRefusesANewerSchema(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", queue.SchemaVersion+1).Error)
+	require.ErrorIs(t, e.client.Migrate(context.Background()), queue.ErrSchemaTooNew)
+}
+
+func TestNewClientChecksItsArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	_, err := queue.NewClient(nil, e.reg)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	_, err = queue.NewClient(e.db.Gorm, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	_, err = queue.NewClient(e.db.Gorm, e.reg, queue.WithWorkers(3))
+	require.EqualError(t, err, "queue: invalid option: WithWorkers applies to NewRunner, not NewClient")
+	_, err = queue.NewClient(e.db.Gorm, e.reg, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+type pointerArgs struct{ X int }
+
+func (*pointerArgs) Kind() string { return "pointer" }
+
+type derefArgs struct{ Name string }
+
+func (d *derefArgs) Kind() string { return d.Name } // panics on the zero (nil) value
+
+type emptyKind struct{}
+
+func (emptyKind) Kind() string { return "" }
+
+func TestRegisterChecksItsArguments(t *testing.T) {
+	t.Parallel()
+	r := queue.NewRegistry()
+	require.NoError(t, queue.Register(r, nopHandler[noop]()))
+	for name, err := range map[string]error{
+		"twice":          queue.Register(r, nopHandler[noop]()),
+		"nil handler":    queue.Register[report](r, nil),
+		"nil func":       queue.Register(r, queue.HandlerFunc[report](nil)),
+		"empty kind":     queue.Register(r, nopHandler[emptyKind]()),
+		"deref kind":     queue.Register(r, nopHandler[*derefArgs]()),
+		"bad priority":   queue.Register(r, nopHandler[report](), queue.Priority(11)),
+		"enqueue option": queue.Register(r, nopHandler[report](), queue.RunAt(time.Now())),
+		"chunk size":     queue.Register(r, nopHandler[report](), queue.ChunkSize(10)),
+		"bad backoff":    queue.Register(r, nopHandler[report](), queue.Retry(queue.Exponential{})),
+	} {
+		require.ErrorIs(t, err, queue.ErrInvalidOption, name)
+	}
+	require.Equal(t, []string{"noop"}, r.Kinds(), "failed registrations leave nothing behind")
+	require.NoError(t, queue.Register(r, nopHandler[*pointerArgs]()), "pointer payloads work when Kind does not dereference")
+}
+
+func TestEnqueueStoresTheJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	res, err := e.client.Enqueue(ctx, report{County: "Travis"},
+		queue.Priority(9), queue.MaxAttempts(4), queue.CorrelationID("req-42"),
+		queue.AuthContext(queue.Auth{"role": "SUPERVISOR", "counties": []any{"Travis"}}),
+		queue.Retry(queue.Schedule{time.Minute}))
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	rec, err := e.client.Get(ctx, res.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, "report", rec.Kind)
+	require.Equal(t, queue.DefaultQueue, rec.Queue)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.Equal(t, 9, rec.Priority)
+	require.Equal(t, 4, rec.MaxAttempts)
+	require.Equal(t, "req-42", *rec.CorrelationID)
+	require.Equal(t, queue.Auth{"role": "SUPERVISOR", "counties": []any{"Travis"}}, rec.Auth)
+	require.JSONEq(t, `{"county":"Travis"}`, string(rec.Payload))
+	require.Zero(t, rec.Attempts)
+	require.Nil(t, rec.StartedAt)
+	require.WithinDuration(t, rec.CreatedAt, rec.RunAt, time.Second, "due now, by the database clock")
+
+	// The kind's defaults apply when the job sets nothing.
+	res, err = e.client.Enqueue(ctx, report{County: "Harris"})
+	require.NoError(t, err)
+	require.Equal(t, 7, res.Job.Priority)
+	require.Equal(t, 5, res.Job.MaxAttempts)
+}
+
+func TestEnqueueRejectsBadInputAndCreatesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	type unregistered struct{ noop }
+	for name, tc := range map[string]struct {
+		args queue.Args
+		opts []queue.JobOption
+		want error
+	}{
+		"unknown kind":     {args: unknownKind{}, want: queue.ErrUnknownKind},
+		"nil args":         {args: nil, want: queue.ErrInvalidPayload},
+		"wrong type":       {args: unregistered{}, want: queue.ErrInvalidPayload},
+		"priority 0":       {args: noop{}, opts: []queue.JobOption{queue.Priority(0)}, want: queue.ErrInvalidOption},
+		"priority 11":      {args: noop{}, opts: []queue.JobOption{queue.Priority(11)}, want: queue.ErrInvalidOption},
+		"zero run at":      {args: noop{}, opts: []queue.JobOption{queue.RunAt(time.Time{})}, want: queue.ErrInvalidOption},
+		"negative delay":   {args: noop{}, opts: []queue.JobOption{queue.After(-time.Second)}, want: queue.ErrInvalidOption},
+		"timeout per job":  {args: noop{}, opts: []queue.JobOption{queue.Timeout(time.Second)}, want: queue.ErrInvalidOption},
+		"empty key":        {args: noop{}, opts: []queue.JobOption{queue.IdempotencyKey("")}, want: queue.ErrInvalidOption},
+		"custom backoff":   {args: noop{}, opts: []queue.JobOption{queue.Retry(customBackoff{})}, want: queue.ErrInvalidOption},
+		"max attempts 0":   {args: noop{}, opts: []queue.JobOption{queue.MaxAttempts(0)}, want: queue.ErrInvalidOption},
+		"nil option":       {args: noop{}, opts: []queue.JobOption{nil}, want: queue.ErrInvalidOption},
+		"unencodable auth": {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{"f": func() {}})}, want: queue.ErrInvalidOption},
+		"unencodable args": {args: chanArgs{C: make(chan int)}, want: queue.ErrUnknownKind},
+	} {
+		_, err := e.client.Enqueue(ctx, tc.args, tc.opts...)
+		require.ErrorIs(t, err, tc.want, name)
+	}
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
+type unknownKind struct{}
+
+func (unknownKind) Kind() string { return "nobody-registered-me" }
+
+type chanArgs struct{ C chan int }
+
+func (chanArgs) Kind() string { return "chan" }
+
+type customBackoff struct{}
+
+func (customBackoff) Delay(int) time.Duration { return time.Second }
+
+func TestEnqueueRawChecksThePayload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	_, err := e.client.EnqueueRaw(ctx, "report", json.RawMessage(`{"county": 17}`))
+	require.ErrorIs(t, err, queue.ErrInvalidPayload)
+	require.ErrorContains(t, err, `kind "report" wants queue_test.report`)
+	_, err = e.client.EnqueueRaw(ctx, "nope", json.RawMessage(`{}`))
+	require.ErrorIs(t, err, queue.ErrUnknownKind)
+	res, err := e.client.EnqueueRaw(ctx, "report", json.RawMessage(`{"county": "Bexar"}`), queue.Priority(2))
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Job.Priority)
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
+func TestIdempotencyKeyReturnsTheExistingJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	first, err := e.client.Enqueue(ctx, report{County: "A"}, queue.IdempotencyKey("daily-A-2025-12-08"))
+	require.NoError(t, err)
+	again, err := e.client.Enqueue(ctx, report{County: "changed"}, queue.IdempotencyKey("daily-A-2025-12-08"))
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Job.ID, again.Job.ID)
+	require.JSONEq(t, `{"county":"A"}`, string(again.Job.Payload), "the existing job is returned as it is")
+
+	// In one call: the second input with the same key is the duplicate of the first.
+	out, err := e.client.EnqueueMany(ctx, []queue.Params{
+		{Args: report{County: "B"}, Options: []queue.JobOption{queue.IdempotencyKey("k-B")}},
+		{Args: noop{}},
+		{Args: report{County: "B2"}, Options: []queue.JobOption{queue.IdempotencyKey("k-B")}},
+		{Args: report{County: "A again"}, Options: []queue.JobOption{queue.IdempotencyKey("daily-A-2025-12-08")}},
+	})
+	require.NoError(t, err)
+	require.False(t, out[0].Duplicate)
+	require.False(t, out[1].Duplicate)
+	require.True(t, out[2].Duplicate)
+	require.Equal(t, out[0].Job.ID, out[2].Job.ID)
+	require.True(t, out[3].Duplicate)
+	require.Equal(t, first.Job.ID, out[3].Job.ID)
+	require.Equal(t, int64(3), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
+// Many clients racing to enqueue the same key create one job between them.
+func TestIdempotencyKeyUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	var wg sync.WaitGroup
+	ids := make([]int64, 12)
+	for i := range ids {
+		wg.Go(func() {
+			res, err := e.client.Enqueue(context.Background(), report{County: fmt.Sprint(i)}, queue.IdempotencyKey("once"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = res.Job.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		require.Equal(t, ids[0], id)
+	}
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
+func TestEnqueueManyIsOneStatementInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	params := make([]queue.Params, 50)
+	for i := range params {
+		params[i] = queue.Params{Args: report{County: fmt.Sprint("C", i)}}
+	}
+	out, err := e.client.EnqueueMany(ctx, params)
+	require.NoError(t, err)
+	for i, o := range out {
+		require.JSONEq(t, fmt.Sprintf(`{"county":"C%d"}`, i), string(o.Job.Payload), "results follow the input order")
+		if i > 0 {
+			require.Greater(t, o.Job.ID, out[i-1].Job.ID)
+		}
+	}
+	// One bad job: nothing is created.
+	params[10].Options = []queue.JobOption{queue.Priority(99)}
+	_, err = e.client.EnqueueMany(ctx, params)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.ErrorContains(t, err, "job 10")
+	require.Equal(t, int64(50), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+	_, err = e.client.EnqueueMany(ctx, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+func TestEnqueueInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	boom := errors.New("the caller's own work failed")
+	err := e.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		if _, err := e.client.Tx(tx).Enqueue(ctx, report{County: "rolled back"}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "the job went with the rollback")
+
+	var id int64
+	require.NoError(t, e.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		res, err := e.client.Tx(tx).Enqueue(ctx, report{County: "committed"})
+		id = res.Job.ID
+		return err
+	}))
+	require.Equal(t, queue.StatusQueued, e.status(t, id))
+	_, err = queue.NewRunner(e.client.Tx(e.db.Gorm))
+	require.ErrorIs(t, err, queue.ErrInvalidOption, "a runner cannot be built on a transaction")
+}
+
+func TestEnqueueBulk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	params := make([]queue.Params, 12_000)
+	for i := range params {
+		params[i] = queue.Params{Args: report{County: fmt.Sprint(i)}}
+	}
+	params[5].Options = []queue.JobOption{queue.Priority(10), queue.CorrelationID("bulk-5"), queue.After(time.Hour)}
+	n, err := e.client.EnqueueBulk(ctx, params)
+	require.NoError(t, err)
+	require.Equal(t, int64(12_000), n)
+	require.Equal(t, int64(12_000), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED'"))
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE priority = 10
+		AND correlation_id = 'bulk-5' AND run_at > now() + interval '59 minutes'`))
+
+	// With idempotency keys it goes through the de-duplicating statement.
+	keyed := []queue.Params{
+		{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("x")}},
+		{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("x")}},
+		{Args: noop{}},
+	}
+	n, err = e.client.EnqueueBulk(ctx, keyed)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "the duplicate is not counted")
+
+	// Bad input: nothing is copied.
+	params[100].Args = unknownKind{}
+	_, err = e.client.EnqueueBulk(ctx, params)
+	require.ErrorIs(t, err, queue.ErrUnknownKind)
+	require.Equal(t, int64(12_002), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
+func TestGetAndList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	_, err := e.client.Get(ctx, 12345)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+	for i := range 5 {
+		_, err := e.client.Enqueue(ctx, report{County: fmt.Sprint(i)}, queue.CorrelationID(fmt.Sprint("c", i%2)))
+		require.NoError(t, err)
+		_, err = e.client.Enqueue(ctx, noop{}, queue.OnQueue("other"))
+		require.NoError(t, err)
+	}
+	all, err := e.client.List(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Len(t, all, 10)
+	reports, err := e.client.List(ctx, queue.Filter{Kinds: []string{"report"}, CorrelationID: "c0"})
+	require.NoError(t, err)
+	require.Len(t, reports, 3)
+	other, err := e.client.List(ctx, queue.Filter{Queue: "other", Statuses: []queue.Status{queue.StatusQueued}})
+	require.NoError(t, err)
+	require.Len(t, other, 5)
+	page1, err := e.client.List(ctx, queue.Filter{Limit: 4})
+	require.NoError(t, err)
+	page2, err := e.client.List(ctx, queue.Filter{Limit: 4, AfterID: page1[3].ID})
+	require.NoError(t, err)
+	require.Len(t, page2, 4)
+	require.Greater(t, page2[0].ID, page1[3].ID)
+	none, err := e.client.List(ctx, queue.Filter{CreatedAfter: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = e.client.List(ctx, queue.Filter{Limit: 10_001})
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+func TestCancelAndRetryTransitions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	res, err := e.client.Enqueue(ctx, report{County: "X"})
+	require.NoError(t, err)
+	id := res.Job.ID
+
+	_, err = e.client.Retry(ctx, id)
+	require.ErrorIs(t, err, queue.ErrWrongStatus, "a queued job is not retried")
+	rec, err := e.client.Cancel(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCancelled, rec.Status)
+	require.NotNil(t, rec.CompletedAt)
+	_, err = e.client.Cancel(ctx, id)
+	require.ErrorIs(t, err, queue.ErrWrongStatus)
+	require.ErrorContains(t, err, "it is CANCELLED")
+
+	rec, err = e.client.Retry(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.Zero(t, rec.Attempts)
+	require.Nil(t, rec.CompletedAt)
+
+	_, err = e.client.Cancel(ctx, 999_999)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+	_, err = e.client.Retry(ctx, 999_999)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+
+	// A completed job is neither cancelled nor retried.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED' WHERE id = ?", id).Error)
+	_, err = e.client.Cancel(ctx, id)
+	require.ErrorIs(t, err, queue.ErrWrongStatus)
+	_, err = e.client.Retry(ctx, id)
+	require.ErrorIs(t, err, queue.ErrWrongStatus)
+}
+
+func TestRetryFailedSelects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	for i := range 6 {
+		_, err := e.client.Enqueue(ctx, report{County: fmt.Sprint(i)}, queue.CorrelationID(fmt.Sprint("run-", i%2)))
+		require.NoError(t, err)
+	}
+	_, err := e.client.Enqueue(ctx, noop{}, queue.CorrelationID("run-0"))
+	require.NoError(t, err)
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED', attempts = 3,
+		last_error = 'boom', completed_at = now()`).Error)
+
+	n, err := e.client.RetryFailed(ctx, queue.Filter{Kinds: []string{"report"}, CorrelationID: "run-0"})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	require.Equal(t, int64(3), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED'
+		AND attempts = 0 AND last_error = 'boom' AND completed_at IS NULL AND kind = 'report' AND correlation_id = 'run-0'`))
+	n, err = e.client.RetryFailed(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n, "the rest")
+	n, err = e.client.RetryFailed(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	for range 3 {
+		_, err := e.client.Enqueue(ctx, report{County: "x"})
+		require.NoError(t, err)
+	}
+	_, err := e.client.Enqueue(ctx, noop{}, queue.After(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET run_at = now() - interval '90 seconds' WHERE id = (SELECT min(id) FROM sheaf_jobs)`).Error)
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED' WHERE id = (SELECT max(id) FROM sheaf_jobs WHERE kind = 'report')`).Error)
+	s, err := e.client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[queue.Status]int64{queue.StatusQueued: 3, queue.StatusFailed: 1}, s.ByStatus)
+	require.Equal(t, map[string]map[queue.Status]int64{
+		"report": {queue.StatusQueued: 2, queue.StatusFailed: 1},
+		"noop":   {queue.StatusQueued: 1},
+	}, s.ByKind)
+	require.Equal(t, int64(2), s.Ready, "the delayed job is not ready")
+	require.GreaterOrEqual(t, s.OldestReady, 90*time.Second)
+	require.Less(t, s.OldestReady, 120*time.Second)
+}
+
+func TestAuthIsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	a := queue.Auth{"role": "ADMIN", "token": "secret-token"}
+	require.Equal(t, "[auth redacted]", fmt.Sprint(a))
+	require.Equal(t, "[auth redacted]", fmt.Sprintf("%v %s", a, a)[:15])
+	require.NotContains(t, fmt.Sprintf("%+v", struct{ A queue.Auth }{a}), "secret-token")
+}

@@ -1,0 +1,329 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// registerReport registers a report handler built by work.
+func registerReport(t *testing.T, work func(ctx context.Context, j *queue.Job[report]) error, opts ...queue.JobOption) func(*queue.Registry) {
+	return func(r *queue.Registry) {
+		require.NoError(t, queue.Register(r, queue.HandlerFunc[report](work), opts...))
+		require.NoError(t, queue.Register(r, nopHandler[noop]()))
+	}
+}
+
+func enqueue(t *testing.T, e *env, args queue.Args, opts ...queue.JobOption) int64 {
+	t.Helper()
+	res, err := e.client.Enqueue(context.Background(), args, opts...)
+	require.NoError(t, err)
+	return res.Job.ID
+}
+
+func TestJobRunsAndCompletes(t *testing.T) {
+	t.Parallel()
+	var got *queue.Job[report]
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		got = j
+		return j.SetProgress(ctx, 3, 3)
+	}))
+	id := enqueue(t, e, report{County: "Travis"}, queue.CorrelationID("req-1"), queue.AuthContext(queue.Auth{"role": "ADMIN"}))
+	e.runner(t)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	require.Equal(t, report{County: "Travis"}, got.Args)
+	require.Equal(t, 1, got.Attempt)
+	require.Equal(t, "req-1", got.CorrelationID)
+	require.Equal(t, queue.Auth{"role": "ADMIN"}, got.Auth, "the handler gets the submitter's claims")
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Equal(t, int64(3), rec.Processed)
+	require.Equal(t, int64(3), *rec.Total)
+	require.Nil(t, rec.LockedUntil)
+	require.Nil(t, rec.LockedBy)
+	require.False(t, rec.StartedAt.Before(rec.CreatedAt))
+	require.False(t, rec.CompletedAt.Before(*rec.StartedAt))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.of(id))
+}
+
+func TestPriorityOrder(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var order []string
+	e := newEnv(t, registerReport(t, func(_ context.Context, j *queue.Job[report]) error {
+		mu.Lock()
+		order = append(order, j.Args.County)
+		mu.Unlock()
+		return nil
+	}))
+	for _, p := range []struct {
+		name string
+		prio int
+	}{{"low-1", 2}, {"high", 9}, {"mid", 5}, {"low-2", 2}, {"top", 10}} {
+		enqueue(t, e, report{County: p.name}, queue.Priority(p.prio))
+	}
+	e.runner(t, queue.WithWorkers(1))
+	e.events.wait(t, queue.EventCompleted, 0, 5)
+	require.Equal(t, []string{"top", "high", "mid", "low-1", "low-2"}, order, "priority first, then age")
+}
+
+func TestRunAtIsRespected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	later := enqueue(t, e, noop{}, queue.After(time.Hour))
+	past := enqueue(t, e, noop{}, queue.RunAt(time.Now().Add(-time.Minute)))
+	soon := enqueue(t, e, noop{}, queue.After(300*time.Millisecond))
+	e.runner(t)
+	e.events.wait(t, queue.EventCompleted, past, 1)
+	e.events.wait(t, queue.EventCompleted, soon, 1)
+	require.Equal(t, queue.StatusQueued, e.status(t, later))
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = 0`, later))
+	// The delayed job started no earlier than its run time, by the database's clock.
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs
+		WHERE id = ? AND started_at >= run_at AND run_at >= created_at + interval '300 milliseconds'`, soon))
+}
+
+func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			return errors.New("transient: connection reset")
+		}
+		return nil
+	}, queue.Retry(queue.Schedule{5 * time.Second})))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	ev := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	require.Equal(t, 5*time.Second, ev.RetryIn)
+	require.EqualError(t, ev.Err, "transient: connection reset")
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, "transient: connection reset", *rec.LastError)
+	// run_at is five seconds after the failure on the server's clock.
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ?
+		AND run_at > now() + interval '3 seconds' AND run_at <= now() + interval '5 seconds'`, id))
+	// Bring the retry forward instead of waiting for it.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET run_at = now() WHERE id = ?", id).Error)
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, queue.StatusCompleted, e.status(t, id))
+}
+
+func TestLastAttemptFailsIntoTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, registerReport(t, func(_ context.Context, j *queue.Job[report]) error {
+		return fmt.Errorf("attempt %d failed", j.Attempt)
+	}, queue.MaxAttempts(3), queue.Retry(queue.Schedule{0})))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	failed := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	require.Equal(t, 3, failed.Attempt)
+	require.Len(t, e.events.wait(t, queue.EventRetrying, id, 2), 2)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusFailed, rec.Status)
+	require.Equal(t, 3, rec.Attempts)
+	require.Equal(t, "attempt 3 failed", *rec.LastError)
+	require.NotNil(t, rec.CompletedAt)
+}
+
+func TestPermanentErrorFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		return queue.Permanent(errors.New("county does not exist"))
+	}, queue.MaxAttempts(5)))
+	id := enqueue(t, e, report{County: "Atlantis"})
+	e.runner(t)
+	ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	require.True(t, queue.IsPermanent(ev.Err))
+	require.Equal(t, 1, ev.Attempt)
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ?
+		AND status = 'FAILED' AND attempts = 1 AND last_error = 'permanent: county does not exist'`, id))
+	require.Nil(t, queue.Permanent(nil))
+}
+
+func TestPayloadThatDoesNotDecodeFailsPermanently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error { return nil }, queue.MaxAttempts(5)))
+	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, payload) VALUES ('report', '{"county": 42}')`).Error)
+	e.runner(t)
+	ev := e.events.wait(t, queue.EventFailed, 0, 1)[0]
+	require.ErrorIs(t, ev.Err, queue.ErrInvalidPayload)
+	require.Equal(t, 1, ev.Attempt, "no point retrying")
+}
+
+func TestPanicIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			panic("nil map in report writer")
+		}
+		return nil
+	}, queue.Retry(queue.Schedule{0})))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	require.ErrorContains(t, retry.Err, "panic: nil map in report writer")
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = 2
+		AND last_error LIKE 'panic: nil map%'`, id), "the error of the failed attempt is kept")
+}
+
+func TestKindTimeout(t *testing.T) {
+	t.Parallel()
+	var cause error
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	}, queue.Timeout(100*time.Millisecond), queue.MaxAttempts(1)))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	require.ErrorIs(t, cause, queue.ErrTimeout)
+	require.ErrorIs(t, ev.Err, queue.ErrTimeout)
+	require.GreaterOrEqual(t, ev.Duration, 100*time.Millisecond)
+}
+
+func TestKindTheRunnerDoesNotKnow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, max_attempts) VALUES ('ghost', 1)`).Error)
+	e.runner(t)
+	ev := e.events.wait(t, queue.EventFailed, 0, 1)[0]
+	require.ErrorIs(t, ev.Err, queue.ErrUnknownKind)
+	require.Equal(t, "ghost", ev.Kind)
+}
+
+func TestCancelARunningJob(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil // whatever it returns now is ignored
+	}))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	<-started
+	rec, err := e.client.Cancel(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCancelled, rec.Status)
+	require.ErrorIs(t, <-causes, queue.ErrCancelled, "the handler learns why")
+	ev := e.events.wait(t, queue.EventCancelled, id, 1)[0]
+	require.Equal(t, 1, ev.Attempt)
+	require.Equal(t, queue.StatusCancelled, e.status(t, id), "the handler's nil did not complete it")
+}
+
+// A result that arrives after the job was rescued and finished by another
+// runner changes nothing.
+func TestLateResultAfterRescueIsRejected(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			<-release // the first attempt hangs, deaf to its context
+			return nil
+		}
+		return nil
+	}))
+	id := enqueue(t, e, report{})
+	a := e.runner(t, queue.WithRunnerID("runner-a"), queue.WithLease(time.Hour))
+	e.events.wait(t, queue.EventStarted, id, 1)
+	// Its lease expires (runner A is hung) and runner B rescues and runs it.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = now() - interval '1 second' WHERE id = ?", id).Error)
+	e.runner(t, queue.WithRunnerID("runner-b"), queue.WithRescueInterval(20*time.Millisecond))
+	e.events.wait(t, queue.EventRescued, id, 1)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	close(release) // runner A's first attempt finally returns
+	rejected := e.events.wait(t, queue.EventRejected, id, 1)[0]
+	require.Equal(t, 1, rejected.Attempt)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Equal(t, 2, rec.Attempts, "completed once, by attempt 2")
+	require.Equal(t, int64(1), a.Stats().Rejected)
+}
+
+// The same, when the rescued job is claimed again by the runner whose
+// attempt hangs: two attempts of one job run side by side on one runner.
+func TestLateResultOnTheSameRunnerIsRejected(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}))
+	id := enqueue(t, e, report{})
+	e.runner(t, queue.WithRescueInterval(20*time.Millisecond), queue.WithLease(time.Hour))
+	e.events.wait(t, queue.EventStarted, id, 1)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = now() - interval '1 second' WHERE id = ?", id).Error)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	close(release)
+	e.events.wait(t, queue.EventRejected, id, 1)
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND status = 'COMPLETED' AND attempts = 2", id))
+}
+
+// A cancellation the runner did not hear about (made in SQL, without the
+// notification) still wins: the handler's result is rejected.
+func TestLateResultAfterCancelIsRejected(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		<-release
+		return nil
+	}))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	e.events.wait(t, queue.EventStarted, id, 1)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now() WHERE id = ?", id).Error)
+	close(release)
+	e.events.wait(t, queue.EventRejected, id, 1)
+	require.Equal(t, queue.StatusCancelled, e.status(t, id))
+}
+
+// The job's own database connection is terminated mid-job: the attempt
+// fails, and the retry succeeds.
+func TestBackendTerminatedMidJob(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	var e *env
+	e = newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			// A long query, which the test kills from outside.
+			return e.db.Gorm.WithContext(ctx).Exec("SELECT pg_sleep(60) /* sheaf-test-victim-" + j.Args.County + " */").Error
+		}
+		return nil
+	}, queue.Retry(queue.Schedule{0})))
+	id := enqueue(t, e, report{County: e.db.Schema})
+	e.runner(t)
+	e.events.wait(t, queue.EventStarted, id, 1)
+	var killed int64
+	for killed == 0 { // the query may not have reached the server yet
+		require.NoError(t, e.db.Gorm.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE query LIKE '%sheaf-test-victim-' || ? || '%' AND pid <> pg_backend_pid()`, e.db.Schema).Scan(&killed).Error)
+	}
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 2, done.Attempt)
+	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	require.ErrorContains(t, retry.Err, "terminat")
+}
