@@ -1,0 +1,354 @@
+package gormbatch_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/batch/gormbatch"
+	"github.com/sheaf-dev/sheaf/cleanup"
+)
+
+// A backend terminated while it writes sub-batch 2: the batch fails and is
+// cleaned up, batches alongside complete, and batches sent afterwards are
+// written on fresh connections.
+func TestBackendTerminatedMidSubBatch(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		e := newEnv(t)
+		lock := e.block()
+		r := start(t, e.table(opts...), batch.WithMaxBatchSize(1000))
+
+		victim := orders(2500)
+		victim[1500].Note = "block" // sub-batch 2 waits for the test's lock
+		r.send("VICTIM", victim)
+		r.send("ALONGSIDE", orders(3000))
+
+		pid := lock.waiter()
+		var terminated bool
+		require.NoError(t, e.SQL.QueryRow("SELECT pg_terminate_backend($1)", pid).Scan(&terminated))
+		require.True(t, terminated)
+		o := r.await("VICTIM")
+		lock.release()
+
+		require.Equal(t, batch.Failed, o.Status)
+		require.Equal(t, 2, o.Seq)
+		require.NoError(t, o.CleanupErr)
+		var pe *batch.ProcessError
+		require.ErrorAs(t, o.Err, &pe)
+		require.Equal(t, 2, pe.Seq)
+		var pg *pgconn.PgError
+		require.ErrorAs(t, o.Err, &pg)
+		require.Equal(t, "57P01", pg.Code, "admin_shutdown: the backend was terminated")
+		require.Equal(t, int64(0), e.rows("VICTIM"))
+		require.Equal(t, int64(1000), e.deleted("VICTIM"), "cleanup removed sub-batch 1; the server rolled back sub-batch 2")
+
+		// The pool replaces the dead connection: later batches are written.
+		for i := range 4 {
+			r.send(fmt.Sprintf("AFTER-%d", i), orders(2100))
+		}
+		r.shutdown()
+		require.Equal(t, batch.Completed, r.outcome("ALONGSIDE").Status)
+		require.Equal(t, int64(3000), e.rows("ALONGSIDE"))
+		for i := range 4 {
+			id := fmt.Sprintf("AFTER-%d", i)
+			require.Equal(t, batch.Completed, r.outcome(id).Status)
+			require.Equal(t, int64(2100), e.rows(id))
+		}
+	})
+}
+
+// The context of a sub-batch ends while its COMMIT is in the server. Process
+// must still say truly whether the sub-batch was committed: if it reported a
+// failure for a COMMIT that lands later, the coordinator's cleanup could run
+// before it and leave the rows behind.
+func TestStopDuringCommit(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		e := newEnv(t)
+		lock := e.block()
+		tbl := e.table(opts...)
+		items := orders(100)
+		items[50].Note = "block at commit"
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tbl.Process(ctx, batch.Batch[Order]{ID: "C", Seq: 1, Items: items}) }()
+		lock.waiter() // the COMMIT waits for the test's lock
+		cancel()
+		lock.release()
+		err := <-done
+		require.NoError(t, err, "the COMMIT was sent, so Process waits for its answer")
+		require.Equal(t, int64(100), e.rows("C"))
+
+		// Stopped before the COMMIT is sent: rolled back, and said so.
+		items = orders(100)
+		items[50].Note = "block"
+		ctx, cancel = context.WithCancel(t.Context())
+		lock.hold()
+		go func() { done <- tbl.Process(ctx, batch.Batch[Order]{ID: "D", Seq: 1, Items: items}) }()
+		lock.waiter()
+		cancel()
+		err = <-done
+		lock.release()
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, int64(0), e.rows("D"))
+	})
+}
+
+// A cleanup that fails: the outcome carries its error, the batch is reported
+// failed (never complete), and a later call finishes the job.
+func TestCleanupFails(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		e := newEnv(t)
+		e.exec(`
+CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'deleting % is not allowed', OLD.batch_id USING ERRCODE = 'P0001';
+END $$;
+CREATE TRIGGER refuse_delete BEFORE DELETE ON orders FOR EACH ROW
+	WHEN (OLD.batch_id = 'STUCK') EXECUTE FUNCTION refuse_delete();`)
+		tbl := e.table(opts...)
+		r := start(t, tbl, batch.WithMaxBatchSize(1000))
+		items := orders(2500)
+		items[1200].Cents = -1
+		r.send("STUCK", items)
+		r.send("FINE", orders(1500))
+		r.shutdown()
+
+		o := r.outcome("STUCK")
+		require.Equal(t, batch.Failed, o.Status)
+		require.Equal(t, 2, o.Seq)
+		requireConstraintViolation(t, o.Err, 2)
+		require.ErrorContains(t, o.CleanupErr, `gormbatch: delete batch "STUCK" from orders`)
+		var pg *pgconn.PgError
+		require.ErrorAs(t, o.CleanupErr, &pg)
+		require.Equal(t, "P0001", pg.Code)
+		s := r.c.Stats()
+		require.Equal(t, int64(1), s.CleanupFailures)
+		require.Equal(t, int64(1), s.BatchesCompleted, "only FINE")
+		require.Equal(t, batch.Completed, r.outcome("FINE").Status)
+		require.Equal(t, int64(1000), e.rows("STUCK"), "the failed cleanup left sub-batch 1 in place")
+
+		e.exec("DROP TRIGGER refuse_delete ON orders")
+		require.NoError(t, tbl.Cleanup(t.Context(), "STUCK", 2))
+		require.Equal(t, int64(0), e.rows("STUCK"))
+		require.NoError(t, tbl.Cleanup(t.Context(), "STUCK", 2), "idempotent")
+		require.Equal(t, int64(1500), e.rows("FINE"))
+	})
+}
+
+// explosive is an order whose note's driver.Valuer panics on "boom": user
+// code that runs inside the write, on both paths.
+type explosive struct {
+	ID        int64 `gorm:"primaryKey"`
+	BatchID   string
+	Line      int
+	Cents     int64
+	Note      fuse
+	CreatedAt time.Time
+}
+
+func (explosive) TableName() string { return "orders" }
+
+type fuse string
+
+func (f fuse) Value() (driver.Value, error) {
+	if f == "boom" {
+		panic("the note exploded")
+	}
+	return string(f), nil
+}
+
+// A panic inside the write of sub-batch 2: that sub-batch is rolled back,
+// sub-batch 1 is cleaned up, the panic is reported with sequence -1, and the
+// workers go on.
+func TestPanicWhileWriting(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		e := newEnv(t)
+		tbl, err := gormbatch.New[explosive](e.Gorm, opts...)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		outs := map[string]batch.Outcome{}
+		c, err := batch.NewCoordinator[explosive](tbl, quiet(), batch.WithCleanup(tbl), batch.WithMaxBatchSize(1000),
+			batch.WithObserver(func(o batch.Outcome) {
+				mu.Lock()
+				defer mu.Unlock()
+				outs[o.BatchID] = o
+			}))
+		require.NoError(t, err)
+		require.NoError(t, c.Start(t.Context()))
+		items := make([]explosive, 2500)
+		for i := range items {
+			items[i] = explosive{Line: i, Cents: 1, Note: "n"}
+		}
+		items[1700].Note = "boom"
+		require.NoError(t, c.SendMany(t.Context(), "BOOM", items))
+		require.NoError(t, c.Send(t.Context(), batch.End[explosive]("BOOM")))
+		items[1700].Note = "n"
+		require.NoError(t, c.SendMany(t.Context(), "CALM", items))
+		require.NoError(t, c.Send(t.Context(), batch.End[explosive]("CALM")))
+		require.NoError(t, c.Shutdown(t.Context()))
+
+		o := outs["BOOM"]
+		require.Equal(t, batch.Failed, o.Status)
+		require.Equal(t, cleanup.SeqUnknown, o.Seq)
+		var pe *batch.ProcessError
+		require.ErrorAs(t, o.Err, &pe)
+		require.Equal(t, 2, pe.Seq, "the error still names the sub-batch")
+		var panicErr *batch.PanicError
+		require.ErrorAs(t, o.Err, &panicErr)
+		require.ErrorContains(t, o.Err, "the note exploded")
+		require.NoError(t, o.CleanupErr)
+		require.Equal(t, int64(0), e.rows("BOOM"))
+		require.Equal(t, int64(1000), e.deleted("BOOM"), "only sub-batch 1 was committed; sub-batch 2 rolled back")
+		require.Equal(t, batch.Completed, outs["CALM"].Status)
+		require.Equal(t, int64(2500), e.rows("CALM"))
+	})
+}
+
+// Shutdown while producers send and sub-batches are being written, one of
+// them held inside the database: everything sent is either persisted
+// completely or reported failed or incomplete and left no row.
+func TestShutdownUnderLoad(t *testing.T) {
+	for _, hard := range []bool{false, true} {
+		name := "graceful"
+		if hard {
+			name = "hard"
+		}
+		t.Run(name, func(t *testing.T) {
+			eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+				shutdownUnderLoad(t, hard, opts...)
+			})
+		})
+	}
+}
+
+func shutdownUnderLoad(t *testing.T, hard bool, opts ...gormbatch.Option) {
+	e := newEnv(t)
+	lock := e.block()
+	r := start(t, e.table(opts...), batch.WithMaxBatchSize(500))
+
+	// SLOW's second sub-batch waits in the database for the test's lock.
+	slow := orders(1200)
+	slow[700].Note = "block"
+	r.send("SLOW", slow)
+
+	// Producers send batches of varied sizes until the coordinator refuses.
+	const producers = 4
+	type sent struct {
+		items int64
+		ended bool
+	}
+	var (
+		mu      sync.Mutex
+		sends   = map[string]*sent{}
+		wg      sync.WaitGroup
+		started sync.WaitGroup // each producer has finished a few batches
+		refused = make(chan struct{})
+		once    sync.Once
+	)
+	// stop tells a producer to stop: the coordinator refused, because
+	// Shutdown has begun, or something failed.
+	stop := func(err error) bool {
+		if errors.Is(err, batch.ErrClosed) {
+			once.Do(func() { close(refused) })
+			return true
+		}
+		return !assert.NoError(t, err)
+	}
+	started.Add(producers)
+	for p := range producers {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				if k == 3 {
+					started.Done()
+				}
+				id := fmt.Sprintf("P%d-%03d", p, k)
+				s := &sent{}
+				mu.Lock()
+				sends[id] = s
+				mu.Unlock()
+				for chunk := range 1 + (p+k)%4 {
+					n := 1 + (chunk*331+k*97)%450
+					if stop(r.c.SendMany(context.Background(), id, orders(n))) {
+						return
+					}
+					mu.Lock()
+					s.items += int64(n)
+					mu.Unlock()
+				}
+				if stop(r.c.Send(context.Background(), batch.End[Order](id))) {
+					return
+				}
+				mu.Lock()
+				s.ended = true
+				mu.Unlock()
+			}
+		})
+	}
+	started.Wait()
+	lock.waiter() // SLOW is writing
+
+	if hard {
+		// A deadline that has passed: in-flight writes are cancelled.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.ErrorIs(t, r.c.Shutdown(ctx), context.Canceled)
+		<-r.c.Done() // the workers unwind: SLOW's blocked write is cancelled
+	} else {
+		// Let SLOW go on once the coordinator refuses sends, that is once
+		// Shutdown has begun; Shutdown then waits for it.
+		released := make(chan struct{})
+		go func() {
+			defer close(released)
+			<-refused
+			lock.release()
+		}()
+		require.NoError(t, r.c.Shutdown(context.Background()))
+		<-released
+	}
+	wg.Wait()
+	if hard {
+		lock.release()
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	sends["SLOW"] = &sent{items: 1200, ended: true}
+	var persisted int64
+	for id, s := range sends {
+		if s.items == 0 && !s.ended {
+			continue // refused before anything was sent: no batch
+		}
+		o := r.outcome(id)
+		rows := e.rows(id)
+		switch o.Status {
+		case batch.Completed:
+			require.True(t, s.ended, "%s completed without its end", id)
+			require.Equal(t, s.items, rows, "%s completed: every item persisted", id)
+			persisted += rows
+		case batch.Failed, batch.Incomplete:
+			require.Equal(t, int64(0), rows, "%s %s: no row left", id, o.Status)
+			require.NoError(t, o.CleanupErr)
+		}
+	}
+	slowOutcome := r.outcome("SLOW")
+	if hard {
+		require.Equal(t, batch.Incomplete, slowOutcome.Status)
+		require.ErrorIs(t, slowOutcome.Err, context.Canceled)
+		require.Equal(t, int64(500), e.deleted("SLOW"), "its committed sub-batch 1 was cleaned up")
+	} else {
+		require.Equal(t, batch.Completed, slowOutcome.Status, "an in-flight batch finishes during a graceful shutdown")
+	}
+	s := r.c.Stats()
+	require.Equal(t, s.ItemsReceived, s.ItemsProcessed+s.ItemsDiscarded)
+	require.Equal(t, int64(0), s.InFlight)
+	require.Equal(t, persisted, e.Count(t, "SELECT count(*) FROM orders"), "no stray rows")
+}
