@@ -1,0 +1,234 @@
+// Command reportjobs runs county report jobs on sheaf's PostgreSQL job queue.
+// It submits one job per county with different priorities; a runner with two
+// workers writes each county's timesheet entries, chunk by chunk, to a CSV
+// or JSON file. One job hits a transient error on its first attempt and
+// succeeds on its retry, one is cancelled half-way and its partial file is
+// removed, and the program ends with the morning-review table: job, type,
+// status, attempts, started, completed, duration, records.
+//
+//	go run ./examples/reportjobs [-dsn URL] [-out DIR] [-workers 2]
+//
+// It works in a schema of its own, sheaf_example_reportjobs, which it drops
+// and recreates at start.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+const (
+	defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	schema     = "sheaf_example_reportjobs"
+	chunkSize  = 1000
+)
+
+// plan is the night's work, in the order it is submitted. The IDs follow
+// this order and the priorities do not, so the start times show the
+// priorities at work.
+var plan = []struct {
+	county   string
+	format   string
+	priority int
+	entries  int
+}{
+	{"Travis", "csv", 6, 12_000}, // cancelled half-way
+	{"El Paso", "json", 2, 6_000},
+	{"Harris", "csv", 9, 18_000},
+	{"Bexar", "json", 5, 10_000},
+	{"Dallas", "json", 8, 14_000}, // fails at its third chunk once, then succeeds
+	{"Tarrant", "csv", 4, 9_000},
+}
+
+const (
+	cancelCounty = "Travis"
+	flakyCounty  = "Dallas"
+)
+
+func main() {
+	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
+	out := flag.String("out", "", "directory for the report files (default a new temporary directory)")
+	workers := flag.Int("workers", 2, "jobs the runner works at once")
+	flag.Parse()
+	if *dsn == "" {
+		*dsn = os.Getenv("DATABASE_URL")
+	}
+	if *dsn == "" {
+		*dsn = defaultDSN
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *dsn, *out, *workers); err != nil {
+		log.Fatal("reportjobs: ", err)
+	}
+}
+
+// submission is a job as the program submitted it.
+type submission struct {
+	CountyReport
+	priority int
+}
+
+func run(ctx context.Context, dsn, out string, workers int) error {
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", "sheaf-reportjobs-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	con := &console{}
+	db, err := freshSchema(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if err := seed(ctx, db); err != nil {
+		return err
+	}
+	fmt.Printf("schema %s: %d counties of timesheet entries; reports go to %s\n", schema, len(plan), out)
+
+	reg := queue.NewRegistry()
+	h := &reports{db: db, out: out, chunkSize: chunkSize, renderCost: 25 * time.Millisecond, flaky: flakyCounty, say: con.printf}
+	err = queue.RegisterChunked[CountyReport, Entry](reg, h,
+		queue.ChunkSize(chunkSize),
+		// A short backoff, so the demo's retry comes within a second.
+		queue.Retry(queue.Schedule{200 * time.Millisecond}))
+	if err != nil {
+		return err
+	}
+	// The demo reports what happens itself; the queue's log only speaks up
+	// about real trouble.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	client, err := queue.NewClient(db, reg, queue.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	if err := client.Migrate(ctx); err != nil {
+		return err
+	}
+
+	// Submit every job before the runner starts, so that it chooses among
+	// all of them by priority.
+	jobs := map[int64]submission{}
+	var cancelID, flakyID int64
+	for _, p := range plan {
+		args := CountyReport{County: p.county, Format: p.format}
+		e, err := client.Enqueue(ctx, args, queue.Priority(p.priority))
+		if err != nil {
+			return err
+		}
+		jobs[e.Job.ID] = submission{args, p.priority}
+		switch p.county {
+		case cancelCounty:
+			cancelID = e.Job.ID
+		case flakyCounty:
+			flakyID = e.Job.ID
+		}
+	}
+	fmt.Printf("submitted %d report jobs; a runner with %d workers takes the highest priority first\n\n", len(plan), workers)
+
+	runner, err := queue.NewRunner(client,
+		queue.WithWorkers(workers),
+		// A retry that comes due is not announced; the runner finds it by
+		// polling. Poll often, so the demo's retry is not kept waiting.
+		queue.WithPollInterval(100*time.Millisecond),
+		queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) { con.event(ev, jobs) })))
+	if err != nil {
+		return err
+	}
+	con.reset() // times from here on are since the runner started
+	if err := runner.Start(ctx); err != nil {
+		return err
+	}
+	watchErr := watch(ctx, client, con, out, jobs, cancelID)
+	// Stop waits for the handlers, so the cancelled job's cleanup is done
+	// when it returns.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := errors.Join(watchErr, runner.Stop(stopCtx)); err != nil {
+		return err
+	}
+	elapsed := con.elapsed()
+
+	recs, err := client.List(ctx, queue.Filter{Kinds: []string{CountyReport{}.Kind()}})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nall jobs finished in %v\n\n", elapsed.Round(10*time.Millisecond))
+	if err := printTable(recs, jobs); err != nil {
+		return err
+	}
+	fmt.Printf("\nreports in %s:\n", out)
+	return checkOutput(recs, jobs, out, cancelID, flakyID)
+}
+
+// freshSchema drops and recreates the example's schema and returns a gorm
+// handle whose connections work in it: pgx passes the URL's search_path
+// parameter to the server as a setting of every connection it opens.
+func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, errors.New("the DSN must be a postgres:// URL")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+	}
+	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
+		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
+			if sqlDB, dbErr := db.DB(); dbErr == nil {
+				_ = sqlDB.Close()
+			}
+			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+		}
+	}
+	return db, nil
+}
+
+// seed fills the source table: every county's entries, made up but the same
+// on every run.
+func seed(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Exec(`CREATE TABLE timesheet_entries (
+			id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			county    text         NOT NULL,
+			employee  integer      NOT NULL,
+			work_date date         NOT NULL,
+			hours     numeric(4,2) NOT NULL,
+			project   text         NOT NULL
+		)`).Error
+		if err != nil {
+			return err
+		}
+		for _, p := range plan {
+			err := tx.Exec(`INSERT INTO timesheet_entries (county, employee, work_date, hours, project)
+				SELECT ?, 1000 + g * 7 % 250, date '2025-12-01' + g % 7, 4 + g * 37 % 9 * 0.5, 'P-' || lpad((g % 12)::text, 2, '0')
+				FROM generate_series(1, ?) AS g`, p.county, p.entries).Error
+			if err != nil {
+				return err
+			}
+		}
+		return tx.Exec("CREATE INDEX ON timesheet_entries (county, id)").Error
+	})
+}
