@@ -1,0 +1,347 @@
+// Command queuebench measures sheaf's job queue on a PostgreSQL server, in
+// the spirit of River's "river bench": how fast jobs go in, and how fast a
+// runner works them.
+//
+// By default it inserts -jobs no-op jobs in one EnqueueBulk call (a COPY),
+// then starts one runner with -workers workers and times it until every job
+// is COMPLETED. With -duration it instead inserts and works at the same
+// time for that long: a producer enqueues bulks of jobs back to back while
+// the runner works, and the report gives both rates and the backlog left.
+//
+//	go run ./examples/queuebench [-jobs 200000] [-workers 100] [-duration 0] [-dsn URL]
+//
+// It works in a schema of its own, sheaf_bench, which it drops and recreates
+// at start.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+const (
+	defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	schema     = "sheaf_bench"
+	// producerBulk is how many jobs the producer of the duration mode
+	// enqueues per EnqueueBulk call: large enough that a COPY's fixed cost
+	// is small per job, small enough that the runner sees a steady stream.
+	producerBulk = 2000
+)
+
+// Noop is the benchmark's job: it does nothing, so what is measured is the
+// queue's own cost per job.
+type Noop struct{}
+
+// Kind names the job type in the queue.
+func (Noop) Kind() string { return "bench_noop" }
+
+type options struct {
+	dsn      string
+	jobs     int
+	workers  int
+	duration time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
+	flag.IntVar(&o.jobs, "jobs", 200_000, "jobs to insert and work (fixed-count mode)")
+	flag.IntVar(&o.workers, "workers", queue.DefaultWorkers, "jobs the runner works at once")
+	flag.DurationVar(&o.duration, "duration", 0, "insert and work at the same time for this long; 0 inserts -jobs first, then works them")
+	flag.Parse()
+	if o.dsn == "" {
+		o.dsn = os.Getenv("DATABASE_URL")
+	}
+	if o.dsn == "" {
+		o.dsn = defaultDSN
+	}
+	if o.jobs < 1 || o.duration < 0 {
+		log.Fatal("queuebench: -jobs must be positive and -duration not negative")
+	}
+	// Ctrl-C ends the window of -duration early, or abandons a fixed-count
+	// run; either way the runner is stopped cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		log.Fatal("queuebench: ", err)
+	}
+}
+
+// bench is one run: the database, the queue's client and what the
+// observer has counted.
+type bench struct {
+	db      *gorm.DB
+	client  *queue.Client
+	workers int
+	worked  atomic.Int64 // completions observed
+}
+
+func run(ctx context.Context, o options) error {
+	db, err := freshSchema(ctx, o.dsn)
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	reg := queue.NewRegistry()
+	err = queue.Register(reg, queue.HandlerFunc[Noop](func(context.Context, *queue.Job[Noop]) error { return nil }))
+	if err != nil {
+		return err
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	client, err := queue.NewClient(db, reg, queue.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	if err := client.Migrate(ctx); err != nil {
+		return err
+	}
+	var version string
+	if err := db.WithContext(ctx).Raw("SHOW server_version").Scan(&version).Error; err != nil {
+		return err
+	}
+	fmt.Printf("queuebench: PostgreSQL %s, %s, %d CPUs, schema %s, %d workers\n",
+		version, runtime.Version(), runtime.NumCPU(), schema, o.workers)
+
+	b := &bench{db: db, client: client, workers: o.workers}
+	if o.duration > 0 {
+		return b.concurrent(ctx, o.duration)
+	}
+	return b.fixed(ctx, o.jobs)
+}
+
+// fixed inserts n jobs in one bulk, then works them and checks that every
+// one is COMPLETED.
+func (b *bench) fixed(ctx context.Context, n int) error {
+	jobs := make([]queue.Params, n)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: Noop{}}
+	}
+	start := time.Now()
+	inserted, err := b.client.EnqueueBulk(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	insertTook := time.Since(start)
+	fmt.Printf("inserted %s jobs with EnqueueBulk in %v\n", thousands(inserted), insertTook.Round(time.Millisecond))
+
+	all := make(chan struct{})
+	var allOnce sync.Once
+	runner, err := b.runner(func() {
+		if b.worked.Load() == inserted {
+			allOnce.Do(func() { close(all) })
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("working them with %d workers\n", b.workers)
+	start = time.Now()
+	if err := runner.Start(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := int64(0)
+	var waitErr error
+wait:
+	for {
+		select {
+		case <-all:
+			break wait
+		case <-ctx.Done():
+			waitErr = fmt.Errorf("interrupted with %s of %s jobs worked", thousands(b.worked.Load()), thousands(inserted))
+			break wait
+		case <-tick.C:
+			now := b.worked.Load()
+			fmt.Printf("  %5.1fs  %9s worked  %9s jobs/s\n", time.Since(start).Seconds(), thousands(now), thousands(now-last))
+			last = now
+		}
+	}
+	workTook := time.Since(start)
+	if err := errors.Join(waitErr, b.stop(runner)); err != nil {
+		return err
+	}
+	var completed int64
+	err = b.db.WithContext(ctx).Raw("SELECT count(*) FROM sheaf_jobs WHERE status = 'COMPLETED'").Scan(&completed).Error
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Printf("insert  %9s jobs in %7.3fs  %9s jobs/s  (EnqueueBulk, one COPY)\n",
+		thousands(inserted), insertTook.Seconds(), rate(inserted, insertTook))
+	fmt.Printf("work    %9s jobs in %7.3fs  %9s jobs/s  (one runner, %d workers)\n",
+		thousands(inserted), workTook.Seconds(), rate(inserted, workTook), b.workers)
+	fmt.Printf("check   %9s jobs COMPLETED in %s.sheaf_jobs\n", thousands(completed), schema)
+	if completed != inserted {
+		return fmt.Errorf("%d jobs inserted but %d COMPLETED", inserted, completed)
+	}
+	return nil
+}
+
+// concurrent inserts and works at the same time for d.
+func (b *bench) concurrent(ctx context.Context, d time.Duration) error {
+	runner, err := b.runner(nil)
+	if err != nil {
+		return err
+	}
+	var inserted atomic.Int64
+	jobs := make([]queue.Params, producerBulk)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: Noop{}}
+	}
+	fmt.Printf("inserting (bulks of %s) and working for %v\n", thousands(producerBulk), d)
+	start := time.Now()
+	if err := runner.Start(ctx); err != nil {
+		return err
+	}
+	// The producer checks stop between bulks rather than having its
+	// context cancelled, so that no COPY is cut off at the end of the
+	// window; Ctrl-C (ctx) does cut it off, and that bulk is not counted.
+	stop := make(chan struct{})
+	var producer sync.WaitGroup
+	var produceErr error
+	producer.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+			n, err := b.client.EnqueueBulk(ctx, jobs)
+			if err != nil {
+				if ctx.Err() == nil {
+					produceErr = err
+				}
+				return
+			}
+			inserted.Add(n)
+		}
+	})
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	window := time.NewTimer(d)
+	defer window.Stop()
+	var lastIn, lastWorked int64
+wait:
+	for {
+		select {
+		case <-window.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-tick.C:
+			in, w := inserted.Load(), b.worked.Load()
+			fmt.Printf("  %5.1fs  inserted %9s (%8s/s)  worked %9s (%8s/s)  backlog %9s\n", time.Since(start).Seconds(),
+				thousands(in), thousands(in-lastIn), thousands(w), thousands(w-lastWorked), thousands(in-w))
+			lastIn, lastWorked = in, w
+		}
+	}
+	// The rates are over the window; jobs finishing after it do not count.
+	took := time.Since(start)
+	worked := b.worked.Load()
+	close(stop)
+	producer.Wait()
+	if err := errors.Join(produceErr, b.stop(runner)); err != nil {
+		return err
+	}
+	in := inserted.Load()
+	var queued int64
+	err = b.db.WithContext(context.WithoutCancel(ctx)).Raw("SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED'").Scan(&queued).Error
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Printf("insert  %9s jobs in %7.3fs  %9s jobs/s  (EnqueueBulk, %s per call)\n",
+		thousands(in), took.Seconds(), rate(in, took), thousands(producerBulk))
+	fmt.Printf("work    %9s jobs in %7.3fs  %9s jobs/s  (one runner, %d workers)\n",
+		thousands(worked), took.Seconds(), rate(worked, took), b.workers)
+	fmt.Printf("backlog %9s jobs QUEUED in %s.sheaf_jobs after the runner stopped\n", thousands(queued), schema)
+	return nil
+}
+
+// runner builds a runner whose observer counts completions and then calls
+// completed, if given.
+func (b *bench) runner(completed func()) (*queue.Runner, error) {
+	return queue.NewRunner(b.client, queue.WithWorkers(b.workers),
+		queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
+			if ev.Type != queue.EventCompleted {
+				return
+			}
+			b.worked.Add(1)
+			if completed != nil {
+				completed()
+			}
+		})))
+}
+
+// stop stops a runner, letting its running jobs finish.
+func (b *bench) stop(r *queue.Runner) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.Stop(ctx)
+}
+
+// freshSchema drops and recreates the benchmark's schema and returns a gorm
+// handle whose connections work in it: pgx passes the URL's search_path
+// parameter to the server as a setting of every connection it opens.
+func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, errors.New("the DSN must be a postgres:// URL")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+	}
+	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
+		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
+			if sqlDB, dbErr := db.DB(); dbErr == nil {
+				_ = sqlDB.Close()
+			}
+			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+		}
+	}
+	return db, nil
+}
+
+func rate(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return thousands(int64(float64(n) / d.Seconds()))
+}
+
+// thousands prints n with thousands separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
