@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,13 +94,14 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 		return err
 	}
 	con := &console{}
-	db, err := freshSchema(ctx, dsn)
+	// The pool: the runner's four connections (listener, claims,
+	// completions, maintenance), one per worker for its handler, and one for
+	// this program's own queries.
+	db, sqlDB, err := freshSchema(ctx, dsn, 4+workers+1)
 	if err != nil {
 		return err
 	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
-	}
+	defer sqlDB.Close()
 	if err := seed(ctx, db); err != nil {
 		return err
 	}
@@ -180,30 +182,35 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 	return checkOutput(recs, jobs, out, cancelID, flakyID)
 }
 
-// freshSchema drops and recreates the example's schema and returns a gorm
-// handle whose connections work in it: pgx passes the URL's search_path
-// parameter to the server as a setting of every connection it opens.
-func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
+// freshSchema drops and recreates the example's schema and returns a
+// gorm handle whose connections work in it (pgx passes the URL's search_path
+// parameter to the server as a setting of every connection it opens), on a
+// pool of conns connections that stay open between uses.
+func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, *sql.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, errors.New("the DSN must be a postgres:// URL")
+		return nil, nil, errors.New("the DSN must be a postgres:// URL")
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
 	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns) // the default, 2, would close and reopen connections all the time
 	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			if sqlDB, dbErr := db.DB(); dbErr == nil {
-				_ = sqlDB.Close()
-			}
-			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+			_ = sqlDB.Close()
+			return nil, nil, fmt.Errorf("recreate schema %s: %w", schema, err)
 		}
 	}
-	return db, nil
+	return db, sqlDB, nil
 }
 
 // seed fills the source table: every county's entries, made up but the same
