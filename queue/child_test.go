@@ -1,5 +1,192 @@
 package queue_test
 
-// runChild runs the child-process role of the multi-process tests when the
-// environment asks for it, and reports whether it did.
-func runChild() bool { return false }
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// The multi-process tests run this test binary again as a runner process.
+// The child learns what to do from its environment, reports on stdout, and
+// stops gracefully when its stdin closes.
+const (
+	childEnv     = "SHEAF_QUEUE_CHILD" // runner ID
+	childDSNEnv  = "SHEAF_QUEUE_CHILD_DSN"
+	childLeaseMS = "SHEAF_QUEUE_CHILD_LEASE_MS"
+)
+
+// Payloads the child knows.
+type ledgerJob struct{ N int }
+
+func (ledgerJob) Kind() string { return "ledger" }
+
+type hangJob struct{}
+
+func (hangJob) Kind() string { return "hang" }
+
+type suicideJob struct{}
+
+func (suicideJob) Kind() string { return "suicide" }
+
+// registerLedger registers the kinds the multi-runner tests use. ledger
+// records the job in the ledger table inside a transaction; hang announces
+// itself on out and blocks; suicide kills its process.
+func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
+	return func(r *queue.Registry) {
+		must(queue.Register(r, queue.HandlerFunc[ledgerJob](func(ctx context.Context, j *queue.Job[ledgerJob]) error {
+			return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				return tx.Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
+			})
+		})))
+		must(queue.Register(r, queue.HandlerFunc[hangJob](func(ctx context.Context, j *queue.Job[hangJob]) error {
+			fmt.Fprintf(out, "started %d %d\n", j.ID, j.Attempt)
+			if j.Attempt > 1 {
+				return db.WithContext(ctx).Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})))
+		must(queue.Register(r, queue.HandlerFunc[suicideJob](func(context.Context, *queue.Job[suicideJob]) error {
+			fmt.Fprintln(out, "dying")
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never returns
+		})))
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func runChild() bool {
+	id := os.Getenv(childEnv)
+	if id == "" {
+		return false
+	}
+	db, err := gorm.Open(postgres.Open(os.Getenv(childDSNEnv)), &gorm.Config{Logger: logger.Discard})
+	must(err)
+	sqlDB, err := db.DB()
+	must(err)
+	sizePool(sqlDB)
+	reg := queue.NewRegistry()
+	registerLedger(db, os.Stdout)(reg)
+	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)))
+	must(err)
+	lease := 30 * time.Second
+	if ms := os.Getenv(childLeaseMS); ms != "" {
+		var n int
+		fmt.Sscan(ms, &n)
+		lease = time.Duration(n) * time.Millisecond
+	}
+	var out sync.Mutex // stdout lines must not interleave
+	done := queue.ObserverFunc(func(ev queue.Event) {
+		if ev.Type == queue.EventCompleted {
+			out.Lock()
+			fmt.Printf("done %d\n", ev.JobID)
+			out.Unlock()
+		}
+	})
+	r, err := queue.NewRunner(c, queue.WithRunnerID(id), queue.WithLease(lease), queue.WithObserver(done), queue.WithWorkers(testWorkers),
+		queue.WithRescueInterval(100*time.Millisecond), queue.WithPollInterval(50*time.Millisecond))
+	must(err)
+	must(r.Start(context.Background()))
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes our stdin
+	must(r.Stop(context.Background()))
+	fmt.Println("stopped")
+	return true
+}
+
+// child is a runner in another process.
+type child struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	lines     chan string
+	completed atomic.Int64
+}
+
+// startChild starts a runner process. Its completions ("done <id>" lines)
+// are counted and handed to obs as EventCompleted events.
+func startChild(t *testing.T, dsn, id string, lease time.Duration, obs queue.Observer) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+id, childDSNEnv+"="+dsn, fmt.Sprintf("%s=%d", childLeaseMS, lease.Milliseconds()))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 100)}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			var jobID int64
+			if _, err := fmt.Sscanf(line, "done %d", &jobID); err == nil {
+				c.completed.Add(1)
+				if obs != nil {
+					obs.Observe(queue.Event{Type: queue.EventCompleted, JobID: jobID})
+				}
+				continue
+			}
+			c.lines <- line
+		}
+	}()
+	c.expect(t, "ready")
+	return c
+}
+
+// expect waits for a line starting with prefix and returns it.
+func (c *child) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("child exited before saying %q", prefix)
+			}
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("child did not say %q", prefix)
+		}
+	}
+}
+
+// stop closes the child's stdin and waits for it to stop gracefully.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, c.stdin.Close())
+	c.expect(t, "stopped")
+	require.NoError(t, c.cmd.Wait())
+}
+
+// kill kills the child with SIGKILL and waits for it to be gone.
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+	_ = c.cmd.Wait()
+}

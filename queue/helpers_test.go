@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -82,14 +81,21 @@ func (e *env) status(t *testing.T, id int64) queue.Status {
 }
 
 // events records what an observer sees and lets a test wait for an event.
+// It keeps counts, so waiting costs the same however many events came.
 type events struct {
-	mu   sync.Mutex
-	all  []queue.Event
-	cond *sync.Cond
+	mu     sync.Mutex
+	all    []queue.Event
+	counts map[eventKey]int
+	cond   *sync.Cond
+}
+
+type eventKey struct {
+	typ queue.EventType
+	id  int64 // 0: any job
 }
 
 func newEvents() *events {
-	e := &events{}
+	e := &events{counts: map[eventKey]int{}}
 	e.cond = sync.NewCond(&e.mu)
 	return e
 }
@@ -98,38 +104,33 @@ func (e *events) Observe(ev queue.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all = append(e.all, ev)
+	e.counts[eventKey{ev.Type, ev.JobID}]++
+	e.counts[eventKey{ev.Type, 0}]++
 	e.cond.Broadcast()
 }
 
-var errWaitTimeout = errors.New("timed out waiting for events")
-
-// wait blocks until n events of type t for job id (0: any job) have been
-// observed. It gives up after a generous deadline, which only a broken
-// runner reaches.
+// wait blocks until n events of type typ for job id (0: any job) have been
+// observed, and returns them. It gives up after a generous deadline, which
+// only a broken runner reaches.
 func (e *events) wait(t *testing.T, typ queue.EventType, id int64, n int) []queue.Event {
 	t.Helper()
-	deadline := time.AfterFunc(60*time.Second, func() {
+	const limit = 90 * time.Second
+	timedOut := false
+	deadline := time.AfterFunc(limit, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
+		timedOut = true
 		e.cond.Broadcast()
 	})
 	defer deadline.Stop()
-	start := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for {
-		got := e.matchLocked(typ, id)
-		if len(got) >= n {
-			return got
-		}
-		if time.Since(start) > 60*time.Second {
-			t.Fatalf("%v: want %d %v events for job %d, have %d", errWaitTimeout, n, typ, id, len(got))
+	for e.counts[eventKey{typ, id}] < n {
+		if timedOut {
+			t.Fatalf("timed out waiting for events: want %d %v events for job %d, have %d", n, typ, id, e.counts[eventKey{typ, id}])
 		}
 		e.cond.Wait()
 	}
-}
-
-func (e *events) matchLocked(typ queue.EventType, id int64) []queue.Event {
 	var out []queue.Event
 	for _, ev := range e.all {
 		if ev.Type == typ && (id == 0 || ev.JobID == id) {

@@ -255,7 +255,8 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 	defer r.loops.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	f := fetcher{r: r, cursors: map[string]*cursor{}}
+	f := fetcher{r: r, conn: heldConn{db: r.sqlDB}, cursors: map[string]*cursor{}}
+	defer f.conn.close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -279,6 +280,7 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 
 type fetcher struct {
 	r         *Runner
+	conn      heldConn
 	turn      int // which queue goes first, so one busy queue does not starve the others
 	lastClaim time.Time
 	cursors   map[string]*cursor
@@ -310,7 +312,7 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 				cur = nil // rescan from the start now and then; see claimFromSQL
 			}
 			higher := cur != nil && r.notifiedAbove(q, cur.priority)
-			rows, err := r.claim(ctx, q, n, cur, higher)
+			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error("queue: claim failed", "queue", q, "err", err)
@@ -405,19 +407,23 @@ type cursor struct {
 // claim locks up to n due jobs of queue for this runner, counting their
 // attempt now, so that a job that crashes its runner still runs out of
 // attempts. With a cursor it continues from it; see claimFromSQL.
-func (r *Runner) claim(ctx context.Context, queue string, n int, cur *cursor, higher bool) (out []JobRecord, err error) {
-	ctx, cancel := context.WithTimeout(ctx, bookkeepingTimeout)
+func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int, cur *cursor, higher bool) (out []JobRecord, err error) {
+	// Not cancelled by Stop: a claim cancelled after the server committed it
+	// would leave its jobs PROCESSING with nobody running them until their
+	// leases expired. Stop waits for it instead, then runs or requeues them.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
 	var rows *sql.Rows
 	if cur == nil {
-		rows, err = r.sqlDB.QueryContext(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID)
+		rows, err = conn.query(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID)
 	} else {
-		rows, err = r.sqlDB.QueryContext(ctx, claimFromSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
+		rows, err = conn.query(ctx, claimFromSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
 			higher, cur.priority, cur.runAt, cur.id)
 	}
 	if err != nil {
 		return nil, err
 	}
+	defer func() { conn.failed(err) }()
 	defer rows.Close()
 	out = make([]JobRecord, 0, n)
 	for rows.Next() {
@@ -544,6 +550,45 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	}
 }
 
+// heldConn is a connection a loop keeps for itself, so that its statements
+// neither wait for the pool nor churn it: database/sql keeps only two idle
+// connections unless told otherwise, and a busy runner's claims and
+// completions would otherwise open and close connections all the time. It is
+// dropped after an error and taken again on the next statement.
+type heldConn struct {
+	db   *sql.DB
+	conn *sql.Conn
+}
+
+func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if h.conn == nil {
+		c, err := h.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.conn = c
+	}
+	rows, err := h.conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		h.close()
+	}
+	return rows, err
+}
+
+// failed drops the connection after an error seen while reading rows.
+func (h *heldConn) failed(err error) {
+	if err != nil {
+		h.close()
+	}
+}
+
+func (h *heldConn) close() {
+	if h.conn != nil {
+		_ = h.conn.Close()
+		h.conn = nil
+	}
+}
+
 // result is a finished attempt on its way to the database.
 type result struct {
 	ex     *execution
@@ -586,6 +631,8 @@ func (r *Runner) backoff(ex *execution, e *kindEntry) Backoff {
 // arrived while the previous statement ran goes into the next.
 func (r *Runner) complete() {
 	defer r.completer.Done()
+	conn := &heldConn{db: r.sqlDB}
+	defer conn.close()
 	batch := make([]result, 0, maxFlush)
 	linger := time.NewTimer(0)
 	defer linger.Stop()
@@ -621,7 +668,7 @@ func (r *Runner) complete() {
 				break drain
 			}
 		}
-		r.flush(batch)
+		r.flush(conn, batch)
 	}
 }
 
@@ -659,7 +706,7 @@ const maxFailFlush = 200
 // flush writes a batch of results. The updates only touch a job that is
 // still PROCESSING in the same attempt, so a result that arrives after the
 // job was rescued or cancelled changes nothing.
-func (r *Runner) flush(batch []result) {
+func (r *Runner) flush(conn *heldConn, batch []result) {
 	accepted := map[int64]bool{}
 	var ok, failed []result
 	for _, res := range batch {
@@ -675,7 +722,7 @@ func (r *Runner) flush(batch []result) {
 		for i, res := range ok {
 			ids[i], keys[i] = res.ex.row.ID, keyOf(res.ex)
 		}
-		errs = append(errs, r.writeResults(completeSQL, accepted, ids, keys))
+		errs = append(errs, r.writeResults(conn, completeSQL, accepted, ids, keys))
 	}
 	for start := 0; start < len(failed); start += maxFailFlush {
 		part := failed[start:min(start+maxFailFlush, len(failed))]
@@ -685,7 +732,7 @@ func (r *Runner) flush(batch []result) {
 			ids[i], keys[i], statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
 			delays[i], msgs[i] = res.delay.Microseconds(), res.err.Error()
 		}
-		errs = append(errs, r.writeResults(failSQL, accepted, ids, keys, statuses, delays, msgs))
+		errs = append(errs, r.writeResults(conn, failSQL, accepted, ids, keys, statuses, delays, msgs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The jobs stay PROCESSING; once their leases expire they are
@@ -704,13 +751,14 @@ func (r *Runner) flush(batch []result) {
 
 // writeResults runs a finishing statement and marks the IDs it returned in
 // accepted; an ID it did not return is marked false.
-func (r *Runner) writeResults(query string, accepted map[int64]bool, args ...any) error {
+func (r *Runner) writeResults(conn *heldConn, query string, accepted map[int64]bool, args ...any) error {
 	ids := args[0].([]int64)
-	err := retryBookkeeping(func(ctx context.Context) error {
-		rows, err := r.sqlDB.QueryContext(ctx, query, args...)
+	err := retryBookkeeping(func(ctx context.Context) (err error) {
+		rows, err := conn.query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
+		defer func() { conn.failed(err) }()
 		defer rows.Close()
 		for rows.Next() {
 			var id int64

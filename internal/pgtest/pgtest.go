@@ -82,6 +82,9 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	// database/sql keeps two idle connections by default; tests with many
+	// concurrent workers would spend their time opening connections.
+	sqlDB.SetMaxIdleConns(64)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	return &DB{Schema: schema, DSN: dsn, Gorm: gdb, SQL: sqlDB}
 }

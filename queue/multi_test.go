@@ -1,0 +1,167 @@
+package queue_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// ledgerEnv is an env whose registry has the ledger kinds and a ledger table.
+func ledgerEnv(t *testing.T) *env {
+	t.Helper()
+	var e *env
+	e = newEnv(t, func(r *queue.Registry) {})
+	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE ledger (
+		job_id bigint NOT NULL, attempt int NOT NULL, at timestamptz NOT NULL DEFAULT now())`).Error)
+	registerLedger(e.db.Gorm, io.Discard)(e.reg)
+	return e
+}
+
+// ownPool opens a connection pool of its own on the env's schema, as another
+// process would have, sized as a deployment would size it: the server
+// allows 100 connections, shared by every test running in parallel.
+func ownPool(t *testing.T, e *env) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(postgres.Open(e.db.DSN), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sizePool(sqlDB)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+// Each multi-runner test's runner works this many jobs at once, and its pool
+// holds this many connections: four for the runner, the rest for handlers.
+const (
+	testWorkers  = 8
+	testPoolSize = 12
+)
+
+func sizePool(db *sql.DB) {
+	db.SetMaxOpenConns(testPoolSize)
+	db.SetMaxIdleConns(testPoolSize)
+}
+
+func enqueueLedger(t *testing.T, e *env, n int) {
+	t.Helper()
+	jobs := make([]queue.Params, n)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: ledgerJob{N: i}}
+	}
+	got, err := e.client.EnqueueBulk(context.Background(), jobs)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), got)
+}
+
+// requireExactlyOnce checks that every job completed once and was worked once.
+func requireExactlyOnce(t *testing.T, e *env, n int) {
+	t.Helper()
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'COMPLETED' AND attempts = 1"))
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM ledger"), "every job's work recorded")
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM (SELECT job_id FROM ledger GROUP BY job_id HAVING count(*) > 1) d"), "no job worked twice")
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs j WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job_id = j.id)"), "none lost")
+}
+
+// Four runners, each with its own connection pool, share 12,000 jobs.
+func TestRunnersWithSeparatePoolsShareTheWork(t *testing.T) {
+	t.Parallel()
+	const n = 12_000
+	e := ledgerEnv(t)
+	enqueueLedger(t, e, n)
+	var runners []*queue.Runner
+	for i := range 4 {
+		c, err := queue.NewClient(ownPool(t, e), e.reg, quiet(), queue.WithObserver(e.events))
+		require.NoError(t, err)
+		r, err := queue.NewRunner(c, queue.WithRunnerID(fmt.Sprint("pool-", i)), queue.WithWorkers(testWorkers))
+		require.NoError(t, err)
+		require.NoError(t, r.Start(context.Background()))
+		runners = append(runners, r)
+	}
+	e.events.wait(t, queue.EventCompleted, 0, n)
+	var total int64
+	for _, r := range runners {
+		require.NoError(t, r.Stop(context.Background()))
+		s := r.Stats()
+		require.Positive(t, s.Completed, "every runner took part")
+		require.Zero(t, s.Rejected)
+		total += s.Completed
+	}
+	require.Equal(t, int64(n), total)
+	requireExactlyOnce(t, e, n)
+}
+
+// Two runner processes and one in this process share 10,000 jobs.
+func TestRunnersInSeparateProcesses(t *testing.T) {
+	t.Parallel()
+	const n = 10_000
+	e := ledgerEnv(t)
+	a := startChild(t, e.db.DSN, "proc-a", 30*time.Second, e.events)
+	b := startChild(t, e.db.DSN, "proc-b", 30*time.Second, e.events)
+	enqueueLedger(t, e, n)
+	parent := e.runner(t, queue.WithRunnerID("proc-parent"), queue.WithWorkers(testWorkers))
+	e.events.wait(t, queue.EventCompleted, 0, n) // the children's completions arrive on their stdout
+	a.stop(t)
+	b.stop(t)
+	requireExactlyOnce(t, e, n)
+	require.Positive(t, a.completed.Load(), "process a took part")
+	require.Positive(t, b.completed.Load(), "process b took part")
+	require.Positive(t, parent.Stats().Completed, "this process took part")
+	require.Equal(t, int64(n), a.completed.Load()+b.completed.Load()+parent.Stats().Completed)
+}
+
+// kill -9 of the process running a job: the job is rescued after its lease
+// and completes exactly once elsewhere.
+func TestKilledProcessJobIsRescued(t *testing.T) {
+	t.Parallel()
+	e := ledgerEnv(t)
+	victim := startChild(t, e.db.DSN, "victim", time.Second, nil)
+	id := enqueue(t, e, hangJob{})
+	victim.expect(t, fmt.Sprintf("started %d 1", id))
+	victim.kill(t)
+	require.Equal(t, queue.StatusProcessing, e.status(t, id), "the dead process still holds it")
+
+	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
+	rescued := e.events.wait(t, queue.EventRescued, id, 1)[0]
+	require.Equal(t, 1, rescued.Attempt)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Equal(t, 2, rec.Attempts)
+	require.Contains(t, *rec.LastError, "lease expired: runner victim")
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM ledger WHERE job_id = ?", id), "completed exactly once")
+}
+
+// A job that kills its process on every attempt still runs out of attempts,
+// because attempts are counted when a job is claimed.
+func TestJobThatKillsItsProcessEveryTimeFails(t *testing.T) {
+	t.Parallel()
+	e := ledgerEnv(t)
+	id := enqueue(t, e, suicideJob{}, queue.MaxAttempts(3))
+	for attempt := 1; attempt <= 3; attempt++ {
+		c := startChild(t, e.db.DSN, fmt.Sprint("doomed-", attempt), 500*time.Millisecond, nil)
+		c.expect(t, "dying")
+		_ = c.cmd.Wait() // it killed itself
+		require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = ?", id, attempt))
+	}
+	// No process will try a fourth time: the next rescue fails it.
+	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
+	ev := e.events.wait(t, queue.EventRescued, id, 1)[0]
+	require.Equal(t, 3, ev.Attempt)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusFailed, rec.Status)
+	require.Equal(t, 3, rec.Attempts)
+	require.Contains(t, *rec.LastError, "lease expired")
+}

@@ -1,0 +1,186 @@
+package queue_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+func TestStopWaitsForRunningJobs(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	release := make(chan struct{})
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		close(started)
+		<-release
+		return nil
+	}))
+	id := enqueue(t, e, report{})
+	r, err := queue.NewRunner(e.client)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background()) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a job was running")
+	case <-time.After(50 * time.Millisecond): // long enough to have seen a premature return
+	}
+	close(release)
+	require.NoError(t, <-stopped)
+	require.Equal(t, queue.StatusCompleted, e.status(t, id), "its result was written before Stop returned")
+	require.NoError(t, r.Stop(context.Background()), "idempotent")
+	require.ErrorIs(t, r.Start(context.Background()), queue.ErrStarted)
+}
+
+// When Stop runs out of time, running jobs go back to the queue without
+// their attempt counting, and their handlers learn why.
+func TestStopOutOfTimeRequeuesWithoutBurningAnAttempt(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}))
+	id := enqueue(t, e, report{})
+	r, err := queue.NewRunner(e.client)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = r.Stop(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, <-causes, queue.ErrStopping)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.Zero(t, rec.Attempts, "the interrupted attempt does not count")
+	require.Nil(t, rec.LockedBy)
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(id))
+	require.Equal(t, int64(1), r.Stats().Requeued)
+}
+
+// Stop while jobs keep arriving: afterwards no job is left PROCESSING, and
+// every job is either finished or back in the queue.
+func TestStopUnderContinuousEnqueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		select {
+		case <-time.After(3 * time.Millisecond): // a little real work
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}))
+	r, err := queue.NewRunner(e.client, queue.WithWorkers(8), queue.WithPollInterval(20*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	stopProducer := make(chan struct{})
+	var produced atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stopProducer:
+				return
+			default:
+			}
+			if _, err := e.client.Enqueue(context.Background(), report{}); err != nil {
+				t.Error(err)
+				return
+			}
+			produced.Add(1)
+		}
+	})
+	e.events.wait(t, queue.EventCompleted, 0, 50) // it is busy
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_ = r.Stop(ctx) // nil or a deadline error; either way nothing may be left PROCESSING
+	close(stopProducer)
+	wg.Wait()
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'PROCESSING'"))
+	require.Equal(t, produced.Load(), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status IN ('COMPLETED', 'QUEUED')"))
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED' AND attempts > 0"),
+		"requeued jobs kept their attempt count at zero")
+}
+
+func TestRunnerOptionsAreChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	for name, opt := range map[string]queue.Option{
+		"workers":  queue.WithWorkers(0),
+		"queues":   queue.WithQueues(),
+		"empty q":  queue.WithQueues(""),
+		"poll":     queue.WithPollInterval(time.Millisecond),
+		"lease":    queue.WithLease(time.Millisecond),
+		"rescue":   queue.WithRescueInterval(0),
+		"runnerID": queue.WithRunnerID(""),
+		"nil":      nil,
+	} {
+		_, err := queue.NewRunner(e.client, opt)
+		require.ErrorIs(t, err, queue.ErrInvalidOption, name)
+	}
+	_, err := queue.NewRunner(nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	e.db.SQL.SetMaxOpenConns(3)
+	_, err = queue.NewRunner(e.client)
+	require.ErrorContains(t, err, "needs at least 4")
+	e.db.SQL.SetMaxOpenConns(0)
+	r, err := queue.NewRunner(e.client, queue.WithRunnerID("me"))
+	require.NoError(t, err)
+	require.Equal(t, "me", r.ID())
+	require.NoError(t, r.Stop(context.Background()), "stopping a runner never started")
+}
+
+// Job logs carry the job's ID, kind, attempt and correlation ID, and never
+// its payload or auth context.
+func TestJobLogs(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		return queue.Permanent(context.DeadlineExceeded)
+	}))
+	c, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithLogger(logger), queue.WithObserver(e.events))
+	require.NoError(t, err)
+	res, err := c.Enqueue(context.Background(), report{County: "SECRET-COUNTY"},
+		queue.CorrelationID("corr-77"), queue.AuthContext(queue.Auth{"token": "SECRET-TOKEN"}))
+	require.NoError(t, err)
+	r, err := queue.NewRunner(c)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	e.events.wait(t, queue.EventFailed, res.Job.ID, 1)
+	require.NoError(t, r.Stop(context.Background()))
+	mu.Lock()
+	logs := buf.String()
+	mu.Unlock()
+	require.Contains(t, logs, `"msg":"queue: job failed for good"`)
+	require.Contains(t, logs, `"correlation_id":"corr-77"`)
+	require.Contains(t, logs, `"kind":"report"`)
+	require.NotContains(t, logs, "SECRET-TOKEN")
+	require.NotContains(t, logs, "SECRET-COUNTY")
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
