@@ -97,9 +97,7 @@ func (t *Table[T]) copyRows(ctx context.Context, c *pgx.Conn, fields []*schema.F
 		cols[i] = pgx.Identifier{f.DBName}.Sanitize()
 	}
 	list := strings.Join(cols, ", ")
-	// The column types, for the binary encoding; the unnamed statement is
-	// described, never executed.
-	sd, err := c.PgConn().Prepare(ctx, "", "SELECT "+list+" FROM "+table, nil)
+	sd, err := describe(ctx, c, "SELECT "+list+" FROM "+table)
 	if err != nil {
 		return err
 	}
@@ -158,6 +156,18 @@ func (t *Table[T]) copyRows(ctx context.Context, c *pgx.Conn, fields []*schema.F
 	}
 	committed = true
 	return nil
+}
+
+// describe returns the column types of query, for the binary encoding; the
+// statement is described, never executed. Like pgx's own CopyFrom, it keeps
+// the description on the connection when pgx caches statements (its default
+// mode), and asks every time in the other modes, which exist for poolers such
+// as PgBouncer that do not keep prepared statements.
+func describe(ctx context.Context, c *pgx.Conn, query string) (*pgconn.StatementDescription, error) {
+	if c.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return c.Prepare(ctx, query, query)
+	}
+	return c.PgConn().Prepare(ctx, "", query, nil)
 }
 
 // encode writes the rows in PostgreSQL's binary COPY format.

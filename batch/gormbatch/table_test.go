@@ -495,3 +495,26 @@ func TestEmptySubBatchWritesNothing(t *testing.T) {
 		require.Equal(t, int64(0), e.Count(t, "SELECT count(*) FROM orders"))
 	})
 }
+
+// With pgx's simple protocol (as for PgBouncer), COPY still works: it then
+// describes the table for every sub-batch instead of keeping a prepared
+// statement on the connection.
+func TestCopyWithSimpleProtocol(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	db, err := gorm.Open(postgres.New(postgres.Config{DSN: e.DSN, PreferSimpleProtocol: true}), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { sqlDB.Close() })
+	sqlDB.SetMaxOpenConns(1) // so that the check below sees the connection COPY used
+	tbl, err := gormbatch.New[Order](db, gormbatch.WithCopy())
+	require.NoError(t, err)
+	for seq := 1; seq <= 2; seq++ {
+		require.NoError(t, process(t, tbl, "S", seq, orders(10)))
+	}
+	require.Equal(t, int64(20), e.rows("S"))
+	var prepared int64
+	require.NoError(t, db.Raw("SELECT count(*) FROM pg_prepared_statements").Scan(&prepared).Error)
+	require.Equal(t, int64(0), prepared, "nothing left prepared on the connection")
+}
