@@ -189,7 +189,7 @@ wait:
 		return err
 	}
 	fmt.Println()
-	fmt.Printf("insert  %9s jobs in %7.3fs  %9s jobs/s  (EnqueueBulk, one COPY)\n",
+	fmt.Printf("insert  %9s jobs in %7.3fs  %9s jobs/s  (one EnqueueBulk call)\n",
 		thousands(inserted), insertTook.Seconds(), rate(inserted, insertTook))
 	fmt.Printf("work    %9s jobs in %7.3fs  %9s jobs/s  (one runner, %d workers)\n",
 		thousands(inserted), workTook.Seconds(), rate(inserted, workTook), b.workers)
