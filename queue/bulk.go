@@ -103,7 +103,7 @@ func (c *Client) copyJobs(ctx context.Context, rows []newJob) (int64, error) {
 				return err
 			}
 			for q, top := range due {
-				if _, err := tx.Exec(ctx, "SELECT pg_notify('sheaf_jobs', $1)", fmt.Sprintf("%s:%d", q, top)); err != nil {
+				if _, err := tx.Exec(ctx, "SELECT pg_notify('sheaf_jobs', current_schema() || ':' || $1)", fmt.Sprintf("%s:%d", q, top)); err != nil {
 					return err
 				}
 			}

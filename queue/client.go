@@ -377,7 +377,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 		err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
 			locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
 		if err == nil && was == StatusProcessing {
-			err = tx.Exec("SELECT pg_notify('sheaf_cancel', ?)", fmt.Sprint(id)).Error
+			err = tx.Exec("SELECT pg_notify('sheaf_cancel', current_schema() || ':' || ?)", fmt.Sprint(id)).Error
 		}
 		return err
 	})

@@ -78,8 +78,9 @@ type Event struct {
 // Observer receives job events: the hook for metrics (counts, durations,
 // retries, failures) and for acting on dead letters. Observe is called from
 // runner goroutines, possibly concurrently, after the event is committed to
-// the database; it must be quick and safe for concurrent use. A panic in it
-// is recovered and logged.
+// the database; it must be quick and safe for concurrent use, and must not
+// call runtime.Goexit (in tests: t.FailNow, require) since that ends the
+// runner goroutine that called it. A panic in it is recovered and logged.
 type Observer interface {
 	Observe(Event)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -493,6 +494,9 @@ func (r *Runner) work() {
 	}
 }
 
+// errGoexit is the error of an attempt whose handler called runtime.Goexit.
+var errGoexit = errors.New("queue: handler called runtime.Goexit")
+
 func (r *Runner) execute(ctx context.Context, ex *execution) {
 	defer ex.cancel(nil)
 	r.observe(ex.event(EventStarted))
@@ -508,7 +512,7 @@ func (r *Runner) execute(ctx context.Context, ex *execution) {
 			ctx, cancel = context.WithTimeoutCause(ctx, e.defaults.timeout, ErrTimeout)
 			defer cancel()
 		}
-		err = worker.Safely(func() error { return e.work(ctx, ex, e) })
+		err = r.runHandler(ctx, ex, e)
 		if pe, ok := err.(*worker.PanicError); ok {
 			r.jobLogger(&ex.row).Error("queue: job panicked", "panic", pe.Value, "stack", string(pe.Stack))
 		}
@@ -517,6 +521,26 @@ func (r *Runner) execute(ctx context.Context, ex *execution) {
 		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
 	}
 	r.finish(ctx, ex, e, err, time.Since(ex.start))
+}
+
+// runHandler runs the kind's handler, turning a panic into an error. A
+// handler that calls runtime.Goexit (as t.FailNow does) ends this worker
+// goroutine whatever happens; its attempt is then finished as failed and a
+// new worker takes this one's place, so the job is not left PROCESSING.
+func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) error {
+	normal := false
+	defer func() {
+		if !normal && recover() == nil {
+			r.jobLogger(&ex.row).Error("queue: handler called runtime.Goexit", "stack", string(debug.Stack()))
+			r.finish(ctx, ex, e, errGoexit, time.Since(ex.start))
+			ex.cancel(nil)
+			r.jobs.Add(1)
+			go r.work()
+		}
+	}()
+	err := worker.Safely(func() error { return e.work(ctx, ex, e) })
+	normal = true
+	return err
 }
 
 // finish hands the attempt's result to the completer, unless the job is no
@@ -959,8 +983,12 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 			return fmt.Errorf("queue: the listener needs the pgx driver, got %T", dc)
 		}
 		pc := sc.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN sheaf_jobs; LISTEN sheaf_cancel"); err != nil {
+		var schema string
+		if err := pc.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
 			return err
+		}
+		if _, err := pc.Exec(ctx, "LISTEN sheaf_jobs; LISTEN sheaf_cancel"); err != nil {
+			return errors.Join(err, driver.ErrBadConn)
 		}
 		r.wakeFetch() // jobs may have arrived while the listener was down
 		for {
@@ -969,15 +997,19 @@ func (r *Runner) listenOnce(ctx context.Context) error {
 				// The connection was listening; never hand it back to the pool.
 				return errors.Join(err, driver.ErrBadConn)
 			}
+			rest, ours := strings.CutPrefix(n.Payload, schema+":")
+			if !ours {
+				continue // another schema's queue
+			}
 			switch n.Channel {
 			case "sheaf_jobs":
-				q, prio := parseNotice(n.Payload)
+				q, prio := parseNotice(rest)
 				if slices.Contains(r.cfg.queues, q) {
 					r.noteArrival(q, prio)
 					r.wakeFetch()
 				}
 			case "sheaf_cancel":
-				if id, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+				if id, err := strconv.ParseInt(rest, 10, 64); err == nil {
 					r.cancelRunning(id, ErrCancelled)
 				}
 			}
@@ -1113,9 +1145,9 @@ func (r *Runner) rescue(ctx context.Context) {
 	}
 }
 
-// parseNotice reads a new-jobs notification: "queue:priority", the highest
-// priority among the jobs that became due. A payload without a priority
-// counts as the highest.
+// parseNotice reads a new-jobs notification, schema removed: "queue:priority",
+// the highest priority among the jobs that became due. A payload without a
+// priority counts as the highest.
 func parseNotice(payload string) (queue string, priority int) {
 	i := strings.LastIndexByte(payload, ':')
 	if i < 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -326,4 +327,68 @@ func TestBackendTerminatedMidJob(t *testing.T) {
 	require.Equal(t, 2, done.Attempt)
 	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
 	require.ErrorContains(t, retry.Err, "terminat")
+}
+
+// A handler that calls runtime.Goexit (as a test's require does) ends its
+// worker goroutine; its attempt still finishes, and the runner carries on.
+func TestHandlerGoexit(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			runtime.Goexit()
+		}
+		return nil
+	}, queue.Retry(queue.Schedule{0})))
+	id := enqueue(t, e, report{})
+	r := e.runner(t, queue.WithWorkers(1))
+	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	require.ErrorContains(t, retry.Err, "runtime.Goexit")
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	other := enqueue(t, e, report{})
+	e.events.wait(t, queue.EventCompleted, other, 1) // the one worker was replaced
+	require.Zero(t, r.Stats().Running)
+}
+
+// Notifications are database-wide; a queue in another schema of the same
+// database must neither cancel nor wake this one's jobs.
+func TestOtherSchemasDoNotCancelOurJobs(t *testing.T) {
+	t.Parallel()
+	started := make(chan int64, 1)
+	release := make(chan struct{})
+	var causes []error
+	var mu sync.Mutex
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		started <- j.ID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			mu.Lock()
+			causes = append(causes, context.Cause(ctx))
+			mu.Unlock()
+		}
+		return nil
+	}))
+	other := newEnv(t, basic(t))
+	id := enqueue(t, e, report{})
+	e.runner(t)
+	<-started
+	// The same job ID in the other schema, cancelled while running there.
+	otherID := enqueue(t, other, report{})
+	require.Equal(t, id, otherID, "both schemas number their jobs from 1")
+	require.NoError(t, other.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'PROCESSING' WHERE id = ?", otherID).Error)
+	_, err := other.client.Cancel(context.Background(), otherID)
+	require.NoError(t, err)
+	// Our own cancellation of another job goes through the same channel and
+	// must arrive; once it has, the other schema's came before it.
+	probe := enqueue(t, e, report{})
+	require.Equal(t, probe, <-started)
+	_, err = e.client.Cancel(context.Background(), probe)
+	require.NoError(t, err)
+	e.events.wait(t, queue.EventCancelled, probe, 1)
+	close(release)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, causes, 1, "only our own cancellation reached a handler")
 }

@@ -99,13 +99,18 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 	})
 }
 
+// Notifications are database-wide, but a queue lives in a schema: every
+// payload starts with the schema, and runners ignore other schemas', so two
+// applications (or tenants) in one database never wake or cancel each
+// other's jobs.
+//
 // notifyDueSQL returns a query that notifies runners of the queues that got
 // jobs due now in rel, a relation with queue, priority, run_at and status
 // columns: one notification per queue, carrying the highest due priority
-// ("queue:priority"), so a runner knows whether to look above where it is
-// (see claimFromSQL). It yields one row, the number of notifications.
+// ("schema:queue:priority"), so a runner knows whether to look above where it
+// is (see claimFromSQL). It yields one row, the number of notifications.
 func notifyDueSQL(rel string) string {
-	return `SELECT count(pg_notify('sheaf_jobs', queue || ':' || top)) AS notified FROM (
+	return `SELECT count(pg_notify('sheaf_jobs', current_schema() || ':' || queue || ':' || top)) AS notified FROM (
 		SELECT queue, max(priority) AS top FROM ` + rel + `
 		WHERE status = 'QUEUED' AND run_at <= now() GROUP BY queue) due`
 }

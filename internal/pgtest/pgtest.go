@@ -82,9 +82,11 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	// database/sql keeps two idle connections by default; tests with many
-	// concurrent workers would spend their time opening connections.
-	sqlDB.SetMaxIdleConns(64)
+	// database/sql keeps two idle connections by default, so tests with many
+	// concurrent workers would spend their time opening connections; the cap
+	// keeps parallel tests within the server's connection limit.
+	sqlDB.SetMaxOpenConns(20)
+	sqlDB.SetMaxIdleConns(20)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	return &DB{Schema: schema, DSN: dsn, Gorm: gdb, SQL: sqlDB}
 }

@@ -1,0 +1,283 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+type countyReport struct {
+	County  string `json:"county"`
+	Records int    `json:"records"`
+}
+
+func (countyReport) Kind() string { return "county_report" }
+
+// reportWriter is a chunked handler that writes each chunk's records to
+// report_rows in one transaction. Hooks let tests fail, block or observe.
+type reportWriter struct {
+	db *gorm.DB
+
+	mu        sync.Mutex
+	chunks    []batch.Batch[int] // as processed
+	progress  []int64            // the job's saved progress when each chunk began
+	cleanups  int
+	finished  int
+	onChunk   func(ctx context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error
+	recordErr error
+	finishErr error
+}
+
+func (w *reportWriter) Records(_ context.Context, job *queue.Job[countyReport]) (int64, iter.Seq2[int, error], error) {
+	n := job.Args.Records
+	return int64(n), func(yield func(int, error) bool) {
+		for i := range n {
+			if w.recordErr != nil && i == n/2 {
+				yield(0, w.recordErr)
+				return
+			}
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (w *reportWriter) ProcessChunk(ctx context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
+	var saved int64
+	if err := w.db.Raw("SELECT processed FROM sheaf_jobs WHERE id = ?", job.ID).Scan(&saved).Error; err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.chunks = append(w.chunks, batch.Batch[int]{ID: chunk.ID, Seq: chunk.Seq, Offset: chunk.Offset, Items: append([]int(nil), chunk.Items...)})
+	w.progress = append(w.progress, saved)
+	onChunk := w.onChunk
+	w.mu.Unlock()
+	if onChunk != nil {
+		if err := onChunk(ctx, job, chunk); err != nil {
+			return err
+		}
+	}
+	return w.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		rows := make([]map[string]any, len(chunk.Items))
+		for i, n := range chunk.Items {
+			rows[i] = map[string]any{"job_id": job.ID, "n": n}
+		}
+		return tx.Table("report_rows").Create(rows).Error
+	})
+}
+
+func (w *reportWriter) Cleanup(ctx context.Context, job *queue.Job[countyReport]) error {
+	w.mu.Lock()
+	w.cleanups++
+	w.mu.Unlock()
+	return w.db.WithContext(ctx).Exec("DELETE FROM report_rows WHERE job_id = ?", job.ID).Error
+}
+
+func (w *reportWriter) Finish(_ context.Context, _ *queue.Job[countyReport]) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.finished++
+	return w.finishErr
+}
+
+func chunkedEnv(t *testing.T, w *reportWriter, opts ...queue.JobOption) *env {
+	t.Helper()
+	e := newEnv(t, func(r *queue.Registry) {})
+	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE report_rows (job_id bigint NOT NULL, n int NOT NULL, UNIQUE (job_id, n))`).Error)
+	w.db = e.db.Gorm
+	require.NoError(t, queue.RegisterChunked[countyReport, int](e.reg, w, append([]queue.JobOption{queue.ChunkSize(1000)}, opts...)...))
+	return e
+}
+
+func (e *env) outputRows(t *testing.T, id int64) int64 {
+	t.Helper()
+	return e.db.Count(t, "SELECT count(*) FROM report_rows WHERE job_id = ?", id)
+}
+
+func TestChunkedJobWritesEveryRecordWithProgress(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	e := chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{County: "Travis", Records: 2500})
+	e.runner(t)
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	require.Equal(t, int64(2500), e.outputRows(t, id))
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, int64(2500), rec.Processed)
+	require.Equal(t, int64(2500), *rec.Total)
+	require.Len(t, w.chunks, 3)
+	for i, c := range w.chunks {
+		require.Equal(t, i+1, c.Seq)
+		require.Equal(t, int64(i*1000), c.Offset)
+		require.Equal(t, int64(i*1000), w.progress[i], "progress was saved after the previous chunk")
+	}
+	require.Len(t, w.chunks[2].Items, 500)
+	require.Equal(t, 1, w.finished)
+	require.Zero(t, w.cleanups)
+}
+
+func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	failed := false
+	w.onChunk = func(_ context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		if job.Attempt == 1 && chunk.Seq == 3 && !failed {
+			failed = true
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	e := chunkedEnv(t, w, queue.Retry(queue.Schedule{0}))
+	var rowsAfterFailure int64 = -1
+	e.events = newEvents()
+	id := enqueue(t, e, countyReport{Records: 4200})
+	e.runner(t, queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
+		if ev.Type == queue.EventRetrying { // no require here: this is a runner goroutine
+			if err := e.db.Gorm.Raw("SELECT count(*) FROM report_rows WHERE job_id = ?", ev.JobID).Scan(&rowsAfterFailure).Error; err != nil {
+				t.Error(err)
+			}
+		}
+		e.events.Observe(ev)
+	})))
+	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	require.EqualError(t, retry.Err, "disk full")
+	e.events.wait(t, queue.EventCompleted, id, 1)
+	require.Zero(t, rowsAfterFailure, "the failed attempt's two chunks were cleaned up")
+	require.Equal(t, int64(4200), e.outputRows(t, id), "the retry wrote every record, once")
+	require.Equal(t, 2, w.cleanups, "after the failure, and again before the retry in case a crash left output")
+}
+
+func TestChunkedCancelMidRunCleansUp(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	inChunk2 := make(chan struct{})
+	w.onChunk = func(ctx context.Context, _ *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		if chunk.Seq == 2 {
+			close(inChunk2)
+			<-ctx.Done() // a long chunk that honours its context
+			return ctx.Err()
+		}
+		return nil
+	}
+	e := chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{Records: 5000})
+	e.runner(t)
+	<-inChunk2
+	require.Equal(t, int64(1000), e.outputRows(t, id), "chunk 1 is written")
+	_, err := e.client.Cancel(context.Background(), id)
+	require.NoError(t, err)
+	e.events.wait(t, queue.EventCancelled, id, 1)
+	require.Zero(t, e.outputRows(t, id), "cancelled: its partial output is gone")
+	require.Equal(t, queue.StatusCancelled, e.status(t, id))
+	require.Len(t, w.chunks, 2, "no chunk after the cancellation")
+}
+
+// A cancellation the runner is not told about is noticed at the next chunk,
+// when saving progress finds the job no longer this runner's.
+func TestChunkedUnnotifiedCancelStopsAtTheNextChunk(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	var e *env
+	w.onChunk = func(_ context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		if chunk.Seq == 2 {
+			return e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE id = ?", job.ID).Error
+		}
+		return nil
+	}
+	e = chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{Records: 5000})
+	e.runner(t)
+	e.events.wait(t, queue.EventRejected, id, 1)
+	require.Len(t, w.chunks, 2)
+	require.Zero(t, e.outputRows(t, id))
+	require.Equal(t, queue.StatusCancelled, e.status(t, id))
+}
+
+// An attempt that died with its process left output behind; the next attempt
+// removes it before it starts.
+func TestChunkedRetryAfterACrashCleansFirst(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	e := chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{Records: 1500})
+	// What a crashed first attempt looks like: rows written, attempt counted.
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO report_rows (job_id, n) SELECT ?, g FROM generate_series(0, 999) g", id).Error)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET attempts = 1 WHERE id = ?", id).Error)
+	e.runner(t)
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, int64(1500), e.outputRows(t, id), "no leftovers, no duplicates (the table would have refused them)")
+	require.Equal(t, 1, w.cleanups)
+}
+
+func TestChunkedFinishAndRecordErrors(t *testing.T) {
+	t.Parallel()
+	for name, w := range map[string]*reportWriter{
+		"finish": {finishErr: errors.New("rename failed")},
+		"source": {recordErr: errors.New("source went away")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := chunkedEnv(t, w, queue.MaxAttempts(1))
+			id := enqueue(t, e, countyReport{Records: 2500})
+			e.runner(t)
+			ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+			if name == "finish" {
+				require.ErrorContains(t, ev.Err, "rename failed")
+			} else {
+				require.ErrorContains(t, ev.Err, "source went away")
+			}
+			require.Zero(t, e.outputRows(t, id), "cleaned up")
+			if name == "finish" {
+				require.Equal(t, 1, w.cleanups, "every chunk was written, so cleanup ran")
+			} // else the first chunk may not have been written when the source failed
+			require.LessOrEqual(t, w.cleanups, 1)
+		})
+	}
+}
+
+func TestPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	data := make([]int, 25)
+	for i := range data {
+		data[i] = i
+	}
+	var calls []int
+	fetch := func(_ context.Context, offset, limit int) ([]int, error) {
+		calls = append(calls, offset)
+		return data[min(offset, len(data)):min(offset+limit, len(data))], nil
+	}
+	var got []int
+	for v, err := range queue.Pages(ctx, 10, fetch) {
+		require.NoError(t, err)
+		got = append(got, v)
+	}
+	require.Equal(t, data, got)
+	require.Equal(t, []int{0, 10, 20}, calls, "stops at the short page")
+
+	boom := errors.New("boom")
+	var errs []error
+	for _, err := range queue.Pages(ctx, 10, func(context.Context, int, int) ([]int, error) { return nil, boom }) {
+		errs = append(errs, err)
+	}
+	require.Equal(t, []error{boom}, errs)
+	for _, err := range queue.Pages(ctx, 0, fetch) {
+		require.ErrorIs(t, err, queue.ErrInvalidOption)
+	}
+	for v := range queue.Pages(ctx, 10, fetch) {
+		if v == 3 {
+			break // the iterator stops when asked
+		}
+	}
+}
