@@ -82,6 +82,7 @@ func main() {
 type submission struct {
 	CountyReport
 	priority int
+	entries  int
 }
 
 func run(ctx context.Context, dsn, out string, workers int) error {
@@ -137,7 +138,7 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 		if err != nil {
 			return err
 		}
-		jobs[e.Job.ID] = submission{args, p.priority}
+		jobs[e.Job.ID] = submission{args, p.priority, p.entries}
 		switch p.county {
 		case cancelCounty:
 			cancelID = e.Job.ID
@@ -146,6 +147,19 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 		}
 	}
 	fmt.Printf("submitted %d report jobs; a runner with %d workers takes the highest priority first\n\n", len(plan), workers)
+
+	// The handler says when the job to cancel is half written, so that the
+	// cancel lands mid-run however busy the machine is; polling alone could
+	// notice too late on a slow day.
+	halfway := make(chan written, 1)
+	h.wrote = func(job *queue.Job[CountyReport], records int64) {
+		if job.ID == cancelID && 2*records >= int64(jobs[job.ID].entries) {
+			select {
+			case halfway <- written{job.ID, records}:
+			default: // already told
+			}
+		}
+	}
 
 	runner, err := queue.NewRunner(client,
 		queue.WithWorkers(workers),
@@ -160,7 +174,7 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 	if err := runner.Start(ctx); err != nil {
 		return err
 	}
-	watchErr := watch(ctx, client, con, out, jobs, cancelID)
+	watchErr := watch(ctx, client, con, out, jobs, halfway)
 	// Stop waits for the handlers, so the cancelled job's cleanup is done
 	// when it returns.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

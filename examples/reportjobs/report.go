@@ -57,6 +57,9 @@ type reports struct {
 	// transient failure that the retry gets past.
 	flaky string
 	say   func(format string, args ...any)
+	// wrote, if set, is told after each chunk how many records the job has
+	// written so far.
+	wrote func(job *queue.Job[CountyReport], records int64)
 }
 
 var errConnReset = errors.New("connection reset by peer (simulated)")
@@ -110,7 +113,13 @@ func (h *reports) ProcessChunk(ctx context.Context, job *queue.Job[CountyReport]
 	if err == nil {
 		err = f.write(file, chunk.Items, chunk.Offset == 0)
 	}
-	return errors.Join(err, file.Close())
+	if err = errors.Join(err, file.Close()); err != nil {
+		return err
+	}
+	if h.wrote != nil {
+		h.wrote(job, chunk.Offset+int64(len(chunk.Items)))
+	}
+	return nil
 }
 
 // Finish closes the report's syntax, makes it durable and renames it into

@@ -61,10 +61,17 @@ func (c *console) event(ev queue.Event, jobs map[int64]submission) {
 	}
 }
 
+// written says that a job has written records records so far.
+type written struct {
+	job     int64
+	records int64
+}
+
 // watch prints the jobs' progress as it changes, looking every 100ms, until
-// every job has finished. It cancels job cancelID once half its records are
-// written.
-func watch(ctx context.Context, client *queue.Client, con *console, out string, jobs map[int64]submission, cancelID int64) error {
+// every job has finished. When the handler reports on halfway that the job
+// to cancel is half written, it cancels that job, as an operator watching
+// the progress would.
+func watch(ctx context.Context, client *queue.Client, con *console, out string, jobs map[int64]submission, halfway <-chan written) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(2 * time.Minute)
@@ -79,12 +86,6 @@ func watch(ctx context.Context, client *queue.Client, con *console, out string, 
 		for _, r := range recs {
 			cells = append(cells, slug(jobs[r.ID].County)+" "+progress(r))
 			done = done && r.Status.Terminal()
-			if r.ID == cancelID && cancelID != 0 && halfDone(r) {
-				if err := cancelJob(ctx, client, con, r, partialPath(out, jobs[r.ID].CountyReport), jobs[r.ID].County); err != nil {
-					return err
-				}
-				cancelID = 0 // once
-			}
 		}
 		if line := strings.Join(cells, "  "); line != last {
 			con.printf("progress  %s", line)
@@ -98,24 +99,25 @@ func watch(ctx context.Context, client *queue.Client, con *console, out string, 
 			return context.Cause(ctx)
 		case <-deadline:
 			return errors.New("jobs still running after 2 minutes")
+		case w := <-halfway:
+			if err := cancelJob(ctx, client, con, w, jobs[w.job], out); err != nil {
+				return err
+			}
 		case <-tick.C:
 		}
 	}
 }
 
-func halfDone(r queue.JobRecord) bool {
-	return r.Status == queue.StatusProcessing && r.Total != nil && 2*r.Processed >= *r.Total
-}
-
 // cancelJob cancels a running job, saying how much it had written.
-func cancelJob(ctx context.Context, client *queue.Client, con *console, r queue.JobRecord, partial, county string) error {
+func cancelJob(ctx context.Context, client *queue.Client, con *console, w written, s submission, out string) error {
+	partial := partialPath(out, s.CountyReport)
 	held := "nothing"
 	if info, err := os.Stat(partial); err == nil {
 		held = size(info.Size())
 	}
-	con.printf("job %d %-8s cancelling at %s of %s records; %s holds %s",
-		r.ID, slug(county), thousands(r.Processed), thousands(*r.Total), filepath.Base(partial), held)
-	_, err := client.Cancel(ctx, r.ID)
+	con.printf("job %d %-8s cancelling: %s of %s records written, %s holds %s",
+		w.job, slug(s.County), thousands(w.records), thousands(int64(s.entries)), filepath.Base(partial), held)
+	_, err := client.Cancel(ctx, w.job)
 	if errors.Is(err, queue.ErrWrongStatus) {
 		return nil // it finished meanwhile; checkOutput reports it
 	}
