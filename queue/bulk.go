@@ -61,7 +61,7 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 	return n, nil
 }
 
-var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth"}
+var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period"}
 
 func (c *Client) copyJobs(ctx context.Context, rows []newJob) (int64, error) {
 	sqlDB, err := c.db.DB()
@@ -96,7 +96,7 @@ func (c *Client) copyJobs(ctx context.Context, rows []newJob) (int64, error) {
 					due[r.queue] = max(due[r.queue], r.priority)
 				}
 				return []any{r.kind, r.queue, int16(r.priority), json.RawMessage(r.payload), r.correlation,
-					int32(r.attempts), jsonOrNil(r.backoff), runAt, jsonOrNil(r.auth)}, nil
+					int32(r.attempts), jsonOrNil(r.backoff), runAt, jsonOrNil(r.auth), r.runID, r.period}, nil
 			})
 			var err error
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{jobsTable}, copyColumns, src); err != nil {

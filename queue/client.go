@@ -125,6 +125,7 @@ type newJob struct {
 	payload            string
 	key, correlation   *string
 	backoff, auth      *string
+	runID, period      *string
 	runAt              *time.Time
 	delay              time.Duration
 }
@@ -176,6 +177,12 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 	if o.correlationID != "" {
 		j.correlation = &o.correlationID
 	}
+	if o.runID != "" {
+		j.runID = &o.runID
+	}
+	if o.period != "" {
+		j.period = &o.period
+	}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {
@@ -201,14 +208,15 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 var insertSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[])
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[])
 		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
-		                     max_attempts, backoff, run_at, delay_us, auth, ord)
+		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, ord)
 ), ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	                        max_attempts, backoff, run_at, auth)
+	                        max_attempts, backoff, run_at, auth, run_id, period)
 	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
-	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb
+	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
+	       run_id, period
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
@@ -220,16 +228,18 @@ func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) 
 	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, attempts := make([]int32, n), make([]int32, n)
 	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	runIDs, periods := make([]*string, n), make([]*string, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
 	for i, r := range rows {
 		kinds[i], queues[i], payloads[i] = r.kind, r.queue, r.payload
 		prios[i], attempts[i] = int32(r.priority), int32(r.attempts)
 		keys[i], corrs[i], backoffs[i], auths[i] = r.key, r.correlation, r.backoff, r.auth
+		runIDs[i], periods[i] = r.runID, r.period
 		runAts[i], delays[i] = r.runAt, r.delay.Microseconds()
 	}
 	var inserted []JobRecord
 	err := c.db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
-		attempts, backoffs, runAts, delays, auths).Scan(&inserted).Error
+		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(&inserted).Error
 	if err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", err)
 	}

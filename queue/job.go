@@ -2,8 +2,12 @@ package queue
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,12 +86,66 @@ type JobRecord struct {
 	LastError      *string         `gorm:"column:last_error"`
 	// Auth is the submitter's claims; see Auth.
 	Auth Auth `gorm:"column:auth;serializer:json"`
+	// RunID names the schedule tick that created the job, or the tick of
+	// the parent that released it; empty for jobs enqueued by hand.
+	RunID *string `gorm:"column:run_id"`
+	// Period groups jobs for dependency rules: a schedule stamps its tick's
+	// local date (2006-01-02), and children take their parents'.
+	Period *string `gorm:"column:period"`
+	// ParentIDs are the jobs whose completion released this one.
+	ParentIDs IDs `gorm:"column:parent_ids;type:bigint[]"`
+	// Output is what the job's handler left for its children (SetOutput).
+	Output json.RawMessage `gorm:"column:output;type:jsonb"`
 
 	backoffJSON []byte // the job's own backoff, as stored; set by claims
 }
 
 // TableName tells gorm the table.
 func (JobRecord) TableName() string { return jobsTable }
+
+// IDs is a list of job IDs, stored as a PostgreSQL bigint[].
+type IDs []int64
+
+// Scan reads a bigint[] in PostgreSQL's text form, {1,2,3}.
+func (ids *IDs) Scan(src any) error {
+	var text string
+	switch v := src.(type) {
+	case nil:
+		*ids = nil
+		return nil
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	default:
+		return fmt.Errorf("queue: cannot scan %T into IDs", src)
+	}
+	text = strings.Trim(text, "{}")
+	out := IDs{}
+	if text != "" {
+		for _, f := range strings.Split(text, ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return fmt.Errorf("queue: bad ID list %q: %w", text, err)
+			}
+			out = append(out, id)
+		}
+	}
+	*ids = out
+	return nil
+}
+
+// Value writes the list in PostgreSQL's text form.
+func (ids IDs) Value() (driver.Value, error) {
+	if ids == nil {
+		return nil, nil
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return "{" + strings.Join(parts, ",") + "}", nil
+}
 
 // Duration is how long the last attempt took, from start to completion; zero
 // if the job has not finished.
@@ -117,8 +175,40 @@ type Job[A Args] struct {
 	Auth          Auth
 	CreatedAt     time.Time
 	StartedAt     time.Time
+	// RunID and Period are the schedule run and period the job belongs
+	// to, if any; see JobRecord.
+	RunID  string
+	Period string
+	// ParentIDs are the jobs whose completion released this one, if a
+	// dependency rule created it; Parents loads them.
+	ParentIDs []int64
 
 	exec *execution
+}
+
+// SetOutput stores v, as JSON, as the job's output, for the jobs that depend
+// on it to read (Parents). It is written at once; an attempt that fails
+// after setting it leaves it to be replaced, since each claim clears it.
+// It returns ErrLeaseLost if the job is no longer this runner's to run.
+func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)
+	}
+	return j.exec.update(ctx, "output = $1::jsonb", string(b))
+}
+
+// Parents returns the jobs whose completion released this one, with their
+// outputs, in ID order.
+func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
+	if len(j.ParentIDs) == 0 || j.exec == nil {
+		return nil, nil
+	}
+	var out []JobRecord
+	if err := j.exec.r.c.db.WithContext(ctx).Where("id IN ?", j.ParentIDs).Order("id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
+	}
+	return out, nil
 }
 
 // SetProgress records how many of total records the job has processed. It

@@ -33,6 +33,9 @@ const (
 	// EventRejected: the attempt finished but the job was no longer this
 	// runner's (rescued or cancelled meanwhile), so its result was dropped.
 	EventRejected
+	// EventReleased: a dependency rule created a job because its parents
+	// completed. JobID and Kind are the new job's; ParentIDs its parents.
+	EventReleased
 )
 
 func (t EventType) String() string {
@@ -53,6 +56,8 @@ func (t EventType) String() string {
 		return "requeued"
 	case EventRejected:
 		return "rejected"
+	case EventReleased:
+		return "released"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
@@ -73,6 +78,9 @@ type Event struct {
 	Err error
 	// RetryIn is the backoff before the next attempt, for retrying events.
 	RetryIn time.Duration
+	// Rule and ParentIDs name the rule and the parents of a released job.
+	Rule      string
+	ParentIDs []int64
 }
 
 // Observer receives job events: the hook for metrics (counts, durations,

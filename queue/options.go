@@ -39,6 +39,8 @@ type jobOptions struct {
 	idempotencyKey string
 	correlationID  string
 	auth           Auth
+	runID          string
+	period         string
 }
 
 type jobOptionFunc func(*jobOptions, optionSite) error
@@ -197,6 +199,34 @@ func AuthContext(a Auth) JobOption {
 	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
 		return only("AuthContext", atEnqueue, s, func() error {
 			o.auth = a
+			return nil
+		})
+	})
+}
+
+// InRun puts the job in a run (Enqueue only), as a schedule tick does with
+// the jobs it creates; the morning review reports runs.
+func InRun(runID string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("InRun", atEnqueue, s, func() error {
+			if runID == "" || len(runID) > 512 {
+				return invalid("run ID must have 1 to 512 bytes")
+			}
+			o.runID = runID
+			return nil
+		})
+	})
+}
+
+// InPeriod puts the job in a period (Enqueue only), as a schedule tick does
+// with its local date; dependency rules group parents by period.
+func InPeriod(period string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("InPeriod", atEnqueue, s, func() error {
+			if period == "" || len(period) > 128 {
+				return invalid("period must have 1 to 128 bytes")
+			}
+			o.period = period
 			return nil
 		})
 	})

@@ -15,6 +15,7 @@ import (
 type Registry struct {
 	mu    sync.RWMutex
 	kinds map[string]*kindEntry
+	rules []*rule
 }
 
 // NewRegistry returns an empty registry.
@@ -141,6 +142,13 @@ func decodeJob[A Args](ex *execution) (*Job[A], error) {
 	if row.StartedAt != nil {
 		job.StartedAt = *row.StartedAt
 	}
+	if row.RunID != nil {
+		job.RunID = *row.RunID
+	}
+	if row.Period != nil {
+		job.Period = *row.Period
+	}
+	job.ParentIDs = row.ParentIDs
 	return job, nil
 }
 

@@ -360,12 +360,12 @@ WITH c AS (
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
-	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
 FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns
 
 const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts,
-	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at`
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids`
 
 // claimFromSQL claims like claimSQL, but continues from a cursor (the last
 // position claimed) instead of scanning the claim index from its start. On a
@@ -393,7 +393,7 @@ WITH higher AS (
 	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
 )
 UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
-	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
 FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns
 
@@ -431,7 +431,7 @@ func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int,
 		var j JobRecord
 		var payload, backoff, auth []byte
 		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts,
-			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt); err != nil {
+			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs); err != nil {
 			return nil, err
 		}
 		j.Status, j.Payload = StatusProcessing, payload
@@ -732,15 +732,21 @@ const maxFailFlush = 200
 // job was rescued or cancelled changes nothing.
 func (r *Runner) flush(conn *heldConn, batch []result) {
 	accepted := map[int64]bool{}
-	var ok, failed []result
+	var ok, failed, parents []result
 	for _, res := range batch {
-		if res.status == StatusCompleted {
-			ok = append(ok, res)
-		} else {
+		switch {
+		case res.status != StatusCompleted:
 			failed = append(failed, res)
+		case len(r.c.reg.rulesFor(res.ex.row.Kind)) > 0:
+			parents = append(parents, res)
+		default:
+			ok = append(ok, res)
 		}
 	}
 	var errs []error
+	for _, res := range parents {
+		errs = append(errs, r.completeParent(res, accepted))
+	}
 	if len(ok) > 0 {
 		ids, keys := make([]int64, len(ok)), make([]int64, len(ok))
 		for i, res := range ok {
@@ -771,6 +777,27 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 			r.report(res, written)
 		}
 	}
+}
+
+// completeParent completes a job that is a parent in some rule, releasing
+// children in the same transaction (see Rule), and marks it in accepted.
+func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
+	rules := r.c.reg.rulesFor(res.ex.row.Kind)
+	var released []releasedJob
+	err := retryBookkeeping(func(ctx context.Context) error {
+		ok, children, err := r.completeReleasing(ctx, res, rules)
+		accepted[res.ex.row.ID], released = ok, children
+		return err
+	})
+	if err != nil {
+		delete(accepted, res.ex.row.ID)
+		return err
+	}
+	for _, c := range released {
+		r.observe(Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, ParentIDs: c.job.ParentIDs, Rule: c.rule})
+		r.debug(res.ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
+	}
+	return nil
 }
 
 // writeResults runs a finishing statement and marks the IDs it returned in
@@ -897,15 +924,22 @@ func (ex *execution) event(t EventType) Event {
 }
 
 func (ex *execution) setProgress(ctx context.Context, processed, total int64) error {
+	return ex.update(ctx, "processed = $1, total = $2", processed, total)
+}
+
+// update sets columns of the running job, guarded like a result: only while
+// the job is this attempt's. set uses $1, $2, ... for args.
+func (ex *execution) update(ctx context.Context, set string, args ...any) error {
 	if ex == nil {
 		return nil // a Job built by hand, as in a handler's unit test
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
-	res, err := ex.r.sqlDB.ExecContext(ctx, `UPDATE sheaf_jobs SET processed = $1, total = $2
-		WHERE id = $3 AND status = 'PROCESSING' AND attempts = $4`, processed, total, ex.row.ID, ex.row.Attempts)
+	n := len(args)
+	query := fmt.Sprintf("UPDATE sheaf_jobs SET %s WHERE id = $%d AND status = 'PROCESSING' AND attempts = $%d", set, n+1, n+2)
+	res, err := ex.r.sqlDB.ExecContext(ctx, query, append(args, ex.row.ID, ex.row.Attempts)...)
 	if err != nil {
-		return fmt.Errorf("queue: save progress of job %d: %w", ex.row.ID, err)
+		return fmt.Errorf("queue: update job %d: %w", ex.row.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)

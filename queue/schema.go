@@ -61,10 +61,29 @@ ALTER TABLE sheaf_jobs SET (
 	autovacuum_vacuum_cost_delay = 0
 );
 `,
+	2: `
+-- Runs, periods and dependencies: a schedule's tick stamps its jobs with a
+-- run ID and a period; a dependency rule's child records its parents; a job
+-- may leave an output for its children.
+ALTER TABLE sheaf_jobs
+	ADD COLUMN run_id     text,
+	ADD COLUMN period     text,
+	ADD COLUMN parent_ids bigint[],
+	ADD COLUMN output     jsonb;
+CREATE INDEX sheaf_jobs_run ON sheaf_jobs (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX sheaf_jobs_period ON sheaf_jobs (period, kind) WHERE period IS NOT NULL;
+-- One row per schedule: the last tick whose jobs were created. A tick is
+-- claimed by locking the row, so one process creates each tick's jobs.
+CREATE TABLE sheaf_schedules (
+	name       text PRIMARY KEY,
+	last_tick  timestamptz NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the schema up to SchemaVersion. It holds a transaction-level
 // advisory lock, so processes that migrate at the same time run one after the

@@ -1,0 +1,293 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/worker"
+)
+
+// A Rule releases a child job when its parent jobs complete.
+//
+// A one-to-one rule (Each) has one parent kind: every job of that kind that
+// completes releases a child of its own, as a county report releases that
+// county's summary. A many-to-one rule waits, per period, for every job of
+// every parent kind in the period to complete, and then releases one child,
+// as the weekly and monthly reports of a night release the consolidated
+// report. Jobs get their period from the schedule tick that created them
+// (or InPeriod); a many-to-one rule ignores jobs without one.
+//
+// A child is released in the same transaction that completes its last
+// parent, and at most once per rule and parent (one-to-one) or period
+// (many-to-one), however many runners complete parents at the same moment.
+// A parent that fails or is cancelled releases nothing; retried to success
+// later, it releases the child then. The child takes its parents' run and
+// period, and can read them and their outputs with Job.Parents.
+type Rule struct {
+	// Name identifies the rule; it is part of each child's idempotency key,
+	// so keep it stable across releases.
+	Name string
+	// Parents are the kinds the child waits for.
+	Parents []string
+	// Each makes the rule one-to-one; it needs exactly one parent kind.
+	Each bool
+}
+
+type rule struct {
+	Rule
+	childKind string
+	// child builds the child's job from its parents.
+	child func(parents []JobRecord) (Args, []JobOption)
+}
+
+// Depend registers a rule whose child is a job of C's kind, built by child
+// from the completed parents (in ID order); the options child returns are
+// applied as Enqueue's. Every kind involved must be registered first. It
+// returns an error wrapping ErrInvalidOption for a rule that is malformed,
+// whose name is taken, that names an unknown kind, or that would close a
+// cycle (a kind that waits, through rules, for itself).
+func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []JobOption)) error {
+	if ru.Name == "" || len(ru.Name) > 200 {
+		return invalid("rule name must have 1 to 200 bytes")
+	}
+	if child == nil {
+		return invalid("rule %q: nil child function", ru.Name)
+	}
+	if len(ru.Parents) == 0 || (ru.Each && len(ru.Parents) != 1) {
+		return invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", ru.Name)
+	}
+	childKind, err := kindOf[C]()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds[childKind] == nil || r.kinds[childKind].argsType != reflect.TypeFor[C]() {
+		return invalid("rule %q: child kind %q is not registered with %v", ru.Name, childKind, reflect.TypeFor[C]())
+	}
+	for _, p := range ru.Parents {
+		if r.kinds[p] == nil {
+			return invalid("rule %q: parent kind %q is not registered", ru.Name, p)
+		}
+	}
+	for _, existing := range r.rules {
+		if existing.Name == ru.Name {
+			return invalid("rule %q registered twice", ru.Name)
+		}
+	}
+	if r.reachesLocked(childKind, ru.Parents) {
+		return invalid("rule %q would make a cycle: %q already waits, through other rules, for %q", ru.Name, ru.Parents, childKind)
+	}
+	r.rules = append(r.rules, &rule{
+		Rule:      Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each},
+		childKind: childKind,
+		child: func(parents []JobRecord) (Args, []JobOption) {
+			c, opts := child(parents)
+			return c, opts
+		},
+	})
+	return nil
+}
+
+// reachesLocked reports whether any of targets is from, or is released,
+// through rules, by a job of kind from.
+func (r *Registry) reachesLocked(from string, targets []string) bool {
+	seen := map[string]bool{}
+	stack := []string{from}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if slices.Contains(targets, k) {
+			return true
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		for _, ru := range r.rules {
+			if slices.Contains(ru.Parents, k) {
+				stack = append(stack, ru.childKind)
+			}
+		}
+	}
+	return false
+}
+
+// rulesFor returns the rules in which kind is a parent, by name, so that
+// their locks are always taken in the same order.
+func (r *Registry) rulesFor(kind string) []*rule {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []*rule
+	for _, ru := range r.rules {
+		if slices.Contains(ru.Parents, kind) {
+			out = append(out, ru)
+		}
+	}
+	slices.SortFunc(out, func(a, b *rule) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// releasedJob is a child job a rule released.
+type releasedJob struct {
+	rule string
+	job  JobRecord
+}
+
+// completeReleasing completes one successful attempt of a job that is a
+// parent in some rule, and releases the children whose parents are now all
+// complete, in one transaction. It reports whether the completion was
+// accepted (the attempt was still the job's) and the children it released.
+func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
+	tx, err := r.sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return false, nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var period, runID sql.NullString
+	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL
+		WHERE id = $1 AND `+attemptKey+` = $2 AND status = 'PROCESSING' RETURNING period, run_id`,
+		res.ex.row.ID, keyOf(res.ex)).Scan(&period, &runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil, tx.Commit()
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	for _, ru := range rules {
+		child, err := r.release(ctx, tx, ru, res.ex.row.ID, period, runID)
+		if err != nil {
+			return false, nil, fmt.Errorf("rule %q: %w", ru.Name, err)
+		}
+		if child != nil {
+			released = append(released, releasedJob{rule: ru.Name, job: *child})
+		}
+	}
+	return true, released, tx.Commit()
+}
+
+// release creates a rule's child if its parents are now all complete.
+func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
+	group := fmt.Sprint("job:", parentID)
+	if !ru.Each {
+		if !period.Valid {
+			return nil, nil // many-to-one rules group by period
+		}
+		group = "period:" + period.String
+	}
+	key := "sheaf-dep:" + ru.Name + ":" + group
+	// Parents that complete at the same time on different runners meet
+	// here: each has already written its own completion, and each reads the
+	// others' after the lock, so the last one to arrive sees them all.
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", key); err != nil {
+		return nil, err
+	}
+	var parents []JobRecord
+	if ru.Each {
+		parents = []JobRecord{{ID: parentID}}
+	} else {
+		rows, err := tx.QueryContext(ctx, `SELECT id, kind, status FROM sheaf_jobs WHERE period = $1 AND kind = ANY($2) ORDER BY id`,
+			period.String, ru.Parents)
+		if err != nil {
+			return nil, err
+		}
+		kinds := map[string]bool{}
+		complete := true
+		for rows.Next() {
+			var p JobRecord
+			if err := rows.Scan(&p.ID, &p.Kind, &p.Status); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			complete = complete && p.Status == StatusCompleted
+			kinds[p.Kind] = true
+			parents = append(parents, p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if !complete || len(kinds) < len(ru.Parents) {
+			return nil, nil // not yet: the last parent to complete releases the child
+		}
+	}
+	ids := make([]int64, len(parents))
+	for i, p := range parents {
+		ids[i] = p.ID
+	}
+	full, err := r.readJobs(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var args Args
+	var opts []JobOption
+	if err := worker.Safely(func() error { args, opts = ru.child(full); return nil }); err != nil {
+		return nil, err
+	}
+	e, err := r.c.reg.lookup(ru.childKind)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	}
+	opts = append(opts, IdempotencyKey(key))
+	if runID.Valid {
+		opts = append(opts, InRun(runID.String))
+	}
+	if period.Valid {
+		opts = append(opts, InPeriod(period.String))
+	}
+	nj, err := r.c.prepare(e, payload, opts)
+	if err != nil {
+		return nil, err
+	}
+	var child JobRecord
+	err = tx.QueryRowContext(ctx, `
+WITH ins AS (
+	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
+		backoff, run_at, auth, run_id, period, parent_ids)
+	VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8::jsonb, coalesce($9, now() + $10 * interval '1 microsecond'),
+		$11::jsonb, $12, $13, $14)
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING *
+), notified AS (`+notifyDueSQL("ins")+`)
+SELECT ins.id, ins.kind FROM ins, notified`,
+		nj.kind, nj.queue, nj.priority, nj.payload, nj.key, nj.correlation, nj.attempts,
+		nj.backoff, nj.runAt, nj.delay.Microseconds(), nj.auth, nj.runID, nj.period, IDs(ids)).Scan(&child.ID, &child.Kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil // released already
+	}
+	if err != nil {
+		return nil, err
+	}
+	child.ParentIDs = ids
+	return &child, nil
+}
+
+// readJobs reads whole jobs by ID, in ID order, inside tx.
+func (r *Runner) readJobs(ctx context.Context, tx *sql.Tx, ids []int64) ([]JobRecord, error) {
+	db := r.c.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	db.Statement.ConnPool = tx
+	var out []JobRecord
+	err := db.Where("id IN ?", ids).Order("id").Find(&out).Error
+	return out, err
+}
