@@ -394,9 +394,8 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 }
 
 // Retry puts a FAILED or CANCELLED job back in the queue, due now, with a
-// fresh set of attempts. Its last error is kept until an attempt succeeds.
-// Other statuses return an error wrapping ErrWrongStatus: a completed job is
-// not run twice.
+// fresh set of attempts. Other statuses return an error wrapping
+// ErrWrongStatus: a completed job is not run twice.
 func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
 		return tx.Exec(requeueSQL+" WHERE id = ?", id).Error

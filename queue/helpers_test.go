@@ -104,8 +104,10 @@ func (e *events) Observe(ev queue.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all = append(e.all, ev)
-	e.counts[eventKey{ev.Type, ev.JobID}]++
 	e.counts[eventKey{ev.Type, 0}]++
+	if ev.JobID != 0 {
+		e.counts[eventKey{ev.Type, ev.JobID}]++
+	}
 	e.cond.Broadcast()
 }
 

@@ -83,7 +83,10 @@ type JobRecord struct {
 	CompletedAt    *time.Time      `gorm:"column:completed_at"`
 	Processed      int64           `gorm:"column:processed"`
 	Total          *int64          `gorm:"column:total"`
-	LastError      *string         `gorm:"column:last_error"`
+	// LastError is the error of the latest failed attempt. It is kept when
+	// a later attempt succeeds, so that a completed job still shows what
+	// it went through.
+	LastError *string `gorm:"column:last_error"`
 	// Auth is the submitter's claims; see Auth.
 	Auth Auth `gorm:"column:auth;serializer:json"`
 	// RunID names the schedule tick that created the job, or the tick of

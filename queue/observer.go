@@ -36,6 +36,10 @@ const (
 	// EventReleased: a dependency rule created a job because its parents
 	// completed. JobID and Kind are the new job's; ParentIDs its parents.
 	EventReleased
+	// EventScheduled: a schedule's tick created its jobs (reported by the
+	// one runner that created them). Schedule, RunID and Jobs say which
+	// and how many; JobID is zero.
+	EventScheduled
 )
 
 func (t EventType) String() string {
@@ -58,6 +62,8 @@ func (t EventType) String() string {
 		return "rejected"
 	case EventReleased:
 		return "released"
+	case EventScheduled:
+		return "scheduled"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
@@ -68,6 +74,7 @@ type Event struct {
 	JobID         int64
 	Kind          string
 	Queue         string
+	Priority      int
 	Attempt       int
 	MaxAttempts   int
 	CorrelationID string
@@ -81,6 +88,11 @@ type Event struct {
 	// Rule and ParentIDs name the rule and the parents of a released job.
 	Rule      string
 	ParentIDs []int64
+	// RunID is the run of the job, or of the tick, if any.
+	RunID string
+	// Schedule and Jobs describe a scheduled event.
+	Schedule string
+	Jobs     int
 }
 
 // Observer receives job events: the hook for metrics (counts, durations,

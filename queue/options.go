@@ -41,6 +41,7 @@ type jobOptions struct {
 	auth           Auth
 	runID          string
 	period         string
+	window         Window
 }
 
 type jobOptionFunc func(*jobOptions, optionSite) error
@@ -269,6 +270,7 @@ type config struct {
 	lease         time.Duration
 	rescueEvery   time.Duration
 	runnerID      string
+	clock         Clock
 	runnerOptions []string // names of runner options given, to reject them at NewClient
 }
 
@@ -381,6 +383,19 @@ func WithRunnerID(id string) Option {
 			return invalid("runner ID must have 1 to 200 bytes")
 		}
 		c.runnerID = id
+		return nil
+	})
+}
+
+// WithClock sets the clock that schedules and windows go by (runner). Runs,
+// leases and retries keep the database's clock. Default SystemClock; tests
+// and demonstrations pass one they control.
+func WithClock(c Clock) Option {
+	return runnerOption("WithClock", func(cfg *config) error {
+		if c == nil {
+			return invalid("nil Clock")
+		}
+		cfg.clock = c
 		return nil
 	})
 }

@@ -13,13 +13,18 @@ import (
 // each with its handler and defaults. Register kinds before starting runners;
 // a Registry is safe for concurrent use.
 type Registry struct {
-	mu    sync.RWMutex
-	kinds map[string]*kindEntry
-	rules []*rule
+	mu        sync.RWMutex
+	kinds     map[string]*kindEntry
+	rules     []*rule
+	windows   map[string]Window // by queue
+	schedules map[string]*schedule
+	changed   chan struct{} // closed and replaced when schedules change
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{kinds: map[string]*kindEntry{}} }
+func NewRegistry() *Registry {
+	return &Registry{kinds: map[string]*kindEntry{}, schedules: map[string]*schedule{}, changed: make(chan struct{})}
+}
 
 type kindEntry struct {
 	kind     string

@@ -60,6 +60,7 @@ type Runner struct {
 	sqlDB *sql.DB
 
 	wake    chan struct{}   // coalesced: a fetch is due
+	retries chan retryDue   // retries written by the completer, for the fetch loop to wake for
 	todo    chan *execution // claimed attempts, for the workers
 	results chan result     // finished attempts, for the completer
 	more    atomic.Bool     // the last claim filled every free slot, so more may wait
@@ -115,7 +116,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		return nil, invalid("a runner cannot work inside a transaction; give NewRunner the Client, not Client.Tx")
 	}
 	cfg := c.cfg
-	cfg.workers, cfg.queues, cfg.poll, cfg.lease = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease
+	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock
 	if err := applyOptions(&cfg, opts); err != nil {
 		return nil, err
 	}
@@ -135,6 +136,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	return &Runner{
 		c: c, cfg: cfg, log: cfg.logger.With("runner", cfg.runnerID), obs: cfg.observer, sqlDB: sqlDB,
 		wake:     make(chan struct{}, 1),
+		retries:  make(chan retryDue, 1024),
 		todo:     make(chan *execution, cfg.workers),
 		results:  make(chan result, cfg.workers),
 		running:  map[int64]*execution{},
@@ -176,9 +178,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	for range r.cfg.workers {
 		go r.work()
 	}
-	r.loops.Add(2)
+	r.loops.Add(3)
 	go r.fetchLoop(loopsCtx, jobsCtx)
 	go r.listen(loopsCtx)
+	go r.schedule(loopsCtx)
 	r.maint.Add(1)
 	go r.maintain(maintCtx)
 	r.log.Info("queue: runner started", "workers", r.cfg.workers, "queues", r.cfg.queues)
@@ -250,24 +253,53 @@ func (r *Runner) wakeFetch() {
 	}
 }
 
+// retryDue is a retried job's due time, so the fetch loop can wake for it
+// rather than wait for its next poll.
+type retryDue struct {
+	at       time.Time
+	queue    string
+	priority int
+}
+
 // fetchLoop claims jobs when woken (a notification, or a freed slot while
-// more jobs may wait) or when the poll interval passes.
+// more jobs may wait), when a retry falls due, or when the poll interval
+// passes.
 func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 	defer r.loops.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	f := fetcher{r: r, conn: heldConn{db: r.sqlDB}, cursors: map[string]*cursor{}}
 	defer f.conn.close()
+	var due []retryDue // kept short: a flood of retries is found by polling anyway
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-timer.C:
+		case d := <-r.retries:
+			if len(due) < 1024 {
+				due = append(due, d)
+			}
 		}
+		now := time.Now()
+		kept := due[:0]
+		for _, d := range due {
+			if d.at.After(now) {
+				kept = append(kept, d)
+				continue
+			}
+			// The retry is due: claim now, and look above the cursor for it.
+			r.noteArrival(d.queue, d.priority)
+			r.wakeFetch()
+		}
+		due = kept
 		wait := f.fetch(ctx, jobsCtx)
 		if wait == 0 {
 			wait = r.cfg.poll
+		}
+		for _, d := range due {
+			wait = min(wait, max(d.at.Sub(now), 0))
 		}
 		if !timer.Stop() {
 			select {
@@ -302,18 +334,22 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 			}
 		}
 		got := 0
+		closedQueues, closedKinds := r.c.reg.closedNow(r.cfg.clock.Now(), r.cfg.queues)
 		for i := range r.cfg.queues {
 			q := r.cfg.queues[(f.turn+i)%len(r.cfg.queues)]
 			n := r.freeSlots()
 			if n == 0 {
 				break
 			}
+			if closedQueues[q] {
+				continue // outside its window; the poll comes back for it
+			}
 			cur := f.cursors[q]
 			if cur != nil && time.Now().After(cur.until) {
 				cur = nil // rescan from the start now and then; see claimFromSQL
 			}
 			higher := cur != nil && r.notifiedAbove(q, cur.priority)
-			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher)
+			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher, closedKinds)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error("queue: claim failed", "queue", q, "err", err)
@@ -354,7 +390,7 @@ func (r *Runner) freeSlots() int {
 const claimSQL = `
 WITH c AS (
 	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now()
+	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
 	ORDER BY priority DESC, run_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
@@ -379,15 +415,16 @@ const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlatio
 const claimFromSQL = `
 WITH higher AS (
 	SELECT id FROM sheaf_jobs
-	WHERE $5 AND status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority > $6
+	WHERE $5 AND status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), onward AS (
 	SELECT id FROM sheaf_jobs
 	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
+		AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), lower AS (
 	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority < $6
+	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), c AS (
 	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
@@ -408,18 +445,21 @@ type cursor struct {
 // claim locks up to n due jobs of queue for this runner, counting their
 // attempt now, so that a job that crashes its runner still runs out of
 // attempts. With a cursor it continues from it; see claimFromSQL.
-func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int, cur *cursor, higher bool) (out []JobRecord, err error) {
+func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int, cur *cursor, higher bool, closedKinds []string) (out []JobRecord, err error) {
 	// Not cancelled by Stop: a claim cancelled after the server committed it
 	// would leave its jobs PROCESSING with nobody running them until their
 	// leases expired. Stop waits for it instead, then runs or requeues them.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
 	var rows *sql.Rows
+	if closedKinds == nil {
+		closedKinds = []string{}
+	}
 	if cur == nil {
-		rows, err = conn.query(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID)
+		rows, err = conn.query(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds)
 	} else {
 		rows, err = conn.query(ctx, claimFromSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
-			higher, cur.priority, cur.runAt, cur.id)
+			higher, cur.priority, cur.runAt, cur.id, closedKinds)
 	}
 	if err != nil {
 		return nil, err
@@ -845,6 +885,10 @@ func (r *Runner) report(res result, accepted bool) {
 	case res.status == StatusQueued:
 		r.stats.retried.Add(1)
 		ev.Type, ev.RetryIn = EventRetrying, res.delay
+		select {
+		case r.retries <- retryDue{at: time.Now().Add(res.delay), queue: res.ex.row.Queue, priority: res.ex.row.Priority}:
+		default: // the fetch loop is behind; its poll finds the job
+		}
 		r.jobLogger(&res.ex.row).Warn("queue: job failed; will retry", "err", res.err, "retry_in", res.delay)
 	default:
 		r.stats.failed.Add(1)
@@ -915,10 +959,13 @@ req AS (
 }
 
 func (ex *execution) event(t EventType) Event {
-	e := Event{Type: t, JobID: ex.row.ID, Kind: ex.row.Kind, Queue: ex.row.Queue,
+	e := Event{Type: t, JobID: ex.row.ID, Kind: ex.row.Kind, Queue: ex.row.Queue, Priority: ex.row.Priority,
 		Attempt: ex.row.Attempts, MaxAttempts: ex.row.MaxAttempts}
 	if ex.row.CorrelationID != nil {
 		e.CorrelationID = *ex.row.CorrelationID
+	}
+	if ex.row.RunID != nil {
+		e.RunID = *ex.row.RunID
 	}
 	return e
 }

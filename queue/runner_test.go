@@ -392,3 +392,24 @@ func TestOtherSchemasDoNotCancelOurJobs(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, causes, 1, "only our own cancellation reached a handler")
 }
+
+// A retry is picked up when its backoff ends, not at the next poll.
+func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
+		if calls.Add(1) == 1 {
+			return errors.New("transient")
+		}
+		return nil
+	}, queue.Retry(queue.Schedule{100 * time.Millisecond})))
+	id := enqueue(t, e, report{})
+	r, err := queue.NewRunner(e.client, queue.WithPollInterval(time.Hour)) // polling would take an hour
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND last_error = 'transient'
+		AND status = 'COMPLETED'`, id), "the last error is kept after success")
+}

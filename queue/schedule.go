@@ -1,0 +1,360 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gorm.io/gorm"
+)
+
+// Clock tells the time for schedules and windows. Runs, leases and retries
+// use the database's clock instead; this one is the wall clock that decides
+// when it is 23:00 in Kolkata. Tests and demonstrations inject their own.
+type Clock interface {
+	Now() time.Time
+	// After returns a channel that receives once the clock has moved d
+	// past now.
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// SystemClock is the real clock, the default.
+var SystemClock Clock = systemClock{}
+
+// Presets for Periodic.Spec: cron expressions for the schedules of seed 003.
+// Each takes local wall-clock times in the schedule's Location.
+
+// Daily fires every day at hour:minute.
+func Daily(hour, minute int) string { return fmt.Sprintf("%d %d * * *", minute, hour) }
+
+// Weekly fires every week on day at hour:minute.
+func Weekly(day time.Weekday, hour, minute int) string {
+	return fmt.Sprintf("%d %d * * %d", minute, hour, day)
+}
+
+// Monthly fires on day of every month at hour:minute. Months without that
+// day (the 31st of April, say) have no tick, as in cron; use 28 or earlier
+// for a tick every month.
+func Monthly(day, hour, minute int) string { return fmt.Sprintf("%d %d %d * *", minute, hour, day) }
+
+// Quarterly fires on day of January, April, July and October at
+// hour:minute.
+func Quarterly(day, hour, minute int) string {
+	return fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day)
+}
+
+// Yearly fires on day of month every year at hour:minute.
+func Yearly(month time.Month, day, hour, minute int) string {
+	return fmt.Sprintf("%d %d %d %d *", minute, hour, day, month)
+}
+
+// MissedPolicy says what a schedule does about ticks that passed while no
+// process was running it.
+type MissedPolicy int
+
+const (
+	// SkipMissed forgets missed ticks: the schedule resumes at its next
+	// tick. The default: a nightly report for a night long past is rarely
+	// wanted, and the morning review lists what did not run.
+	SkipMissed MissedPolicy = iota
+	// RunMissedOnce runs the most recent missed tick once, when a process
+	// starts, however many were missed.
+	RunMissedOnce
+)
+
+// Tick is one firing of a schedule.
+type Tick struct {
+	Schedule string
+	// At is the tick's time in the schedule's location.
+	At time.Time
+	// RunID names the run: every job the tick creates, and every job their
+	// completion releases, carries it. "name@2006-01-02T15:04:05Z07:00".
+	RunID string
+	// Period is the tick's local date, 2006-01-02: dependency rules group
+	// parents by it.
+	Period string
+}
+
+// Periodic creates jobs at the ticks of a cron expression in a time zone.
+//
+// Every runner process runs the registered schedules; a tick creates its
+// jobs exactly once between them (the tick is claimed by locking the
+// schedule's row, and each job's idempotency key names the tick), so run as
+// many runners as you like.
+//
+// Times in a daylight-saving gap (02:30 on the night clocks go forward, in
+// many zones) do not exist, and such a tick is skipped, as the cron parser
+// does; a time in the hour that repeats when clocks go back fires once, not
+// twice. Schedule nightly work outside 01:00-03:00 to stay clear of both.
+type Periodic struct {
+	// Name identifies the schedule in runs and in the database; keep it
+	// stable.
+	Name string
+	// Spec is a five-field cron expression (minute hour day month weekday)
+	// or a preset: Daily, Weekly, Monthly, Quarterly, Yearly.
+	Spec string
+	// Location is the time zone of Spec; nil means UTC.
+	Location *time.Location
+	// Jobs returns the jobs of a tick. Options are applied as Enqueue's;
+	// the run, period and idempotency key are set for you.
+	Jobs func(t Tick) []Params
+	// Missed is the policy for missed ticks.
+	Missed MissedPolicy
+}
+
+type schedule struct {
+	Periodic
+	cron cron.Schedule
+}
+
+// Next returns the schedule's first tick after t, in its location, or an
+// error for a bad Spec.
+func (p Periodic) Next(t time.Time) (time.Time, error) {
+	c, err := cron.ParseStandard(p.Spec)
+	if err != nil {
+		return time.Time{}, invalid("schedule %q: %v", p.Name, err)
+	}
+	loc := p.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	return nextTick(c, t.In(loc)), nil
+}
+
+// Schedule registers p, or replaces the schedule of the same name; running
+// runners pick the change up at once. It returns an error wrapping
+// ErrInvalidOption for a bad name, spec or missing Jobs function.
+func (r *Registry) Schedule(p Periodic) error {
+	if p.Name == "" || len(p.Name) > 200 {
+		return invalid("schedule name must have 1 to 200 bytes")
+	}
+	if p.Jobs == nil {
+		return invalid("schedule %q: nil Jobs function", p.Name)
+	}
+	c, err := cron.ParseStandard(p.Spec)
+	if err != nil {
+		return invalid("schedule %q: %v", p.Name, err)
+	}
+	if p.Location == nil {
+		p.Location = time.UTC
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.schedules[p.Name] = &schedule{Periodic: p, cron: c}
+	r.notifyChangeLocked()
+	return nil
+}
+
+// Unschedule removes the schedule called name and reports whether there was
+// one. Jobs it already created are not touched.
+func (r *Registry) Unschedule(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.schedules[name]
+	delete(r.schedules, name)
+	r.notifyChangeLocked()
+	return ok
+}
+
+func (r *Registry) notifyChangeLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// schedulesNow returns the schedules and a channel closed when they change.
+func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]*schedule, len(r.schedules))
+	for k, v := range r.schedules {
+		out[k] = v
+	}
+	return out, r.changed
+}
+
+func (s *schedule) tick(at time.Time) Tick {
+	local := at.In(s.Location)
+	return Tick{
+		Schedule: s.Name, At: local,
+		RunID:  s.Name + "@" + local.Format(time.RFC3339),
+		Period: local.Format("2006-01-02"),
+	}
+}
+
+// next returns the schedule's first tick after t, skipping a tick whose local
+// wall-clock time is not after t's: that is the hour repeated when clocks go
+// back, which would otherwise make a second nightly run of the same night.
+func (s *schedule) next(t time.Time) time.Time { return nextTick(s.cron, t.In(s.Location)) }
+
+func nextTick(c cron.Schedule, t time.Time) time.Time {
+	n := c.Next(t)
+	for !n.IsZero() && !wallClock(n).After(wallClock(t)) {
+		n = c.Next(n)
+	}
+	return n
+}
+
+// wallClock is t's local date and time, read as if it were UTC, so that two
+// times with the same local reading compare equal whatever their offsets.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// latest returns the schedule's last tick at or before now that is after
+// since, and how many ticks passed in between; zero if none.
+func (s *schedule) latest(since, now time.Time) (last time.Time, n int) {
+	for t := s.next(since); !t.IsZero() && !t.After(now); t = s.next(t) {
+		last, n = t, n+1
+		if n == 1_000_000 {
+			break // a minutely schedule left for two years; enough counting
+		}
+	}
+	return last, n
+}
+
+// schedule runs the registry's schedules: it fires each tick when the clock
+// reaches it, in whichever runner gets there first.
+func (r *Runner) schedule(ctx context.Context) {
+	defer r.loops.Done()
+	known := map[string]time.Time{} // schedule → its next tick, as this runner sees it
+	for ctx.Err() == nil {
+		scheds, changed := r.c.reg.schedulesNow()
+		now := r.cfg.clock.Now()
+		wake := time.Time{}
+		for name, s := range scheds {
+			next, ok := known[name]
+			if !ok {
+				next = r.startSchedule(ctx, s, now)
+			}
+			for !next.IsZero() && !next.After(now) && ctx.Err() == nil {
+				if !r.fire(ctx, s, next) {
+					break // the database failed; try this tick again shortly
+				}
+				next = s.next(next)
+			}
+			known[name] = next
+			due := next
+			if !next.IsZero() && !next.After(now) {
+				due = now.Add(r.cfg.poll)
+			}
+			if !due.IsZero() && (wake.IsZero() || due.Before(wake)) {
+				wake = due
+			}
+		}
+		for name := range known {
+			if scheds[name] == nil {
+				delete(known, name) // unscheduled
+			}
+		}
+		var timer <-chan time.Time
+		if !wake.IsZero() {
+			timer = r.cfg.clock.After(wake.Sub(now))
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-timer:
+		}
+	}
+}
+
+// startSchedule brings a schedule's row up to date when a runner first sees
+// it, applying its missed-tick policy, and returns its next tick.
+func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) time.Time {
+	var missed time.Time
+	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		last, found, err := lockSchedule(tx, s.Name)
+		if err != nil {
+			return err
+		}
+		if !found {
+			// A new schedule starts with its next tick, not its last one.
+			return tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", s.Name, now).Error
+		}
+		latest, n := s.latest(last, now)
+		if n == 0 {
+			return nil
+		}
+		if s.Missed == RunMissedOnce {
+			missed = latest // fired below, by the same path as any tick
+			r.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
+			return nil
+		}
+		r.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
+		return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = now() WHERE name = ?", latest, s.Name).Error
+	})
+	if err != nil {
+		r.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
+	}
+	if !missed.IsZero() {
+		r.fire(ctx, s, missed)
+	}
+	return s.next(now)
+}
+
+// lockSchedule locks a schedule's row and returns its last tick.
+func lockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err error) {
+	err = tx.Raw("SELECT last_tick FROM sheaf_schedules WHERE name = ? FOR UPDATE", name).Row().Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	return last, err == nil, err
+}
+
+// fire creates the jobs of one tick, unless another runner did: the tick is
+// claimed by moving the schedule's last tick past it under the row's lock,
+// in the same transaction as the jobs. It reports false if the database
+// failed, so that the tick is tried again.
+func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
+	t := s.tick(at)
+	var created int
+	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+			s.Name, at.Add(-time.Nanosecond)).Error; err != nil {
+			return err
+		}
+		last, _, err := lockSchedule(tx, s.Name)
+		if err != nil {
+			return err
+		}
+		if !last.Before(at) {
+			return nil // another runner fired it
+		}
+		jobs := s.Jobs(t)
+		for i := range jobs {
+			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
+				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
+		}
+		if len(jobs) > 0 {
+			out, err := r.c.Tx(tx).EnqueueMany(ctx, jobs)
+			if err != nil {
+				return err
+			}
+			for _, o := range out {
+				if !o.Duplicate {
+					created++
+				}
+			}
+		}
+		return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = now() WHERE name = ?", at, s.Name).Error
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)
+		}
+		return false
+	}
+	if created > 0 {
+		r.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
+		r.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
+	}
+	return true
+}

@@ -1,0 +1,317 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// manualClock is a Clock that moves only when the test says so.
+type manualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []clockWaiter
+	waiting *sync.Cond // signalled when a waiter registers
+}
+
+type clockWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock(t time.Time) *manualClock {
+	c := &manualClock{now: t}
+	c.waiting = sync.NewCond(&c.mu)
+	return c
+}
+
+// awaitWaiters blocks until n timers wait on the clock: the schedulers of n
+// runners have read it and gone to sleep, so moving it now is seen by all.
+func (c *manualClock) awaitWaiters(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.waiters) < n {
+		c.waiting.Wait()
+	}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, clockWaiter{at: c.now.Add(d), ch: ch})
+	c.waiting.Broadcast()
+	return ch
+}
+
+// Set moves the clock to t and fires the timers it passes.
+func (c *manualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(t) {
+			w.ch <- t
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+func mustLoad(t *testing.T, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+// ticks lists the n ticks of p after from, formatted in p's location.
+func ticks(t *testing.T, p queue.Periodic, from time.Time, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		next, err := p.Next(from)
+		require.NoError(t, err)
+		out = append(out, next.Format("2006-01-02 15:04 MST"))
+		from = next
+	}
+	return out
+}
+
+func TestPresetsAcrossDSTAndMonthEnds(t *testing.T) {
+	t.Parallel()
+	ny := mustLoad(t, "America/New_York")
+	kolkata := mustLoad(t, "Asia/Kolkata")
+	for _, tc := range []struct {
+		name string
+		p    queue.Periodic
+		from time.Time
+		want []string
+	}{
+		{"daily 23:00 through spring forward", queue.Periodic{Spec: queue.Daily(23, 0), Location: ny},
+			time.Date(2025, 3, 8, 12, 0, 0, 0, ny),
+			[]string{"2025-03-08 23:00 EST", "2025-03-09 23:00 EDT", "2025-03-10 23:00 EDT"}},
+		{"daily 23:00 through fall back", queue.Periodic{Spec: queue.Daily(23, 0), Location: ny},
+			time.Date(2025, 11, 1, 12, 0, 0, 0, ny),
+			[]string{"2025-11-01 23:00 EDT", "2025-11-02 23:00 EST", "2025-11-03 23:00 EST"}},
+		{"cron 02:30 skips the spring-forward gap", queue.Periodic{Spec: "30 2 * * *", Location: ny},
+			time.Date(2025, 3, 8, 12, 0, 0, 0, ny),
+			[]string{"2025-03-10 02:30 EDT", "2025-03-11 02:30 EDT"}},
+		{"cron 01:30 fires once in the repeated hour", queue.Periodic{Spec: "30 1 * * *", Location: ny},
+			time.Date(2025, 11, 1, 12, 0, 0, 0, ny),
+			[]string{"2025-11-02 01:30 EDT", "2025-11-03 01:30 EST"}},
+		{"weekly Monday 23:00 in Kolkata", queue.Periodic{Spec: queue.Weekly(time.Monday, 23, 0), Location: kolkata},
+			time.Date(2025, 12, 3, 0, 0, 0, 0, kolkata),
+			[]string{"2025-12-08 23:00 IST", "2025-12-15 23:00 IST"}},
+		{"monthly on the 31st skips short months", queue.Periodic{Spec: queue.Monthly(31, 23, 0), Location: kolkata},
+			time.Date(2025, 1, 31, 23, 30, 0, 0, kolkata),
+			[]string{"2025-03-31 23:00 IST", "2025-05-31 23:00 IST", "2025-07-31 23:00 IST"}},
+		{"monthly on the 1st, across the year", queue.Periodic{Spec: queue.Monthly(1, 23, 0), Location: kolkata},
+			time.Date(2025, 11, 15, 0, 0, 0, 0, kolkata),
+			[]string{"2025-12-01 23:00 IST", "2026-01-01 23:00 IST"}},
+		{"quarterly", queue.Periodic{Spec: queue.Quarterly(1, 23, 0), Location: kolkata},
+			time.Date(2025, 2, 1, 0, 0, 0, 0, kolkata),
+			[]string{"2025-04-01 23:00 IST", "2025-07-01 23:00 IST", "2025-10-01 23:00 IST", "2026-01-01 23:00 IST"}},
+		{"yearly January 1st at midnight", queue.Periodic{Spec: queue.Yearly(time.January, 1, 0, 0), Location: kolkata},
+			time.Date(2025, 6, 1, 0, 0, 0, 0, kolkata),
+			[]string{"2026-01-01 00:00 IST", "2027-01-01 00:00 IST"}},
+		{"cron in UTC by default", queue.Periodic{Spec: "0 */6 * * *"},
+			time.Date(2025, 12, 31, 20, 0, 0, 0, time.UTC),
+			[]string{"2026-01-01 00:00 UTC", "2026-01-01 06:00 UTC"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, ticks(t, tc.p, tc.from, len(tc.want)))
+		})
+	}
+	_, err := queue.Periodic{Spec: "61 * * * *"}.Next(time.Now())
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+// scheduleEnv registers a per-minute schedule that creates two noop jobs a
+// tick.
+func scheduleEnv(t *testing.T, p queue.Periodic) *env {
+	t.Helper()
+	e := newEnv(t, basic(t))
+	if p.Jobs == nil {
+		p.Jobs = func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}, {Args: report{County: "x"}}} }
+	}
+	require.NoError(t, e.reg.Schedule(p))
+	return e
+}
+
+var start = time.Date(2025, 12, 8, 22, 59, 30, 0, time.UTC)
+
+// Three runners, each with its own pool and the same schedule, over thirty
+// ticks: every tick's jobs are created exactly once.
+func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
+	t.Parallel()
+	const n = 30
+	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: "* * * * *"})
+	clock := newManualClock(start)
+	for i := range 3 {
+		c, err := queue.NewClient(ownPool(t, e), e.reg, quiet(), queue.WithObserver(e.events))
+		require.NoError(t, err)
+		r, err := queue.NewRunner(c, queue.WithClock(clock), queue.WithRunnerID(fmt.Sprint("sched-", i)), queue.WithWorkers(2))
+		require.NoError(t, err)
+		require.NoError(t, r.Start(context.Background()))
+		t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
+	}
+	for k := 1; k <= n; k++ {
+		clock.awaitWaiters(3)
+		clock.Set(start.Add(time.Duration(k) * time.Minute))
+		e.events.wait(t, queue.EventScheduled, 0, k)
+	}
+	require.Equal(t, int64(2*n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(DISTINCT run_id) FROM sheaf_jobs"))
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM (SELECT run_id FROM sheaf_jobs GROUP BY run_id HAVING count(*) <> 2) d"))
+	require.Equal(t, int64(2*n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE period = '2025-12-08' OR period = '2025-12-09'"))
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id = 'every-minute@2025-12-08T23:00:00Z'"+" AND kind = 'noop'"))
+}
+
+func TestMissedTicksPolicies(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []queue.MissedPolicy{queue.SkipMissed, queue.RunMissedOnce} {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			t.Parallel()
+			e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: "0 * * * *", Missed: policy})
+			// Every process was down since 20:00; it is now 22:59:30.
+			require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
+				time.Date(2025, 12, 8, 20, 0, 0, 0, time.UTC)).Error)
+			clock := newManualClock(start)
+			e.runner(t, queue.WithClock(clock))
+			clock.awaitWaiters(1)
+			if policy == queue.RunMissedOnce {
+				ev := e.events.wait(t, queue.EventScheduled, 0, 1)[0]
+				require.Equal(t, "hourly@2025-12-08T22:00:00Z", ev.RunID, "the latest missed tick, once")
+			}
+			clock.Set(start.Add(time.Minute)) // 23:00:30
+			evs := e.events.wait(t, queue.EventScheduled, 0, int(policy)+1)
+			require.Equal(t, "hourly@2025-12-08T23:00:00Z", evs[len(evs)-1].RunID)
+			want := map[queue.MissedPolicy]int64{queue.SkipMissed: 1, queue.RunMissedOnce: 2}[policy]
+			require.Equal(t, want, e.db.Count(t, "SELECT count(DISTINCT run_id) FROM sheaf_jobs"))
+		})
+	}
+}
+
+func TestSchedulesChangeAtRunTime(t *testing.T) {
+	t.Parallel()
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: "* * * * *"})
+	clock := newManualClock(start)
+	e.runner(t, queue.WithClock(clock))
+	clock.awaitWaiters(1)
+	clock.Set(start.Add(time.Minute))
+	e.events.wait(t, queue.EventScheduled, 0, 1)
+	require.True(t, e.reg.Unschedule("a"))
+	require.False(t, e.reg.Unschedule("a"))
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: "*/2 * * * *",
+		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
+	clock.awaitWaiters(2)                 // a's old timer, and the one for b
+	clock.Set(start.Add(3 * time.Minute)) // 23:02:30: b's first tick is 23:02
+	ev := e.events.wait(t, queue.EventScheduled, 0, 2)[1]
+	require.Equal(t, "b", ev.Schedule)
+	require.Equal(t, "b@2025-12-08T23:02:00Z", ev.RunID)
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id LIKE 'a@%' AND run_id <> 'a@2025-12-08T23:00:00Z'"),
+		"the removed schedule fired no more")
+	for name, p := range map[string]queue.Periodic{
+		"no name": {Spec: "* * * * *", Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"bad":     {Name: "x", Spec: "every day", Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"no jobs": {Name: "x", Spec: "* * * * *"},
+	} {
+		require.ErrorIs(t, e.reg.Schedule(p), queue.ErrInvalidOption, name)
+	}
+}
+
+func TestWindowOpen(t *testing.T) {
+	t.Parallel()
+	kolkata := mustLoad(t, "Asia/Kolkata")
+	night, err := queue.DailyWindow("23:00", "05:00", kolkata)
+	require.NoError(t, err)
+	day, err := queue.DailyWindow("09:00", "17:30", nil)
+	require.NoError(t, err)
+	at := func(h, m int, loc *time.Location) time.Time { return time.Date(2025, 12, 8, h, m, 0, 0, loc) }
+	for _, tc := range []struct {
+		w    queue.Window
+		t    time.Time
+		open bool
+	}{
+		{night, at(22, 59, kolkata), false},
+		{night, at(23, 0, kolkata), true},
+		{night, at(0, 0, kolkata), true},
+		{night, at(4, 59, kolkata), true},
+		{night, at(5, 0, kolkata), false},
+		{night, at(12, 0, kolkata), false},
+		{night, at(18, 0, time.UTC), true}, // 23:30 in Kolkata
+		{day, at(9, 0, time.UTC), true},
+		{day, at(17, 29, time.UTC), true},
+		{day, at(17, 30, time.UTC), false},
+		{day, at(8, 59, time.UTC), false},
+	} {
+		require.Equal(t, tc.open, tc.w.Open(tc.t), "%v at %v", tc.w, tc.t)
+	}
+	always, err := queue.DailyWindow("00:00", "00:00", nil)
+	require.NoError(t, err)
+	require.True(t, always.Open(at(13, 0, time.UTC)))
+	require.True(t, queue.Window{}.Open(time.Now()))
+	require.Equal(t, "23:00-05:00 Asia/Kolkata", night.String())
+	_, err = queue.DailyWindow("25:00", "05:00", nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+type heavy struct{}
+
+func (heavy) Kind() string { return "heavy" }
+
+// A kind with a window stays QUEUED while the window is closed and runs once
+// it opens; other kinds are not held up.
+func TestKindWindow(t *testing.T) {
+	t.Parallel()
+	w, err := queue.DailyWindow("23:00", "05:00", nil)
+	require.NoError(t, err)
+	e := newEnv(t, func(r *queue.Registry) {
+		basic(t)(r)
+		require.NoError(t, queue.Register(r, nopHandler[heavy](), queue.During(w)))
+	})
+	clock := newManualClock(time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC))
+	h := enqueue(t, e, heavy{})
+	light := enqueue(t, e, noop{})
+	e.runner(t, queue.WithClock(clock))
+	e.events.wait(t, queue.EventCompleted, light, 1)
+	require.Equal(t, queue.StatusQueued, e.status(t, h), "22:00 is outside 23:00-05:00")
+	clock.Set(time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC))
+	e.events.wait(t, queue.EventCompleted, h, 1)
+}
+
+// A queue with a window is not claimed from while it is closed.
+func TestQueueWindow(t *testing.T) {
+	t.Parallel()
+	w, err := queue.DailyWindow("01:00", "02:00", nil)
+	require.NoError(t, err)
+	e := newEnv(t, basic(t))
+	e.reg.QueueWindow("nightly", w)
+	clock := newManualClock(time.Date(2025, 12, 8, 23, 30, 0, 0, time.UTC))
+	in := enqueue(t, e, noop{}, queue.OnQueue("nightly"))
+	out := enqueue(t, e, noop{})
+	e.runner(t, queue.WithClock(clock), queue.WithQueues(queue.DefaultQueue, "nightly"))
+	e.events.wait(t, queue.EventCompleted, out, 1)
+	require.Equal(t, queue.StatusQueued, e.status(t, in))
+	clock.Set(time.Date(2025, 12, 9, 1, 0, 0, 0, time.UTC)) // the window crossed into the next day
+	e.events.wait(t, queue.EventCompleted, in, 1)
+}
