@@ -23,8 +23,8 @@
 // in and rolled back on any error, so a sub-batch is never half written. By
 // default the items go through gorm's Create, with everything gorm does:
 // hooks, associations, defaults, generated keys read back. With [WithCopy]
-// they go through PostgreSQL's COPY, several times faster, writing the model's
-// columns only.
+// they go through PostgreSQL's COPY, two to three times faster, writing the
+// model's columns only.
 //
 // The model has a string field for the batch-ID column ([DefaultBatchIDColumn]
 // unless [WithBatchIDColumn] says otherwise). Items may leave it empty:

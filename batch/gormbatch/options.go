@@ -36,11 +36,12 @@ func invalid(format string, args ...any) error {
 }
 
 // WithCopy makes Process write each sub-batch with PostgreSQL's COPY (binary
-// format, through pgx) instead of gorm's INSERT: several times faster, at the
-// price of gorm's per-row features. COPY writes the model's columns and nothing
-// else: gorm hooks (BeforeCreate and the like) do not run, associations are not
-// saved, and generated keys are not read back into the items. Defaults are
-// honoured as gorm honours them (see [Table.Process]).
+// format, through pgx) instead of gorm's INSERT: two to three times faster in
+// our benchmarks, at the price of gorm's per-row features. COPY writes the
+// model's columns and nothing else: gorm hooks (BeforeCreate and the like) do
+// not run, associations are not saved, and generated keys are not read back
+// into the items. Defaults are honoured as gorm honours them (see
+// [Table.Process]).
 //
 // It needs gorm's postgres dialector on a pgx (v5) connection, which is what
 // gorm.io/driver/postgres opens; on any other database New returns an error

@@ -188,6 +188,10 @@ func (t *Table[T]) checkPostgres() error {
 // sub-batch, so it refuses a sub-batch in which some items set a
 // database-defaulted field and others leave it zero.
 //
+// When ctx ends, Process cancels its statement and rolls back, unless it has
+// sent COMMIT already: then it waits for the answer (up to 30 seconds), so
+// that it never reports a failure for a sub-batch that was committed.
+//
 // Errors name the table and wrap the database's: errors.As with a
 // *pgconn.PgError gives the SQLSTATE. The coordinator adds the batch ID and
 // sequence number (see batch.ProcessError).

@@ -518,3 +518,19 @@ func TestCopyWithSimpleProtocol(t *testing.T) {
 	require.NoError(t, db.Raw("SELECT count(*) FROM pg_prepared_statements").Scan(&prepared).Error)
 	require.Equal(t, int64(0), prepared, "nothing left prepared on the connection")
 }
+
+// The model may be a pointer type; the items are then the caller's structs,
+// and their empty batch-ID fields are filled in place, as gorm fills keys.
+func TestPointerModel(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		e := newEnv(t)
+		tbl, err := gormbatch.New[*Order](e.Gorm, opts...)
+		require.NoError(t, err)
+		items := []*Order{{Line: 1, Cents: 5}, {Line: 2, Cents: 6}}
+		require.NoError(t, process(t, tbl, "PTR", 1, items))
+		require.Equal(t, int64(2), e.rows("PTR"))
+		require.Equal(t, "PTR", items[1].BatchID)
+		require.NoError(t, tbl.Cleanup(t.Context(), "PTR", 1))
+		require.Equal(t, int64(0), e.rows("PTR"))
+	})
+}
