@@ -328,6 +328,8 @@ type Filter struct {
 	Statuses      []Status
 	Queue         string
 	CorrelationID string
+	// RunID selects the jobs of one schedule run (and the jobs they released).
+	RunID string
 	// CreatedAfter and CreatedBefore bound created_at (exclusive).
 	CreatedAfter, CreatedBefore time.Time
 	// AfterID pages through results: List returns jobs with larger IDs.
@@ -348,6 +350,9 @@ func (f Filter) apply(q *gorm.DB) *gorm.DB {
 	}
 	if f.CorrelationID != "" {
 		q = q.Where("correlation_id = ?", f.CorrelationID)
+	}
+	if f.RunID != "" {
+		q = q.Where("run_id = ?", f.RunID)
 	}
 	if !f.CreatedAfter.IsZero() {
 		q = q.Where("created_at > ?", f.CreatedAfter)

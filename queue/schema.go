@@ -72,6 +72,8 @@ ALTER TABLE sheaf_jobs
 	ADD COLUMN output     jsonb;
 CREATE INDEX sheaf_jobs_run ON sheaf_jobs (run_id) WHERE run_id IS NOT NULL;
 CREATE INDEX sheaf_jobs_period ON sheaf_jobs (period, kind) WHERE period IS NOT NULL;
+-- The review compares a run's durations with each kind's recent history.
+CREATE INDEX sheaf_jobs_history ON sheaf_jobs (kind, completed_at) WHERE status = 'COMPLETED';
 -- One row per schedule: the last tick whose jobs were created. A tick is
 -- claimed by locking the row, so one process creates each tick's jobs.
 CREATE TABLE sheaf_schedules (

@@ -1,0 +1,264 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ReviewQuery says what a morning review covers: one run, or every job
+// created in a time range.
+type ReviewQuery struct {
+	// RunID selects a schedule run and the jobs its jobs released.
+	RunID string
+	// From and To bound created_at (From inclusive, To exclusive) when
+	// RunID is empty; they also bound the schedule ticks checked for jobs
+	// that never ran.
+	From, To time.Time
+	// SlowFactor flags a completed job whose duration exceeds its kind's
+	// typical duration by this factor. Default 1.5.
+	SlowFactor float64
+	// History is how many earlier completed jobs of a kind make its typical
+	// (median) duration. Default 20.
+	History int
+}
+
+// Review is what ran, what failed and what was slow: the operator's morning
+// check of seed 003.
+type Review struct {
+	Query ReviewQuery
+	// Total and Counts count the jobs in scope, by status.
+	Total  int64
+	Counts map[Status]int64
+	// Failed lists the FAILED jobs, oldest first, with their errors and
+	// attempts.
+	Failed []JobRecord
+	// Slow lists completed jobs that took SlowFactor times their kind's
+	// typical duration, or longer.
+	Slow []SlowJob
+	// NeverRan lists jobs still QUEUED that have never started.
+	NeverRan []JobRecord
+	// MissedTicks lists schedule ticks in the range that created no job.
+	MissedTicks []Tick
+	// Stopped lists dependency rules whose child was not released because a
+	// parent did not complete.
+	Stopped []StoppedChain
+}
+
+// SlowJob is a job that took much longer than its kind usually does.
+type SlowJob struct {
+	Job      JobRecord
+	Duration time.Duration
+	// Typical is the median duration of the kind's earlier completed jobs.
+	Typical time.Duration
+}
+
+// StoppedChain is a dependency rule whose child is missing, and the parents
+// that are why.
+type StoppedChain struct {
+	Rule      string
+	ChildKind string
+	// Group is the period (many-to-one) or "job:<id>" (one-to-one).
+	Group string
+	// Blocking are the parents that are not COMPLETED; MissingKinds the
+	// parent kinds with no job at all in the period.
+	Blocking     []JobRecord
+	MissingKinds []string
+}
+
+// Review reviews the jobs q selects. It reads the jobs in scope and, for
+// the slow check, the recent history of their kinds.
+func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
+	if q.RunID == "" && (q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To)) {
+		return nil, invalid("review needs a RunID, or a From before a To")
+	}
+	if q.SlowFactor == 0 {
+		q.SlowFactor = 1.5
+	}
+	if q.History == 0 {
+		q.History = 20
+	}
+	if q.SlowFactor < 1 || q.History < 1 {
+		return nil, invalid("review: SlowFactor must be at least 1 and History positive")
+	}
+	db := c.db.WithContext(ctx)
+	scope := func() *gorm.DB {
+		if q.RunID != "" {
+			return db.Model(&JobRecord{}).Where("run_id = ?", q.RunID)
+		}
+		return db.Model(&JobRecord{}).Where("created_at >= ? AND created_at < ?", q.From, q.To)
+	}
+	var jobs []JobRecord
+	if err := scope().Order("id").Find(&jobs).Error; err != nil {
+		return nil, fmt.Errorf("queue: review: %w", err)
+	}
+	rv := &Review{Query: q, Counts: map[Status]int64{}, Total: int64(len(jobs))}
+	ids := map[int64]bool{}
+	for _, j := range jobs {
+		ids[j.ID] = true
+		rv.Counts[j.Status]++
+		switch {
+		case j.Status == StatusFailed:
+			rv.Failed = append(rv.Failed, j)
+		case j.Status == StatusQueued && j.Attempts == 0:
+			rv.NeverRan = append(rv.NeverRan, j)
+		}
+	}
+	var err error
+	if rv.Slow, err = c.slowJobs(ctx, jobs, q); err != nil {
+		return nil, err
+	}
+	rv.MissedTicks, err = c.missedTicks(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	rv.Stopped, err = c.stoppedChains(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return rv, nil
+}
+
+// slowJobs compares each completed job with the median of the previous
+// History completed jobs of its kind that are not in scope.
+func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]SlowJob, error) {
+	typical := map[string]time.Duration{}
+	inScope := make([]int64, 0, len(jobs))
+	for _, j := range jobs {
+		inScope = append(inScope, j.ID)
+	}
+	var out []SlowJob
+	for _, j := range jobs {
+		d := j.Duration()
+		if j.Status != StatusCompleted || d <= 0 {
+			continue
+		}
+		t, ok := typical[j.Kind]
+		if !ok {
+			var secs *float64
+			err := c.db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
+				SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
+				WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?)
+				ORDER BY completed_at DESC LIMIT ?) h`, j.Kind, IDs(inScope), q.History).Row().Scan(&secs)
+			if err != nil {
+				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, err)
+			}
+			if secs != nil {
+				t = time.Duration(*secs * float64(time.Second))
+			}
+			typical[j.Kind] = t
+		}
+		if t > 0 && float64(d) >= q.SlowFactor*float64(t) {
+			out = append(out, SlowJob{Job: j, Duration: d, Typical: t})
+		}
+	}
+	return out, nil
+}
+
+// missedTicks lists ticks of the registered schedules that created nothing:
+// for a run, its own tick; for a range, every tick in it.
+func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
+	scheds, _ := c.reg.schedulesNow()
+	var expected []Tick
+	for _, s := range scheds {
+		if q.RunID != "" {
+			// A run ID names a schedule and a tick: name@time.
+			name, at, ok := strings.Cut(q.RunID, "@")
+			if t, err := time.Parse(time.RFC3339, at); ok && err == nil && name == s.Name {
+				expected = append(expected, s.tick(t))
+			}
+			continue
+		}
+		for at := s.next(q.From.Add(-time.Nanosecond)); !at.IsZero() && at.Before(q.To); at = s.next(at) {
+			expected = append(expected, s.tick(at))
+		}
+	}
+	var missed []Tick
+	for _, t := range expected {
+		var n int64
+		if err := c.db.WithContext(ctx).Model(&JobRecord{}).Where("run_id = ?", t.RunID).Count(&n).Error; err != nil {
+			return nil, fmt.Errorf("queue: review: %w", err)
+		}
+		if n == 0 {
+			missed = append(missed, t)
+		}
+	}
+	slices.SortFunc(missed, func(a, b Tick) int { return a.At.Compare(b.At) })
+	return missed, nil
+}
+
+// stoppedChains finds, for every rule, the groups in scope whose child is
+// missing because a parent did not complete.
+func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedChain, error) {
+	c.reg.mu.RLock()
+	rules := slices.Clone(c.reg.rules)
+	c.reg.mu.RUnlock()
+	var out []StoppedChain
+	for _, ru := range rules {
+		groups := map[string][]JobRecord{} // group → parents in scope
+		for _, j := range jobs {
+			if !slices.Contains(ru.Parents, j.Kind) {
+				continue
+			}
+			switch {
+			case ru.Each:
+				g := fmt.Sprint("job:", j.ID)
+				groups[g] = append(groups[g], j)
+			case j.Period != nil:
+				groups["period:"+*j.Period] = nil // read whole below: parents may be outside scope
+			}
+		}
+		for g, parents := range groups {
+			var child int64
+			if err := c.db.WithContext(ctx).Model(&JobRecord{}).
+				Where("idempotency_key = ?", "sheaf-dep:"+ru.Name+":"+g).Count(&child).Error; err != nil {
+				return nil, fmt.Errorf("queue: review: %w", err)
+			}
+			if child > 0 {
+				continue
+			}
+			if !ru.Each {
+				period := g[len("period:"):]
+				if err := c.db.WithContext(ctx).Where("period = ? AND kind IN ?", period, ru.Parents).
+					Order("id").Find(&parents).Error; err != nil {
+					return nil, fmt.Errorf("queue: review: %w", err)
+				}
+			}
+			sc := StoppedChain{Rule: ru.Name, ChildKind: ru.childKind, Group: trimGroup(g)}
+			present := map[string]bool{}
+			for _, p := range parents {
+				present[p.Kind] = true
+				if p.Status != StatusCompleted {
+					sc.Blocking = append(sc.Blocking, p)
+				}
+			}
+			for _, k := range ru.Parents {
+				if !present[k] {
+					sc.MissingKinds = append(sc.MissingKinds, k)
+				}
+			}
+			if len(sc.Blocking) > 0 || len(sc.MissingKinds) > 0 {
+				out = append(out, sc)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b StoppedChain) int {
+		if c := cmpString(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		return cmpString(a.Group, b.Group)
+	})
+	return out, nil
+}
+
+// trimGroup drops the "period:" prefix; one-to-one groups keep "job:".
+func trimGroup(g string) string {
+	if len(g) > len("period:") && g[:len("period:")] == "period:" {
+		return g[len("period:"):]
+	}
+	return g
+}

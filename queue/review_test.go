@@ -1,0 +1,117 @@
+package queue_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// insertJob stores a job as a night left it, and returns its ID.
+func insertJob(t *testing.T, e *env, kind, status, runID, period string, attempts int, started, completed *time.Time, lastErr string) int64 {
+	t.Helper()
+	var id int64
+	var le, rid, per *string
+	if lastErr != "" {
+		le = &lastErr
+	}
+	if runID != "" {
+		rid = &runID
+	}
+	if period != "" {
+		per = &period
+	}
+	require.NoError(t, e.db.Gorm.Raw(`INSERT INTO sheaf_jobs (kind, status, run_id, period, attempts, started_at, completed_at,
+		last_error, created_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, now()), '{"county":"x"}') RETURNING id`,
+		kind, status, rid, per, attempts, started, completed, le, started).Scan(&id).Error)
+	return id
+}
+
+func at(hour, minute, second int) *time.Time {
+	t := time.Date(2025, 12, 8, hour, minute, second, 0, time.UTC)
+	return &t
+}
+
+func TestMorningReview(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0),
+		Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	ctx := context.Background()
+	// History: twenty earlier county reports of 60s each.
+	for i := range 20 {
+		s := time.Date(2025, 12, 1, 23, 0, i, 0, time.UTC)
+		c := s.Add(time.Minute)
+		insertJob(t, e, "county_daily", "COMPLETED", "", "", 1, &s, &c, "")
+	}
+	run, period := "nightly@2025-12-08T23:00:00Z", "2025-12-08"
+	ok := insertJob(t, e, "county_daily", "COMPLETED", run, period, 1, at(23, 0, 0), at(23, 1, 2), "")
+	slow := insertJob(t, e, "county_daily", "COMPLETED", run, period, 2, at(23, 0, 0), at(23, 3, 20), "timeout")
+	failed := insertJob(t, e, "county_daily", "FAILED", run, period, 3, at(23, 0, 5), at(23, 9, 0), "county Bexar: source unavailable")
+	never := insertJob(t, e, "county_daily", "QUEUED", run, period, 0, nil, nil, "")
+	insertJob(t, e, "weekly", "COMPLETED", run, period, 1, at(23, 0, 0), at(23, 0, 30), "")
+	monthly := insertJob(t, e, "monthly", "CANCELLED", run, period, 1, at(23, 0, 0), at(23, 0, 10), "")
+	// The children the completed county reports released.
+	for _, parent := range []int64{ok, slow} {
+		require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, status, run_id, period, idempotency_key, parent_ids)
+			VALUES ('summary', 'COMPLETED', ?, ?, ?, ?)`, run, period, "sheaf-dep:county-summary:job:"+strconv.FormatInt(parent, 10), queue.IDs{parent}).Error)
+	}
+
+	rv, err := e.client.Review(ctx, queue.ReviewQuery{RunID: run})
+	require.NoError(t, err)
+	require.Equal(t, int64(8), rv.Total)
+	require.Equal(t, map[queue.Status]int64{
+		queue.StatusCompleted: 5, queue.StatusFailed: 1, queue.StatusQueued: 1, queue.StatusCancelled: 1,
+	}, rv.Counts)
+	require.Len(t, rv.Failed, 1)
+	require.Equal(t, failed, rv.Failed[0].ID)
+	require.Equal(t, 3, rv.Failed[0].Attempts)
+	require.Equal(t, "county Bexar: source unavailable", *rv.Failed[0].LastError)
+	require.Len(t, rv.Slow, 1, "62s is ordinary, 200s is not")
+	require.Equal(t, slow, rv.Slow[0].Job.ID)
+	require.Equal(t, 200*time.Second, rv.Slow[0].Duration)
+	require.Equal(t, time.Minute, rv.Slow[0].Typical, "the median of the twenty earlier runs")
+	require.Len(t, rv.NeverRan, 1)
+	require.Equal(t, never, rv.NeverRan[0].ID)
+	require.Empty(t, rv.MissedTicks, "the run's tick made jobs")
+	require.Len(t, rv.Stopped, 3)
+	byRule := map[string][]queue.StoppedChain{}
+	for _, sc := range rv.Stopped {
+		byRule[sc.Rule] = append(byRule[sc.Rule], sc)
+	}
+	require.Len(t, byRule["consolidated"], 1)
+	require.Equal(t, "2025-12-08", byRule["consolidated"][0].Group)
+	require.Equal(t, monthly, byRule["consolidated"][0].Blocking[0].ID, "the cancelled monthly stopped the consolidated report")
+	summaries := byRule["county-summary"]
+	require.Len(t, summaries, 2, "the failed and the never-run county reports released no summary")
+	blocked := []int64{summaries[0].Blocking[0].ID, summaries[1].Blocking[0].ID}
+	require.ElementsMatch(t, []int64{failed, never}, blocked)
+
+	// A range over three nights: the 7th had no run at all.
+	rv, err = e.client.Review(ctx, queue.ReviewQuery{
+		From: time.Date(2025, 12, 6, 12, 0, 0, 0, time.UTC), To: time.Date(2025, 12, 9, 12, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	var missed []string
+	for _, tk := range rv.MissedTicks {
+		missed = append(missed, tk.RunID)
+	}
+	require.Equal(t, []string{"nightly@2025-12-06T23:00:00Z", "nightly@2025-12-07T23:00:00Z"}, missed)
+	rv, err = e.client.Review(ctx, queue.ReviewQuery{RunID: "nightly@2025-12-07T23:00:00Z"})
+	require.NoError(t, err)
+	require.Zero(t, rv.Total)
+	require.Len(t, rv.MissedTicks, 1, "reviewing a run that never happened says so")
+
+	// The selective retry of the run's failed jobs, in one call.
+	n, err := e.client.RetryFailed(ctx, queue.Filter{RunID: run})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, queue.StatusQueued, e.status(t, failed))
+
+	_, err = e.client.Review(ctx, queue.ReviewQuery{})
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
