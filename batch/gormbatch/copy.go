@@ -49,14 +49,13 @@ func (t *Table[T]) copy(ctx context.Context, b batch.Batch[T]) error {
 		if !ok {
 			return fmt.Errorf("connection is a %T: %w", dc, ErrNotPostgres)
 		}
-		txCtx, commit, release := commitContext(ctx)
-		defer release()
-		return t.copyRows(txCtx, c.Conn(), fields, b, items, func() error {
+		txCtx, commit, done := commitContext(ctx)
+		return done(t.copyRows(txCtx, c.Conn(), fields, b, items, func() error {
 			if !commit() {
 				return context.Cause(ctx)
 			}
 			return nil
-		})
+		}))
 	})
 	if err != nil {
 		return fmt.Errorf("gormbatch: copy into %s: %w", t.table, err)

@@ -212,9 +212,8 @@ func (t *Table[T]) Process(ctx context.Context, b batch.Batch[T]) error {
 			return err
 		}
 	}
-	txCtx, commit, release := commitContext(ctx)
-	defer release()
-	err := t.db.WithContext(txCtx).Transaction(func(tx *gorm.DB) error {
+	txCtx, commit, done := commitContext(ctx)
+	err := done(t.db.WithContext(txCtx).Transaction(func(tx *gorm.DB) error {
 		for chunk := range slices.Chunk(b.Items, t.rowsPerInsert) {
 			if err := tx.Table(t.table).Create(&chunk).Error; err != nil {
 				return err
@@ -224,7 +223,7 @@ func (t *Table[T]) Process(ctx context.Context, b batch.Batch[T]) error {
 			return context.Cause(ctx) // stopped: roll back
 		}
 		return nil // gorm commits
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("gormbatch: insert into %s: %w", t.table, err)
 	}
@@ -243,9 +242,10 @@ var errCommitTimeout = errors.New("gormbatch: COMMIT took longer than 30s")
 // unknown: the processor would report a failure, the coordinator would clean
 // up, and a COMMIT that the server completes after the cleanup's DELETE has
 // looked would leave the sub-batch's rows behind. commit reports false if
-// ctx has already ended; the processor then rolls back. release frees the
-// context.
-func commitContext(ctx context.Context) (txCtx context.Context, commit func() bool, release func()) {
+// ctx has already ended; the processor then rolls back. done frees the
+// context and returns the transaction's error, naming the timeout if that is
+// what ended it (the driver only says "context canceled").
+func commitContext(ctx context.Context) (txCtx context.Context, commit func() bool, done func(error) error) {
 	txCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	follow := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	var timer *time.Timer
@@ -256,14 +256,18 @@ func commitContext(ctx context.Context) (txCtx context.Context, commit func() bo
 		timer = time.AfterFunc(commitTimeout, func() { cancel(errCommitTimeout) })
 		return true
 	}
-	release = func() {
+	done = func(err error) error {
 		follow()
 		if timer != nil {
 			timer.Stop()
 		}
+		if err != nil && context.Cause(txCtx) == errCommitTimeout {
+			err = fmt.Errorf("%w: %w", errCommitTimeout, err)
+		}
 		cancel(nil)
+		return err
 	}
-	return txCtx, commit, release
+	return txCtx, commit, done
 }
 
 // stamp fills item i's empty batch-ID field with b.ID and refuses another
