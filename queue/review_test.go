@@ -114,4 +114,3 @@ func TestMorningReview(t *testing.T) {
 	_, err = e.client.Review(ctx, queue.ReviewQuery{})
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 }
-
