@@ -1,0 +1,235 @@
+package queue
+
+// Completing: the completer writes finished attempts, many per statement.
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// maxFlush caps the completions written by one statement.
+const maxFlush = 2000
+
+// completeLinger is how long the completer waits for more results when it
+// has fewer than batch of them and jobs are running.
+var completeLinger = struct {
+	wait  time.Duration
+	batch int
+}{time.Millisecond, 50}
+
+// result is a finished attempt on its way to the database.
+type result struct {
+	ex     *execution
+	status Status // COMPLETED, QUEUED (retry) or FAILED
+	delay  time.Duration
+	err    error
+	took   time.Duration
+}
+
+// complete writes finished attempts, many per statement: whatever has
+// arrived while the previous statement ran goes into the next.
+func (r *Runner) complete() {
+	defer r.completer.Done()
+	conn := &heldConn{db: r.sqlDB}
+	defer conn.close()
+	batch := make([]result, 0, maxFlush)
+	linger := time.NewTimer(0)
+	defer linger.Stop()
+	for res := range r.results {
+		batch = append(batch[:0], res)
+		// Gather what is there; while the batch is small and jobs are
+		// running, wait a moment for their results too. A statement and a
+		// commit per handful of jobs would cost more than the wait.
+		lingering := false
+	drain:
+		for len(batch) < maxFlush {
+			select {
+			case more, ok := <-r.results:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, more)
+				continue
+			default:
+			}
+			if lingering || len(batch) >= completeLinger.batch || r.Stats().Running == 0 {
+				break
+			}
+			lingering = true
+			linger.Reset(completeLinger.wait)
+			select {
+			case more, ok := <-r.results:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, more)
+			case <-linger.C:
+				break drain
+			}
+		}
+		r.flush(conn, batch)
+	}
+}
+
+// An attempt is named by its job ID and attempt number, packed into one
+// number (attempts never exceed 1000) so the guard is one hashed = ANY.
+const attemptKey = "id * 1024 + attempts"
+
+func keyOf(ex *execution) int64 { return ex.row.ID*1024 + int64(ex.row.Attempts) }
+
+// completeSQL finishes successful attempts: the bulk of all results, so it
+// carries nothing per row but the IDs and their attempt keys, and the
+// planner reaches the rows through the primary key.
+const completeSQL = `
+UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL
+WHERE id = ANY($1) AND ` + attemptKey + ` = ANY($2) AND status = 'PROCESSING'
+RETURNING id`
+
+// failSQL finishes failed attempts: each goes back to the queue after its
+// delay, or fails for good, with its error. Rows look up their values by
+// position in the arrays rather than by a join, which the planner would get
+// wrong; batches are kept small for that.
+const failSQL = `
+UPDATE sheaf_jobs j SET
+	status = ($3::text[])[array_position($1::bigint[], j.id)],
+	run_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED'
+		THEN now() + ($4::bigint[])[array_position($1::bigint[], j.id)] * interval '1 microsecond' ELSE j.run_at END,
+	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
+	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
+	locked_until = NULL, locked_by = NULL
+WHERE j.id = ANY($1) AND ` + attemptKey + ` = ANY($2) AND j.status = 'PROCESSING'
+RETURNING j.id`
+
+const maxFailFlush = 200
+
+// flush writes a batch of results. The updates only touch a job that is
+// still PROCESSING in the same attempt, so a result that arrives after the
+// job was rescued or cancelled changes nothing.
+func (r *Runner) flush(conn *heldConn, batch []result) {
+	accepted := map[int64]bool{}
+	var ok, failed, parents []result
+	for _, res := range batch {
+		switch {
+		case res.status != StatusCompleted:
+			failed = append(failed, res)
+		case len(r.c.reg.rulesFor(res.ex.row.Kind)) > 0:
+			parents = append(parents, res)
+		default:
+			ok = append(ok, res)
+		}
+	}
+	var errs []error
+	for _, res := range parents {
+		errs = append(errs, r.completeParent(res, accepted))
+	}
+	if len(ok) > 0 {
+		ids, keys := make([]int64, len(ok)), make([]int64, len(ok))
+		for i, res := range ok {
+			ids[i], keys[i] = res.ex.row.ID, keyOf(res.ex)
+		}
+		errs = append(errs, r.writeResults(conn, completeSQL, accepted, ids, keys))
+	}
+	for start := 0; start < len(failed); start += maxFailFlush {
+		part := failed[start:min(start+maxFailFlush, len(failed))]
+		n := len(part)
+		ids, keys, statuses, delays, msgs := make([]int64, n), make([]int64, n), make([]string, n), make([]int64, n), make([]string, n)
+		for i, res := range part {
+			ids[i], keys[i], statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
+			delays[i], msgs[i] = res.delay.Microseconds(), res.err.Error()
+		}
+		errs = append(errs, r.writeResults(conn, failSQL, accepted, ids, keys, statuses, delays, msgs))
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The jobs stay PROCESSING; once their leases expire they are
+		// rescued and run again. At least once, never lost.
+		r.log.Error("queue: could not record finished jobs; they will be rescued when their leases expire",
+			"jobs", len(batch), "err", err)
+	}
+	for _, res := range batch {
+		// A job whose statement failed has no entry: it is neither
+		// completed nor rejected, but waiting to be rescued.
+		if written, known := accepted[res.ex.row.ID]; known {
+			r.report(res, written)
+		}
+	}
+}
+
+// completeParent completes a job that is a parent in some rule, releasing
+// children in the same transaction (see Rule), and marks it in accepted.
+func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
+	rules := r.c.reg.rulesFor(res.ex.row.Kind)
+	var released []releasedJob
+	err := retryBookkeeping(func(ctx context.Context) error {
+		ok, children, err := r.completeReleasing(ctx, res, rules)
+		accepted[res.ex.row.ID], released = ok, children
+		return err
+	})
+	if err != nil {
+		delete(accepted, res.ex.row.ID)
+		return err
+	}
+	for _, c := range released {
+		r.observe(Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, ParentIDs: c.job.ParentIDs, Rule: c.rule})
+		r.debug(res.ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
+	}
+	return nil
+}
+
+// writeResults runs a finishing statement and marks the IDs it returned in
+// accepted; an ID it did not return is marked false.
+func (r *Runner) writeResults(conn *heldConn, query string, accepted map[int64]bool, args ...any) error {
+	ids := args[0].([]int64)
+	err := retryBookkeeping(func(ctx context.Context) (err error) {
+		rows, err := conn.query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer func() { conn.failed(err) }()
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			accepted[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !accepted[id] {
+			accepted[id] = false
+		}
+	}
+	return nil
+}
+
+func (r *Runner) report(res result, accepted bool) {
+	ev := res.ex.event(EventCompleted)
+	ev.Duration, ev.Err = res.took, res.err
+	switch {
+	case !accepted:
+		r.stats.rejected.Add(1)
+		ev.Type = EventRejected
+		r.jobLogger(&res.ex.row).Warn("queue: job finished after it stopped being this runner's (rescued or cancelled); result dropped", "status", res.status)
+	case res.status == StatusCompleted:
+		r.stats.completed.Add(1)
+		r.debug(res.ex, "queue: job completed", "duration", res.took)
+	case res.status == StatusQueued:
+		r.stats.retried.Add(1)
+		ev.Type, ev.RetryIn = EventRetrying, res.delay
+		select {
+		case r.retries <- retryDue{at: time.Now().Add(res.delay), queue: res.ex.row.Queue, priority: res.ex.row.Priority}:
+		default: // the fetch loop is behind; its poll finds the job
+		}
+		r.jobLogger(&res.ex.row).Warn("queue: job failed; will retry", "err", res.err, "retry_in", res.delay)
+	default:
+		r.stats.failed.Add(1)
+		ev.Type = EventFailed
+		r.jobLogger(&res.ex.row).Error("queue: job failed for good", "err", res.err, "permanent", IsPermanent(res.err))
+	}
+	r.observe(ev)
+}

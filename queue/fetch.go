@@ -1,0 +1,308 @@
+package queue
+
+// Claiming: the fetch loop, the claim statements and the claim cursor.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// claimCooldown is how long the fetch loop may wait for more slots to free
+// up before claiming for only some of them, while more jobs are likely
+// waiting. Each claim costs a statement and a commit; claiming for every
+// slot at once spreads that over many jobs, and short jobs free their slots
+// within this time anyway. Long jobs lose at most this much per claim.
+const claimCooldown = 2 * time.Millisecond
+
+func (r *Runner) wakeFetch() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retryDue is a retried job's due time, so the fetch loop can wake for it
+// rather than wait for its next poll.
+type retryDue struct {
+	at       time.Time
+	queue    string
+	priority int
+}
+
+// fetchLoop claims jobs when woken (a notification, or a freed slot while
+// more jobs may wait), when a retry falls due, or when the poll interval
+// passes.
+func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
+	defer r.loops.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	f := fetcher{r: r, conn: heldConn{db: r.sqlDB}, cursors: map[string]*cursor{}}
+	defer f.conn.close()
+	var due []retryDue // kept short: a flood of retries is found by polling anyway
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-timer.C:
+		case d := <-r.retries:
+			if len(due) < 1024 {
+				due = append(due, d)
+			}
+		}
+		now := time.Now()
+		kept := due[:0]
+		for _, d := range due {
+			if d.at.After(now) {
+				kept = append(kept, d)
+				continue
+			}
+			// The retry is due: claim now, and look above the cursor for it.
+			r.noteArrival(d.queue, d.priority)
+			r.wakeFetch()
+		}
+		due = kept
+		wait := f.fetch(ctx, jobsCtx)
+		if wait == 0 {
+			wait = r.cfg.poll
+		}
+		for _, d := range due {
+			wait = min(wait, max(d.at.Sub(now), 0))
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+type fetcher struct {
+	r         *Runner
+	conn      heldConn
+	turn      int // which queue goes first, so one busy queue does not starve the others
+	lastClaim time.Time
+	cursors   map[string]*cursor
+}
+
+// fetch claims until the slots are full or the queues have nothing due. It
+// returns how soon to try again when it held back (see claimCooldown), or 0.
+func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
+	r := f.r
+	for ctx.Err() == nil {
+		free := r.freeSlots()
+		if free == 0 {
+			return 0 // a finishing job wakes the loop
+		}
+		if r.more.Load() && free < r.cfg.workers {
+			if since := time.Since(f.lastClaim); since < claimCooldown {
+				return claimCooldown - since
+			}
+		}
+		got := 0
+		closedQueues, closedKinds := r.c.reg.closedNow(r.cfg.clock.Now(), r.cfg.queues)
+		for i := range r.cfg.queues {
+			q := r.cfg.queues[(f.turn+i)%len(r.cfg.queues)]
+			n := r.freeSlots()
+			if n == 0 {
+				break
+			}
+			if closedQueues[q] {
+				continue // outside its window; the poll comes back for it
+			}
+			cur := f.cursors[q]
+			if cur != nil && time.Now().After(cur.until) {
+				cur = nil // rescan from the start now and then; see claimFromSQL
+			}
+			higher := cur != nil && r.notifiedAbove(q, cur.priority)
+			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher, closedKinds)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Error("queue: claim failed", "queue", q, "err", err)
+				}
+				return 0
+			}
+			for i := range rows {
+				r.launch(jobsCtx, &rows[i])
+			}
+			got += len(rows)
+			switch {
+			case len(rows) < n:
+				delete(f.cursors, q) // reached the end: next time from the start
+			case cur == nil:
+				last := rows[len(rows)-1]
+				f.cursors[q] = &cursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, until: time.Now().Add(r.cfg.poll)}
+			default:
+				last := rows[len(rows)-1]
+				cur.priority, cur.runAt, cur.id = last.Priority, last.RunAt, last.ID
+			}
+		}
+		f.turn++
+		f.lastClaim = time.Now()
+		r.more.Store(got == free)
+		if got < free {
+			return 0
+		}
+	}
+	return 0
+}
+
+func (r *Runner) freeSlots() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.workers - len(r.running)
+}
+
+const claimSQL = `
+WITH c AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts,
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids`
+
+// claimFromSQL claims like claimSQL, but continues from a cursor (the last
+// position claimed) instead of scanning the claim index from its start. On a
+// busy queue the start of the index is a long run of entries for jobs
+// claimed since the table was last vacuumed; every claim from the start
+// steps over all of them, which costs milliseconds per claim on a backlog of
+// a hundred thousand jobs. The branches are CTEs, which PostgreSQL reads
+// only as far as the LIMIT needs: higher priorities (only when a
+// notification said one arrived, $5), then the cursor's priority onward,
+// then lower priorities.
+const claimFromSQL = `
+WITH higher AS (
+	SELECT id FROM sheaf_jobs
+	WHERE $5 AND status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), onward AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
+		AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), lower AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), c AS (
+	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
+)
+UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+// cursor is where a runner's last claim on a queue stopped, in claim order.
+type cursor struct {
+	priority int
+	runAt    time.Time
+	id       int64
+	until    time.Time // rescan from the start after this
+}
+
+// claim locks up to n due jobs of queue for this runner, counting their
+// attempt now, so that a job that crashes its runner still runs out of
+// attempts. With a cursor it continues from it; see claimFromSQL.
+func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int, cur *cursor, higher bool, closedKinds []string) (out []JobRecord, err error) {
+	// Not cancelled by Stop: a claim cancelled after the server committed it
+	// would leave its jobs PROCESSING with nobody running them until their
+	// leases expired. Stop waits for it instead, then runs or requeues them.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+	defer cancel()
+	var rows *sql.Rows
+	if closedKinds == nil {
+		closedKinds = []string{}
+	}
+	if cur == nil {
+		rows, err = conn.query(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds)
+	} else {
+		rows, err = conn.query(ctx, claimFromSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
+			higher, cur.priority, cur.runAt, cur.id, closedKinds)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { conn.failed(err) }()
+	defer rows.Close()
+	out = make([]JobRecord, 0, n)
+	for rows.Next() {
+		var j JobRecord
+		var payload, backoff, auth []byte
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts,
+			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs); err != nil {
+			return nil, err
+		}
+		j.Status, j.Payload = StatusProcessing, payload
+		if len(auth) > 0 {
+			if err := json.Unmarshal(auth, &j.Auth); err != nil {
+				r.log.Warn("queue: job has an auth context that does not decode", "job_id", j.ID, "err", err)
+			}
+		}
+		if len(backoff) > 0 {
+			j.backoffJSON = backoff
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// In claim order: priority, run time, ID. Workers start them in this
+	// order, and the last one is the cursor.
+	slices.SortFunc(out, func(a, b JobRecord) int {
+		if a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	r.stats.claimed.Add(int64(len(out)))
+	return out, nil
+}
+
+// parseNotice reads a new-jobs notification, schema removed: "queue:priority",
+// the highest priority among the jobs that became due. A payload without a
+// priority counts as the highest.
+func parseNotice(payload string) (queue string, priority int) {
+	i := strings.LastIndexByte(payload, ':')
+	if i < 0 {
+		return payload, MaxPriority
+	}
+	p, err := strconv.Atoi(payload[i+1:])
+	if err != nil {
+		return payload, MaxPriority
+	}
+	return payload[:i], p
+}
+
+func (r *Runner) noteArrival(queue string, priority int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arrivals[queue] = max(r.arrivals[queue], priority)
+}
+
+// notifiedAbove reports, and forgets, whether a job of higher priority than
+// p was notified on queue since the last claim.
+func (r *Runner) notifiedAbove(queue string, p int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	above := r.arrivals[queue] > p
+	delete(r.arrivals, queue)
+	return above
+}
