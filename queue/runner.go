@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -225,6 +226,9 @@ func (r *Runner) Stats() RunnerStats {
 type heldConn struct {
 	db   *sql.DB
 	conn *sql.Conn
+	// setup, if set, runs on each new connection, which is then never
+	// handed back to the pool: its session settings are this loop's own.
+	setup string
 }
 
 func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -234,6 +238,12 @@ func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.R
 			return nil, err
 		}
 		h.conn = c
+		if h.setup != "" {
+			if _, err := c.ExecContext(ctx, h.setup); err != nil {
+				h.close()
+				return nil, err
+			}
+		}
 	}
 	rows, err := h.conn.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -242,7 +252,6 @@ func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.R
 	return rows, err
 }
 
-// failed drops the connection after an error seen while reading rows.
 func (h *heldConn) failed(err error) {
 	if err != nil {
 		h.close()
@@ -250,10 +259,15 @@ func (h *heldConn) failed(err error) {
 }
 
 func (h *heldConn) close() {
-	if h.conn != nil {
-		_ = h.conn.Close()
-		h.conn = nil
+	if h.conn == nil {
+		return
 	}
+	if h.setup != "" {
+		// Discard the connection instead of pooling it with our settings.
+		_ = h.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = h.conn.Close()
+	h.conn = nil
 }
 
 // retryBookkeeping runs op with a bounded context a few times, so a brief
