@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -56,10 +58,15 @@ type DB struct {
 func New(t testing.TB) *DB {
 	t.Helper()
 	base := BaseDSN()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
+	admin, err := connect(ctx, base)
 	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			// The server answered and refused: that is not "no server".
+			t.Fatalf("pgtest: connect to %s: %v", redact(base), err)
+		}
 		unreachable(t, base, err)
 	}
 	defer admin.Close(context.Background())
@@ -119,6 +126,23 @@ func WithSearchPath(dsn, schema string) (string, error) {
 	return u.String(), nil
 }
 
+// connect connects, waiting for a free connection slot while the server is
+// full: parallel test packages share its connection limit.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	for {
+		conn, err := pgx.Connect(ctx, dsn)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" { // too_many_connections
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
+		}
+	}
+}
+
 func unreachable(t testing.TB, dsn string, err error) {
 	t.Helper()
 	msg := fmt.Sprintf("pgtest: PostgreSQL not reachable at %s (%v); start it, or point TEST_DATABASE_URL at a server", redact(dsn), err)
@@ -131,7 +155,7 @@ func unreachable(t testing.TB, dsn string, err error) {
 func dropSchema(t testing.TB, dsn, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", schema, err)
 		return
