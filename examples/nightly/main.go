@@ -1,0 +1,228 @@
+// Command nightly runs seed 003's nightly batch on sheaf's job queue, on an
+// accelerated clock, so that a night and the morning after take seconds.
+//
+// Simulated time starts on Sunday 30 November 2025 at 22:59:50 in Kolkata.
+// At 23:00 the nightly schedule creates a report per county; each county
+// report that completes releases its county summary (a one-to-one rule).
+// That night gives the kinds a typical duration. The clock then moves to
+// Monday 1 December, 22:59:50: a Monday and the 1st of a month, so at 23:00
+// the nightly, weekly and monthly schedules all fire. The weekly and the
+// monthly report together release the consolidated report (many-to-one).
+// One county's timesheet feed is offline, so its report fails and its summary
+// waits; another county's report is slow. On Tuesday at 08:00 the program
+// prints the morning review, brings the feed back, retries the run's failed
+// jobs in one call, and prints the review again, with everything completed.
+//
+//	go run ./examples/nightly [-dsn URL] [-speed 60]
+//
+// It works in a schema of its own, sheaf_example_nightly, which it drops and
+// recreates at start, and exits non-zero if the night does not go as planned.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"time"
+	_ "time/tzdata" // Asia/Kolkata, whether or not the system has a zone database
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+const (
+	defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	schema     = "sheaf_example_nightly"
+	workers    = 4
+	zone       = "Asia/Kolkata"
+)
+
+var counties = []string{"Bexar", "Dallas", "Harris", "Tarrant", "Travis"}
+
+const (
+	slowCounty = "Harris" // late-imported timesheets make its Monday eight times its usual size
+	downCounty = "Travis" // its timesheet feed is offline on Monday night
+)
+
+func main() {
+	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
+	speed := flag.Int("speed", 60, "simulated seconds per real second")
+	flag.Parse()
+	if *dsn == "" {
+		*dsn = os.Getenv("DATABASE_URL")
+	}
+	if *dsn == "" {
+		*dsn = defaultDSN
+	}
+	if *speed < 1 {
+		log.Fatal("nightly: -speed must be positive")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *dsn, *speed); err != nil {
+		log.Fatal("nightly: ", err)
+	}
+}
+
+// story is the demonstration's state: the queue, the clock and what has
+// been seen.
+type story struct {
+	loc    *time.Location
+	db     *gorm.DB
+	clock  *fastClock
+	night  *night
+	client *queue.Client
+	runner *queue.Runner
+}
+
+func run(ctx context.Context, dsn string, speed int) error {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return err
+	}
+	// The pool: the runner's four connections (listener, claims,
+	// completions, maintenance), one per worker for its handler, and one for
+	// this program's own queries.
+	db, sqlDB, err := freshSchema(ctx, dsn, 4+workers+1)
+	if err != nil {
+		return err
+	}
+	defer sqlDB.Close()
+	if err := seed(ctx, db); err != nil {
+		return err
+	}
+	s := &story{loc: loc, db: db, clock: newFastClock(time.Date(2025, 11, 30, 22, 59, 50, 0, loc), speed)}
+	defer s.clock.stop()
+	s.night = newNight(s.clock)
+	reg, window, err := s.registry()
+	if err != nil {
+		return err
+	}
+	// The program tells what happens itself; the queue's log only speaks up
+	// about trouble, such as the dead letter the story plans, and does so
+	// in the story's stream, where it falls in place.
+	quiet := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelError}))
+	if s.client, err = queue.NewClient(db, reg, queue.WithLogger(quiet)); err != nil {
+		return err
+	}
+	if err := s.client.Migrate(ctx); err != nil {
+		return err
+	}
+	s.runner, err = queue.NewRunner(s.client,
+		queue.WithClock(s.clock),
+		queue.WithWorkers(workers),
+		queue.WithObserver(s.night),
+		// How soon a closed window's jobs are looked at again once it opens:
+		// nothing announces the opening.
+		queue.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("schema %s: %d counties of timesheet entries, October to December 2025\n", schema, len(counties))
+	fmt.Printf("simulated clock in %s, %d× real time; batch window %v for the weekly, monthly and consolidated reports\n\n",
+		zone, speed, window)
+
+	var p problems
+	err = s.tell(ctx, &p)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := errors.Join(err, s.runner.Stop(stopCtx)); err != nil {
+		return err
+	}
+	return p.err()
+}
+
+// registry registers the night's kinds, schedules and dependency rules.
+func (s *story) registry() (*queue.Registry, queue.Window, error) {
+	reg := queue.NewRegistry()
+	window, err := queue.DailyWindow("23:00", "05:00", s.loc)
+	if err != nil {
+		return nil, window, err
+	}
+	r := &reports{db: s.db, perEntry: time.Millisecond, render: 40 * time.Millisecond}
+	n := s.night
+	heavy := queue.During(window) // the all-county reports run only at night
+	err = errors.Join(
+		queue.Register(reg, handle(n, r.countyReport)),
+		queue.Register(reg, handle(n, r.countySummary)),
+		queue.Register(reg, handle(n, r.weekly), heavy),
+		queue.Register(reg, handle(n, r.monthly), heavy),
+		queue.Register(reg, handle(n, r.consolidated), heavy),
+	)
+	if err != nil {
+		return nil, window, err
+	}
+	err = errors.Join(
+		queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{CountyReport{}.Kind()}, Each: true},
+			func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+				// The parent's payload is a CountyReport, so its fields fit.
+				var c CountySummary
+				_ = json.Unmarshal(parents[0].Payload, &c)
+				return c, nil
+			}),
+		queue.Depend(reg, queue.Rule{Name: "consolidated", Parents: []string{WeeklyReport{}.Kind(), MonthlyReport{}.Kind()}},
+			func(parents []queue.JobRecord) (ConsolidatedReport, []queue.JobOption) {
+				return ConsolidatedReport{Period: *parents[0].Period}, nil
+			}),
+		reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0), Location: s.loc,
+			Jobs: func(t queue.Tick) []queue.Params {
+				jobs := make([]queue.Params, len(counties))
+				for i, c := range counties {
+					jobs[i] = queue.Params{Args: CountyReport{County: c, Date: t.Period}}
+				}
+				return jobs
+			}}),
+		reg.Schedule(queue.Periodic{Name: "weekly", Spec: queue.Weekly(time.Monday, 23, 0), Location: s.loc,
+			Jobs: func(t queue.Tick) []queue.Params {
+				return []queue.Params{{Args: WeeklyReport{Ending: t.Period}}}
+			}}),
+		reg.Schedule(queue.Periodic{Name: "monthly", Spec: queue.Monthly(1, 23, 0), Location: s.loc,
+			Jobs: func(t queue.Tick) []queue.Params {
+				// On the 1st, the month that has just ended.
+				return []queue.Params{{Args: MonthlyReport{Month: t.At.AddDate(0, 0, -1).Format("2006-01")}}}
+			}}),
+	)
+	return reg, window, err
+}
+
+// freshSchema drops and recreates the example's schema and returns a gorm
+// handle whose connections work in it (the URL's search_path parameter is
+// sent as a setting of every connection), on a pool of conns connections
+// that all stay open between uses.
+func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, *sql.DB, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, nil, errors.New("the DSN must be a postgres:// URL")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns) // keep them all open; database/sql keeps 2 by default
+	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
+		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
+			_ = sqlDB.Close()
+			return nil, nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+		}
+	}
+	return db, sqlDB, nil
+}
