@@ -55,13 +55,13 @@ func (l Linear) Delay(attempt int) time.Duration {
 	return d
 }
 
-// Schedule waits its attempt-th entry: Schedule{time.Minute, 5 *
-// time.Minute, 15 * time.Minute} is seed 004's 1m/5m/15m. Attempts beyond its
-// length wait its last entry; an empty Schedule waits nothing.
-type Schedule []time.Duration
+// Delays waits its attempt-th entry: Delays{time.Minute, 5 * time.Minute,
+// 15 * time.Minute} is seed 004's fixed 1m/5m/15m. Attempts beyond its length
+// wait its last entry; an empty Delays waits nothing.
+type Delays []time.Duration
 
 // Delay implements Backoff.
-func (s Schedule) Delay(attempt int) time.Duration {
+func (s Delays) Delay(attempt int) time.Duration {
 	if len(s) == 0 {
 		return 0
 	}
@@ -94,10 +94,10 @@ func encodeBackoff(b Backoff) ([]byte, error) {
 		j = backoffJSON{Type: "exponential", Base: b.Base, Max: b.Max, Jitter: b.Jitter}
 	case Linear:
 		j = backoffJSON{Type: "linear", Step: b.Step, Max: b.Max}
-	case Schedule:
-		j = backoffJSON{Type: "schedule", Delays: b}
+	case Delays:
+		j = backoffJSON{Type: "delays", Delays: b}
 	default:
-		return nil, invalid("a job's own backoff must be Exponential, Linear or Schedule, not %T (a kind's backoff may be any Backoff)", b)
+		return nil, invalid("a job's own backoff must be Exponential, Linear or Delays, not %T (a kind's backoff may be any Backoff)", b)
 	}
 	return json.Marshal(j)
 }
@@ -112,8 +112,8 @@ func decodeBackoff(data []byte) (Backoff, error) {
 		return Exponential{Base: j.Base, Max: j.Max, Jitter: j.Jitter}, nil
 	case "linear":
 		return Linear{Step: j.Step, Max: j.Max}, nil
-	case "schedule":
-		return Schedule(j.Delays), nil
+	case "delays":
+		return Delays(j.Delays), nil
 	}
 	return nil, fmt.Errorf("queue: unknown stored backoff %q", j.Type)
 }
@@ -130,10 +130,10 @@ func validBackoff(b Backoff) error {
 		if b.Step <= 0 || b.Max < 0 {
 			return invalid("linear backoff needs Step > 0 and Max >= 0: %+v", b)
 		}
-	case Schedule:
+	case Delays:
 		for _, d := range b {
 			if d < 0 {
-				return invalid("schedule backoff has a negative delay: %v", b)
+				return invalid("delays backoff has a negative delay: %v", b)
 			}
 		}
 	}

@@ -137,7 +137,7 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 		}
 		return nil
 	}
-	e := chunkedEnv(t, w, queue.Retry(queue.Schedule{0}))
+	e := chunkedEnv(t, w, queue.Retry(queue.Delays{0}))
 	var rowsAfterFailure int64 = -1
 	e.events = newEvents()
 	id := enqueue(t, e, countyReport{Records: 4200})

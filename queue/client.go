@@ -330,6 +330,9 @@ type Filter struct {
 	CorrelationID string
 	// RunID selects the jobs of one schedule run (and the jobs they released).
 	RunID string
+	// Period selects the jobs of a period, such as one night's runs of
+	// every schedule (their ticks' local date).
+	Period string
 	// CreatedAfter and CreatedBefore bound created_at (exclusive).
 	CreatedAfter, CreatedBefore time.Time
 	// AfterID pages through results: List returns jobs with larger IDs.
@@ -353,6 +356,9 @@ func (f Filter) apply(q *gorm.DB) *gorm.DB {
 	}
 	if f.RunID != "" {
 		q = q.Where("run_id = ?", f.RunID)
+	}
+	if f.Period != "" {
+		q = q.Where("period = ?", f.Period)
 	}
 	if !f.CreatedAfter.IsZero() {
 		q = q.Where("created_at > ?", f.CreatedAfter)
@@ -398,9 +404,11 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 	})
 }
 
-// Retry puts a FAILED or CANCELLED job back in the queue, due now, with a
-// fresh set of attempts. Other statuses return an error wrapping
-// ErrWrongStatus: a completed job is not run twice.
+// Retry puts a FAILED or CANCELLED job back in the queue, due now, with as
+// many attempts again as it had (its attempt count goes on from where it
+// was, so its history is kept: a job that failed at 3 of 3 runs next as
+// attempt 4 of 6). Other statuses return an error wrapping ErrWrongStatus: a
+// completed job is not run twice.
 func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
 		return tx.Exec(requeueSQL+" WHERE id = ?", id).Error
@@ -408,8 +416,10 @@ func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 }
 
 // requeueSQL is the update that gives a failed or cancelled job a new start.
-const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED', attempts = 0, run_at = now(),
-	started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
+// A job that never ran (cancelled while queued) keeps its allowance.
+const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
+	max_attempts = CASE WHEN attempts = 0 THEN max_attempts ELSE attempts + max_attempts END,
+	run_at = now(), started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
 
 // RetryFailed puts every FAILED job that matches f back in the queue, as
 // Retry does, in one statement, and returns how many it requeued. f.Statuses,
@@ -419,13 +429,13 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
 	var n int64
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(requeueSQL+" WHERE id IN (?) AND status = 'FAILED'", sub)
+		res := tx.Exec(requeueSQL+" WHERE id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotalAttempts)
 		if res.Error != nil {
 			return res.Error
 		}
 		n = res.RowsAffected
 		if n > 0 {
-			return tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND attempts = 0) requeued")).Error
+			return tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
 		}
 		return nil
 	})
@@ -451,6 +461,15 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		if !slices.Contains(from, was) {
 			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
 		}
+		if op == "retry" {
+			var attempts, max int
+			if err := tx.Raw("SELECT attempts, max_attempts FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&attempts, &max); err != nil {
+				return err
+			}
+			if attempts+max >= maxTotalAttempts {
+				return invalid("job %d has had %d attempts; it cannot be retried again", id, attempts)
+			}
+		}
 		if err := update(tx, was); err != nil {
 			return err
 		}
@@ -469,6 +488,10 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 	}
 	return &rec, nil
 }
+
+// maxTotalAttempts bounds a job's attempts over all its retries: the attempt
+// number is packed with the job ID in 20 bits (see attemptKey).
+const maxTotalAttempts = 1 << 20
 
 // Stats describes the jobs table.
 type Stats struct {

@@ -109,7 +109,7 @@ func TestEnqueueStoresTheJob(t *testing.T) {
 	res, err := e.client.Enqueue(ctx, report{County: "Travis"},
 		queue.Priority(9), queue.MaxAttempts(4), queue.CorrelationID("req-42"),
 		queue.AuthContext(queue.Auth{"role": "SUPERVISOR", "counties": []any{"Travis"}}),
-		queue.Retry(queue.Schedule{time.Minute}))
+		queue.Retry(queue.Delays{time.Minute}))
 	require.NoError(t, err)
 	require.False(t, res.Duplicate)
 	rec, err := e.client.Get(ctx, res.Job.ID)
@@ -382,8 +382,16 @@ func TestCancelAndRetryTransitions(t *testing.T) {
 	rec, err = e.client.Retry(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusQueued, rec.Status)
-	require.Zero(t, rec.Attempts)
+	require.Zero(t, rec.Attempts, "cancelled before it ran: nothing to carry over")
+	require.Equal(t, 5, rec.MaxAttempts)
 	require.Nil(t, rec.CompletedAt)
+
+	// A job that failed after attempts keeps its count and gets as many again.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'FAILED', attempts = 5 WHERE id = ?", id).Error)
+	rec, err = e.client.Retry(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 5, rec.Attempts)
+	require.Equal(t, 10, rec.MaxAttempts)
 
 	_, err = e.client.Cancel(ctx, 999_999)
 	require.ErrorIs(t, err, queue.ErrNotFound)
@@ -415,7 +423,8 @@ func TestRetryFailedSelects(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
 	require.Equal(t, int64(3), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED'
-		AND attempts = 0 AND last_error = 'boom' AND completed_at IS NULL AND kind = 'report' AND correlation_id = 'run-0'`))
+		AND attempts = 3 AND max_attempts = 8 AND last_error = 'boom' AND completed_at IS NULL
+		AND kind = 'report' AND correlation_id = 'run-0'`), "their history is kept, and they get five more attempts")
 	n, err = e.client.RetryFailed(ctx, queue.Filter{})
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n, "the rest")

@@ -73,10 +73,11 @@ func (r *Runner) complete() {
 }
 
 // An attempt is named by its job ID and attempt number, packed into one
-// number (attempts never exceed 1000) so the guard is one hashed = ANY.
-const attemptKey = "id * 1024 + attempts"
+// number so the guard is one hashed = ANY. Attempts stay below 2^20 (Retry
+// refuses beyond that), and IDs below 2^43, eight trillion jobs.
+const attemptKey = "id * 1048576 + attempts"
 
-func keyOf(ex *execution) int64 { return ex.row.ID*1024 + int64(ex.row.Attempts) }
+func keyOf(ex *execution) int64 { return ex.row.ID<<20 + int64(ex.row.Attempts) }
 
 // completeSQL finishes successful attempts: the bulk of all results, so it
 // carries nothing per row but the IDs and their attempt keys, and the
@@ -170,7 +171,12 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 		return err
 	}
 	for _, c := range released {
-		r.observe(Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, ParentIDs: c.job.ParentIDs, Rule: c.rule})
+		ev := Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, Queue: c.job.Queue, Priority: c.job.Priority,
+			ParentIDs: c.job.ParentIDs, Rule: c.rule}
+		if c.job.RunID != nil {
+			ev.RunID = *c.job.RunID
+		}
+		r.observe(ev)
 		r.debug(res.ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
 	}
 	return nil

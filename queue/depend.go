@@ -203,7 +203,7 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	if ru.Each {
 		parents = []JobRecord{{ID: parentID}}
 	} else {
-		rows, err := tx.QueryContext(ctx, `SELECT id, kind, status FROM sheaf_jobs WHERE period = $1 AND kind = ANY($2) ORDER BY id`,
+		rows, err := tx.QueryContext(ctx, `SELECT id, kind, status, run_id FROM sheaf_jobs WHERE period = $1 AND kind = ANY($2) ORDER BY id`,
 			period.String, ru.Parents)
 		if err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 		complete := true
 		for rows.Next() {
 			var p JobRecord
-			if err := rows.Scan(&p.ID, &p.Kind, &p.Status); err != nil {
+			if err := rows.Scan(&p.ID, &p.Kind, &p.Status, &p.RunID); err != nil {
 				rows.Close()
 				return nil, err
 			}
@@ -227,6 +227,13 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 		if !complete || len(kinds) < len(ru.Parents) {
 			return nil, nil // not yet: the last parent to complete releases the child
 		}
+		// Parents of one period may come from several runs (the weekly and
+		// the monthly schedule); the child joins the first parent's, so
+		// that which parent happened to finish last does not decide it.
+		runID = sql.NullString{}
+		if parents[0].RunID != nil {
+			runID = sql.NullString{String: *parents[0].RunID, Valid: true}
+		}
 	}
 	ids := make([]int64, len(parents))
 	for i, p := range parents {
@@ -239,7 +246,13 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	var args Args
 	var opts []JobOption
 	if err := worker.Safely(func() error { args, opts = ru.child(full); return nil }); err != nil {
-		return nil, err
+		// The rule's own function failed. The parent's work is done, so it
+		// completes; running it again would fail the same way. The child
+		// is not released: the log says why, and the review lists the
+		// chain as stopped with every parent complete.
+		r.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
+			"rule", ru.Name, "group", group, "err", err)
+		return nil, nil
 	}
 	e, err := r.c.reg.lookup(ru.childKind)
 	if err != nil {
@@ -270,9 +283,10 @@ WITH ins AS (
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (`+notifyDueSQL("ins")+`)
-SELECT ins.id, ins.kind FROM ins, notified`,
+SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`,
 		nj.kind, nj.queue, nj.priority, nj.payload, nj.key, nj.correlation, nj.attempts,
-		nj.backoff, nj.runAt, nj.delay.Microseconds(), nj.auth, nj.runID, nj.period, IDs(ids)).Scan(&child.ID, &child.Kind)
+		nj.backoff, nj.runAt, nj.delay.Microseconds(), nj.auth, nj.runID, nj.period, IDs(ids)).Scan(
+		&child.ID, &child.Kind, &child.Queue, &child.Priority, &child.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil // released already
 	}

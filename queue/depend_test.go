@@ -114,6 +114,8 @@ func TestOneToOneDependency(t *testing.T) {
 	for _, ev := range released {
 		require.Equal(t, "summary", ev.Kind)
 		require.Equal(t, "county-summary", ev.Rule)
+		require.Equal(t, "nightly@2025-12-08", ev.RunID)
+		require.Equal(t, 8, ev.Priority)
 		require.Len(t, ev.ParentIDs, 1)
 		child, err := e.client.Get(ctx, ev.JobID)
 		require.NoError(t, err)
@@ -134,15 +136,16 @@ func TestOneToOneDependency(t *testing.T) {
 func TestManyToOneWaitsForEveryParentOfThePeriod(t *testing.T) {
 	t.Parallel()
 	n, e := newNightly(t)
-	w := enqueue(t, e, weekly{}, queue.InPeriod("2025-12-01"))
+	w := enqueue(t, e, weekly{}, queue.InPeriod("2025-12-01"), queue.InRun("weekly@2025-12-01"))
 	other := enqueue(t, e, monthly{}, queue.InPeriod("2025-11-30")) // another night
 	e.runner(t)
 	e.events.wait(t, queue.EventCompleted, w, 1)
 	e.events.wait(t, queue.EventCompleted, other, 1)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"), "the monthly of 12-01 has not run")
-	m := enqueue(t, e, monthly{}, queue.InPeriod("2025-12-01"))
+	m := enqueue(t, e, monthly{}, queue.InPeriod("2025-12-01"), queue.InRun("monthly@2025-12-01"))
 	rel := e.events.wait(t, queue.EventReleased, 0, 1)[0]
 	require.Equal(t, []int64{w, m}, rel.ParentIDs)
+	require.Equal(t, "weekly@2025-12-01", rel.RunID, "the first parent's run, though the monthly completed last")
 	e.events.wait(t, queue.EventCompleted, rel.JobID, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -284,4 +287,31 @@ func TestConcurrentParentsAtAGate(t *testing.T) {
 	e.events.wait(t, queue.EventReleased, 0, 1)
 	e.events.wait(t, queue.EventCompleted, 0, 3)
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"))
+}
+
+type fragile struct{}
+
+func (fragile) Kind() string { return "fragile" }
+
+// A rule whose function panics does not make its parent fail: the parent
+// completes, no child is released, and the review shows the chain stopped
+// with every parent complete.
+func TestRuleFunctionPanic(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(r *queue.Registry) {
+		require.NoError(t, queue.Register(r, nopHandler[weekly]()))
+		require.NoError(t, queue.Register(r, nopHandler[fragile]()))
+		require.NoError(t, queue.Depend(r, queue.Rule{Name: "fragile", Parents: []string{"weekly"}, Each: true},
+			func([]queue.JobRecord) (fragile, []queue.JobOption) { panic("bad rule") }))
+	})
+	id := enqueue(t, e, weekly{}, queue.InRun("r1"))
+	e.runner(t)
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 1, done.Attempt, "completed at once, not re-run")
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'fragile'"))
+	rv, err := e.client.Review(context.Background(), queue.ReviewQuery{RunID: "r1"})
+	require.NoError(t, err)
+	require.Len(t, rv.Stopped, 1)
+	require.Empty(t, rv.Stopped[0].Blocking)
+	require.Empty(t, rv.Stopped[0].MissingKinds)
 }

@@ -17,7 +17,7 @@
 //	reg := queue.NewRegistry()
 //	queue.Register(reg, queue.HandlerFunc[ReportArgs](func(ctx context.Context, j *queue.Job[ReportArgs]) error {
 //		return writeReport(ctx, j.Args.County)
-//	}), queue.MaxAttempts(5), queue.Retry(queue.Schedule{time.Minute, 5 * time.Minute, 15 * time.Minute}))
+//	}), queue.MaxAttempts(5), queue.Retry(queue.Delays{time.Minute, 5 * time.Minute, 15 * time.Minute}))
 //	client, _ := queue.NewClient(db, reg)
 //	client.Migrate(ctx)
 //	client.Enqueue(ctx, ReportArgs{County: "Travis"}, queue.Priority(8))

@@ -49,12 +49,18 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 	f := fetcher{r: r, conn: heldConn{db: r.sqlDB, setup: "SET synchronous_commit = off"}, cursors: map[string]*cursor{}}
 	defer f.conn.close()
 	var due []retryDue // kept short: a flood of retries is found by polling anyway
+	// A closed batch window wakes the loop when it opens, on the runner's
+	// clock (which tests and demonstrations may drive).
+	var opens <-chan time.Time
+	var opensAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-timer.C:
+		case <-opens:
+			opens, opensAt = nil, time.Time{}
 		case d := <-r.retries:
 			if len(due) < 1024 {
 				due = append(due, d)
@@ -72,6 +78,13 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 			r.wakeFetch()
 		}
 		due = kept
+		now2 := r.cfg.clock.Now()
+		if at := r.c.reg.nextOpening(now2, r.cfg.queues); !at.Equal(opensAt) {
+			opens, opensAt = nil, at
+			if !at.IsZero() {
+				opens = r.cfg.clock.After(at.Sub(now2))
+			}
+		}
 		wait := f.fetch(ctx, jobsCtx)
 		if wait == 0 {
 			wait = r.cfg.poll

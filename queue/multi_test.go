@@ -44,8 +44,8 @@ func ownPool(t *testing.T, e *env) *gorm.DB {
 // Each multi-runner test's runner works this many jobs at once, and its pool
 // holds this many connections: four for the runner, the rest for handlers.
 const (
-	testWorkers  = 8
-	testPoolSize = 12
+	testWorkers  = 4
+	testPoolSize = 8
 )
 
 func sizePool(db *sql.DB) {

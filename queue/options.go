@@ -92,7 +92,7 @@ func MaxAttempts(n int) JobOption {
 }
 
 // Retry sets the backoff between attempts (kind or job). A kind may use any
-// Backoff; a job's own must be Exponential, Linear or Schedule, because it is
+// Backoff; a job's own must be Exponential, Linear or Delays, because it is
 // stored with the job. Default DefaultBackoff.
 func Retry(b Backoff) JobOption {
 	return jobOptionFunc(func(o *jobOptions, s optionSite) error {

@@ -10,14 +10,18 @@ import (
 	"gorm.io/gorm"
 )
 
-// ReviewQuery says what a morning review covers: one run, or every job
-// created in a time range.
+// ReviewQuery says what a morning review covers: one run, one period (a
+// night: every schedule's run of that local date), or every job created in a
+// time range. Give exactly one of RunID, Period or From and To.
 type ReviewQuery struct {
 	// RunID selects a schedule run and the jobs its jobs released.
 	RunID string
-	// From and To bound created_at (From inclusive, To exclusive) when
-	// RunID is empty; they also bound the schedule ticks checked for jobs
-	// that never ran.
+	// Period selects every job of a period, as a schedule's tick stamps it
+	// (its local date, 2006-01-02), whichever schedule or rule made it.
+	Period string
+	// From and To bound created_at (From inclusive, To exclusive); they also
+	// bound the schedule ticks checked for runs that created nothing. With
+	// Period they are optional and bound only those ticks.
 	From, To time.Time
 	// SlowFactor flags a completed job whose duration exceeds its kind's
 	// typical duration by this factor. Default 1.5.
@@ -65,7 +69,9 @@ type StoppedChain struct {
 	// Group is the period (many-to-one) or "job:<id>" (one-to-one).
 	Group string
 	// Blocking are the parents that are not COMPLETED; MissingKinds the
-	// parent kinds with no job at all in the period.
+	// parent kinds with no job at all in the period. When both are empty,
+	// every parent completed and the rule's own function failed to build
+	// the child (the runner's log says how).
 	Blocking     []JobRecord
 	MissingKinds []string
 }
@@ -73,8 +79,12 @@ type StoppedChain struct {
 // Review reviews the jobs q selects. It reads the jobs in scope and, for
 // the slow check, the recent history of their kinds.
 func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
-	if q.RunID == "" && (q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To)) {
-		return nil, invalid("review needs a RunID, or a From before a To")
+	rangeOK := !q.From.IsZero() && !q.To.IsZero() && q.From.Before(q.To)
+	switch {
+	case q.RunID != "" && q.Period != "":
+		return nil, invalid("review takes a RunID or a Period, not both")
+	case q.RunID == "" && q.Period == "" && !rangeOK:
+		return nil, invalid("review needs a RunID, a Period, or a From before a To")
 	}
 	if q.SlowFactor == 0 {
 		q.SlowFactor = 1.5
@@ -87,8 +97,11 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	}
 	db := c.db.WithContext(ctx)
 	scope := func() *gorm.DB {
-		if q.RunID != "" {
+		switch {
+		case q.RunID != "":
 			return db.Model(&JobRecord{}).Where("run_id = ?", q.RunID)
+		case q.Period != "":
+			return db.Model(&JobRecord{}).Where("period = ?", q.Period)
 		}
 		return db.Model(&JobRecord{}).Where("created_at >= ? AND created_at < ?", q.From, q.To)
 	}
@@ -165,6 +178,17 @@ func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error)
 	scheds, _ := c.reg.schedulesNow()
 	var expected []Tick
 	for _, s := range scheds {
+		if q.Period != "" {
+			// Every tick of the period's local date, in each schedule's zone.
+			day, err := time.ParseInLocation("2006-01-02", q.Period, s.Location)
+			if err != nil {
+				continue // not a date: periods set by hand need not be
+			}
+			for at := s.next(day.Add(-time.Nanosecond)); !at.IsZero() && at.Before(day.AddDate(0, 0, 1)); at = s.next(at) {
+				expected = append(expected, s.tick(at))
+			}
+			continue
+		}
 		if q.RunID != "" {
 			// A run ID names a schedule and a tick: name@time.
 			name, at, ok := strings.Cut(q.RunID, "@")
@@ -241,9 +265,7 @@ func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]Stopped
 					sc.MissingKinds = append(sc.MissingKinds, k)
 				}
 			}
-			if len(sc.Blocking) > 0 || len(sc.MissingKinds) > 0 {
-				out = append(out, sc)
-			}
+			out = append(out, sc)
 		}
 	}
 	slices.SortFunc(out, func(a, b StoppedChain) int {

@@ -105,6 +105,15 @@ func TestMorningReview(t *testing.T) {
 	require.Zero(t, rv.Total)
 	require.Len(t, rv.MissedTicks, 1, "reviewing a run that never happened says so")
 
+	// The night as a whole: every job of the period, whatever its run.
+	insertJob(t, e, "weekly", "COMPLETED", "weekly@2025-12-08T23:00:00Z", period, 1, at(23, 0, 0), at(23, 0, 5), "")
+	rv, err = e.client.Review(ctx, queue.ReviewQuery{Period: period})
+	require.NoError(t, err)
+	require.Equal(t, int64(9), rv.Total)
+	require.Empty(t, rv.MissedTicks, "the nightly schedule's tick of the 8th made jobs")
+	_, err = e.client.Review(ctx, queue.ReviewQuery{Period: period, RunID: run})
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+
 	// The selective retry of the run's failed jobs, in one call.
 	n, err := e.client.RetryFailed(ctx, queue.Filter{RunID: run})
 	require.NoError(t, err)

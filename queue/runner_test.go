@@ -101,7 +101,7 @@ func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
 			return errors.New("transient: connection reset")
 		}
 		return nil
-	}, queue.Retry(queue.Schedule{5 * time.Second})))
+	}, queue.Retry(queue.Delays{5 * time.Second})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	ev := e.events.wait(t, queue.EventRetrying, id, 1)[0]
@@ -126,7 +126,7 @@ func TestLastAttemptFailsIntoTheDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, registerReport(t, func(_ context.Context, j *queue.Job[report]) error {
 		return fmt.Errorf("attempt %d failed", j.Attempt)
-	}, queue.MaxAttempts(3), queue.Retry(queue.Schedule{0})))
+	}, queue.MaxAttempts(3), queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	failed := e.events.wait(t, queue.EventFailed, id, 1)[0]
@@ -173,7 +173,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 			panic("nil map in report writer")
 		}
 		return nil
-	}, queue.Retry(queue.Schedule{0})))
+	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	e.events.wait(t, queue.EventCompleted, id, 1)
@@ -314,7 +314,7 @@ func TestBackendTerminatedMidJob(t *testing.T) {
 			return e.db.Gorm.WithContext(ctx).Exec("SELECT pg_sleep(60) /* sheaf-test-victim-" + j.Args.County + " */").Error
 		}
 		return nil
-	}, queue.Retry(queue.Schedule{0})))
+	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{County: e.db.Schema})
 	e.runner(t)
 	e.events.wait(t, queue.EventStarted, id, 1)
@@ -339,7 +339,7 @@ func TestHandlerGoexit(t *testing.T) {
 			runtime.Goexit()
 		}
 		return nil
-	}, queue.Retry(queue.Schedule{0})))
+	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	r := e.runner(t, queue.WithWorkers(1))
 	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
@@ -402,7 +402,7 @@ func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
 			return errors.New("transient")
 		}
 		return nil
-	}, queue.Retry(queue.Schedule{100 * time.Millisecond})))
+	}, queue.Retry(queue.Delays{100 * time.Millisecond})))
 	id := enqueue(t, e, report{})
 	r, err := queue.NewRunner(e.client, queue.WithPollInterval(time.Hour)) // polling would take an hour
 	require.NoError(t, err)

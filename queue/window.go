@@ -56,6 +56,20 @@ func (w Window) Open(t time.Time) bool {
 	return since >= w.start || since < w.end // across midnight
 }
 
+// nextOpen returns when the window next opens after t (t itself if it is
+// open), on the window's local clock.
+func (w Window) nextOpen(t time.Time) time.Time {
+	if w.Open(t) {
+		return t
+	}
+	lt := t.In(w.loc)
+	open := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, w.loc).Add(w.start)
+	if !open.After(lt) {
+		open = time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, w.loc).Add(w.start)
+	}
+	return open
+}
+
 // String describes the window, as "23:00-05:00 Asia/Kolkata".
 func (w Window) String() string {
 	if w.loc == nil {
@@ -86,6 +100,31 @@ func (r *Registry) QueueWindow(queue string, w Window) {
 		r.windows = map[string]Window{}
 	}
 	r.windows[queue] = w
+}
+
+// nextOpening returns the earliest time after now at which a closed window
+// of queues qs or of any kind opens; zero if none is closed.
+func (r *Registry) nextOpening(now time.Time, qs []string) time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var next time.Time
+	consider := func(w Window) {
+		if w.loc == nil || w.Open(now) {
+			return
+		}
+		if t := w.nextOpen(now); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, q := range qs {
+		if w, ok := r.windows[q]; ok {
+			consider(w)
+		}
+	}
+	for _, e := range r.kinds {
+		consider(e.defaults.window)
+	}
+	return next
 }
 
 // closedNow returns, for the moment now, the queues of qs whose window is

@@ -113,7 +113,7 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 	err = queue.RegisterChunked[CountyReport, Entry](reg, h,
 		queue.ChunkSize(chunkSize),
 		// A short backoff, so the demo's retry comes within a second.
-		queue.Retry(queue.Schedule{200 * time.Millisecond}))
+		queue.Retry(queue.Delays{200 * time.Millisecond}))
 	if err != nil {
 		return err
 	}
