@@ -192,6 +192,9 @@ func TestHardStopOnShutdownDeadline(t *testing.T) {
 		slow := b.outs.one(t, "slow")
 		require.Equal(t, batch.Incomplete, slow.Status, "stopped, not failed")
 		require.ErrorIs(t, slow.Err, context.Canceled)
+		require.ErrorIs(t, slow.Err, batch.ErrStopped, "stopped mid-Process, like a batch the stop kept from starting")
+		var pe *batch.ProcessError
+		require.ErrorAs(t, slow.Err, &pe, "and still says which sub-batch was cut short")
 		queuedOut := b.outs.one(t, "queued")
 		require.ErrorIs(t, queuedOut.Err, batch.ErrStopped)
 		require.Equal(t, cleanup.SeqIncomplete, slow.Seq)

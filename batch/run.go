@@ -128,14 +128,18 @@ func (c *Coordinator[T]) abandon(ctx context.Context, r *run[T]) {
 // fail ends a batch that cannot complete: later items and sub-batches are
 // discarded, the cleanup strategy removes what was written, and the outcome
 // is reported. A failure caused by a hard stop (a context error while work is
-// cancelled) is not a fault of the batch, so it is reported Incomplete; any
-// other error is a failure, even one that arrives during a stop.
+// cancelled) is not a fault of the batch, so it is reported Incomplete, its
+// error wrapping ErrStopped like that of a batch the stop kept from starting;
+// any other error is a failure, even one that arrives during a stop.
 func (c *Coordinator[T]) fail(ctx context.Context, r *run[T], seq int, err error) {
 	r.done = true
 	c.acc.Fail(r.id, r.gen) // the accumulator counts what it drops, see queueEnd
 	status := Failed
 	if ctx.Err() != nil && (errors.Is(err, ErrStopped) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		status, seq = Incomplete, cleanup.SeqIncomplete
+		if !errors.Is(err, ErrStopped) {
+			err = fmt.Errorf("%w: %w", ErrStopped, err)
+		}
 	}
 	c.report(r, Outcome{Status: status, Seq: seq, Err: err, CleanupErr: c.cleanup(ctx, r, seq)})
 }

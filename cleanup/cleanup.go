@@ -15,6 +15,8 @@ package cleanup
 import (
 	"context"
 	"errors"
+
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // Sequence numbers passed to [Strategy.Cleanup] that do not name a sub-batch.
@@ -67,9 +69,10 @@ func (f Func) Cleanup(ctx context.Context, batchID string, failedSeq int) error 
 func (Func) MarkComplete(context.Context, string) error { return nil }
 
 // Chain returns a strategy that calls each of strategies in order. Every
-// strategy runs even when an earlier one fails, because a cleanup that stops
-// half-way leaves more behind than one that tries everything; the errors are
-// joined with [errors.Join]. Nil strategies are skipped.
+// strategy runs even when an earlier one fails or panics, because a cleanup
+// that stops half-way leaves more behind than one that tries everything; the
+// errors, panics as [*worker.PanicError], are joined with [errors.Join]. Nil
+// strategies are skipped.
 func Chain(strategies ...Strategy) Strategy {
 	kept := make(chain, 0, len(strategies))
 	for _, s := range strategies {
@@ -85,7 +88,7 @@ type chain []Strategy
 func (c chain) Cleanup(ctx context.Context, batchID string, failedSeq int) error {
 	var errs []error
 	for _, s := range c {
-		if err := s.Cleanup(ctx, batchID, failedSeq); err != nil {
+		if err := worker.Safely(func() error { return s.Cleanup(ctx, batchID, failedSeq) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -95,7 +98,7 @@ func (c chain) Cleanup(ctx context.Context, batchID string, failedSeq int) error
 func (c chain) MarkComplete(ctx context.Context, batchID string) error {
 	var errs []error
 	for _, s := range c {
-		if err := s.MarkComplete(ctx, batchID); err != nil {
+		if err := worker.Safely(func() error { return s.MarkComplete(ctx, batchID) }); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,6 +84,26 @@ func TestChainRunsEveryStrategyAndJoinsErrors(t *testing.T) {
 	err = both.Cleanup(context.Background(), "Y", 0)
 	require.ErrorContains(t, err, "a cleanup failed")
 	require.ErrorContains(t, err, "b cleanup failed")
+}
+
+// panicky is a strategy whose methods panic.
+type panicky struct{}
+
+func (panicky) Cleanup(context.Context, string, int) error { panic("cleanup exploded") }
+func (panicky) MarkComplete(context.Context, string) error { panic("complete exploded") }
+
+func TestChainRunsPastAPanic(t *testing.T) {
+	t.Parallel()
+	var log []string
+	s := cleanup.Chain(panicky{}, recorder{name: "b", log: &log})
+	err := s.Cleanup(context.Background(), "X", 2)
+	var pe *worker.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "cleanup exploded", pe.Value)
+	err = s.MarkComplete(context.Background(), "X")
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "complete exploded", pe.Value)
+	require.Equal(t, []string{"b.cleanup(X,2)", "b.complete(X)"}, log, "the strategy after the panic still runs")
 }
 
 func TestEmptyChainDoesNothing(t *testing.T) {

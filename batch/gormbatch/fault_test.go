@@ -343,6 +343,7 @@ func shutdownUnderLoad(t *testing.T, hard bool, opts ...gormbatch.Option) {
 	if hard {
 		require.Equal(t, batch.Incomplete, slowOutcome.Status)
 		require.ErrorIs(t, slowOutcome.Err, context.Canceled)
+		require.ErrorIs(t, slowOutcome.Err, batch.ErrStopped)
 		require.Equal(t, int64(500), e.deleted("SLOW"), "its committed sub-batch 1 was cleaned up")
 	} else {
 		require.Equal(t, batch.Completed, slowOutcome.Status, "an in-flight batch finishes during a graceful shutdown")

@@ -204,7 +204,7 @@ func open(ctx context.Context, dsn string, workers int) (*gorm.DB, error) {
 func produce(ctx context.Context, c *batch.Coordinator[Order], id string, n int, bad func(int) int, maxBatch int) error {
 	badAt := -1
 	if bad != nil {
-		badAt = bad(maxBatch)
+		badAt = min(bad(maxBatch), n-1) // with a large -max-batch, the last order: the batch still fails
 	}
 	for i := range n {
 		o := Order{OrderNo: i + 1, Customer: fmt.Sprintf("C%05d", i%977), Cents: int64(500 + i%10_000)}

@@ -103,9 +103,11 @@ func New(t testing.TB) *DB {
 func (db *DB) Count(t testing.TB, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	row := db.SQL.QueryRow(query, args...)
+	var row *sql.Row
 	if strings.Contains(query, "?") {
 		row = db.Gorm.Raw(query, args...).Row()
+	} else {
+		row = db.SQL.QueryRow(query, args...)
 	}
 	if err := row.Scan(&n); err != nil {
 		t.Fatalf("pgtest: %s: %v", query, err)
