@@ -19,9 +19,11 @@ import (
 // After every chunk the runner saves the job's progress and checks that the
 // job is still its own: a cancelled or rescued job stops at the next chunk.
 // When an attempt fails, or is cancelled, Cleanup removes what its chunks
-// wrote. Before a retry attempt starts, Cleanup runs too, to remove what an
-// attempt that crashed its process left behind; so Cleanup must be
-// idempotent and cope with nothing to clean.
+// wrote, unless the job has already passed to a later attempt (the attempt
+// lost its lease and the job was rescued): that attempt's output is not its
+// to remove. Before any attempt after the first starts, Cleanup runs too, to
+// remove what an earlier attempt that crashed or lost the job left behind;
+// so Cleanup must be idempotent and cope with nothing to clean.
 type Chunked[A Args, R any] interface {
 	// Records returns how many records the job has and the records, in
 	// order. The iterator's error ends the attempt with that error.
@@ -86,8 +88,9 @@ func (p *chunkProcessor[A, R]) AfterBatch(ctx context.Context, _ string) error {
 }
 
 func runChunked[A Args, R any](ctx context.Context, job *Job[A], c Chunked[A, R], chunkSize int) error {
-	if job.Attempt > 1 {
-		// An earlier attempt may have died without cleaning up.
+	if job.exec.mayHaveOutput() {
+		// An earlier attempt may have died, or been stopped, without
+		// cleaning up.
 		if err := c.Cleanup(context.WithoutCancel(ctx), job); err != nil {
 			return fmt.Errorf("queue: clean up before attempt %d: %w", job.Attempt, err)
 		}
@@ -104,7 +107,12 @@ func runChunked[A Args, R any](ctx context.Context, job *Job[A], c Chunked[A, R]
 	coord, err := batch.NewCoordinator[R](proc,
 		batch.WithMaxBatchSize(chunkSize),
 		batch.WithWorkers(1),
-		batch.WithCleanup(cleanup.Func(func(ctx context.Context, _ string, _ int) error { return c.Cleanup(ctx, job) })),
+		batch.WithCleanup(cleanup.Func(func(ctx context.Context, _ string, _ int) error {
+			if job.exec.movedOn(ctx) {
+				return nil // see movedOn
+			}
+			return c.Cleanup(ctx, job)
+		})),
 		batch.WithObserver(func(o batch.Outcome) { out = o }),
 		// The attempt's outcome, cleanup errors included, is logged by the
 		// runner; the engine's own failure logs would say it twice.

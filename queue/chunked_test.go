@@ -5,7 +5,9 @@ import (
 	"errors"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -32,6 +34,7 @@ type reportWriter struct {
 	cleanups  int
 	finished  int
 	onChunk   func(ctx context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error
+	onCleanup func(ctx context.Context, job *queue.Job[countyReport]) error
 	recordErr error
 	finishErr error
 }
@@ -78,7 +81,13 @@ func (w *reportWriter) ProcessChunk(ctx context.Context, job *queue.Job[countyRe
 func (w *reportWriter) Cleanup(ctx context.Context, job *queue.Job[countyReport]) error {
 	w.mu.Lock()
 	w.cleanups++
+	onCleanup := w.onCleanup
 	w.mu.Unlock()
+	if onCleanup != nil {
+		if err := onCleanup(ctx, job); err != nil {
+			return err
+		}
+	}
 	return w.db.WithContext(ctx).Exec("DELETE FROM report_rows WHERE job_id = ?", job.ID).Error
 }
 
@@ -218,6 +227,87 @@ func TestChunkedRetryAfterACrashCleansFirst(t *testing.T) {
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, int64(1500), e.outputRows(t, id), "no leftovers, no duplicates (the table would have refused them)")
 	require.Equal(t, 1, w.cleanups)
+}
+
+// An attempt that lost its job to a rescue must not clean up when it
+// finally fails: by then the output is the next attempt's.
+func TestChunkedAttemptThatLostTheJobLeavesTheNextAttemptsOutput(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	inChunk2, release := make(chan struct{}), make(chan struct{})
+	w.onChunk = func(_ context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		if job.Attempt == 1 && chunk.Seq == 2 {
+			close(inChunk2)
+			<-release // hung, as a runner cut off from the database would be
+		}
+		return nil
+	}
+	e := chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{Records: 1500})
+	e.runner(t)
+	<-inChunk2
+	// What the rescuer does once the hung attempt's lease has expired.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'QUEUED', locked_until = NULL, locked_by = NULL WHERE id = ?", id).Error)
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, int64(1500), e.outputRows(t, id))
+	close(release) // attempt 1 goes on, fails on rows attempt 2 wrote, and is refused
+	e.events.wait(t, queue.EventRejected, id, 1)
+	require.Equal(t, int64(1500), e.outputRows(t, id), "the late attempt left the completed attempt's output alone")
+	require.Equal(t, queue.StatusCompleted, e.status(t, id))
+}
+
+// A Stop that runs out of time cancels a chunked attempt, which cleans up
+// while the job is still its own; only then does the job go back to the
+// queue. If that cleanup fails, the next attempt, though its number is 1
+// again, cleans up before it starts.
+func TestChunkedStopOutOfTimeCleansUpBeforeTheJobGoesBack(t *testing.T) {
+	t.Parallel()
+	w := &reportWriter{}
+	inChunk2 := make(chan struct{})
+	var blocked atomic.Bool
+	w.onChunk = func(ctx context.Context, _ *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		if chunk.Seq == 2 && blocked.CompareAndSwap(false, true) {
+			close(inChunk2)
+			<-ctx.Done() // a long chunk that honours its context
+			return ctx.Err()
+		}
+		return nil
+	}
+	var e *env
+	var statuses []queue.Status // the job's status at each cleanup
+	w.onCleanup = func(_ context.Context, job *queue.Job[countyReport]) error {
+		var st queue.Status
+		if err := e.db.Gorm.Raw("SELECT status FROM sheaf_jobs WHERE id = ?", job.ID).Scan(&st).Error; err != nil {
+			return err
+		}
+		statuses = append(statuses, st) // cleanups of one job never overlap
+		if len(statuses) == 1 {
+			return errors.New("output store unreachable")
+		}
+		return nil
+	}
+	e = chunkedEnv(t, w)
+	id := enqueue(t, e, countyReport{Records: 1500})
+	r, err := queue.NewRunner(e.client)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	<-inChunk2
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, r.Stop(ctx), context.DeadlineExceeded)
+	require.Equal(t, []queue.Status{queue.StatusProcessing}, statuses, "cleaned up before the job went back")
+	require.Equal(t, int64(1000), e.outputRows(t, id), "the failed cleanup left chunk 1 behind")
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.Zero(t, rec.Attempts, "the stopped attempt does not count")
+
+	e.runner(t)
+	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	require.Equal(t, 1, done.Attempt)
+	require.Equal(t, []queue.Status{queue.StatusProcessing, queue.StatusProcessing}, statuses, "the next attempt cleaned up first")
+	require.Equal(t, int64(1500), e.outputRows(t, id))
 }
 
 func TestChunkedFinishAndRecordErrors(t *testing.T) {

@@ -104,7 +104,7 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	r.mu.Unlock()
 	cause := context.Cause(ctx)
 	switch {
-	case released: // Stop requeued it and reported it
+	case released: // Stop requeues and reports it
 	case errors.Is(cause, ErrCancelled):
 		r.stats.cancelled.Add(1)
 		ev := ex.event(EventCancelled)
@@ -189,6 +189,32 @@ func (ex *execution) update(ctx context.Context, set string, args ...any) error 
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
 	}
 	return nil
+}
+
+// mayHaveOutput reports whether an earlier attempt of the job may have left
+// output behind: it was counted, or it got as far as saving its progress (an
+// attempt that Stop put back is not counted).
+func (ex *execution) mayHaveOutput() bool {
+	return ex != nil && (ex.row.Attempts > 1 || ex.row.Total != nil)
+}
+
+// movedOn reports whether the job has passed from this attempt to another:
+// rescued, and queued again or claimed by a later attempt, or completed by
+// one. Such an attempt must not clean up its output, which would remove the
+// later attempt's; the later attempt cleans up before it starts. A FAILED or
+// CANCELLED job has no later attempt to do that, so it has not moved on; nor
+// has a job whose row cannot be read.
+func (ex *execution) movedOn(ctx context.Context) bool {
+	if ex == nil {
+		return false
+	}
+	var st Status
+	var attempts int
+	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
+	if err != nil {
+		return false
+	}
+	return st == StatusQueued || st == StatusCompleted || (st == StatusProcessing && attempts != ex.row.Attempts)
 }
 
 // cancelRunning cancels the context of every running attempt of a job.

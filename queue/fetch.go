@@ -192,7 +192,7 @@ FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns
 
 const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts,
-	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids`
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total`
 
 // claimFromSQL claims like claimSQL, but continues from a cursor (the last
 // position claimed) instead of scanning the claim index from its start. On a
@@ -262,7 +262,7 @@ func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int,
 		var j JobRecord
 		var payload, backoff, auth []byte
 		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts,
-			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs); err != nil {
+			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs, &j.Total); err != nil {
 			return nil, err
 		}
 		j.Status, j.Payload = StatusProcessing, payload

@@ -104,7 +104,7 @@ func (r *Runner) renew(ctx context.Context) {
 	ids := make([]int64, 0, len(r.running))
 	keys := make([]int64, 0, len(r.running))
 	for key, ex := range r.running {
-		if !ex.released && !ex.finished {
+		if !ex.finished { // released ones too: Stop requeues them after they return
 			ids, keys = append(ids, ex.row.ID), append(keys, key)
 		}
 	}

@@ -161,12 +161,14 @@ func (r *Runner) Start(ctx context.Context) error {
 }
 
 // Stop stops the runner: it claims nothing more and waits for running jobs
-// to finish and their results to be written. If ctx ends first, jobs still
-// running go back to the queue without their attempt counting, their
-// contexts are cancelled (cause ErrStopping), and Stop waits for their
-// handlers to return before it returns an error wrapping ctx.Err(); whatever
-// they return then is ignored. So when Stop returns, no job is left
-// PROCESSING by this runner unless the database could not be reached.
+// to finish and their results to be written. If ctx ends first, the contexts
+// of jobs still running are cancelled (cause ErrStopping), and once their
+// handlers have returned (whatever they return is ignored) the jobs go back
+// to the queue without their attempt counting; then Stop returns an error
+// wrapping ctx.Err(). A job is put back only after its handler returned, so
+// no other runner starts it while this one is still winding it down. When
+// Stop returns, no job is left PROCESSING by this runner unless the database
+// could not be reached.
 // Stop is idempotent and safe without Start.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
@@ -189,9 +191,10 @@ func (r *Runner) Stop(ctx context.Context) error {
 	select {
 	case <-jobsDone:
 	case <-ctx.Done():
-		r.requeueRunning()
+		released := r.releaseRunning()
 		r.cancelJobs()
-		<-jobsDone
+		<-jobsDone // leases are still renewed meanwhile
+		r.requeue(released)
 		stopErr = fmt.Errorf("queue: stop: %w", ctx.Err())
 	}
 	r.stopMaint()
@@ -288,23 +291,34 @@ func retryBookkeeping(op func(ctx context.Context) error) error {
 	return err
 }
 
-// requeueRunning puts the jobs still running back in the queue without
-// counting their attempt, for a Stop that ran out of time.
-func (r *Runner) requeueRunning() {
+// releaseRunning marks the attempts still running as released, so that
+// their results are dropped, and cancels them, for a Stop that ran out of
+// time. It returns them for requeue once their handlers have returned.
+func (r *Runner) releaseRunning() []*execution {
 	r.mu.Lock()
-	var ids []int64
-	var attempts []int32
 	var exs []*execution
 	for _, ex := range r.running {
-		if ex.finished {
-			continue
+		if !ex.finished {
+			ex.released = true
+			exs = append(exs, ex)
 		}
-		ex.released = true
-		ids, attempts, exs = append(ids, ex.row.ID), append(attempts, int32(ex.row.Attempts)), append(exs, ex)
 	}
 	r.mu.Unlock()
-	if len(ids) == 0 {
+	for _, ex := range exs {
+		ex.cancel(ErrStopping)
+	}
+	return exs
+}
+
+// requeue puts released attempts' jobs back in the queue without counting
+// the attempt.
+func (r *Runner) requeue(exs []*execution) {
+	if len(exs) == 0 {
 		return
+	}
+	ids, attempts := make([]int64, len(exs)), make([]int32, len(exs))
+	for i, ex := range exs {
+		ids[i], attempts[i] = ex.row.ID, int32(ex.row.Attempts)
 	}
 	err := retryBookkeeping(func(ctx context.Context) error {
 		_, err := r.sqlDB.ExecContext(ctx, `
@@ -325,7 +339,6 @@ req AS (
 	for _, ex := range exs {
 		r.stats.requeued.Add(1)
 		r.observe(ex.event(EventRequeued))
-		ex.cancel(ErrStopping)
 	}
 	r.log.Warn("queue: stop ran out of time; running jobs put back in the queue", "jobs", len(ids))
 }
