@@ -57,7 +57,9 @@ func Yearly(month time.Month, day, hour, minute int) string {
 }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
-// process was running it.
+// process was running it. A tick less than a minute old (or two poll
+// intervals, if longer) when a runner starts is not missed: it is due, and
+// fires then, once.
 type MissedPolicy int
 
 const (
@@ -224,13 +226,16 @@ func (s *schedule) latest(since, now time.Time) (last time.Time, n int) {
 // reaches it, in whichever runner gets there first.
 func (r *Runner) schedule(ctx context.Context) {
 	defer r.loops.Done()
-	known := map[string]time.Time{} // schedule → its next tick, as this runner sees it
+	// Each schedule's next tick, as this runner sees it. Keyed by the
+	// schedule itself, not its name, so that a schedule replaced under the
+	// same name starts afresh on its own timetable.
+	known := map[*schedule]time.Time{}
 	for ctx.Err() == nil {
 		scheds, changed := r.c.reg.schedulesNow()
 		now := r.cfg.clock.Now()
 		wake := time.Time{}
-		for name, s := range scheds {
-			next, ok := known[name]
+		for _, s := range scheds {
+			next, ok := known[s]
 			if !ok {
 				next = r.startSchedule(ctx, s, now)
 			}
@@ -240,7 +245,7 @@ func (r *Runner) schedule(ctx context.Context) {
 				}
 				next = s.next(next)
 			}
-			known[name] = next
+			known[s] = next
 			due := next
 			if !next.IsZero() && !next.After(now) {
 				due = now.Add(r.cfg.poll)
@@ -249,9 +254,9 @@ func (r *Runner) schedule(ctx context.Context) {
 				wake = due
 			}
 		}
-		for name := range known {
-			if scheds[name] == nil {
-				delete(known, name) // unscheduled
+		for s := range known {
+			if scheds[s.Name] != s {
+				delete(known, s) // unscheduled or replaced
 			}
 		}
 		var timer <-chan time.Time
@@ -266,9 +271,19 @@ func (r *Runner) schedule(ctx context.Context) {
 	}
 }
 
+// missedGrace is how old a tick must be, when a runner first sees its
+// schedule, to count as missed. A younger one is merely due: another runner
+// may be about to fire it (its timer a little late, or a retry after a
+// database error pending), and skipping it would lose it. Due ticks are
+// fired like any other, and fire creates each tick's jobs once.
+func (r *Runner) missedGrace() time.Duration { return max(time.Minute, 2*r.cfg.poll) }
+
 // startSchedule brings a schedule's row up to date when a runner first sees
-// it, applying its missed-tick policy, and returns its next tick.
+// it, applying its missed-tick policy to ticks older than missedGrace, and
+// returns the first tick still to fire.
 func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) time.Time {
+	cutoff := now.Add(-r.missedGrace())
+	from := now // a new schedule starts with its next tick, not its last one
 	var missed time.Time
 	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		last, found, err := lockSchedule(tx, s.Name)
@@ -276,10 +291,13 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 			return err
 		}
 		if !found {
-			// A new schedule starts with its next tick, not its last one.
 			return tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", s.Name, now).Error
 		}
-		latest, n := s.latest(last, now)
+		from = last
+		if last.Before(cutoff) {
+			from = cutoff
+		}
+		latest, n := s.latest(last, cutoff)
 		if n == 0 {
 			return nil
 		}
@@ -297,7 +315,7 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 	if !missed.IsZero() {
 		r.fire(ctx, s, missed)
 	}
-	return s.next(now)
+	return s.next(from)
 }
 
 // lockSchedule locks a schedule's row and returns its last tick.

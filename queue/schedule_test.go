@@ -211,6 +211,40 @@ func TestMissedTicksPolicies(t *testing.T) {
 	}
 }
 
+// A runner that starts just after a tick fell due, before the live runner
+// that should fire it got round to it, fires it rather than skip it.
+func TestARecentTickIsDueNotMissed(t *testing.T) {
+	t.Parallel()
+	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: "0 * * * *", Missed: queue.SkipMissed})
+	// 22:00 fired; it is 23:00:10 and nobody has fired 23:00 yet.
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
+		time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC)).Error)
+	clock := newManualClock(time.Date(2025, 12, 8, 23, 0, 10, 0, time.UTC))
+	e.runner(t, queue.WithClock(clock))
+	ev := e.events.wait(t, queue.EventScheduled, 0, 1)[0]
+	require.Equal(t, "hourly@2025-12-08T23:00:00Z", ev.RunID)
+	require.Equal(t, int64(2), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id = 'hourly@2025-12-08T23:00:00Z'"))
+}
+
+// A schedule replaced under the same name follows its new timetable at once.
+func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
+	t.Parallel()
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: "* * * * *"})
+	clock := newManualClock(start)
+	e.runner(t, queue.WithClock(clock))
+	clock.awaitWaiters(1)
+	clock.Set(start.Add(time.Minute)) // 23:00:30: the 23:00 tick
+	e.events.wait(t, queue.EventScheduled, 0, 1)
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "a", Spec: "*/5 * * * *",
+		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
+	clock.awaitWaiters(2)                 // the old timetable's timer for 23:01, and the new one's
+	clock.Set(start.Add(2 * time.Minute)) // 23:01:30: a tick of the old spec only
+	clock.Set(start.Add(6 * time.Minute)) // 23:05:30
+	ev := e.events.wait(t, queue.EventScheduled, 0, 2)[1]
+	require.Equal(t, "a@2025-12-08T23:05:00Z", ev.RunID, "no tick at 23:01")
+	require.Equal(t, int64(3), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "two jobs at 23:00, one at 23:05")
+}
+
 func TestSchedulesChangeAtRunTime(t *testing.T) {
 	t.Parallel()
 	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: "* * * * *"})
