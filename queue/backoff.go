@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -27,10 +28,14 @@ type Exponential struct {
 	Jitter float64
 }
 
+// longest is where backoffs stop growing, so that a job's millionth attempt
+// does not overflow to no wait at all: some 146 years.
+const longest = time.Duration(math.MaxInt64 / 2)
+
 // Delay implements Backoff.
 func (e Exponential) Delay(attempt int) time.Duration {
 	d := e.Base
-	for i := 1; i < attempt && (e.Max <= 0 || d < e.Max); i++ {
+	for i := 1; i < attempt && (e.Max <= 0 || d < e.Max) && d < longest/2; i++ {
 		d *= 2
 	}
 	if e.Max > 0 && d > e.Max {
@@ -48,7 +53,11 @@ type Linear struct {
 
 // Delay implements Backoff.
 func (l Linear) Delay(attempt int) time.Duration {
-	d := l.Step * time.Duration(max(attempt, 1))
+	n := time.Duration(max(attempt, 1))
+	d := longest
+	if l.Step <= longest/n {
+		d = l.Step * n
+	}
 	if l.Max > 0 && d > l.Max {
 		d = l.Max
 	}

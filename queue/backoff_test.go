@@ -19,7 +19,9 @@ func TestBackoffDelays(t *testing.T) {
 	}{
 		{exp, 1, time.Second}, {exp, 2, 2 * time.Second}, {exp, 4, 8 * time.Second},
 		{exp, 5, 10 * time.Second}, {exp, 60, 10 * time.Second}, // capped, no overflow
-		{Exponential{Base: time.Second}, 10, 512 * time.Second}, // no cap
+		{Exponential{Base: time.Second}, 10, 512 * time.Second},      // no cap
+		{Exponential{Base: time.Second}, 1 << 20, time.Second << 32}, // no cap, and no overflow: it stops doubling
+		{Linear{Step: 24 * time.Hour}, 1 << 20, longest},             // likewise
 		{lin, 1, time.Second}, {lin, 2, 2 * time.Second}, {lin, 9, 3 * time.Second},
 		{seed, 1, time.Minute}, {seed, 2, 5 * time.Minute}, {seed, 3, 15 * time.Minute}, {seed, 7, 15 * time.Minute},
 		{Delays{}, 3, 0},

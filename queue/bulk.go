@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
 )
 
 // analyzeAfter is the bulk size from which EnqueueBulk refreshes the table's
@@ -35,17 +36,26 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 		keyed = keyed || r.key != nil
 	}
 	if keyed || c.tx {
+		// One transaction (a savepoint inside the caller's) around the
+		// slices, so a failure in a late one leaves none stored.
 		var n int64
-		for start := 0; start < len(rows); start += 5000 {
-			out, err := c.insert(ctx, rows[start:min(start+5000, len(rows))])
-			if err != nil {
-				return n, err
-			}
-			for _, o := range out {
-				if !o.Duplicate {
-					n++
+		err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			in := c.Tx(tx)
+			for start := 0; start < len(rows); start += 5000 {
+				out, err := in.insert(ctx, rows[start:min(start+5000, len(rows))])
+				if err != nil {
+					return err
+				}
+				for _, o := range out {
+					if !o.Duplicate {
+						n++
+					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
 		}
 		return n, nil
 	}

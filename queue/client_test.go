@@ -327,6 +327,38 @@ func TestEnqueueBulk(t *testing.T) {
 	require.Equal(t, int64(12_002), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
 }
 
+// A bulk that goes through the keyed statement in slices is still all or
+// nothing: here the database refuses a job in its second slice.
+func TestEnqueueBulkInSlicesIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	require.NoError(t, e.db.Gorm.Exec(`CREATE FUNCTION refuse_7000() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'county 7000 refused'; END $$`).Error)
+	require.NoError(t, e.db.Gorm.Exec(`CREATE TRIGGER refuse_7000 BEFORE INSERT ON sheaf_jobs
+		FOR EACH ROW WHEN (NEW.payload->>'county' = '7000') EXECUTE FUNCTION refuse_7000()`).Error)
+	params := make([]queue.Params, 8000)
+	for i := range params {
+		params[i] = queue.Params{Args: report{County: fmt.Sprint(i)}, Options: []queue.JobOption{queue.IdempotencyKey(fmt.Sprint("k", i))}}
+	}
+	n, err := e.client.EnqueueBulk(ctx, params)
+	require.ErrorContains(t, err, "county 7000 refused")
+	require.Zero(t, n)
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "the first slice of 5000 is not kept")
+
+	// Inside a caller's transaction, the caller's own work survives (the
+	// bulk was a savepoint) and the caller decides.
+	err = e.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		_, err := e.client.Tx(tx).Enqueue(ctx, noop{})
+		require.NoError(t, err)
+		_, err = e.client.Tx(tx).EnqueueBulk(ctx, params)
+		require.ErrorContains(t, err, "county 7000 refused")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "only the caller's noop job")
+}
+
 func TestGetAndList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))

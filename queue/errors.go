@@ -43,7 +43,10 @@ func invalid(format string, args ...any) error {
 // fails at once, whatever attempts it has left. Build one with Permanent.
 type PermanentError struct{ Err error }
 
+// Error returns the wrapped error's message, marked permanent.
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
 // Permanent wraps err so that the job fails without further attempts. It

@@ -176,14 +176,16 @@ WITH expired AS (
 		last_error = 'lease expired: runner ' || coalesce(j.locked_by, '?') || ' stopped renewing it (it crashed, hung or lost the database)',
 		locked_until = NULL, locked_by = NULL
 	FROM expired WHERE j.id = expired.id
-	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at
+	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at, j.last_error
 ), notified AS (` + notifyDueSQL("rescued") + `)
-SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id
+SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id,
+	rescued.last_error
 FROM rescued, notified`
 
 // rescue returns jobs whose lease expired to the queue, or fails them if
-// they have used their attempts. Any runner rescues any runner's jobs;
-// SKIP LOCKED keeps two rescuers from fighting.
+// they have used their attempts (reporting EventFailed too, for dead-letter
+// observers). Any runner rescues any runner's jobs; SKIP LOCKED keeps two
+// rescuers from fighting.
 func (r *Runner) rescue(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, bookkeepingTimeout)
 	defer cancel()
@@ -197,7 +199,7 @@ func (r *Runner) rescue(ctx context.Context) {
 	defer rows.Close()
 	for rows.Next() {
 		var row JobRecord
-		if err := rows.Scan(&row.ID, &row.Kind, &row.Queue, &row.Status, &row.Attempts, &row.MaxAttempts, &row.CorrelationID); err != nil {
+		if err := rows.Scan(&row.ID, &row.Kind, &row.Queue, &row.Status, &row.Attempts, &row.MaxAttempts, &row.CorrelationID, &row.LastError); err != nil {
 			r.log.Error("queue: rescue failed", "err", err)
 			return
 		}
@@ -205,5 +207,12 @@ func (r *Runner) rescue(ctx context.Context) {
 		ex := &execution{row: row}
 		r.observe(ex.event(EventRescued))
 		r.jobLogger(&row).Warn("queue: rescued a job whose lease expired", "now", row.Status)
+		if row.Status == StatusFailed {
+			r.stats.failed.Add(1)
+			ev := ex.event(EventFailed)
+			ev.Err = fmt.Errorf("%w: %s", ErrLeaseLost, *row.LastError)
+			r.observe(ev)
+			r.jobLogger(&row).Error("queue: job failed for good", "err", ev.Err)
+		}
 	}
 }

@@ -159,6 +159,9 @@ func TestJobThatKillsItsProcessEveryTimeFails(t *testing.T) {
 	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
 	ev := e.events.wait(t, queue.EventRescued, id, 1)[0]
 	require.Equal(t, 3, ev.Attempt)
+	dead := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	require.ErrorIs(t, dead.Err, queue.ErrLeaseLost, "dead-letter observers hear of it")
+	require.ErrorContains(t, dead.Err, "lease expired: runner doomed-3")
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFailed, rec.Status)

@@ -19,6 +19,8 @@ const (
 	EventRetrying
 	// EventFailed: the attempt failed and the job is FAILED, because it
 	// had no attempts left or the error was permanent: the dead letter.
+	// Also reported, after EventRescued, for a job whose last attempt's
+	// lease expired; Err then wraps ErrLeaseLost.
 	EventFailed
 	// EventCancelled: the job was cancelled while it ran, and its handler
 	// has returned.
@@ -42,6 +44,7 @@ const (
 	EventScheduled
 )
 
+// String returns the event's name in lower case, as "completed".
 func (t EventType) String() string {
 	switch t {
 	case EventStarted:

@@ -62,7 +62,8 @@ type SlowJob struct {
 }
 
 // StoppedChain is a dependency rule whose child is missing, and the parents
-// that are why.
+// that are why. A parent still QUEUED or PROCESSING counts as blocking too
+// (the morning after, that is where the chain stands); its Status tells.
 type StoppedChain struct {
 	Rule      string
 	ChildKind string
@@ -137,12 +138,18 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 }
 
 // slowJobs compares each completed job with the median of the previous
-// History completed jobs of its kind that are not in scope.
+// History completed jobs of its kind: not in scope, and completed before
+// the first of the kind's jobs in scope started, so that reviewing an old
+// night compares it with the nights before it, not after.
 func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]SlowJob, error) {
 	typical := map[string]time.Duration{}
 	inScope := make([]int64, 0, len(jobs))
+	firstStart := map[string]time.Time{}
 	for _, j := range jobs {
 		inScope = append(inScope, j.ID)
+		if s := j.StartedAt; s != nil && (firstStart[j.Kind].IsZero() || s.Before(firstStart[j.Kind])) {
+			firstStart[j.Kind] = *s
+		}
 	}
 	var out []SlowJob
 	for _, j := range jobs {
@@ -155,8 +162,8 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 			var secs *float64
 			err := c.db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
 				SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
-				WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?)
-				ORDER BY completed_at DESC LIMIT ?) h`, j.Kind, IDs(inScope), q.History).Row().Scan(&secs)
+				WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?) AND completed_at < ?
+				ORDER BY completed_at DESC LIMIT ?) h`, j.Kind, IDs(inScope), firstStart[j.Kind], q.History).Row().Scan(&secs)
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, err)
 			}

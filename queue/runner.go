@@ -78,8 +78,8 @@ type RunnerStats struct {
 
 // NewRunner returns a runner that works jobs of c's registry. Options:
 // WithWorkers, WithQueues, WithPollInterval, WithLease, WithRescueInterval,
-// WithRunnerID, WithLogger and WithObserver (the last two default to the
-// client's).
+// WithRunnerID, WithClock, WithLogger and WithObserver (the last two default
+// to the client's).
 func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	if c == nil {
 		return nil, invalid("nil *Client")

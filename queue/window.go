@@ -63,9 +63,12 @@ func (w Window) nextOpen(t time.Time) time.Time {
 		return t
 	}
 	lt := t.In(w.loc)
-	open := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, w.loc).Add(w.start)
+	// By the wall clock, not midnight plus a duration: on the day clocks
+	// change, the two differ by an hour.
+	h, m := int(w.start/time.Hour), int(w.start%time.Hour/time.Minute)
+	open := time.Date(lt.Year(), lt.Month(), lt.Day(), h, m, 0, 0, w.loc)
 	if !open.After(lt) {
-		open = time.Date(lt.Year(), lt.Month(), lt.Day()+1, 0, 0, 0, 0, w.loc).Add(w.start)
+		open = time.Date(lt.Year(), lt.Month(), lt.Day()+1, h, m, 0, 0, w.loc)
 	}
 	return open
 }

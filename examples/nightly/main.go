@@ -122,10 +122,7 @@ func run(ctx context.Context, dsn string, speed int) error {
 	s.runner, err = queue.NewRunner(s.client,
 		queue.WithClock(s.clock),
 		queue.WithWorkers(workers),
-		queue.WithObserver(s.night),
-		// How soon a closed window's jobs are looked at again once it opens:
-		// nothing announces the opening.
-		queue.WithPollInterval(100*time.Millisecond))
+		queue.WithObserver(s.night))
 	if err != nil {
 		return err
 	}

@@ -163,9 +163,6 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 
 	runner, err := queue.NewRunner(client,
 		queue.WithWorkers(workers),
-		// A retry that comes due is not announced; the runner finds it by
-		// polling. Poll often, so the demo's retry is not kept waiting.
-		queue.WithPollInterval(100*time.Millisecond),
 		queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) { con.event(ev, jobs) })))
 	if err != nil {
 		return err
