@@ -280,7 +280,7 @@ func TestConcurrentParentsAtAGate(t *testing.T) {
 	}
 	// Both completions wait at the gate: watch the server's lock table for
 	// them, then open it.
-	for e.db.Count(t, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = hashtext(?)::oid", gate) < 2 {
+	for e.db.Count(t, "SELECT count(*) FROM pg_locks, pg_sleep(0.005) WHERE locktype = 'advisory' AND NOT granted AND objid = hashtext(?)::oid", gate) < 2 {
 	}
 	_, err = keeper.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtext($1))", gate)
 	require.NoError(t, err)

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/queue"
 )
@@ -319,8 +322,8 @@ func TestBackendTerminatedMidJob(t *testing.T) {
 	e.runner(t)
 	e.events.wait(t, queue.EventStarted, id, 1)
 	var killed int64
-	for killed == 0 { // the query may not have reached the server yet
-		require.NoError(t, e.db.Gorm.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	for killed == 0 { // the query may not have reached the server yet; look again in 5 ms
+		require.NoError(t, e.db.Gorm.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity, pg_sleep(0.005)
 			WHERE query LIKE '%sheaf-test-victim-' || ? || '%' AND pid <> pg_backend_pid()`, e.db.Schema).Scan(&killed).Error)
 	}
 	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
@@ -412,4 +415,38 @@ func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND last_error = 'transient'
 		AND status = 'COMPLETED'`, id), "the last error is kept after success")
+}
+
+// The runner's own connections (claims, results, listener) are terminated
+// by the server: it reconnects and goes on, and no job is left behind.
+func TestRunnerSurvivesItsConnectionsBeingTerminated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	app := "sheaf-victim-" + e.db.Schema
+	pool, err := gorm.Open(postgres.Open(e.db.DSN+"&application_name="+app), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	sqlDB, err := pool.DB()
+	require.NoError(t, err)
+	sizePool(sqlDB)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	c, err := queue.NewClient(pool, e.reg, quiet(), queue.WithObserver(e.events))
+	require.NoError(t, err)
+	r, err := queue.NewRunner(c, queue.WithPollInterval(50*time.Millisecond), queue.WithWorkers(testWorkers))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
+
+	first := enqueue(t, e, noop{})
+	e.events.wait(t, queue.EventCompleted, first, 1) // the runner holds its claim and result connections now
+	for e.db.Count(t, "SELECT count(*) FROM pg_stat_activity, pg_sleep(0.005) WHERE application_name = $1 AND query LIKE 'LISTEN%'", app) == 0 {
+	} // and its listener is listening
+	killed := e.db.Count(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app)
+	require.GreaterOrEqual(t, killed, int64(3), "the claim, result and listener connections at least")
+
+	for range 20 {
+		enqueue(t, e, noop{})
+	}
+	e.events.wait(t, queue.EventCompleted, 0, 21)
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status <> 'COMPLETED'"))
+	require.Equal(t, int64(21), r.Stats().Completed)
 }
