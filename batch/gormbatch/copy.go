@@ -50,6 +50,7 @@ func (t *Table[T]) copy(ctx context.Context, b batch.Batch[T]) error {
 			return fmt.Errorf("connection is a %T: %w", dc, ErrNotPostgres)
 		}
 		txCtx, commit, done := commitContext(ctx)
+		defer done(nil) // frees the context also when encoding panics
 		return done(t.copyRows(txCtx, c.Conn(), fields, b, items, func() error {
 			if !commit() {
 				return context.Cause(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/batch/gormbatch"
@@ -166,51 +167,127 @@ func (f fuse) Value() (driver.Value, error) {
 	return string(f), nil
 }
 
-// A panic inside the write of sub-batch 2: that sub-batch is rolled back,
-// sub-batch 1 is cleaned up, the panic is reported with sequence -1, and the
-// workers go on.
-func TestPanicWhileWriting(t *testing.T) {
-	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
-		e := newEnv(t)
-		tbl, err := gormbatch.New[explosive](e.Gorm, opts...)
-		require.NoError(t, err)
-		var mu sync.Mutex
-		outs := map[string]batch.Outcome{}
-		c, err := batch.NewCoordinator[explosive](tbl, quiet(), batch.WithCleanup(tbl), batch.WithMaxBatchSize(1000),
-			batch.WithObserver(func(o batch.Outcome) {
-				mu.Lock()
-				defer mu.Unlock()
-				outs[o.BatchID] = o
-			}))
-		require.NoError(t, err)
-		require.NoError(t, c.Start(t.Context()))
-		items := make([]explosive, 2500)
-		for i := range items {
-			items[i] = explosive{Line: i, Cents: 1, Note: "n"}
-		}
-		items[1700].Note = "boom"
-		require.NoError(t, c.SendMany(t.Context(), "BOOM", items))
-		require.NoError(t, c.Send(t.Context(), batch.End[explosive]("BOOM")))
-		items[1700].Note = "n"
-		require.NoError(t, c.SendMany(t.Context(), "CALM", items))
-		require.NoError(t, c.Send(t.Context(), batch.End[explosive]("CALM")))
-		require.NoError(t, c.Shutdown(t.Context()))
+// trapped is an order whose gorm hooks panic on a note that names them: user
+// code that runs inside gorm's Create, within the sub-batch's transaction.
+// BeforeCreate runs before the INSERT, AfterCreate after it. Only the gorm
+// path runs hooks.
+type trapped struct {
+	ID        int64 `gorm:"primaryKey"`
+	BatchID   string
+	Line      int
+	Cents     int64
+	Note      string
+	CreatedAt time.Time
+}
 
-		o := outs["BOOM"]
-		require.Equal(t, batch.Failed, o.Status)
-		require.Equal(t, cleanup.SeqUnknown, o.Seq)
-		var pe *batch.ProcessError
-		require.ErrorAs(t, o.Err, &pe)
-		require.Equal(t, 2, pe.Seq, "the error still names the sub-batch")
-		var panicErr *batch.PanicError
-		require.ErrorAs(t, o.Err, &panicErr)
-		require.ErrorContains(t, o.Err, "the note exploded")
-		require.NoError(t, o.CleanupErr)
-		require.Equal(t, int64(0), e.rows("BOOM"))
-		require.Equal(t, int64(1000), e.deleted("BOOM"), "only sub-batch 1 was committed; sub-batch 2 rolled back")
-		require.Equal(t, batch.Completed, outs["CALM"].Status)
-		require.Equal(t, int64(2500), e.rows("CALM"))
+func (trapped) TableName() string { return "orders" }
+
+func (h *trapped) BeforeCreate(*gorm.DB) error {
+	if h.Note == "boom BeforeCreate" {
+		panic("BeforeCreate exploded")
+	}
+	return nil
+}
+
+func (h *trapped) AfterCreate(*gorm.DB) error {
+	if h.Note == "boom AfterCreate" {
+		panic("AfterCreate exploded")
+	}
+	return nil
+}
+
+// A panic inside the write of sub-batch 2, after sub-batch 1 was committed:
+// from a Valuer on both paths, from a gorm hook before or after the INSERT on
+// the gorm path. Sub-batch 2 is rolled back, sub-batch 1 is cleaned up, the
+// panic is reported with sequence -1 (cleanup.SeqUnknown), no connection is
+// left in use, other batches keep their rows, and the coordinator goes on
+// writing. TestPanicLeavesNoConnectionBehind is the same for Process alone.
+func TestPanicWhileWriting(t *testing.T) {
+	t.Run("Valuer", func(t *testing.T) {
+		t.Parallel()
+		eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+			mk := func(line int, note string) explosive { return explosive{Line: line, Cents: 1, Note: fuse(note)} }
+			panicWhileWriting(t, mk, "boom", "the note exploded", opts...)
+		})
 	})
+	for _, hook := range []string{"BeforeCreate", "AfterCreate"} {
+		t.Run(hook, func(t *testing.T) {
+			t.Parallel()
+			mk := func(line int, note string) trapped { return trapped{Line: line, Cents: 1, Note: note} }
+			panicWhileWriting(t, mk, "boom "+hook, hook+" exploded")
+		})
+	}
+}
+
+// panicWhileWriting sends a batch of model T whose item 1700, in sub-batch 2,
+// panics with want when written, having mk(line, boom) make that item.
+func panicWhileWriting[T any](t *testing.T, mk func(line int, note string) T, boom, want string, opts ...gormbatch.Option) {
+	e := newEnv(t)
+	tbl, err := gormbatch.New[T](e.Gorm, opts...)
+	require.NoError(t, err)
+	items := func(n int) []T {
+		out := make([]T, n)
+		for i := range out {
+			out[i] = mk(i, "n")
+		}
+		return out
+	}
+	r := start(t, tbl, batch.WithMaxBatchSize(1000))
+	r.send("BEFORE", items(1500))
+	require.Equal(t, batch.Completed, r.await("BEFORE").Status)
+
+	victim := func() []T {
+		out := items(2500)
+		out[1700] = mk(1700, boom)
+		return out
+	}
+	r.send("BOOM", victim())
+	r.send("CALM", items(2500))
+
+	o := r.await("BOOM")
+	require.Equal(t, batch.Failed, o.Status)
+	require.Equal(t, cleanup.SeqUnknown, o.Seq)
+	require.Equal(t, 1, o.SubBatches, "sub-batch 1 was committed before the panic")
+	var pe *batch.ProcessError
+	require.ErrorAs(t, o.Err, &pe)
+	require.Equal(t, "process", pe.Op)
+	require.Equal(t, 2, pe.Seq, "the error still names the sub-batch")
+	var panicErr *batch.PanicError
+	require.ErrorAs(t, o.Err, &panicErr)
+	require.ErrorContains(t, o.Err, want)
+	require.NoError(t, o.CleanupErr)
+	require.Equal(t, int64(0), e.rows("BOOM"))
+	require.Equal(t, int64(1000), e.deleted("BOOM"), "only sub-batch 1 was committed; sub-batch 2 rolled back")
+
+	// Once the outcomes are in, no worker is writing: a connection still in
+	// use is one the panic kept.
+	require.Equal(t, batch.Completed, r.await("CALM").Status)
+	require.Equal(t, 0, e.SQL.Stats().InUse, "a connection leaked")
+
+	// The workers survived: later batches are written, one of them panicking
+	// again.
+	for i := range 3 {
+		r.send(fmt.Sprintf("AFTER-%d", i), items(2100))
+	}
+	r.send("BOOM-AGAIN", victim())
+	r.shutdown()
+	require.Equal(t, 0, e.SQL.Stats().InUse, "a connection leaked")
+	require.Equal(t, batch.Failed, r.outcome("BOOM-AGAIN").Status)
+	require.ErrorContains(t, r.outcome("BOOM-AGAIN").Err, want)
+	require.Equal(t, int64(0), e.rows("BOOM-AGAIN"))
+	for i := range 3 {
+		id := fmt.Sprintf("AFTER-%d", i)
+		require.Equal(t, batch.Completed, r.outcome(id).Status)
+		require.Equal(t, int64(2100), e.rows(id))
+	}
+	require.Equal(t, int64(1500), e.rows("BEFORE"))
+	require.Equal(t, int64(2500), e.rows("CALM"))
+	require.Equal(t, int64(1500+2500+3*2100), e.Count(t, "SELECT count(*) FROM orders"), "no stray rows")
+	require.Equal(t, int64(0), e.deleted("BEFORE")+e.deleted("CALM"), "cleanup touched the failed batches only")
+	s := r.c.Stats()
+	require.Equal(t, int64(2), s.BatchesFailed)
+	require.Equal(t, int64(5), s.BatchesCompleted)
+	require.Equal(t, int64(0), s.CleanupFailures)
 }
 
 // Shutdown while producers send and sub-batches are being written, one of

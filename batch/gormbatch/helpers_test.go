@@ -132,26 +132,31 @@ func (e *env) table(opts ...gormbatch.Option) *gormbatch.Table[Order] {
 	return tbl
 }
 
-// run is a started coordinator over a Table, collecting outcomes.
-type run struct {
+// runOf is a started coordinator over a Table of T, collecting outcomes.
+type runOf[T any] struct {
 	t   *testing.T
-	c   *batch.Coordinator[Order]
+	c   *batch.Coordinator[T]
 	mu  sync.Mutex
-	out map[string][]batch.Outcome
-	// done receives each outcome as it arrives; buffered generously so the
-	// observer never blocks.
-	done chan batch.Outcome
+	out map[string][]batch.Outcome // by batch ID, in the order they arrived
+	// awaited counts, by batch ID, the outcomes await has returned.
+	awaited map[string]int
+	// arrived is closed, and replaced, whenever an outcome arrives. The
+	// observer never blocks, however many outcomes a test produces.
+	arrived chan struct{}
 }
+
+// run is a started coordinator over a Table of Order.
+type run = runOf[Order]
 
 func quiet() batch.Option { return batch.WithLogger(slog.New(slog.DiscardHandler)) }
 
 // start starts a coordinator with tbl as processor and cleanup strategy. It is
 // shut down when the test ends, if the test did not.
-func start(t *testing.T, tbl *gormbatch.Table[Order], opts ...batch.Option) *run {
+func start[T any](t *testing.T, tbl *gormbatch.Table[T], opts ...batch.Option) *runOf[T] {
 	t.Helper()
-	r := &run{t: t, out: map[string][]batch.Outcome{}, done: make(chan batch.Outcome, 1024)}
+	r := &runOf[T]{t: t, out: map[string][]batch.Outcome{}, awaited: map[string]int{}, arrived: make(chan struct{})}
 	all := append([]batch.Option{quiet(), batch.WithCleanup(tbl), batch.WithObserver(r.observe)}, opts...)
-	c, err := batch.NewCoordinator[Order](tbl, all...)
+	c, err := batch.NewCoordinator[T](tbl, all...)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(context.Background()))
 	r.c = c
@@ -159,28 +164,29 @@ func start(t *testing.T, tbl *gormbatch.Table[Order], opts ...batch.Option) *run
 	return r
 }
 
-func (r *run) observe(o batch.Outcome) {
+func (r *runOf[T]) observe(o batch.Outcome) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.out[o.BatchID] = append(r.out[o.BatchID], o)
-	r.mu.Unlock()
-	r.done <- o
+	close(r.arrived)
+	r.arrived = make(chan struct{})
 }
 
 // send sends items for id and then the end of the batch.
-func (r *run) send(id string, items []Order) {
+func (r *runOf[T]) send(id string, items []T) {
 	r.t.Helper()
 	require.NoError(r.t, r.c.SendMany(context.Background(), id, items))
-	require.NoError(r.t, r.c.Send(context.Background(), batch.End[Order](id)))
+	require.NoError(r.t, r.c.Send(context.Background(), batch.End[T](id)))
 }
 
 // shutdown shuts down gracefully: afterwards every outcome has arrived.
-func (r *run) shutdown() {
+func (r *runOf[T]) shutdown() {
 	r.t.Helper()
 	require.NoError(r.t, r.c.Shutdown(context.Background()))
 }
 
 // outcome returns the only outcome of id.
-func (r *run) outcome(id string) batch.Outcome {
+func (r *runOf[T]) outcome(id string) batch.Outcome {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -188,15 +194,23 @@ func (r *run) outcome(id string) batch.Outcome {
 	return r.out[id][0]
 }
 
-// await waits for the outcome of id.
-func (r *run) await(id string) batch.Outcome {
+// await waits for the next outcome of id that await has not returned yet:
+// the first outcome of id at the first call, the second at the second. It
+// does not mind the order in which the outcomes of different IDs arrive.
+func (r *runOf[T]) await(id string) batch.Outcome {
 	r.t.Helper()
-	for o := range r.done {
-		if o.BatchID == id {
+	for {
+		r.mu.Lock()
+		if n := r.awaited[id]; n < len(r.out[id]) {
+			r.awaited[id]++
+			o := r.out[id][n]
+			r.mu.Unlock()
 			return o
 		}
+		arrived := r.arrived
+		r.mu.Unlock()
+		<-arrived
 	}
-	panic("unreachable: done is never closed")
 }
 
 // blocker makes inserts of orders whose note is 'block' wait for an advisory

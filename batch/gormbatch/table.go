@@ -213,6 +213,7 @@ func (t *Table[T]) Process(ctx context.Context, b batch.Batch[T]) error {
 		}
 	}
 	txCtx, commit, done := commitContext(ctx)
+	defer done(nil) // frees the context also when the write panics
 	err := done(t.db.WithContext(txCtx).Transaction(func(tx *gorm.DB) error {
 		for chunk := range slices.Chunk(b.Items, t.rowsPerInsert) {
 			if err := tx.Table(t.table).Create(&chunk).Error; err != nil {
@@ -244,7 +245,8 @@ var errCommitTimeout = errors.New("gormbatch: COMMIT took longer than 30s")
 // looked would leave the sub-batch's rows behind. commit reports false if
 // ctx has already ended; the processor then rolls back. done frees the
 // context and returns the transaction's error, naming the timeout if that is
-// what ended it (the driver only says "context canceled").
+// what ended it (the driver only says "context canceled"); calling it again
+// does no harm.
 func commitContext(ctx context.Context) (txCtx context.Context, commit func() bool, done func(error) error) {
 	txCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	follow := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
