@@ -1,7 +1,13 @@
 package pgtest_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -39,4 +45,89 @@ func TestCountTakesBothPlaceholderStyles(t *testing.T) {
 	db := pgtest.New(t)
 	require.Equal(t, int64(3), db.Count(t, "SELECT count(*) FROM generate_series(1, $1)", 3))
 	require.Equal(t, int64(4), db.Count(t, "SELECT count(*) FROM generate_series(1, ?)", 4))
+}
+
+// childEnv marks the test binary that TestUnreachableServer starts; the
+// value names the test that binary is to run.
+const childEnv = "PGTEST_CHILD"
+
+// unreachableDSN points at a port where nothing listens. Its password must not
+// show in the message.
+const unreachableDSN = "postgres://postgres:hunter2@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
+
+// Without a server, New skips the test with a message saying what to do, or
+// fails it when CI is set. The test binary runs itself as a child process on
+// TestUnreachableServerChild, so that the skip and the failure happen to a
+// test of their own.
+func TestUnreachableServer(t *testing.T) {
+	t.Parallel()
+	const msg = "pgtest: PostgreSQL not reachable at postgres://postgres:***@127.0.0.1:1/test?"
+	const advice = "start it, or point TEST_DATABASE_URL at a server"
+	t.Run("skips", func(t *testing.T) {
+		t.Parallel()
+		out, err := runChild(t, false)
+		require.NoError(t, err, "a skipped test passes:\n%s", out)
+		require.Contains(t, out, "--- SKIP: TestUnreachableServerChild")
+		require.Contains(t, out, msg)
+		require.Contains(t, out, advice)
+		require.NotContains(t, out, "hunter2", "the password is redacted")
+		require.NotContains(t, out, "New returned")
+	})
+	t.Run("fails in CI", func(t *testing.T) {
+		t.Parallel()
+		out, err := runChild(t, true)
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "the child must run and fail:\n%s", out)
+		require.NotEqual(t, 0, exit.ExitCode())
+		require.Contains(t, out, "--- FAIL: TestUnreachableServerChild")
+		require.Contains(t, out, msg)
+		require.Contains(t, out, advice)
+		require.NotContains(t, out, "hunter2", "the password is redacted")
+		require.NotContains(t, out, "New returned", "the failure stops the test")
+	})
+}
+
+// runChild runs TestUnreachableServerChild in a child process against
+// unreachableDSN, with CI set or not, and returns its combined output.
+func runChild(t *testing.T, ci bool) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestUnreachableServerChild$", "-test.v", "-test.count=1")
+	env := []string{childEnv + "=TestUnreachableServerChild", "TEST_DATABASE_URL=" + unreachableDSN}
+	// Under -race the child would sleep a second before exiting 0, in case
+	// other goroutines report races; this child has none.
+	race := "GORACE=atexit_sleep_ms=0"
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		switch name {
+		case "CI", "TEST_DATABASE_URL", childEnv:
+		case "GORACE":
+			race += " " + value
+		default:
+			env = append(env, kv)
+		}
+	}
+	env = append(env, race)
+	if ci {
+		env = append(env, "CI=1")
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the child did not finish in time:\n%s", out)
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run the test binary: %v", err)
+	}
+	return string(out), err
+}
+
+// TestUnreachableServerChild is TestUnreachableServer's child process; in a
+// normal run it does nothing.
+func TestUnreachableServerChild(t *testing.T) {
+	if os.Getenv(childEnv) != t.Name() {
+		t.Skip("runs as a child process of TestUnreachableServer")
+	}
+	pgtest.New(t)
+	t.Error("New returned without a server")
 }
