@@ -148,9 +148,15 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Location == nil {
 		p.Location = time.UTC
 	}
+	s := &schedule{Periodic: p, cron: c}
+	if s.next(time.Now()).IsZero() {
+		// A date that never comes, such as Yearly(time.February, 30, ...):
+		// the parser accepts it, and the schedule would never fire.
+		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.schedules[p.Name] = &schedule{Periodic: p, cron: c}
+	r.schedules[p.Name] = s
 	r.notifyChangeLocked()
 	return nil
 }

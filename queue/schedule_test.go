@@ -145,6 +145,100 @@ func TestPresetsAcrossDSTAndMonthEnds(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 }
 
+// The Weekly, Monthly, Quarterly and Yearly presets in zones with daylight
+// saving: ticks keep their local wall-clock time whichever offset is in
+// force, a tick in the spring-forward gap is skipped that night (week, month,
+// quarter, year), one in the repeated fall-back hour fires once, and a
+// Monthly day a month lacks has no tick in that month.
+func TestPresetsAcrossDSTInZonesWithDST(t *testing.T) {
+	t.Parallel()
+	ny := mustLoad(t, "America/New_York")     // 2025: forward Mar 9, back Nov 2; 2026: Mar 8, Nov 1
+	berlin := mustLoad(t, "Europe/Berlin")    // 2025: forward Mar 30, back Oct 26
+	sydney := mustLoad(t, "Australia/Sydney") // 2025: forward Oct 5; 2026: back Apr 5
+	for _, tc := range []struct {
+		name string
+		p    queue.Periodic
+		from time.Time
+		want []string
+	}{
+		{"weekly Sunday 23:00 through spring forward", queue.Periodic{Spec: queue.Weekly(time.Sunday, 23, 0), Location: ny},
+			time.Date(2025, 3, 1, 12, 0, 0, 0, ny),
+			[]string{"2025-03-02 23:00 EST", "2025-03-09 23:00 EDT", "2025-03-16 23:00 EDT"}},
+		{"weekly Sunday 23:00 through fall back", queue.Periodic{Spec: queue.Weekly(time.Sunday, 23, 0), Location: ny},
+			time.Date(2025, 10, 25, 12, 0, 0, 0, ny),
+			[]string{"2025-10-26 23:00 EDT", "2025-11-02 23:00 EST", "2025-11-09 23:00 EST"}},
+		{"weekly Sunday 02:30 skips the spring-forward gap", queue.Periodic{Spec: queue.Weekly(time.Sunday, 2, 30), Location: ny},
+			time.Date(2025, 3, 1, 12, 0, 0, 0, ny),
+			[]string{"2025-03-02 02:30 EST", "2025-03-16 02:30 EDT"}},
+		{"weekly Sunday 01:30 fires once in the repeated hour", queue.Periodic{Spec: queue.Weekly(time.Sunday, 1, 30), Location: ny},
+			time.Date(2025, 10, 30, 12, 0, 0, 0, ny),
+			[]string{"2025-11-02 01:30 EDT", "2025-11-09 01:30 EST"}},
+		{"weekly Sunday 02:30 in Berlin skips the gap", queue.Periodic{Spec: queue.Weekly(time.Sunday, 2, 30), Location: berlin},
+			time.Date(2025, 3, 25, 12, 0, 0, 0, berlin),
+			[]string{"2025-04-06 02:30 CEST"}},
+		{"monthly on the 31st skips short months across both changes", queue.Periodic{Spec: queue.Monthly(31, 23, 0), Location: ny},
+			time.Date(2025, 1, 15, 0, 0, 0, 0, ny),
+			[]string{"2025-01-31 23:00 EST", "2025-03-31 23:00 EDT", "2025-05-31 23:00 EDT", "2025-07-31 23:00 EDT",
+				"2025-08-31 23:00 EDT", "2025-10-31 23:00 EDT", "2025-12-31 23:00 EST"}},
+		{"monthly on the 29th skips February outside leap years", queue.Periodic{Spec: queue.Monthly(29, 23, 0), Location: ny},
+			time.Date(2027, 1, 15, 0, 0, 0, 0, ny),
+			[]string{"2027-01-29 23:00 EST", "2027-03-29 23:00 EDT"}},
+		{"monthly on the 29th in a leap year", queue.Periodic{Spec: queue.Monthly(29, 23, 0), Location: ny},
+			time.Date(2028, 1, 15, 0, 0, 0, 0, ny),
+			[]string{"2028-01-29 23:00 EST", "2028-02-29 23:00 EST", "2028-03-29 23:00 EDT"}},
+		{"monthly on the 9th at 02:30 skips March's gap", queue.Periodic{Spec: queue.Monthly(9, 2, 30), Location: ny},
+			time.Date(2025, 2, 10, 0, 0, 0, 0, ny),
+			[]string{"2025-04-09 02:30 EDT", "2025-05-09 02:30 EDT"}},
+		{"monthly on the 2nd at 01:30 fires once in November", queue.Periodic{Spec: queue.Monthly(2, 1, 30), Location: ny},
+			time.Date(2025, 10, 3, 0, 0, 0, 0, ny),
+			[]string{"2025-11-02 01:30 EDT", "2025-12-02 01:30 EST"}},
+		{"quarterly 23:00 in Berlin", queue.Periodic{Spec: queue.Quarterly(1, 23, 0), Location: berlin},
+			time.Date(2025, 2, 1, 0, 0, 0, 0, berlin),
+			[]string{"2025-04-01 23:00 CEST", "2025-07-01 23:00 CEST", "2025-10-01 23:00 CEST", "2026-01-01 23:00 CET", "2026-04-01 23:00 CEST"}},
+		{"quarterly 02:30 in Berlin fires once in October's repeated hour", queue.Periodic{Spec: queue.Quarterly(26, 2, 30), Location: berlin},
+			time.Date(2025, 10, 1, 0, 0, 0, 0, berlin),
+			[]string{"2025-10-26 02:30 CEST", "2026-01-26 02:30 CET"}},
+		{"quarterly 02:30 in Sydney: gap skipped, repeated hour once", queue.Periodic{Spec: queue.Quarterly(5, 2, 30), Location: sydney},
+			time.Date(2025, 8, 1, 0, 0, 0, 0, sydney),
+			[]string{"2026-01-05 02:30 AEDT", "2026-04-05 02:30 AEDT", "2026-07-05 02:30 AEST", "2026-10-05 02:30 AEDT"}},
+		{"yearly on local time either side of the changes", queue.Periodic{Spec: queue.Yearly(time.July, 4, 9, 0), Location: ny},
+			time.Date(2025, 12, 1, 0, 0, 0, 0, ny),
+			[]string{"2026-07-04 09:00 EDT", "2027-07-04 09:00 EDT"}},
+		{"yearly December 31st 23:00", queue.Periodic{Spec: queue.Yearly(time.December, 31, 23, 0), Location: berlin},
+			time.Date(2025, 6, 1, 0, 0, 0, 0, berlin),
+			[]string{"2025-12-31 23:00 CET", "2026-12-31 23:00 CET"}},
+		{"yearly March 9th 02:30 skips 2025's gap", queue.Periodic{Spec: queue.Yearly(time.March, 9, 2, 30), Location: ny},
+			time.Date(2025, 1, 1, 0, 0, 0, 0, ny),
+			[]string{"2026-03-09 02:30 EDT", "2027-03-09 02:30 EST"}},
+		{"yearly November 2nd 01:30 fires once in 2025's repeated hour", queue.Periodic{Spec: queue.Yearly(time.November, 2, 1, 30), Location: ny},
+			time.Date(2025, 1, 1, 0, 0, 0, 0, ny),
+			[]string{"2025-11-02 01:30 EDT", "2026-11-02 01:30 EST"}},
+		{"yearly February 29th only in leap years", queue.Periodic{Spec: queue.Yearly(time.February, 29, 12, 0), Location: berlin},
+			time.Date(2025, 1, 1, 0, 0, 0, 0, berlin),
+			[]string{"2028-02-29 12:00 CET", "2032-02-29 12:00 CET"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, ticks(t, tc.p, tc.from, len(tc.want)))
+		})
+	}
+	// A weekly tick is a week of local time apart: 167 hours across spring
+	// forward, 169 across fall back.
+	weekly := queue.Periodic{Spec: queue.Weekly(time.Sunday, 23, 0), Location: ny}
+	for _, tc := range []struct {
+		from time.Time
+		gap  time.Duration
+	}{
+		{time.Date(2025, 3, 2, 23, 0, 0, 0, ny), 167 * time.Hour},
+		{time.Date(2025, 10, 26, 23, 0, 0, 0, ny), 169 * time.Hour},
+	} {
+		next, err := weekly.Next(tc.from)
+		require.NoError(t, err)
+		require.Equal(t, tc.gap, next.Sub(tc.from), "after %v", tc.from)
+		require.Equal(t, ny, next.Location())
+	}
+}
+
 // scheduleEnv registers a per-minute schedule that creates two noop jobs a
 // tick.
 func scheduleEnv(t *testing.T, p queue.Periodic) *env {
@@ -268,6 +362,7 @@ func TestSchedulesChangeAtRunTime(t *testing.T) {
 		"no name": {Spec: "* * * * *", Jobs: func(queue.Tick) []queue.Params { return nil }},
 		"bad":     {Name: "x", Spec: "every day", Jobs: func(queue.Tick) []queue.Params { return nil }},
 		"no jobs": {Name: "x", Spec: "* * * * *"},
+		"never":   {Name: "x", Spec: queue.Yearly(time.February, 30, 23, 0), Jobs: func(queue.Tick) []queue.Params { return nil }},
 	} {
 		require.ErrorIs(t, e.reg.Schedule(p), queue.ErrInvalidOption, name)
 	}
@@ -350,4 +445,83 @@ func TestQueueWindow(t *testing.T) {
 	require.Equal(t, queue.StatusQueued, e.status(t, in))
 	clock.Set(time.Date(2025, 12, 9, 1, 0, 0, 0, time.UTC)) // the window crossed into the next day
 	e.events.wait(t, queue.EventCompleted, in, 1)
+}
+
+// A kind's window closing does not stop a job of the kind that is running:
+// it runs to its end. A job of the kind enqueued after the close stays
+// QUEUED, unclaimed, until the window opens again the next night.
+func TestKindWindowClosesOnARunningJob(t *testing.T) {
+	t.Parallel()
+	berlin := mustLoad(t, "Europe/Berlin")
+	w, err := queue.DailyWindow("23:00", "05:00", berlin)
+	require.NoError(t, err)
+	started := make(chan int64, 2)
+	release := make(chan struct{})
+	blockOnce := make(chan struct{}, 1) // only the first heavy job blocks
+	blockOnce <- struct{}{}
+	e := newEnv(t, func(r *queue.Registry) {
+		basic(t)(r)
+		require.NoError(t, queue.Register(r, queue.HandlerFunc[heavy](func(ctx context.Context, j *queue.Job[heavy]) error {
+			started <- j.ID
+			select {
+			case <-blockOnce:
+			default:
+				return nil
+			}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}), queue.During(w)))
+	})
+	clock := newManualClock(time.Date(2025, 12, 8, 23, 30, 0, 0, berlin)) // in the window
+	e.runner(t, queue.WithClock(clock), queue.WithWorkers(2), queue.WithPollInterval(20*time.Millisecond))
+	var once sync.Once
+	releaseHeavy := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(releaseHeavy) // runs before the runner's Stop, should the test fail midway
+
+	first := enqueue(t, e, heavy{})
+	e.events.wait(t, queue.EventStarted, first, 1)
+	require.Equal(t, first, <-started)
+
+	clock.Set(time.Date(2025, 12, 9, 5, 30, 0, 0, berlin)) // 04:30 UTC: the window has closed
+	// A claim that read the clock before it moved may still be under way.
+	// The one that claims the barrier ran after the barrier was enqueued,
+	// so every claim after it reads the moved clock.
+	barrier := enqueue(t, e, noop{})
+	e.events.wait(t, queue.EventCompleted, barrier, 1)
+	second := enqueue(t, e, heavy{})
+	// The marker comes after the second in claim order: the claim that took
+	// it passed over the second, whose kind is closed.
+	marker := enqueue(t, e, noop{})
+	e.events.wait(t, queue.EventCompleted, marker, 1)
+	rec, err := e.client.Get(context.Background(), second)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status, "05:30 is outside 23:00-05:00")
+	require.Zero(t, rec.Attempts, "not claimed")
+	require.Nil(t, rec.StartedAt)
+	require.Equal(t, queue.StatusProcessing, e.status(t, first), "still running after the close")
+
+	releaseHeavy()
+	e.events.wait(t, queue.EventCompleted, first, 1)
+	rec, err = e.client.Get(context.Background(), first)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status, "a job running when the window closed finishes")
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.of(first))
+	// Its freed slot does not let the second in either.
+	marker = enqueue(t, e, noop{})
+	e.events.wait(t, queue.EventCompleted, marker, 1)
+	require.Equal(t, queue.StatusQueued, e.status(t, second))
+	require.Empty(t, e.events.of(second))
+
+	clock.Set(time.Date(2025, 12, 9, 23, 0, 0, 0, berlin)) // the next night's window
+	e.events.wait(t, queue.EventCompleted, second, 1)
+	require.Equal(t, second, <-started)
+	rec, err = e.client.Get(context.Background(), second)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Equal(t, 1, rec.Attempts)
 }
