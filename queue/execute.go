@@ -17,33 +17,70 @@ var ErrTimeout = errors.New("queue: job timed out")
 
 // execution is one attempt of one job on this runner.
 type execution struct {
-	r      *Runner
-	row    JobRecord
-	ctx    context.Context // cancelled with a cause; handed to the handler
-	cancel context.CancelCauseFunc
-	start  time.Time
-	// Guarded by r.mu: released means Stop put the job back in the queue,
-	// so its result must be dropped; finished means its result is written
-	// or on its way.
-	released, finished bool
+	r       *Runner
+	row     JobRecord
+	ctx     context.Context // cancelled with a cause; handed to the handler
+	cancel  context.CancelCauseFunc
+	claimed time.Time // when the runner claimed it
+	start   time.Time // when a worker took it up
+	// Guarded by r.mu: released means the job is being put back in the
+	// queue (by Stop, or because it waited too long for a worker), so its
+	// result must be dropped; started means a worker took it up (before,
+	// it is in r.waiting); finished means its result is written or on its
+	// way.
+	released, started, finished bool
 }
 
-// launch hands a claimed job to the workers. It never blocks: a job is
-// claimed only for a free slot, and todo has a place per slot.
+// launch hands a claimed job to the workers.
 func (r *Runner) launch(jobsCtx context.Context, row *JobRecord) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
-	ex := &execution{r: r, row: *row, ctx: ctx, cancel: cancel, start: time.Now()}
+	ex := &execution{r: r, row: *row, ctx: ctx, cancel: cancel, claimed: time.Now()}
 	r.mu.Lock()
-	r.running[keyOf(ex)] = ex
+	r.running[ex] = struct{}{}
+	r.waiting = append(r.waiting, ex)
+	r.workable.Signal()
 	r.mu.Unlock()
-	r.todo <- ex
 }
 
+// work runs waiting jobs, oldest first, until the runner drains.
 func (r *Runner) work() {
 	defer r.jobs.Done()
-	for ex := range r.todo {
+	for {
+		r.mu.Lock()
+		for len(r.waiting) == 0 && !r.draining {
+			r.workable.Wait()
+		}
+		if len(r.waiting) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		ex := r.waiting[0]
+		r.waiting[0] = nil
+		r.waiting = r.waiting[1:]
+		ex.started = true
+		r.mu.Unlock()
 		r.execute(ex.ctx, ex)
 	}
+}
+
+// unwait takes the waiting jobs that release selects out of the queue for
+// the workers and out of running, marked released, and returns them. The
+// caller holds r.mu and puts them back in the database's queue.
+func (r *Runner) unwait(release func(*execution) bool) []*execution {
+	var out []*execution
+	kept := r.waiting[:0]
+	for _, ex := range r.waiting {
+		if release(ex) {
+			ex.released = true
+			delete(r.running, ex)
+			out = append(out, ex)
+			continue
+		}
+		kept = append(kept, ex)
+	}
+	clear(r.waiting[len(kept):])
+	r.waiting = kept
+	return out
 }
 
 // errGoexit is the error of an attempt whose handler called runtime.Goexit.
@@ -51,11 +88,17 @@ var errGoexit = errors.New("queue: handler called runtime.Goexit")
 
 func (r *Runner) execute(ctx context.Context, ex *execution) {
 	defer ex.cancel(nil)
-	r.observe(ex.event(EventStarted))
-	r.debug(ex, "queue: job started")
-
+	ex.start = time.Now()
 	var err error
 	e, lookupErr := r.c.reg.lookup(ex.row.Kind)
+	if ctx.Err() != nil {
+		// Cancelled or lost while it waited for a worker (see capacity):
+		// it never starts, and finish says why.
+		r.finish(ctx, ex, e, context.Cause(ctx), 0)
+		return
+	}
+	r.observe(ex.event(EventStarted))
+	r.debug(ex, "queue: job started")
 	if lookupErr != nil {
 		err = fmt.Errorf("runner %s cannot work it: %w", r.cfg.runnerID, lookupErr)
 	} else {
@@ -72,7 +115,9 @@ func (r *Runner) execute(ctx context.Context, ex *execution) {
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
 		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
 	}
-	r.finish(ctx, ex, e, err, time.Since(ex.start))
+	took := time.Since(ex.start)
+	average(&r.jobNanos, took)
+	r.finish(ctx, ex, e, err, took)
 }
 
 // runHandler runs the kind's handler, turning a panic into an error. A
@@ -119,7 +164,7 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 		r.results <- r.resultOf(ex, e, err, took)
 	}
 	r.mu.Lock()
-	delete(r.running, keyOf(ex))
+	delete(r.running, ex)
 	r.mu.Unlock()
 	if r.more.Load() {
 		r.wakeFetch()
@@ -221,7 +266,7 @@ func (ex *execution) movedOn(ctx context.Context) bool {
 func (r *Runner) cancelRunning(id int64, cause error) {
 	r.mu.Lock()
 	var exs []*execution
-	for _, ex := range r.running {
+	for ex := range r.running {
 		if ex.row.ID == id {
 			exs = append(exs, ex)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,6 +90,9 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 		if wait == 0 {
 			wait = r.cfg.poll
 		}
+		if next := r.releaseWaiting(); next > 0 {
+			wait = min(wait, next)
+		}
 		for _, d := range due {
 			wait = min(wait, max(d.at.Sub(now), 0))
 		}
@@ -119,7 +123,7 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 		if free == 0 {
 			return 0 // a finishing job wakes the loop
 		}
-		if r.more.Load() && free < r.cfg.workers {
+		if r.more.Load() && free < r.capacity() {
 			if since := time.Since(f.lastClaim); since < claimCooldown {
 				return claimCooldown - since
 			}
@@ -140,7 +144,9 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 				cur = nil // rescan from the start now and then; see claimFromSQL
 			}
 			higher := cur != nil && r.notifiedAbove(q, cur.priority)
+			began := time.Now()
 			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher, closedKinds)
+			average(&r.claimNanos, time.Since(began))
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error("queue: claim failed", "queue", q, "err", err)
@@ -173,9 +179,71 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 }
 
 func (r *Runner) freeSlots() int {
+	c := r.capacity()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cfg.workers - len(r.running)
+	return max(c-len(r.running), 0)
+}
+
+// capacity is how many jobs the runner holds at once: one per worker and,
+// when jobs are short, up to as many again, claimed ahead: as many as the
+// workers will finish while the next claim is on its way, so that they do
+// not sit idle waiting for it. A queue of short jobs then moves in claims
+// twice the size, each costing the database about the same. Long jobs get
+// no claim-ahead: a job claimed ahead waits for a worker, where another
+// runner might have started it at once. Nor does a runner with one worker,
+// which is how a serial queue is worked: one job held at a time.
+func (r *Runner) capacity() int {
+	w := int64(r.cfg.workers)
+	job, claim := r.jobNanos.Load(), r.claimNanos.Load()
+	if job <= 0 || claim <= 0 || w < 2 {
+		return int(w) // nothing measured yet, or serial
+	}
+	return int(w + min(w*claim/job, w))
+}
+
+// claimAheadWait is how long a job claimed ahead may wait for a worker
+// before it goes back to the queue, for a runner with a free worker to take:
+// the jobs have got slower than the claim-ahead was sized for.
+const claimAheadWait = 100 * time.Millisecond
+
+// releaseWaiting puts back in the queue, without counting their attempt,
+// the jobs claimed ahead that have waited longer than claimAheadWait for a
+// worker, and returns how soon the next waiting one is due (0: none waits).
+func (r *Runner) releaseWaiting() time.Duration {
+	now := time.Now()
+	var next time.Duration
+	r.mu.Lock()
+	exs := r.unwait(func(ex *execution) bool {
+		left := claimAheadWait - now.Sub(ex.claimed)
+		if left > 0 && (next == 0 || left < next) {
+			next = left
+		}
+		return left <= 0
+	})
+	r.mu.Unlock()
+	if len(exs) > 0 {
+		// The jobs are slower than the estimate says: no claim-ahead until
+		// those that finish say otherwise.
+		w, claim := int64(r.cfg.workers), r.claimNanos.Load()
+		r.jobNanos.Store(max(r.jobNanos.Load(), w*claim+1))
+		for _, ex := range exs {
+			ex.cancel(nil) // it will never run; free its context
+		}
+		r.requeue(exs, "claimed ahead, and waited too long for a worker")
+	}
+	return next
+}
+
+// average moves a moving average a step towards sample. Concurrent steps
+// may lose one another; an estimate does not mind.
+func average(avg *atomic.Int64, sample time.Duration) {
+	old := avg.Load()
+	if old == 0 {
+		avg.Store(int64(sample))
+		return
+	}
+	avg.Store(old + (int64(sample)-old)/8)
 }
 
 const claimSQL = `

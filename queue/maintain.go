@@ -103,9 +103,11 @@ func (r *Runner) renew(ctx context.Context) {
 	r.mu.Lock()
 	ids := make([]int64, 0, len(r.running))
 	keys := make([]int64, 0, len(r.running))
-	for key, ex := range r.running {
-		if !ex.finished { // released ones too: Stop requeues them after they return
-			ids, keys = append(ids, ex.row.ID), append(keys, key)
+	exs := make([]*execution, 0, len(r.running))
+	for ex := range r.running {
+		// Released ones too: Stop requeues them after they return.
+		if !ex.finished {
+			ids, keys, exs = append(ids, ex.row.ID), append(keys, keyOf(ex)), append(exs, ex)
 		}
 	}
 	r.mu.Unlock()
@@ -131,7 +133,7 @@ func (r *Runner) renew(ctx context.Context) {
 	rows.Close()
 	for i, key := range keys {
 		if !kept[key] {
-			r.lost(ctx, ids[i], key)
+			r.lost(ctx, exs[i])
 		}
 	}
 }
@@ -139,16 +141,15 @@ func (r *Runner) renew(ctx context.Context) {
 // lost handles a running attempt whose row no longer names it: the job was
 // cancelled (and the notification missed), or rescued (and perhaps claimed
 // again, as a later attempt).
-func (r *Runner) lost(ctx context.Context, id, key int64) {
+func (r *Runner) lost(ctx context.Context, ex *execution) {
 	var st Status
 	var attempts int
-	err := r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", id).Scan(&st, &attempts)
+	err := r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return // unsure; look again at the next renewal
 	}
 	r.mu.Lock()
-	ex := r.running[key]
-	finished := ex == nil || ex.finished
+	finished := ex.finished
 	r.mu.Unlock()
 	if finished {
 		return // it ended meanwhile; its result is on its way

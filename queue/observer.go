@@ -29,8 +29,9 @@ const (
 	// a runner put it back in the queue, or failed it if it had no attempts
 	// left. Attempt is the attempt that was lost.
 	EventRescued
-	// EventRequeued: Runner.Stop ran out of time and put the running job
-	// back in the queue without counting the attempt.
+	// EventRequeued: the job went back to the queue without its attempt
+	// counting: Runner.Stop ran out of time while it ran, or it was
+	// claimed ahead of need and waited too long for a worker.
 	EventRequeued
 	// EventRejected: the attempt finished but the job was no longer this
 	// runner's (rescued or cancelled meanwhile), so its result was dropped.

@@ -309,7 +309,11 @@ func WithObserver(o Observer) Option {
 }
 
 // WithWorkers sets how many jobs a runner works at once (runner). Default
-// DefaultWorkers; 1 to MaxWorkers.
+// DefaultWorkers; 1 to MaxWorkers. While its jobs are short (shorter than a
+// claim takes), a runner with two or more workers also claims up to as many
+// again ahead of need, so that its workers never wait for the database; a
+// job claimed ahead that waits 100 ms for a worker goes back to the queue.
+// A runner with one worker holds one job at a time.
 func WithWorkers(n int) Option {
 	return runnerOption("WithWorkers", func(c *config) error {
 		if n < 1 || n > MaxWorkers {

@@ -31,16 +31,27 @@ type Runner struct {
 	obs   Observer
 	sqlDB *sql.DB
 
-	wake    chan struct{}   // coalesced: a fetch is due
-	retries chan retryDue   // retries written by the completer, for the fetch loop to wake for
-	todo    chan *execution // claimed attempts, for the workers
-	results chan result     // finished attempts, for the completer
-	more    atomic.Bool     // the last claim filled every free slot, so more may wait
+	wake    chan struct{} // coalesced: a fetch is due
+	retries chan retryDue // retries written by the completer, for the fetch loop to wake for
+	// results carries finished attempts to the completer. It holds a few
+	// claims' worth, so that while the completer writes one batch, workers
+	// finish the next instead of waiting for room: each statement then
+	// writes more results, and claims and results reach the database side
+	// by side rather than in turns.
+	results chan result
+	more    atomic.Bool // the last claim filled every free slot, so more may wait
+
+	// Moving averages, in nanoseconds, of how long handlers run and how
+	// long a claim takes: they size the claim-ahead (see capacity).
+	jobNanos, claimNanos atomic.Int64
 
 	mu       sync.Mutex
-	state    int                  // runnerCreated, runnerStarted, runnerStopped
-	running  map[int64]*execution // by attempt key (keyOf): two attempts of one job can overlap
-	arrivals map[string]int       // highest priority notified per queue since the last claim
+	state    int                     // runnerCreated, runnerStarted, runnerStopped
+	running  map[*execution]struct{} // claimed and not finished; two attempts of one job can overlap
+	waiting  []*execution            // claimed and not yet taken up by a worker, oldest first
+	workable *sync.Cond              // on mu: waiting has jobs, or draining is set
+	draining bool                    // no more claims: workers exit once waiting is empty
+	arrivals map[string]int          // highest priority notified per queue since the last claim
 
 	stopLoops  context.CancelFunc // fetch loop and listener
 	stopMaint  context.CancelFunc // lease renewal and rescue
@@ -71,9 +82,9 @@ type RunnerStats struct {
 	Failed    int64 // jobs that failed for good
 	Cancelled int64 // running jobs stopped by Cancel
 	Rescued   int64 // jobs this runner rescued from expired leases (any runner's)
-	Requeued  int64 // running jobs put back by Stop
+	Requeued  int64 // jobs put back without their attempt counting: by Stop, or claimed ahead and kept waiting (see WithWorkers)
 	Rejected  int64 // results dropped because the job was no longer this runner's
-	Running   int   // attempts in progress now
+	Running   int   // attempts claimed and not finished: running, or claimed ahead and waiting for a worker
 }
 
 // NewRunner returns a runner that works jobs of c's registry. Options:
@@ -105,15 +116,16 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < 4 {
 		return nil, invalid("the connection pool allows %d connections; a runner needs at least 4 (listener, claims, completions, maintenance) plus what its handlers use", max)
 	}
-	return &Runner{
+	r := &Runner{
 		c: c, cfg: cfg, log: cfg.logger.With("runner", cfg.runnerID), obs: cfg.observer, sqlDB: sqlDB,
 		wake:     make(chan struct{}, 1),
 		retries:  make(chan retryDue, 1024),
-		todo:     make(chan *execution, cfg.workers),
-		results:  make(chan result, cfg.workers),
-		running:  map[int64]*execution{},
+		results:  make(chan result, 4*cfg.workers), // see results
+		running:  map[*execution]struct{}{},
 		arrivals: map[string]int{},
-	}, nil
+	}
+	r.workable = sync.NewCond(&r.mu)
+	return r, nil
 }
 
 func defaultRunnerID() string {
@@ -183,7 +195,10 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	r.stopLoops()
 	r.loops.Wait() // no more claims; every claimed job has been launched
-	close(r.todo)  // the workers exit once they have run what was launched
+	r.mu.Lock()
+	r.draining = true // the workers exit once they have run what was launched
+	r.workable.Broadcast()
+	r.mu.Unlock()
 
 	jobsDone := make(chan struct{})
 	go func() { r.jobs.Wait(); close(jobsDone) }()
@@ -194,7 +209,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 		released := r.releaseRunning()
 		r.cancelJobs()
 		<-jobsDone // leases are still renewed meanwhile
-		r.requeue(released)
+		r.requeue(released, "stop ran out of time")
 		stopErr = fmt.Errorf("queue: stop: %w", ctx.Err())
 	}
 	r.stopMaint()
@@ -293,12 +308,13 @@ func retryBookkeeping(op func(ctx context.Context) error) error {
 
 // releaseRunning marks the attempts still running as released, so that
 // their results are dropped, and cancels them, for a Stop that ran out of
-// time. It returns them for requeue once their handlers have returned.
+// time; those still waiting for a worker will not start. It returns them
+// all, for requeue once the handlers of those that started have returned.
 func (r *Runner) releaseRunning() []*execution {
 	r.mu.Lock()
-	var exs []*execution
-	for _, ex := range r.running {
-		if !ex.finished {
+	exs := r.unwait(func(*execution) bool { return true })
+	for ex := range r.running {
+		if !ex.finished && !ex.released {
 			ex.released = true
 			exs = append(exs, ex)
 		}
@@ -311,8 +327,10 @@ func (r *Runner) releaseRunning() []*execution {
 }
 
 // requeue puts released attempts' jobs back in the queue without counting
-// the attempt.
-func (r *Runner) requeue(exs []*execution) {
+// the attempt. The next attempt then has the same number; none of the
+// released ones can still write, because their handlers have returned or
+// never started.
+func (r *Runner) requeue(exs []*execution, why string) {
 	if len(exs) == 0 {
 		return
 	}
@@ -333,14 +351,14 @@ req AS (
 		return err
 	})
 	if err != nil {
-		r.log.Error("queue: stop could not put running jobs back; they will be rescued when their leases expire", "jobs", len(ids), "err", err)
+		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)
 		return
 	}
 	for _, ex := range exs {
 		r.stats.requeued.Add(1)
 		r.observe(ex.event(EventRequeued))
 	}
-	r.log.Warn("queue: stop ran out of time; running jobs put back in the queue", "jobs", len(ids))
+	r.log.Warn("queue: jobs put back in the queue", "why", why, "jobs", len(ids))
 }
 
 // debug logs at Debug level about a job, building the job's logger only if

@@ -184,3 +184,55 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.buf.Write(p)
 }
+
+// A runner whose jobs have been short claims more than its workers, ahead of
+// need. When its workers then get stuck on slow jobs, the jobs claimed ahead
+// go back to the queue, for another runner to work, instead of waiting.
+func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		<-release // slow: holds its worker until the test lets go
+		return nil
+	}))
+	a := e.runner(t, queue.WithWorkers(2))
+	short := make([]queue.Params, 200)
+	for i := range short {
+		short[i] = queue.Params{Args: noop{}}
+	}
+	_, err := e.client.EnqueueMany(context.Background(), short)
+	require.NoError(t, err)
+	e.events.wait(t, queue.EventCompleted, 0, 200) // A has learnt that jobs are short
+
+	// Two slow jobs and four short ones, in one statement: A claims the
+	// slow two for its workers and two short ones ahead of need.
+	batch := []queue.Params{{Args: report{County: "slow-1"}}, {Args: report{County: "slow-2"}}}
+	for range 4 {
+		batch = append(batch, queue.Params{Args: noop{}})
+	}
+	res, err := e.client.EnqueueMany(context.Background(), batch)
+	require.NoError(t, err)
+	for _, r := range res[:2] {
+		e.events.wait(t, queue.EventStarted, r.Job.ID, 1)
+	}
+	requeued := e.events.wait(t, queue.EventRequeued, 0, 2)
+	require.Equal(t, int64(2), a.Stats().Requeued)
+	for _, ev := range requeued {
+		require.Equal(t, "noop", ev.Kind, "only jobs that never started go back")
+	}
+
+	b := e.runner(t)
+	for _, r := range res[2:] {
+		e.events.wait(t, queue.EventCompleted, r.Job.ID, 1)
+	}
+	require.Equal(t, int64(4), b.Stats().Completed, "B worked the short jobs while A's workers were stuck")
+	for _, ev := range requeued {
+		rec, err := e.client.Get(context.Background(), ev.JobID)
+		require.NoError(t, err)
+		require.Equal(t, 1, rec.Attempts, "going back did not count an attempt")
+	}
+	close(release)
+	for _, r := range res[:2] {
+		e.events.wait(t, queue.EventCompleted, r.Job.ID, 1)
+	}
+}
