@@ -171,14 +171,7 @@ func (f fuse) Value() (driver.Value, error) {
 // code that runs inside gorm's Create, within the sub-batch's transaction.
 // BeforeCreate runs before the INSERT, AfterCreate after it. Only the gorm
 // path runs hooks.
-type trapped struct {
-	ID        int64 `gorm:"primaryKey"`
-	BatchID   string
-	Line      int
-	Cents     int64
-	Note      string
-	CreatedAt time.Time
-}
+type trapped struct{ Order }
 
 func (trapped) TableName() string { return "orders" }
 
@@ -213,7 +206,7 @@ func TestPanicWhileWriting(t *testing.T) {
 	for _, hook := range []string{"BeforeCreate", "AfterCreate"} {
 		t.Run(hook, func(t *testing.T) {
 			t.Parallel()
-			mk := func(line int, note string) trapped { return trapped{Line: line, Cents: 1, Note: note} }
+			mk := func(line int, note string) trapped { return trapped{Order{Line: line, Cents: 1, Note: note}} }
 			panicWhileWriting(t, mk, "boom "+hook, hook+" exploded")
 		})
 	}
