@@ -214,6 +214,14 @@ func (r *Runner) releaseWaiting() time.Duration {
 	now := time.Now()
 	var next time.Duration
 	r.mu.Lock()
+	if len(r.waiting) == 0 {
+		r.mu.Unlock()
+		return 0
+	}
+	if left := claimAheadWait - now.Sub(r.waiting[0].claimed); left > 0 {
+		r.mu.Unlock()
+		return left // the oldest is not due yet, so none is: the common case
+	}
 	exs := r.unwait(func(ex *execution) bool {
 		left := claimAheadWait - now.Sub(ex.claimed)
 		if left > 0 && (next == 0 || left < next) {
