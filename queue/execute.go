@@ -25,10 +25,9 @@ type execution struct {
 	start   time.Time // when a worker took it up
 	// Guarded by r.mu: released means the job is being put back in the
 	// queue (by Stop, or because it waited too long for a worker), so its
-	// result must be dropped; started means a worker took it up (before,
-	// it is in r.waiting); finished means its result is written or on its
-	// way.
-	released, started, finished bool
+	// result must be dropped; finished means its result is written or on
+	// its way.
+	released, finished bool
 }
 
 // launch hands a claimed job to the workers.
@@ -57,7 +56,6 @@ func (r *Runner) work() {
 		ex := r.waiting[0]
 		r.waiting[0] = nil
 		r.waiting = r.waiting[1:]
-		ex.started = true
 		r.mu.Unlock()
 		r.execute(ex.ctx, ex)
 	}
@@ -149,7 +147,8 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	r.mu.Unlock()
 	cause := context.Cause(ctx)
 	switch {
-	case released: // Stop requeues and reports it
+	case released: // Stop ran out of time: back to the queue, now the handler has returned
+		r.requeue([]*execution{ex}, "stop ran out of time")
 	case errors.Is(cause, ErrCancelled):
 		r.stats.cancelled.Add(1)
 		ev := ex.event(EventCancelled)

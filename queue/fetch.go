@@ -119,6 +119,9 @@ type fetcher struct {
 func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 	r := f.r
 	for ctx.Err() == nil {
+		if jobsCtx.Err() != nil {
+			return 0 // Start's context is done: claimed jobs could not run
+		}
 		free := r.freeSlots()
 		if free == 0 {
 			return 0 // a finishing job wakes the loop

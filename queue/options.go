@@ -309,11 +309,12 @@ func WithObserver(o Observer) Option {
 }
 
 // WithWorkers sets how many jobs a runner works at once (runner). Default
-// DefaultWorkers; 1 to MaxWorkers. While its jobs are short (shorter than a
-// claim takes), a runner with two or more workers also claims up to as many
-// again ahead of need, so that its workers never wait for the database; a
-// job claimed ahead that waits 100 ms for a worker goes back to the queue.
-// A runner with one worker holds one job at a time.
+// DefaultWorkers; 1 to MaxWorkers. A runner with two or more workers also
+// claims ahead of need as many jobs as its workers will likely finish while
+// a claim is on its way (workers × claim time ÷ job time, at most as many
+// again as it has workers), so that its workers do not wait for the
+// database; a job claimed ahead that waits 100 ms for a worker goes back to
+// the queue. A runner with one worker holds one job at a time.
 func WithWorkers(n int) Option {
 	return runnerOption("WithWorkers", func(c *config) error {
 		if n < 1 || n > MaxWorkers {

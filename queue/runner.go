@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -139,9 +140,9 @@ func defaultRunnerID() string {
 func (r *Runner) ID() string { return r.cfg.runnerID }
 
 // Start starts claiming and working jobs. ctx is the parent of every job's
-// context; cancelling it cancels running jobs, which then retry, but keeps
-// the runner going: Stop stops it. Start returns ErrStarted if called twice
-// or after Stop.
+// context; cancelling it cancels running jobs, which then retry, and the
+// runner claims no more (it would only fail what it claimed); Stop stops
+// it. Start returns ErrStarted if called twice or after Stop.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -206,10 +207,11 @@ func (r *Runner) Stop(ctx context.Context) error {
 	select {
 	case <-jobsDone:
 	case <-ctx.Done():
-		released := r.releaseRunning()
+		// Jobs that never started go back now; the others each as its
+		// handler returns (see finish), their leases renewed till then.
+		r.requeue(r.releaseRunning(), "stop ran out of time")
 		r.cancelJobs()
-		<-jobsDone // leases are still renewed meanwhile
-		r.requeue(released, "stop ran out of time")
+		<-jobsDone
 		stopErr = fmt.Errorf("queue: stop: %w", ctx.Err())
 	}
 	r.stopMaint()
@@ -306,30 +308,45 @@ func retryBookkeeping(op func(ctx context.Context) error) error {
 	return err
 }
 
-// releaseRunning marks the attempts still running as released, so that
-// their results are dropped, and cancels them, for a Stop that ran out of
-// time; those still waiting for a worker will not start. It returns them
-// all, for requeue once the handlers of those that started have returned.
+// releaseRunning, for a Stop that ran out of time, marks the attempts still
+// running as released and cancels them: finish then puts each back in the
+// queue once its handler has returned, instead of writing its result. It
+// takes the attempts still waiting for a worker out of the workers' reach
+// and returns them, to be put back at once.
 func (r *Runner) releaseRunning() []*execution {
 	r.mu.Lock()
-	exs := r.unwait(func(*execution) bool { return true })
+	waiting := r.unwait(func(*execution) bool { return true })
+	var running []*execution
 	for ex := range r.running {
 		if !ex.finished && !ex.released {
 			ex.released = true
-			exs = append(exs, ex)
+			running = append(running, ex)
 		}
 	}
 	r.mu.Unlock()
-	for _, ex := range exs {
+	for _, ex := range append(running, waiting...) {
 		ex.cancel(ErrStopping)
 	}
-	return exs
+	return waiting
 }
+
+// requeueAttemptsSQL puts attempts' jobs back in the queue without counting the
+// attempt, each only while that attempt holds it, keeping its run time (and
+// so its place in the queue), and returns the IDs it put back.
+var requeueAttemptsSQL = `
+WITH d AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS d(id, attempt)),
+req AS (
+	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - 1, locked_until = NULL, locked_by = NULL
+	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND j.status = 'PROCESSING' AND j.attempts = d.attempt
+	RETURNING j.id, j.queue, j.priority, j.run_at, j.status
+), notified AS (` + notifyDueSQL("req") + `)
+SELECT req.id FROM req, notified`
 
 // requeue puts released attempts' jobs back in the queue without counting
 // the attempt. The next attempt then has the same number; none of the
 // released ones can still write, because their handlers have returned or
-// never started.
+// never started. A job that is no longer the attempt's (cancelled, or
+// rescued) stays as it is; a cancelled one is reported as such.
 func (r *Runner) requeue(exs []*execution, why string) {
 	if len(exs) == 0 {
 		return
@@ -338,27 +355,39 @@ func (r *Runner) requeue(exs []*execution, why string) {
 	for i, ex := range exs {
 		ids[i], attempts[i] = ex.row.ID, int32(ex.row.Attempts)
 	}
+	back := map[int64]bool{}
 	err := retryBookkeeping(func(ctx context.Context) error {
-		_, err := r.sqlDB.ExecContext(ctx, `
-WITH d AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS d(id, attempt)),
-req AS (
-	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - 1, run_at = now(),
-		locked_until = NULL, locked_by = NULL
-	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND j.status = 'PROCESSING' AND j.attempts = d.attempt
-	RETURNING j.queue, j.priority, j.run_at, j.status
-)
-`+notifyDueSQL("req"), ids, attempts)
-		return err
+		rows, err := r.sqlDB.QueryContext(ctx, requeueAttemptsSQL, ids, attempts)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			back[id] = true
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)
 		return
 	}
 	for _, ex := range exs {
-		r.stats.requeued.Add(1)
-		r.observe(ex.event(EventRequeued))
+		switch {
+		case back[ex.row.ID]:
+			r.stats.requeued.Add(1)
+			r.observe(ex.event(EventRequeued))
+		case errors.Is(context.Cause(ex.ctx), ErrCancelled):
+			r.stats.cancelled.Add(1)
+			r.observe(ex.event(EventCancelled))
+		}
 	}
-	r.log.Warn("queue: jobs put back in the queue", "why", why, "jobs", len(ids))
+	if len(back) > 0 {
+		r.log.Warn("queue: jobs put back in the queue", "why", why, "jobs", len(back))
+	}
 }
 
 // debug logs at Debug level about a job, building the job's logger only if

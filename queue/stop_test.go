@@ -236,3 +236,68 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 		e.events.wait(t, queue.EventCompleted, r.Job.ID, 1)
 	}
 }
+
+// When Stop runs out of time, a job whose handler returns at once goes back
+// to the queue then, not when the slowest handler returns: its lease is not
+// renewed once it has finished, and the rescuer would otherwise fail it.
+func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 2)
+	slow := make(chan struct{})
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		started <- j.Args.County
+		if j.Args.County == "slow" {
+			<-slow // ignores its context for longer than the lease
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}, queue.MaxAttempts(1)))
+	polite := enqueue(t, e, report{County: "polite"})
+	stubborn := enqueue(t, e, report{County: "slow"})
+	r, err := queue.NewRunner(e.client, queue.WithLease(500*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	<-started
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(ctx) }()
+	for e.status(t, polite) == queue.StatusProcessing {
+		e.db.Count(t, "SELECT count(*) FROM pg_sleep(0.005)") // look again in 5 ms
+	}
+	rec, err := e.client.Get(context.Background(), polite)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status, "back in the queue, not rescued and failed")
+	require.Zero(t, rec.Attempts)
+	close(slow)
+	require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
+	require.Equal(t, queue.StatusQueued, e.status(t, stubborn))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(polite))
+	require.Equal(t, int64(2), r.Stats().Requeued)
+}
+
+// A runner whose Start context is cancelled claims nothing more: a job it
+// claimed could only fail.
+func TestCancelledStartContextStopsClaims(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := queue.NewRunner(e.client, queue.WithPollInterval(20*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
+	cancel()
+	b := e.runner(t)
+	jobs := make([]queue.Params, 20)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: noop{}}
+	}
+	_, err = e.client.EnqueueMany(context.Background(), jobs)
+	require.NoError(t, err)
+	e.events.wait(t, queue.EventCompleted, 0, 20)
+	require.Zero(t, a.Stats().Claimed)
+	require.Equal(t, int64(20), b.Stats().Completed)
+	require.Equal(t, int64(20), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE attempts = 1"), "none failed an attempt first")
+}
