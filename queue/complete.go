@@ -192,15 +192,7 @@ func (r *Runner) writeResults(conn *heldConn, query string, accepted map[int64]b
 			return err
 		}
 		defer func() { conn.failed(err) }()
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			accepted[id] = true
-		}
-		return rows.Err()
+		return collectIDs(rows, accepted)
 	})
 	if err != nil {
 		return err

@@ -123,14 +123,11 @@ func (r *Runner) renew(ctx context.Context) {
 		r.log.Error("queue: lease renewal failed", "jobs", len(ids), "err", err)
 		return
 	}
-	kept := map[int64]bool{}
-	for rows.Next() {
-		var key int64
-		if rows.Scan(&key) == nil {
-			kept[key] = true
-		}
+	kept := map[int64]bool{} // attempt keys
+	if err := collectIDs(rows, kept); err != nil {
+		r.log.Error("queue: lease renewal failed", "jobs", len(ids), "err", err)
+		return
 	}
-	rows.Close()
 	for i, key := range keys {
 		if !kept[key] {
 			r.lost(ctx, exs[i])

@@ -290,6 +290,19 @@ func (h *heldConn) close() {
 	h.conn = nil
 }
 
+// collectIDs marks in into every ID that rows return, and closes rows.
+func collectIDs(rows *sql.Rows, into map[int64]bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		into[id] = true
+	}
+	return rows.Err()
+}
+
 // retryBookkeeping runs op with a bounded context a few times, so a brief
 // database hiccup does not lose a runner's bookkeeping.
 func retryBookkeeping(op func(ctx context.Context) error) error {
@@ -361,15 +374,7 @@ func (r *Runner) requeue(exs []*execution, why string) {
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			back[id] = true
-		}
-		return rows.Err()
+		return collectIDs(rows, back)
 	})
 	if err != nil {
 		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)
