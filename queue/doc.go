@@ -37,9 +37,11 @@
 //
 // # Claiming
 //
-// A runner claims as many due jobs as it has free workers in one statement
+// A runner claims as many due jobs as it has room for in one statement
 // (UPDATE ... FOR UPDATE SKIP LOCKED ... RETURNING), highest priority first,
-// then earliest run time, then lowest ID, within each queue it works. The
+// then earliest run time, then lowest ID, within each queue it works. Room is
+// a job per free worker and, while jobs are short, the jobs its workers will
+// likely finish while the next claim is on its way (see WithWorkers). The
 // attempt is counted at the claim, so a job that crashes its process still
 // runs out of attempts. Enqueueing notifies runners (LISTEN/NOTIFY, one
 // notification per statement and queue), so an idle runner picks a job up in
@@ -59,8 +61,9 @@
 // A claimed job is leased to its runner (WithLease), which renews the lease
 // while the job runs. If the runner dies, any runner rescues the job once the
 // lease expires: back to QUEUED, or FAILED if that was its last attempt.
-// Runner.Stop lets running jobs finish; if its context ends first, it puts
-// them back in the queue without counting the attempt.
+// Runner.Stop lets running jobs finish; if its context ends first, it
+// cancels them and puts each back in the queue, without counting the
+// attempt, once its handler has returned.
 //
 // # Guarantees
 //
