@@ -252,13 +252,19 @@ func (ex *execution) movedOn(ctx context.Context) bool {
 	if ex == nil {
 		return false
 	}
-	var st Status
-	var attempts int
-	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
+	st, attempts, err := ex.now(ctx)
 	if err != nil {
 		return false
 	}
 	return st == StatusQueued || st == StatusCompleted || (st == StatusProcessing && attempts != ex.row.Attempts)
+}
+
+// now reads the job's status and attempt count as the database has them.
+func (ex *execution) now(ctx context.Context) (Status, int, error) {
+	var st Status
+	var attempts int
+	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
+	return st, attempts, err
 }
 
 // cancelRunning cancels the context of every running attempt of a job.

@@ -188,14 +188,15 @@ func (r *Runner) freeSlots() int {
 	return max(c-len(r.running), 0)
 }
 
-// capacity is how many jobs the runner holds at once: one per worker and,
-// when jobs are short, up to as many again, claimed ahead: as many as the
-// workers will finish while the next claim is on its way, so that they do
-// not sit idle waiting for it. A queue of short jobs then moves in claims
-// twice the size, each costing the database about the same. Long jobs get
-// no claim-ahead: a job claimed ahead waits for a worker, where another
-// runner might have started it at once. Nor does a runner with one worker,
-// which is how a serial queue is worked: one job held at a time.
+// capacity is how many jobs the runner holds at once: one per worker, plus,
+// claimed ahead, as many as the workers will likely finish while the next
+// claim is on its way (workers × claim time ÷ job time, at most as many
+// again), so that they do not sit idle waiting for it. Jobs no longer than
+// a claim then move in claims twice the size, each costing the database
+// about the same; jobs much longer than a claim get next to nothing ahead,
+// since a job claimed ahead waits for a worker where another runner might
+// have started it at once. A runner with one worker claims nothing ahead:
+// that is how a serial queue is worked, one job held at a time.
 func (r *Runner) capacity() int {
 	w := int64(r.cfg.workers)
 	job, claim := r.jobNanos.Load(), r.claimNanos.Load()

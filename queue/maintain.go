@@ -139,9 +139,7 @@ func (r *Runner) renew(ctx context.Context) {
 // cancelled (and the notification missed), or rescued (and perhaps claimed
 // again, as a later attempt).
 func (r *Runner) lost(ctx context.Context, ex *execution) {
-	var st Status
-	var attempts int
-	err := r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
+	st, attempts, err := ex.now(ctx)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return // unsure; look again at the next renewal
 	}
