@@ -28,10 +28,12 @@ func TestMessageConstruction(t *testing.T) {
 func TestMessageEquality(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, batch.Data("A", 1), batch.Data("A", 1))
-	require.True(t, batch.Data("A", 1) == batch.Data("A", 1), "messages of comparable items are comparable")
+	a, b := batch.Data("A", 1), batch.Data("A", 1)
+	require.True(t, a == b, "messages of comparable items are comparable")
 	require.False(t, batch.Data("A", 1) == batch.Data("A", 2))
 	require.False(t, batch.Data("A", 0) == batch.End[int]("A"), "an end is not a zero item")
-	require.True(t, batch.End[int]("A") == batch.End[int]("A"))
+	x, y := batch.End[int]("A"), batch.End[int]("A")
+	require.True(t, x == y)
 }
 
 func TestMessageValidation(t *testing.T) {

@@ -19,8 +19,7 @@ import (
 // ledgerEnv is an env whose registry has the ledger kinds and a ledger table.
 func ledgerEnv(t *testing.T) *env {
 	t.Helper()
-	var e *env
-	e = newEnv(t, func(r *queue.Registry) {})
+	e := newEnv(t, func(r *queue.Registry) {})
 	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE ledger (
 		job_id bigint NOT NULL, attempt int NOT NULL, at timestamptz NOT NULL DEFAULT now())`).Error)
 	registerLedger(e.db.Gorm, io.Discard)(e.reg)

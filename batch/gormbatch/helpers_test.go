@@ -145,9 +145,6 @@ type runOf[T any] struct {
 	arrived chan struct{}
 }
 
-// run is a started coordinator over a Table of Order.
-type run = runOf[Order]
-
 func quiet() batch.Option { return batch.WithLogger(slog.New(slog.DiscardHandler)) }
 
 // start starts a coordinator with tbl as processor and cleanup strategy. It is
