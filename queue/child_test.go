@@ -46,9 +46,11 @@ type suicideJob struct{}
 func (suicideJob) Kind() string { return "suicide" }
 
 // registerLedger registers the kinds the multi-runner tests use. ledger
-// records the job in the ledger table inside a transaction; hang announces
-// itself on out and blocks; suicide kills its process.
+// records the job in the ledger table inside a transaction; hang, in a child
+// process, announces itself on out and blocks, and in the test's own process
+// records itself in the ledger; suicide kills its process.
 func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
+	inChild := os.Getenv(childEnv) != ""
 	return func(r *queue.Registry) {
 		must(queue.Register(r, queue.HandlerFunc[ledgerJob](func(ctx context.Context, j *queue.Job[ledgerJob]) error {
 			return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -57,7 +59,7 @@ func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
 		})))
 		must(queue.Register(r, queue.HandlerFunc[hangJob](func(ctx context.Context, j *queue.Job[hangJob]) error {
 			fmt.Fprintf(out, "started %d %d\n", j.ID, j.Attempt)
-			if j.Attempt > 1 {
+			if !inChild {
 				return db.WithContext(ctx).Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
 			}
 			<-ctx.Done()

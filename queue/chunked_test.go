@@ -219,12 +219,14 @@ func TestChunkedRetryAfterACrashCleansFirst(t *testing.T) {
 	w := &reportWriter{}
 	e := chunkedEnv(t, w)
 	id := enqueue(t, e, countyReport{Records: 1500})
-	// What a crashed first attempt looks like: rows written, attempt counted.
+	// What a first attempt that died with its process leaves once it is
+	// rescued: its first chunk written, its total saved, its claim made,
+	// its attempt uncounted, the job a suspect.
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO report_rows (job_id, n) SELECT ?, g FROM generate_series(0, 999) g", id).Error)
-	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET attempts = 1 WHERE id = ?", id).Error)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET claims = 1, rescues = 1, total = 1500 WHERE id = ?", id).Error)
 	e.runner(t)
 	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
-	require.Equal(t, 2, done.Attempt)
+	require.Equal(t, 1, done.Attempt)
 	require.Equal(t, int64(1500), e.outputRows(t, id), "no leftovers, no duplicates (the table would have refused them)")
 	require.Equal(t, 1, w.cleanups)
 }
@@ -296,6 +298,7 @@ func TestChunkedStopOutOfTimeCleansUpBeforeTheJobGoesBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, r.Stop(ctx), context.DeadlineExceeded)
+	<-r.Done()
 	require.Equal(t, []queue.Status{queue.StatusProcessing}, statuses, "cleaned up before the job went back")
 	require.Equal(t, int64(1000), e.outputRows(t, id), "the failed cleanup left chunk 1 behind")
 	rec, err := e.client.Get(context.Background(), id)

@@ -72,35 +72,50 @@ func (r *Runner) complete() {
 	}
 }
 
-// An attempt is named by its job ID and attempt number, packed into one
-// number so the guard is one hashed = ANY. Attempts stay below 2^20 (Retry
-// refuses beyond that), and IDs below 2^43, eight trillion jobs.
-const attemptKey = "id * 1048576 + attempts"
+// A claim is named by its job ID and claim number, packed into one number,
+// its key, so that a guard on many claims is one hashed = ANY. The claim
+// number is taken modulo 2^20: two claims of one job that far apart are
+// never both held. IDs stay below 2^43, eight trillion jobs.
+func keyOf(ex *execution) int64 { return ex.row.ID<<20 + int64(ex.row.Claims)&(1<<20-1) }
 
-func keyOf(ex *execution) int64 { return ex.row.ID<<20 + int64(ex.row.Attempts) }
+// claimKey is keyOf in SQL, for the rows of table alias a.
+func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
 
 // completeSQL finishes successful attempts: the bulk of all results, so it
-// carries nothing per row but the IDs and their attempt keys, and the
-// planner reaches the rows through the primary key.
-const completeSQL = `
-UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL
-WHERE id = ANY($1) AND ` + attemptKey + ` = ANY($2) AND status = 'PROCESSING'
-RETURNING id`
+// carries nothing per row but the IDs and their claim keys, and the planner
+// reaches the rows through the primary key.
+var completeSQL = `
+UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL, rescues = 0
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+RETURNING j.id`
+
+// completedSQL finds, among claims ($1, $2) whose completion was sent but
+// not acknowledged, those whose completion landed: a job is COMPLETED with
+// a claim's key only by that claim's completion.
+var completedSQL = `SELECT j.id FROM sheaf_jobs j
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
 
 // failSQL finishes failed attempts: each goes back to the queue after its
 // delay, or fails for good, with its error. Rows look up their values by
 // position in the arrays rather than by a join, which the planner would get
 // wrong; batches are kept small for that.
-const failSQL = `
+var failSQL = `
 UPDATE sheaf_jobs j SET
 	status = ($3::text[])[array_position($1::bigint[], j.id)],
 	run_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED'
 		THEN now() + ($4::bigint[])[array_position($1::bigint[], j.id)] * interval '1 microsecond' ELSE j.run_at END,
 	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
 	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
-	locked_until = NULL, locked_by = NULL
-WHERE j.id = ANY($1) AND ` + attemptKey + ` = ANY($2) AND j.status = 'PROCESSING'
+	locked_until = NULL, locked_by = NULL, rescues = 0
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
 RETURNING j.id`
+
+// failedSQL is completedSQL for failSQL: the job has the claim's key, the
+// status it was sent and the error it was sent.
+var failedSQL = `SELECT j.id FROM sheaf_jobs j
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2)
+	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
+	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]`
 
 const maxFailFlush = 200
 
@@ -129,7 +144,7 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 		for i, res := range ok {
 			ids[i], keys[i] = res.ex.row.ID, keyOf(res.ex)
 		}
-		errs = append(errs, r.writeResults(conn, completeSQL, accepted, ids, keys))
+		errs = append(errs, r.writeResults(conn, completeSQL, completedSQL, accepted, ids, keys))
 	}
 	for start := 0; start < len(failed); start += maxFailFlush {
 		part := failed[start:min(start+maxFailFlush, len(failed))]
@@ -139,7 +154,7 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 			ids[i], keys[i], statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
 			delays[i], msgs[i] = res.delay.Microseconds(), res.err.Error()
 		}
-		errs = append(errs, r.writeResults(conn, failSQL, accepted, ids, keys, statuses, delays, msgs))
+		errs = append(errs, r.writeResults(conn, failSQL, failedSQL, accepted, ids, keys, statuses, delays, msgs))
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The jobs stay PROCESSING; once their leases expire they are
@@ -147,13 +162,16 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 		r.log.Error("queue: could not record finished jobs; they will be rescued when their leases expire",
 			"jobs", len(batch), "err", err)
 	}
-	for _, res := range batch {
+	exs := make([]*execution, len(batch))
+	for i, res := range batch {
+		exs[i] = res.ex
 		// A job whose statement failed has no entry: it is neither
-		// completed nor rejected, but waiting to be rescued.
+		// completed nor rejected; the lease keeper puts it back.
 		if written, known := accepted[res.ex.row.ID]; known {
 			r.report(res, written)
 		}
 	}
+	r.unhold(exs...)
 }
 
 // completeParent completes a job that is a parent in some rule, releasing
@@ -161,8 +179,12 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 	rules := r.c.reg.rulesFor(res.ex.row.Kind)
 	var released []releasedJob
-	err := retryBookkeeping(func(ctx context.Context) error {
+	err := r.retry(func(ctx context.Context, try int) error {
 		ok, children, err := r.completeReleasing(ctx, res, rules)
+		if err == nil && !ok && try > 0 {
+			// An earlier try may have committed, its answer lost.
+			ok, err = r.landed(ctx, completedSQL, []any{[]int64{res.ex.row.ID}, []int64{keyOf(res.ex)}})
+		}
 		accepted[res.ex.row.ID], released = ok, children
 		return err
 	})
@@ -183,15 +205,26 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 }
 
 // writeResults runs a finishing statement and marks the IDs it returned in
-// accepted; an ID it did not return is marked false.
-func (r *Runner) writeResults(conn *heldConn, query string, accepted map[int64]bool, args ...any) error {
+// accepted; an ID it did not return is marked false. When a try fails, the
+// statement may have committed without its answer reaching the runner; so
+// after a retry, the IDs it did not return are looked up with landed, which
+// finds the results already written by this claim: its own result there is
+// a success, not a rejection.
+func (r *Runner) writeResults(conn *heldConn, query, landedQuery string, accepted map[int64]bool, args ...any) error {
 	ids := args[0].([]int64)
-	err := retryBookkeeping(func(ctx context.Context) (err error) {
+	err := r.retry(func(ctx context.Context, try int) (err error) {
 		rows, err := conn.query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		defer func() { conn.failed(err) }()
+		if err := collectIDs(rows, accepted); err != nil || try == 0 {
+			return err
+		}
+		rows, err = conn.query(ctx, landedQuery, args...)
+		if err != nil {
+			return err
+		}
 		return collectIDs(rows, accepted)
 	})
 	if err != nil {
@@ -203,6 +236,19 @@ func (r *Runner) writeResults(conn *heldConn, query string, accepted map[int64]b
 		}
 	}
 	return nil
+}
+
+// landed runs a completedSQL-like query and reports whether it found the job.
+func (r *Runner) landed(ctx context.Context, query string, args []any) (bool, error) {
+	found := map[int64]bool{}
+	rows, err := r.sqlDB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	if err := collectIDs(rows, found); err != nil {
+		return false, err
+	}
+	return len(found) > 0, nil
 }
 
 func (r *Runner) report(res result, accepted bool) {

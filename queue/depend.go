@@ -162,9 +162,9 @@ func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rul
 	}
 	defer func() { _ = tx.Rollback() }()
 	var period, runID sql.NullString
-	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL
-		WHERE id = $1 AND `+attemptKey+` = $2 AND status = 'PROCESSING' RETURNING period, run_id`,
-		res.ex.row.ID, keyOf(res.ex)).Scan(&period, &runID)
+	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL,
+		rescues = 0 WHERE id = $1 AND `+attemptGuard+` RETURNING period, run_id`,
+		res.ex.row.ID, res.ex.row.Claims).Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil, tx.Commit()
 	}

@@ -22,6 +22,9 @@ var (
 	// ErrSchemaTooNew is returned by Migrate when the database was migrated
 	// by a newer sheaf.
 	ErrSchemaTooNew = errors.New("queue: schema is newer than this sheaf")
+	// ErrNotMigrated is wrapped by errors from a database whose schema is
+	// missing or older than this sheaf: call Client.Migrate.
+	ErrNotMigrated = errors.New("queue: schema not migrated; call Client.Migrate")
 	// ErrStarted is returned by Runner.Start when called twice or after Stop.
 	ErrStarted = errors.New("queue: runner already started")
 	// ErrCancelled is the cause of a job context cancelled because the job

@@ -4,6 +4,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -23,6 +24,9 @@ type execution struct {
 	cancel  context.CancelCauseFunc
 	claimed time.Time // when the runner claimed it
 	start   time.Time // when a worker took it up
+	// counted is set once the attempt counts towards MaxAttempts: at the
+	// claim, or, for a suspect, when it starts (see JobRecord.Rescues).
+	counted bool
 	// Guarded by r.mu: released means the job is being put back in the
 	// queue (by Stop, or because it waited too long for a worker), so its
 	// result must be dropped; finished means its result is written or on
@@ -30,15 +34,40 @@ type execution struct {
 	released, finished bool
 }
 
-// launch hands a claimed job to the workers.
-func (r *Runner) launch(jobsCtx context.Context, row *JobRecord) {
-	ctx, cancel := context.WithCancelCause(jobsCtx)
-	ex := &execution{r: r, row: *row, ctx: ctx, cancel: cancel, claimed: time.Now()}
+func (ex *execution) suspect() bool { return ex.row.Rescues > 0 }
+
+// launch hands claimed jobs to the workers: a suspect first, ahead of any
+// job claimed ahead, since it is claimed only when a worker is free.
+func (r *Runner) launch(jobsCtx context.Context, rows []JobRecord) {
+	now := time.Now()
 	r.mu.Lock()
-	r.running[ex] = struct{}{}
-	r.waiting = append(r.waiting, ex)
-	r.workable.Signal()
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	for i := range rows {
+		ctx, cancel := context.WithCancelCause(jobsCtx)
+		ex := &execution{r: r, row: rows[i], ctx: ctx, cancel: cancel, claimed: now}
+		ex.counted = !ex.suspect()
+		r.running[ex] = struct{}{}
+		r.held[keyOf(ex)] = ex
+		if ex.suspect() {
+			r.suspect = ex
+			r.waiting = append([]*execution{ex}, r.waiting...)
+		} else {
+			r.waiting = append(r.waiting, ex)
+		}
+		r.workable.Signal()
+	}
+}
+
+// unhold forgets claims whose results or requeues are written (or given up
+// on): the lease keeper stops renewing them.
+func (r *Runner) unhold(exs ...*execution) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ex := range exs {
+		if r.held[keyOf(ex)] == ex {
+			delete(r.held, keyOf(ex))
+		}
+	}
 }
 
 // work runs waiting jobs, oldest first, until the runner drains.
@@ -71,6 +100,9 @@ func (r *Runner) unwait(release func(*execution) bool) []*execution {
 		if release(ex) {
 			ex.released = true
 			delete(r.running, ex)
+			if r.suspect == ex {
+				r.suspect = nil
+			}
 			out = append(out, ex)
 			continue
 		}
@@ -89,6 +121,11 @@ func (r *Runner) execute(ctx context.Context, ex *execution) {
 	ex.start = time.Now()
 	var err error
 	e, lookupErr := r.c.reg.lookup(ex.row.Kind)
+	if ctx.Err() == nil && ex.suspect() {
+		if err := r.startSuspect(ex); err != nil {
+			ex.cancel(err)
+		}
+	}
 	if ctx.Err() != nil {
 		// Cancelled or lost while it waited for a worker (see capacity):
 		// it never starts, and finish says why.
@@ -138,6 +175,38 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 	return err
 }
 
+// startSuspectSQL counts a suspect's attempt as it starts, durably, before
+// its handler runs: if the process dies from here on, the attempt counts.
+const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + 1, started_at = now()
+WHERE id = $1 AND ` + attemptGuard + ` RETURNING attempts, started_at`
+
+// attemptGuard matches a job only while the claim $2 holds it.
+const attemptGuard = `claims = $2 AND status = 'PROCESSING'`
+
+// startSuspect counts the attempt of a suspect that is about to start. It
+// returns the cause to cancel the attempt with when it must not start.
+func (r *Runner) startSuspect(ex *execution) error {
+	var attempts int
+	var started time.Time
+	err := r.retry(func(ctx context.Context, _ int) error {
+		return r.sqlDB.QueryRowContext(ctx, startSuspectSQL, ex.row.ID, ex.row.Claims).Scan(&attempts, &started)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
+	case err != nil:
+		// It never starts; it goes back to the queue, or, if that fails
+		// too, is rescued, its attempt uncounted either way.
+		r.jobLogger(&ex.row).Error("queue: could not record the start of a rescued job; putting it back", "err", err)
+		r.mu.Lock()
+		ex.released = true
+		r.mu.Unlock()
+		return ErrStopping
+	}
+	ex.row.Attempts, ex.row.StartedAt, ex.counted = attempts, &started, true
+	return nil
+}
+
 // finish hands the attempt's result to the completer, unless the job is no
 // longer this runner's to finish.
 func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err error, took time.Duration) {
@@ -147,15 +216,17 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	r.mu.Unlock()
 	cause := context.Cause(ctx)
 	switch {
-	case released: // Stop ran out of time: back to the queue, now the handler has returned
-		r.requeue([]*execution{ex}, "stop ran out of time")
+	case released: // the runner is stopping: back to the queue, now the handler has returned
+		r.requeue([]*execution{ex}, "the runner stopped before it finished")
 	case errors.Is(cause, ErrCancelled):
+		r.unhold(ex)
 		r.stats.cancelled.Add(1)
 		ev := ex.event(EventCancelled)
 		ev.Duration = took
 		r.observe(ev)
 		r.jobLogger(&ex.row).Info("queue: job cancelled while running", "duration", took)
 	case errors.Is(cause, ErrLeaseLost):
+		r.unhold(ex)
 		r.stats.rejected.Add(1)
 		r.observe(ex.event(EventRejected))
 		r.jobLogger(&ex.row).Warn("queue: job lost its lease while running; its result is dropped")
@@ -164,8 +235,15 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	}
 	r.mu.Lock()
 	delete(r.running, ex)
+	wasSuspect := r.suspect == ex
+	if wasSuspect {
+		r.suspect = nil
+	}
 	r.mu.Unlock()
-	if r.more.Load() {
+	if wasSuspect {
+		r.suspects.Store(true) // the next may be waiting
+		r.wakeFetch()
+	} else if r.more.Load() {
 		r.wakeFetch()
 	}
 }
@@ -179,24 +257,33 @@ func (r *Runner) resultOf(ex *execution, e *kindEntry, err error, took time.Dura
 		res.status = StatusFailed
 	default:
 		res.status = StatusQueued
-		res.delay = r.backoff(ex, e).Delay(ex.row.Attempts)
+		res.delay = r.delay(ex, e)
 	}
 	return res
 }
 
-// backoff is the job's own policy if it has one, else its kind's.
-func (r *Runner) backoff(ex *execution, e *kindEntry) Backoff {
-	if len(ex.row.backoffJSON) > 0 {
-		b, err := decodeBackoff(ex.row.backoffJSON)
-		if err == nil {
-			return b
-		}
-		r.jobLogger(&ex.row).Warn("queue: job's stored backoff does not decode; using its kind's", "err", err)
-	}
+// delay is how long the job waits before its next attempt, by its own
+// backoff if it has one, else its kind's. A Backoff of the user's that
+// panics gets the default's delay, rather than taking the runner down.
+func (r *Runner) delay(ex *execution, e *kindEntry) time.Duration {
+	b := DefaultBackoff
 	if e != nil {
-		return e.defaults.backoff
+		b = e.defaults.backoff
 	}
-	return DefaultBackoff
+	if len(ex.row.backoffJSON) > 0 {
+		own, err := decodeBackoff(ex.row.backoffJSON)
+		if err != nil {
+			r.jobLogger(&ex.row).Warn("queue: job's stored backoff does not decode; using its kind's", "err", err)
+		} else {
+			b = own
+		}
+	}
+	var d time.Duration
+	if err := worker.Safely(func() error { d = b.Delay(ex.row.Attempts); return nil }); err != nil {
+		r.jobLogger(&ex.row).Error("queue: the job's backoff panicked; using the default's delay", "err", err)
+		d = DefaultBackoff.Delay(ex.row.Attempts)
+	}
+	return max(d, 0)
 }
 
 func (ex *execution) event(t EventType) Event {
@@ -221,11 +308,11 @@ func (ex *execution) update(ctx context.Context, set string, args ...any) error 
 	if ex == nil {
 		return nil // a Job built by hand, as in a handler's unit test
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
 	defer cancel()
 	n := len(args)
-	query := fmt.Sprintf("UPDATE sheaf_jobs SET %s WHERE id = $%d AND status = 'PROCESSING' AND attempts = $%d", set, n+1, n+2)
-	res, err := ex.r.sqlDB.ExecContext(ctx, query, append(args, ex.row.ID, ex.row.Attempts)...)
+	query := fmt.Sprintf("UPDATE sheaf_jobs SET %s WHERE id = $%d AND claims = $%d AND status = 'PROCESSING'", set, n+1, n+2)
+	res, err := ex.r.sqlDB.ExecContext(ctx, query, append(args, ex.row.ID, ex.row.Claims)...)
 	if err != nil {
 		return fmt.Errorf("queue: update job %d: %w", ex.row.ID, err)
 	}
@@ -235,11 +322,11 @@ func (ex *execution) update(ctx context.Context, set string, args ...any) error 
 	return nil
 }
 
-// mayHaveOutput reports whether an earlier attempt of the job may have left
-// output behind: it was counted, or it got as far as saving its progress (an
-// attempt that Stop put back is not counted).
+// mayHaveOutput reports whether an earlier claim of the job may have left
+// output behind. A chunked attempt saves the job's total before it writes
+// its first chunk, so one that wrote anything left the total set.
 func (ex *execution) mayHaveOutput() bool {
-	return ex != nil && (ex.row.Attempts > 1 || ex.row.Total != nil)
+	return ex != nil && (ex.row.Claims > 1 || ex.row.Total != nil)
 }
 
 // movedOn reports whether the job has passed from this attempt to another:
@@ -252,19 +339,19 @@ func (ex *execution) movedOn(ctx context.Context) bool {
 	if ex == nil {
 		return false
 	}
-	st, attempts, err := ex.now(ctx)
+	st, claims, err := ex.now(ctx)
 	if err != nil {
 		return false
 	}
-	return st == StatusQueued || st == StatusCompleted || (st == StatusProcessing && attempts != ex.row.Attempts)
+	return st == StatusQueued || st == StatusCompleted || (st == StatusProcessing && claims != ex.row.Claims)
 }
 
-// now reads the job's status and attempt count as the database has them.
+// now reads the job's status and claim number as the database has them.
 func (ex *execution) now(ctx context.Context) (Status, int, error) {
 	var st Status
-	var attempts int
-	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, attempts FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &attempts)
-	return st, attempts, err
+	var claims int
+	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &claims)
+	return st, claims, err
 }
 
 // cancelRunning cancels the context of every running attempt of a job.

@@ -4,7 +4,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -60,6 +59,7 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 			return
 		case <-r.wake:
 		case <-timer.C:
+			r.suspects.Store(true) // rescued by another process, perhaps unnotified
 		case <-opens:
 			opens, opensAt = nil, time.Time{}
 		case d := <-r.retries:
@@ -133,6 +133,14 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 		}
 		got := 0
 		closedQueues, closedKinds := r.c.reg.closedNow(r.cfg.clock.Now(), r.cfg.queues)
+		if r.suspects.Load() {
+			if err := f.claimSuspect(ctx, jobsCtx, closedQueues, closedKinds); err != nil {
+				if ctx.Err() == nil {
+					r.log.Error("queue: claim failed", "err", err)
+				}
+				return 0
+			}
+		}
 		for i := range r.cfg.queues {
 			q := r.cfg.queues[(f.turn+i)%len(r.cfg.queues)]
 			n := r.freeSlots()
@@ -148,16 +156,13 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 			}
 			higher := cur != nil && r.notifiedAbove(q, cur.priority)
 			began := time.Now()
-			rows, err := r.claim(ctx, &f.conn, q, n, cur, higher, closedKinds)
+			rows, err := f.claim(ctx, jobsCtx, q, n, cur, higher, closedKinds)
 			average(&r.claimNanos, time.Since(began))
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error("queue: claim failed", "queue", q, "err", err)
 				}
 				return 0
-			}
-			for i := range rows {
-				r.launch(jobsCtx, &rows[i])
 			}
 			got += len(rows)
 			switch {
@@ -261,17 +266,22 @@ func average(avg *atomic.Int64, sample time.Duration) {
 const claimSQL = `
 WITH c AS (
 	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
 	ORDER BY priority DESC, run_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
-	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
+UPDATE sheaf_jobs j SET ` + claimSet + `
 FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns
 
-const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts,
+// claimSet is how a claim marks a job: PROCESSING under the runner's lease
+// ($3 milliseconds, runner $4), with a new claim number and the attempt
+// counted.
+const claimSet = `status = 'PROCESSING', attempts = j.attempts + 1, claims = j.claims + 1, started_at = now(),
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
+
+const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts, j.claims, j.rescues,
 	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total`
 
 // claimFromSQL claims like claimSQL, but continues from a cursor (the last
@@ -286,21 +296,35 @@ const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlatio
 const claimFromSQL = `
 WITH higher AS (
 	SELECT id FROM sheaf_jobs
-	WHERE $5 AND status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
+	WHERE $5 AND status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), onward AS (
 	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
 		AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), lower AS (
 	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
 	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), c AS (
 	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
 )
-UPDATE sheaf_jobs j SET status = 'PROCESSING', attempts = j.attempts + 1, started_at = now(),
+UPDATE sheaf_jobs j SET ` + claimSet + `
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+// claimSuspectSQL claims the first suspect due in the queues $1 (see
+// JobRecord.Rescues). Its attempt is counted when it starts, not here.
+const claimSuspectSQL = `
+WITH c AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND rescues > 0 AND queue = ANY($1) AND run_at <= now() AND NOT kind = ANY($5)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE sheaf_jobs j SET status = 'PROCESSING', claims = j.claims + 1,
 	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
 FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns
@@ -315,33 +339,90 @@ type cursor struct {
 
 // claim locks up to n due jobs of queue for this runner, counting their
 // attempt now, so that a job that crashes its runner still runs out of
-// attempts. With a cursor it continues from it; see claimFromSQL.
-func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int, cur *cursor, higher bool, closedKinds []string) (out []JobRecord, err error) {
-	// Not cancelled by Stop: a claim cancelled after the server committed it
-	// would leave its jobs PROCESSING with nobody running them until their
-	// leases expired. Stop waits for it instead, then runs or requeues them.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
-	defer cancel()
-	var rows *sql.Rows
+// attempts, and launches them. With a cursor it continues from it; see
+// claimFromSQL.
+func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]JobRecord, error) {
+	r := f.r
 	if closedKinds == nil {
 		closedKinds = []string{}
 	}
-	if cur == nil {
-		rows, err = conn.query(ctx, claimSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds)
-	} else {
-		rows, err = conn.query(ctx, claimFromSQL, queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
-			higher, cur.priority, cur.runAt, cur.id, closedKinds)
+	query, args := claimSQL, []any{queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds}
+	if cur != nil {
+		query, args = claimFromSQL, []any{queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
+			higher, cur.priority, cur.runAt, cur.id, closedKinds}
 	}
+	out, err := f.claimAndLaunch(ctx, jobsCtx, query, args)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { conn.failed(err) }()
+	r.stats.claimed.Add(int64(len(out)))
+	return out, nil
+}
+
+// claimSuspect claims a suspect, if this runner runs none and has a worker
+// free for it, and launches it. It forgets that suspects may wait when it
+// finds none.
+func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[string]bool, closedKinds []string) error {
+	r := f.r
+	r.mu.Lock()
+	busy := r.suspect != nil || len(r.running) >= r.cfg.workers
+	r.mu.Unlock()
+	if busy {
+		return nil
+	}
+	var open []string
+	for _, q := range r.cfg.queues {
+		if !closedQueues[q] {
+			open = append(open, q)
+		}
+	}
+	if closedKinds == nil {
+		closedKinds = []string{}
+	}
+	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
+	out, err := f.claimAndLaunch(ctx, jobsCtx, claimSuspectSQL, []any{open, 1, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds})
+	if err != nil {
+		r.suspects.Store(true)
+		return err
+	}
+	if len(out) > 0 {
+		r.stats.claimed.Add(1)
+		r.jobLogger(&out[0]).Info("queue: running a rescued job on its own", "rescues", out[0].Rescues)
+	}
+	return nil
+}
+
+// claimAndLaunch runs a claim statement and hands the jobs it claimed to
+// the workers, holding r.claiming throughout (see Runner.claiming). The
+// claim is not cancelled by Stop, only bounded: a claim cancelled after the
+// server committed it would leave its jobs PROCESSING with nobody running
+// them. If it fails anyway (it timed out, or the connection broke), the
+// server may still run it: the lease keeper is asked to look for jobs held
+// in this runner's name that it does not run, and to put them back.
+func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, query string, args []any) (out []JobRecord, err error) {
+	r := f.r
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeouts.statement)
+	defer cancel()
+	r.claiming.Lock()
+	defer r.claiming.Unlock()
+	defer func() {
+		if err != nil {
+			f.conn.failed(err)
+			select {
+			case r.reconcile <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	rows, err := f.conn.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	out = make([]JobRecord, 0, n)
 	for rows.Next() {
 		var j JobRecord
 		var payload, backoff, auth []byte
-		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts,
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
 			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs, &j.Total); err != nil {
 			return nil, err
 		}
@@ -370,23 +451,26 @@ func (r *Runner) claim(ctx context.Context, conn *heldConn, queue string, n int,
 		}
 		return int(a.ID - b.ID)
 	})
-	r.stats.claimed.Add(int64(len(out)))
+	r.launch(jobsCtx, out)
 	return out, nil
 }
 
 // parseNotice reads a new-jobs notification, schema removed: "queue:priority",
-// the highest priority among the jobs that became due. A payload without a
-// priority counts as the highest.
-func parseNotice(payload string) (queue string, priority int) {
+// the highest priority among the jobs that became due, or "queue:s" when
+// suspects did. A payload without a priority counts as the highest.
+func parseNotice(payload string) (queue string, priority int, suspects bool) {
 	i := strings.LastIndexByte(payload, ':')
 	if i < 0 {
-		return payload, MaxPriority
+		return payload, MaxPriority, false
+	}
+	if payload[i+1:] == "s" {
+		return payload[:i], 0, true
 	}
 	p, err := strconv.Atoi(payload[i+1:])
 	if err != nil {
-		return payload, MaxPriority
+		return payload, MaxPriority, false
 	}
-	return payload[:i], p
+	return payload[:i], p, false
 }
 
 func (r *Runner) noteArrival(queue string, priority int) {

@@ -73,16 +73,31 @@ type JobRecord struct {
 	Payload        json.RawMessage `gorm:"column:payload;type:jsonb"`
 	IdempotencyKey *string         `gorm:"column:idempotency_key"`
 	CorrelationID  *string         `gorm:"column:correlation_id"`
-	Attempts       int             `gorm:"column:attempts"`
-	MaxAttempts    int             `gorm:"column:max_attempts"`
-	RunAt          time.Time       `gorm:"column:run_at"`
-	LockedUntil    *time.Time      `gorm:"column:locked_until"`
-	LockedBy       *string         `gorm:"column:locked_by"`
-	CreatedAt      time.Time       `gorm:"column:created_at"`
-	StartedAt      *time.Time      `gorm:"column:started_at"`
-	CompletedAt    *time.Time      `gorm:"column:completed_at"`
-	Processed      int64           `gorm:"column:processed"`
-	Total          *int64          `gorm:"column:total"`
+	// Attempts counts the attempts that count towards MaxAttempts: those
+	// that ran to a result, and those whose runner died while it ran them,
+	// unless they were put back uncounted (see Claims and Rescues).
+	Attempts    int `gorm:"column:attempts"`
+	MaxAttempts int `gorm:"column:max_attempts"`
+	// Claims counts how often runners have claimed the job, whether or
+	// not the attempt counted. Each claim has its own number, so a result
+	// that arrives from an earlier claim is refused.
+	Claims int `gorm:"column:claims"`
+	// Rescues counts the times the job was rescued from a runner that
+	// stopped renewing its lease, since one of its attempts last finished.
+	// A job with rescues is a suspect: runners run it on its own (one
+	// suspect per runner at a time) and count its attempts when they start,
+	// so that a job that kills its process is the one that runs out of
+	// attempts, not the jobs that died beside it.
+	Rescues int `gorm:"column:rescues"`
+
+	RunAt       time.Time  `gorm:"column:run_at"`
+	LockedUntil *time.Time `gorm:"column:locked_until"`
+	LockedBy    *string    `gorm:"column:locked_by"`
+	CreatedAt   time.Time  `gorm:"column:created_at"`
+	StartedAt   *time.Time `gorm:"column:started_at"`
+	CompletedAt *time.Time `gorm:"column:completed_at"`
+	Processed   int64      `gorm:"column:processed"`
+	Total       *int64     `gorm:"column:total"`
 	// LastError is the error of the latest failed attempt. It is kept when
 	// a later attempt succeeds, so that a completed job still shows what
 	// it went through.

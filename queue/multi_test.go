@@ -130,37 +130,43 @@ func TestKilledProcessJobIsRescued(t *testing.T) {
 	victim.kill(t)
 	require.Equal(t, queue.StatusProcessing, e.status(t, id), "the dead process still holds it")
 
-	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
+	rescuer := e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
 	rescued := e.events.wait(t, queue.EventRescued, id, 1)[0]
-	require.Equal(t, 1, rescued.Attempt)
+	require.Zero(t, rescued.Attempt, "the attempt the dead process held is given back")
 	e.events.wait(t, queue.EventCompleted, id, 1)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status)
-	require.Equal(t, 2, rec.Attempts)
-	require.Contains(t, *rec.LastError, "lease expired: runner victim")
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, 2, rec.Claims)
+	require.Contains(t, *rec.LastError, "lease expired: runner victim did not renew it in time")
+	require.Contains(t, *rec.LastError, "rescued by runner "+rescuer.ID())
+	require.NotContains(t, *rec.LastError, "crash")
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM ledger WHERE job_id = ?", id), "completed exactly once")
 }
 
-// A job that kills its process on every attempt still runs out of attempts,
-// because attempts are counted when a job is claimed.
+// A job that kills its process on every attempt still runs out of attempts.
+// Its first death is not counted (a dead process does not say which of its
+// jobs killed it); from then on it is a suspect, and each attempt counts as
+// it starts.
 func TestJobThatKillsItsProcessEveryTimeFails(t *testing.T) {
 	t.Parallel()
 	e := ledgerEnv(t)
 	id := enqueue(t, e, suicideJob{}, queue.MaxAttempts(3))
-	for attempt := 1; attempt <= 3; attempt++ {
-		c := startChild(t, e.db.DSN, fmt.Sprint("doomed-", attempt), 500*time.Millisecond, nil)
+	for death := 1; death <= 4; death++ {
+		c := startChild(t, e.db.DSN, fmt.Sprint("doomed-", death), 500*time.Millisecond, nil)
 		c.expect(t, "dying")
 		_ = c.cmd.Wait() // it killed itself
-		require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = ?", id, attempt))
+		require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = ? AND claims = ?",
+			id, max(death-1, 1), death), "death %d", death)
 	}
-	// No process will try a fourth time: the next rescue fails it.
+	// No process will try a fifth time: the next rescue fails it.
 	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
 	ev := e.events.wait(t, queue.EventRescued, id, 1)[0]
 	require.Equal(t, 3, ev.Attempt)
 	dead := e.events.wait(t, queue.EventFailed, id, 1)[0]
 	require.ErrorIs(t, dead.Err, queue.ErrLeaseLost, "dead-letter observers hear of it")
-	require.ErrorContains(t, dead.Err, "lease expired: runner doomed-3")
+	require.ErrorContains(t, dead.Err, "lease expired: runner doomed-4")
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFailed, rec.Status)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,25 +11,21 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sheaf-dev/sheaf/worker"
 )
-
-// bookkeepingTimeout bounds every statement the runner issues for itself
-// (claim, complete, renew, rescue), so a lost database never hangs it.
-const bookkeepingTimeout = 15 * time.Second
 
 // Runner claims jobs from the queues it works and runs their handlers,
 // WithWorkers at a time. Create one with NewRunner; it starts nothing until
 // Start. Several runners, in one process or many, may work the same queues:
 // each job is claimed by one of them at a time.
 type Runner struct {
-	c     *Client
-	cfg   config
-	log   *slog.Logger
-	obs   Observer
-	sqlDB *sql.DB
+	c        *Client
+	cfg      config
+	log      *slog.Logger
+	obs      Observer
+	sqlDB    *sql.DB
+	timeouts timeouts
 
 	wake    chan struct{} // coalesced: a fetch is due
 	retries chan retryDue // retries written by the completer, for the fetch loop to wake for
@@ -41,26 +36,40 @@ type Runner struct {
 	// by side rather than in turns.
 	results chan result
 	more    atomic.Bool // the last claim filled every free slot, so more may wait
+	// suspects is set when suspects may be waiting: at start, at every
+	// poll, when one is notified, and when this runner's suspect finishes.
+	suspects atomic.Bool
+	// claiming is held from sending a claim until its jobs are in held, so
+	// that the lease keeper, which takes it too, never mistakes a claim in
+	// flight for jobs nobody runs (see renewSQL).
+	claiming  sync.Mutex
+	reconcile chan struct{} // a claim failed: it may yet land on the server
 
 	// Moving averages, in nanoseconds, of how long handlers run and how
 	// long a claim takes: they size the claim-ahead (see capacity).
 	jobNanos, claimNanos atomic.Int64
 
-	mu       sync.Mutex
-	state    int                     // runnerCreated, runnerStarted, runnerStopped
-	running  map[*execution]struct{} // claimed and not finished; two attempts of one job can overlap
-	waiting  []*execution            // claimed and not yet taken up by a worker, oldest first
-	workable *sync.Cond              // on mu: waiting has jobs, or draining is set
-	draining bool                    // no more claims: workers exit once waiting is empty
-	arrivals map[string]int          // highest priority notified per queue since the last claim
+	mu      sync.Mutex
+	state   int                     // runnerCreated, runnerStarted, runnerStopped
+	running map[*execution]struct{} // claimed and not finished; two attempts of one job can overlap
+	waiting []*execution            // claimed and not yet taken up by a worker, oldest first
+	// held has every claim whose job may still be PROCESSING under this
+	// runner's name, by claim key: from the claim until its result or its
+	// requeue is written. The lease keeper renews exactly these.
+	held     map[int64]*execution
+	suspect  *execution // the suspect this runner is running, if any: one at a time
+	workable *sync.Cond // on mu: waiting has jobs, or draining is set
+	draining bool       // no more claims: workers exit once waiting is empty
+	arrivals map[string]int
 
-	stopLoops  context.CancelFunc // fetch loop and listener
-	stopMaint  context.CancelFunc // lease renewal and rescue
-	cancelJobs context.CancelFunc
-	loops      sync.WaitGroup
-	maint      sync.WaitGroup
-	jobs       sync.WaitGroup
-	completer  sync.WaitGroup
+	stopping, hard     chan struct{} // closed by Stop (finish what runs), and when stopping runs out of time
+	stopOnce, hardOnce sync.Once
+	done               chan struct{} // closed once every goroutine of the runner has returned
+
+	loops     sync.WaitGroup // fetch loop, listener, schedules
+	jobs      sync.WaitGroup // workers
+	keeper    sync.WaitGroup // lease renewal and rescue
+	completer sync.WaitGroup
 
 	stats runnerCounters
 }
@@ -83,7 +92,7 @@ type RunnerStats struct {
 	Failed    int64 // jobs that failed for good
 	Cancelled int64 // running jobs stopped by Cancel
 	Rescued   int64 // jobs this runner rescued from expired leases (any runner's)
-	Requeued  int64 // jobs put back without their attempt counting: by Stop, or claimed ahead and kept waiting (see WithWorkers)
+	Requeued  int64 // jobs put back without their attempt counting: by Stop, claimed ahead and kept waiting (see WithWorkers), or found locked under this runner's name and not running
 	Rejected  int64 // results dropped because the job was no longer this runner's
 	Running   int   // attempts claimed and not finished: running, or claimed ahead and waiting for a worker
 }
@@ -114,20 +123,30 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: new runner: %w", err)
 	}
-	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < 4 {
-		return nil, invalid("the connection pool allows %d connections; a runner needs at least 4 (listener, claims, completions, maintenance) plus what its handlers use", max)
+	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < runnerConns {
+		return nil, invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runnerConns)
 	}
 	r := &Runner{
 		c: c, cfg: cfg, log: cfg.logger.With("runner", cfg.runnerID), obs: cfg.observer, sqlDB: sqlDB,
-		wake:     make(chan struct{}, 1),
-		retries:  make(chan retryDue, 1024),
-		results:  make(chan result, 4*cfg.workers), // see results
-		running:  map[*execution]struct{}{},
-		arrivals: map[string]int{},
+		timeouts:  newTimeouts(cfg.lease),
+		wake:      make(chan struct{}, 1),
+		retries:   make(chan retryDue, 1024),
+		results:   make(chan result, 4*cfg.workers), // see results
+		reconcile: make(chan struct{}, 1),
+		running:   map[*execution]struct{}{},
+		held:      map[int64]*execution{},
+		arrivals:  map[string]int{},
+		stopping:  make(chan struct{}),
+		hard:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	r.workable = sync.NewCond(&r.mu)
 	return r, nil
 }
+
+// runnerConns is how many connections a runner keeps for itself: the
+// listener's, and one each for claims, results and leases.
+const runnerConns = 4
 
 func defaultRunnerID() string {
 	host, _ := os.Hostname()
@@ -139,21 +158,37 @@ func defaultRunnerID() string {
 // ID returns the name the runner locks jobs with.
 func (r *Runner) ID() string { return r.cfg.runnerID }
 
-// Start starts claiming and working jobs. ctx is the parent of every job's
-// context; cancelling it cancels running jobs, which then retry, and the
-// runner claims no more (it would only fail what it claimed); Stop stops
-// it. Start returns ErrStarted if called twice or after Stop.
+// Start checks the database and starts claiming and working jobs. It
+// returns an error at once, and starts nothing, when the database cannot be
+// reached or its schema is missing or older than this sheaf (wrapping
+// ErrNotMigrated: call Client.Migrate), so a misconfigured runner fails at
+// start rather than logging errors every second; Start may then be called
+// again. It returns ErrStarted if called after a successful Start or after
+// Stop. Once started, the runner warns (once, at Warn) if its connection
+// pool cannot serve its workers, and says what to set.
+//
+// ctx carries values to every job's context. Cancelling it stops the runner
+// as Stop does when its context ends: claims stop, running jobs are
+// cancelled (cause ErrStopping) and go back to the queue as their handlers
+// return, and Done is closed once they have. Call Stop to wait for that.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state != runnerCreated {
 		return ErrStarted
 	}
+	if err := r.preflight(ctx); err != nil {
+		return err
+	}
 	r.state = runnerStarted
-	jobsCtx, cancelJobs := context.WithCancel(ctx)
-	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	maintCtx, stopMaint := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancelJobs, r.stopLoops, r.stopMaint = cancelJobs, stopLoops, stopMaint
+	r.suspects.Store(true) // rescued jobs may be waiting from before this runner started
+	// Jobs are cancelled by the runner, each with its cause, never by ctx
+	// directly: a job cancelled by ctx would fail an attempt, where a
+	// stopping runner puts it back.
+	values := context.WithoutCancel(ctx)
+	jobsCtx, cancelJobs := context.WithCancel(values)
+	loopsCtx, stopLoops := context.WithCancel(values)
+	keeperCtx, stopKeeper := context.WithCancel(values)
 
 	r.completer.Add(1)
 	go r.complete()
@@ -167,34 +202,29 @@ func (r *Runner) Start(ctx context.Context) error {
 	go r.fetchLoop(loopsCtx, jobsCtx)
 	go r.listen(loopsCtx)
 	go r.schedule(loopsCtx)
-	r.maint.Add(1)
-	go r.maintain(maintCtx)
+	r.keeper.Add(2)
+	go r.keepLeases(keeperCtx)
+	go r.rescueLoop(keeperCtx)
+	go r.supervise(ctx, stopLoops, stopKeeper, cancelJobs)
 	r.log.Info("queue: runner started", "workers", r.cfg.workers, "queues", r.cfg.queues)
 	return nil
 }
 
-// Stop stops the runner: it claims nothing more and waits for running jobs
-// to finish and their results to be written. If ctx ends first, the contexts
-// of jobs still running are cancelled (cause ErrStopping), and once their
-// handlers have returned (whatever they return is ignored) the jobs go back
-// to the queue without their attempt counting; then Stop returns an error
-// wrapping ctx.Err(). A job is put back only after its handler returned, so
-// no other runner starts it while this one is still winding it down. When
-// Stop returns, no job is left PROCESSING by this runner unless the database
-// could not be reached.
-// Stop is idempotent and safe without Start.
-func (r *Runner) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	was := r.state
-	r.state = runnerStopped
-	r.mu.Unlock()
-	if was != runnerStarted {
-		if was == runnerStopped {
-			r.waitStopped()
-		}
-		return nil
+// supervise stops the runner, in order, once Stop is called or Start's
+// context ends, and closes done when every goroutine has returned: first
+// the loops that claim, then (once the workers have run what was claimed,
+// or, stopping hard, once the jobs still running have been put back) the
+// lease keeper and the completer.
+func (r *Runner) supervise(startCtx context.Context, stopLoops, stopKeeper, cancelJobs context.CancelFunc) {
+	defer close(r.done)
+	defer cancelJobs()
+	select {
+	case <-r.stopping:
+	case <-r.hard:
+	case <-startCtx.Done():
+		r.stopHard()
 	}
-	r.stopLoops()
+	stopLoops()
 	r.loops.Wait() // no more claims; every claimed job has been launched
 	r.mu.Lock()
 	r.draining = true // the workers exit once they have run what was launched
@@ -203,28 +233,62 @@ func (r *Runner) Stop(ctx context.Context) error {
 
 	jobsDone := make(chan struct{})
 	go func() { r.jobs.Wait(); close(jobsDone) }()
-	var stopErr error
 	select {
 	case <-jobsDone:
-	case <-ctx.Done():
+	case <-r.hard:
+	case <-startCtx.Done():
+		r.stopHard()
+	}
+	select {
+	case <-jobsDone:
+	default:
 		// Jobs that never started go back now; the others each as its
 		// handler returns (see finish), their leases renewed till then.
-		r.requeue(r.releaseRunning(), "stop ran out of time")
-		r.cancelJobs()
+		r.requeue(r.releaseRunning(), "the runner stopped before they finished")
 		<-jobsDone
-		stopErr = fmt.Errorf("queue: stop: %w", ctx.Err())
 	}
-	r.stopMaint()
-	r.maint.Wait()
+	stopKeeper()
+	r.keeper.Wait()
 	close(r.results)
 	r.completer.Wait()
-	r.cancelJobs()
 	r.log.Info("queue: runner stopped")
-	return stopErr
 }
 
-// waitStopped lets a second Stop return only after the first has finished.
-func (r *Runner) waitStopped() { r.completer.Wait() }
+func (r *Runner) stopHard() { r.hardOnce.Do(func() { close(r.hard) }) }
+
+// Stop stops the runner: it claims nothing more and waits for running jobs
+// to finish and their results to be written, then returns nil. If ctx ends
+// first, Stop cancels the jobs still running (cause ErrStopping) and returns
+// at once an error wrapping ctx.Err(); each of those jobs goes back to the
+// queue, without its attempt counting, once its handler has returned
+// (whatever it returns is ignored), so that no other runner starts a job
+// while this one is still winding it down. Done is closed when the last has.
+// Once Done is closed no job is left PROCESSING by this runner, unless the
+// database could not be reached (then the jobs are rescued when their leases
+// expire). Stop is idempotent and safe without Start.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	was := r.state
+	r.state = runnerStopped
+	r.mu.Unlock()
+	if was == runnerCreated {
+		r.stopOnce.Do(func() { close(r.done) })
+		return nil
+	}
+	r.stopOnce.Do(func() { close(r.stopping) })
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		r.stopHard()
+		return fmt.Errorf("queue: stop: %w (the jobs still running were cancelled and go back to the queue as their handlers return; Done is closed when they have)", ctx.Err())
+	}
+}
+
+// Done returns a channel that is closed when the runner has stopped and
+// every goroutine it started has returned: after Stop, or after Start's
+// context ended. For a runner that was never started it is closed by Stop.
+func (r *Runner) Done() <-chan struct{} { return r.done }
 
 // Stats returns the runner's counters.
 func (r *Runner) Stats() RunnerStats {
@@ -238,92 +302,9 @@ func (r *Runner) Stats() RunnerStats {
 	}
 }
 
-// heldConn is a connection a loop keeps for itself, so that its statements
-// neither wait for the pool nor churn it: database/sql keeps only two idle
-// connections unless told otherwise, and a busy runner's claims and
-// completions would otherwise open and close connections all the time. It is
-// dropped after an error and taken again on the next statement.
-type heldConn struct {
-	db   *sql.DB
-	conn *sql.Conn
-	// setup, if set, runs on each new connection, which is then never
-	// handed back to the pool: its session settings are this loop's own.
-	setup string
-}
-
-func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if h.conn == nil {
-		c, err := h.db.Conn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		h.conn = c
-		if h.setup != "" {
-			if _, err := c.ExecContext(ctx, h.setup); err != nil {
-				h.close()
-				return nil, err
-			}
-		}
-	}
-	rows, err := h.conn.QueryContext(ctx, query, args...)
-	if err != nil {
-		h.close()
-	}
-	return rows, err
-}
-
-func (h *heldConn) failed(err error) {
-	if err != nil {
-		h.close()
-	}
-}
-
-func (h *heldConn) close() {
-	if h.conn == nil {
-		return
-	}
-	if h.setup != "" {
-		// Discard the connection instead of pooling it with our settings.
-		_ = h.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = h.conn.Close()
-	h.conn = nil
-}
-
-// collectIDs marks in into every ID that rows return, and closes rows.
-func collectIDs(rows *sql.Rows, into map[int64]bool) error {
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		into[id] = true
-	}
-	return rows.Err()
-}
-
-// retryBookkeeping runs op with a bounded context a few times, so a brief
-// database hiccup does not lose a runner's bookkeeping.
-func retryBookkeeping(op func(ctx context.Context) error) error {
-	var err error
-	for i, wait := range []time.Duration{0, 50 * time.Millisecond, 250 * time.Millisecond, time.Second} {
-		if i > 0 {
-			time.Sleep(wait) // a pause between attempts at a failing database, not synchronisation
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
-		err = op(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-	}
-	return err
-}
-
-// releaseRunning, for a Stop that ran out of time, marks the attempts still
-// running as released and cancels them: finish then puts each back in the
-// queue once its handler has returned, instead of writing its result. It
+// releaseRunning, for a runner stopping out of time, marks the attempts
+// still running as released and cancels them: finish then puts each back in
+// the queue once its handler has returned, instead of writing its result. It
 // takes the attempts still waiting for a worker out of the workers' reach
 // and returns them, to be put back at once.
 func (r *Runner) releaseRunning() []*execution {
@@ -343,34 +324,39 @@ func (r *Runner) releaseRunning() []*execution {
 	return waiting
 }
 
-// requeueAttemptsSQL puts attempts' jobs back in the queue without counting the
-// attempt, each only while that attempt holds it, keeping its run time (and
-// so its place in the queue), and returns the IDs it put back.
-var requeueAttemptsSQL = `
-WITH d AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS d(id, attempt)),
+// requeueClaimsSQL puts claims' jobs back in the queue, each only while that claim
+// holds it, keeping its run time (and so its place in the queue), and
+// returns the IDs it put back. The attempt is uncounted if it was counted
+// ($3: at the claim, or for a suspect when it started).
+var requeueClaimsSQL = `
+WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(id, key, counted)),
 req AS (
-	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - 1, locked_until = NULL, locked_by = NULL
-	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND j.status = 'PROCESSING' AND j.attempts = d.attempt
-	RETURNING j.id, j.queue, j.priority, j.run_at, j.status
+	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - d.counted, locked_until = NULL, locked_by = NULL
+	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + claimKey("j") + ` = d.key AND j.status = 'PROCESSING'
+	RETURNING j.id, j.queue, j.priority, j.run_at, j.status, j.rescues
 ), notified AS (` + notifyDueSQL("req") + `)
 SELECT req.id FROM req, notified`
 
 // requeue puts released attempts' jobs back in the queue without counting
-// the attempt. The next attempt then has the same number; none of the
-// released ones can still write, because their handlers have returned or
-// never started. A job that is no longer the attempt's (cancelled, or
-// rescued) stays as it is; a cancelled one is reported as such.
+// the attempt. None of the released ones can still write, because their
+// handlers have returned or never started. A job that is no longer the
+// attempt's (cancelled, or rescued) stays as it is; a cancelled one is
+// reported as such.
 func (r *Runner) requeue(exs []*execution, why string) {
 	if len(exs) == 0 {
 		return
 	}
-	ids, attempts := make([]int64, len(exs)), make([]int32, len(exs))
+	defer r.unhold(exs...)
+	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]int32, len(exs))
 	for i, ex := range exs {
-		ids[i], attempts[i] = ex.row.ID, int32(ex.row.Attempts)
+		ids[i], keys[i] = ex.row.ID, keyOf(ex)
+		if ex.counted {
+			counted[i] = 1
+		}
 	}
 	back := map[int64]bool{}
-	err := retryBookkeeping(func(ctx context.Context) error {
-		rows, err := r.sqlDB.QueryContext(ctx, requeueAttemptsSQL, ids, attempts)
+	err := r.retry(func(ctx context.Context, _ int) error {
+		rows, err := r.sqlDB.QueryContext(ctx, requeueClaimsSQL, ids, keys, counted)
 		if err != nil {
 			return err
 		}

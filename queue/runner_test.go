@@ -261,7 +261,9 @@ func TestLateResultAfterRescueIsRejected(t *testing.T) {
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status)
-	require.Equal(t, 2, rec.Attempts, "completed once, by attempt 2")
+	require.Equal(t, 2, rec.Claims, "completed once, by the second claim")
+	require.Equal(t, 1, rec.Attempts, "the rescue gave the lost attempt back")
+	require.Zero(t, rec.Rescues, "a finished attempt clears the suspicion")
 	require.Equal(t, int64(1), a.Stats().Rejected)
 }
 
@@ -284,7 +286,7 @@ func TestLateResultOnTheSameRunnerIsRejected(t *testing.T) {
 	e.events.wait(t, queue.EventCompleted, id, 1)
 	close(release)
 	e.events.wait(t, queue.EventRejected, id, 1)
-	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND status = 'COMPLETED' AND attempts = 2", id))
+	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND status = 'COMPLETED' AND claims = 2 AND attempts = 1", id))
 }
 
 // A cancellation the runner did not hear about (made in SQL, without the

@@ -82,10 +82,26 @@ CREATE TABLE sheaf_schedules (
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 `,
+	3: `
+-- Claims name attempts: each claim of a job has its own number, so that a
+-- late result of an earlier claim is refused even when that claim's attempt
+-- was not counted (see rescues). Jobs held by runners during the upgrade keep
+-- the number their runners know them by.
+ALTER TABLE sheaf_jobs
+	ADD COLUMN claims  integer NOT NULL DEFAULT 0,
+	ADD COLUMN rescues integer NOT NULL DEFAULT 0;
+UPDATE sheaf_jobs SET claims = attempts WHERE status = 'PROCESSING';
+-- A job rescued from a runner that died is a suspect until one of its
+-- attempts finishes: runners take suspects one at a time, from an index of
+-- their own, and ordinary claims never step over them.
+DROP INDEX sheaf_jobs_claim;
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues = 0;
+CREATE INDEX sheaf_jobs_suspect ON sheaf_jobs (priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues > 0;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the schema up to SchemaVersion. It holds a transaction-level
 // advisory lock, so processes that migrate at the same time run one after the
@@ -126,12 +142,14 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 // other's jobs.
 //
 // notifyDueSQL returns a query that notifies runners of the queues that got
-// jobs due now in rel, a relation with queue, priority, run_at and status
-// columns: one notification per queue, carrying the highest due priority
-// ("schema:queue:priority"), so a runner knows whether to look above where it
-// is (see claimFromSQL). It yields one row, the number of notifications.
+// jobs due now in rel, a relation with queue, priority, run_at, status and
+// rescues columns: one notification per queue, carrying the highest due
+// priority ("schema:queue:priority"), so a runner knows whether to look above
+// where it is (see claimFromSQL), and one more if suspects became due
+// ("schema:queue:s"). It yields one row, the number of notifications.
 func notifyDueSQL(rel string) string {
-	return `SELECT count(pg_notify('sheaf_jobs', current_schema() || ':' || queue || ':' || top)) AS notified FROM (
-		SELECT queue, max(priority) AS top FROM ` + rel + `
-		WHERE status = 'QUEUED' AND run_at <= now() GROUP BY queue) due`
+	return `SELECT count(pg_notify('sheaf_jobs', current_schema() || ':' || queue || ':' ||
+		CASE WHEN suspects THEN 's' ELSE top::text END)) AS notified FROM (
+		SELECT queue, rescues > 0 AS suspects, max(priority) AS top FROM ` + rel + `
+		WHERE status = 'QUEUED' AND run_at <= now() GROUP BY 1, 2) due`
 }

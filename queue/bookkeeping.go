@@ -1,0 +1,151 @@
+package queue
+
+// Bookkeeping: the connections, timeouts and retries of the statements a
+// runner issues for itself (claims, results, renewals, rescues, requeues).
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Bounds of a bookkeeping statement's timeout: a fraction of the lease (see
+// newTimeouts), but never so short that a busy server's ordinary claim times
+// out, nor so long that a runner cut off from the database waits out one
+// statement where it could have tried several.
+const (
+	minStatementTimeout = 250 * time.Millisecond
+	maxStatementTimeout = 10 * time.Second
+)
+
+// timeouts are the runner's bookkeeping bounds, derived from its lease: a
+// runner must be able to try a renewal several times within one lease.
+type timeouts struct {
+	statement time.Duration // each bookkeeping statement
+	retryMax  time.Duration // longest pause between tries
+	give      time.Duration // how long a failing write is retried before it is left to the rescuer
+}
+
+func newTimeouts(lease time.Duration) timeouts {
+	return timeouts{
+		statement: min(max(lease/6, minStatementTimeout), maxStatementTimeout),
+		retryMax:  max(lease/10, 50*time.Millisecond),
+		give:      lease,
+	}
+}
+
+// heldConn is a connection a loop keeps for itself, so that its statements
+// neither wait for the pool nor churn it: a busy runner's claims and
+// completions would otherwise open and close connections all the time. It is
+// dropped after an error and taken again on the next statement.
+type heldConn struct {
+	db   *sql.DB
+	conn *sql.Conn
+	// setup, if set, runs on each new connection, which is then never
+	// handed back to the pool: its session settings are this loop's own.
+	setup string
+}
+
+func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if h.conn == nil {
+		c, err := h.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.conn = c
+		if h.setup != "" {
+			if _, err := c.ExecContext(ctx, h.setup); err != nil {
+				h.close()
+				return nil, err
+			}
+		}
+	}
+	rows, err := h.conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		h.close()
+	}
+	return rows, err
+}
+
+func (h *heldConn) failed(err error) {
+	if err != nil {
+		h.close()
+	}
+}
+
+func (h *heldConn) close() {
+	if h.conn == nil {
+		return
+	}
+	if h.setup != "" {
+		// Discard the connection instead of pooling it with our settings.
+		_ = h.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = h.conn.Close()
+	h.conn = nil
+}
+
+// collectIDs marks in into every ID that rows return, and closes rows.
+func collectIDs(rows *sql.Rows, into map[int64]bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		into[id] = true
+	}
+	return rows.Err()
+}
+
+// transient reports whether a bookkeeping statement that failed with err may
+// succeed if tried again: the connection broke or timed out, the server is
+// starting, stopping or overloaded, or the transaction lost a serialisation
+// race. An error the server gave about the statement itself (a missing
+// table, bad data, a violated constraint) fails the same way every time.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false // the runner gave up on it
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true // no answer from the server: the connection or the network
+	}
+	switch pe.Code[:2] {
+	case "08", // connection exception
+		"40", // transaction rollback: serialisation failure, deadlock
+		"53", // insufficient resources: too many connections, out of memory
+		"57", // operator intervention: shutdown, cancelled statement
+		"58": // system error
+		return true
+	}
+	return pe.Code == "55P03" // lock not available
+}
+
+// retry runs op, each try bounded by the statement timeout, until it
+// succeeds, fails with an error that trying again cannot mend, or has been
+// failing for longer than the lease (by then the rescuer takes over). The
+// pauses between tries grow, and are cut short once the runner is stopping
+// out of time: from then on each write gets one try.
+func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
+	began := time.Now()
+	var pause time.Duration
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
+		err := op(ctx, try)
+		cancel()
+		if err == nil || !transient(err) || time.Since(began) > r.timeouts.give {
+			return err
+		}
+		pause = min(max(2*pause, 20*time.Millisecond), r.timeouts.retryMax)
+		select {
+		case <-time.After(pause):
+		case <-r.hard:
+			return err
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// preflightSQL reads, in one round trip, the schema version and how many
+// more client connections the server accepts.
+const preflightSQL = `
+SELECT (SELECT coalesce(max(version), 0) FROM sheaf_migrations),
+	current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`
+
+// preflight checks, before the runner starts anything, that the database
+// answers and that its schema is the one this sheaf knows, and warns when
+// the connection pool cannot serve the workers.
+func (r *Runner) preflight(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
+	defer cancel()
+	var version, room int
+	err := r.sqlDB.QueryRowContext(ctx, preflightSQL).Scan(&version, &room)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42P01": // undefined table
+		return fmt.Errorf("queue: start: %w (%v)", ErrNotMigrated, err)
+	case err != nil:
+		return fmt.Errorf("queue: start: the database did not answer: %w", err)
+	case version < SchemaVersion:
+		return fmt.Errorf("queue: start: %w: the schema is at version %d, this sheaf needs %d", ErrNotMigrated, version, SchemaVersion)
+	case version > SchemaVersion:
+		return fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", ErrSchemaTooNew, version, SchemaVersion)
+	}
+	if advice := poolAdvice(r.sqlDB, r.cfg.workers, room); advice != "" {
+		r.log.Warn("queue: the connection pool cannot serve the runner's workers well: " + advice)
+	}
+	return nil
+}
+
+// poolAdvice says what to set when a pool would serve workers badly,
+// assuming their handlers use it, as they commonly do; "" when it is fine.
+// room is how many more connections the server accepts.
+func poolAdvice(db *sql.DB, workers, room int) string {
+	need := workers + runnerConns
+	open := db.Stats().MaxOpenConnections
+	var advice []string
+	if open == 0 && need > room {
+		advice = append(advice, fmt.Sprintf("it has no limit on open connections, so handlers that each take one may need %d, "+
+			"and the server accepts %d more (beyond that it refuses them, SQLSTATE 53300): "+
+			"call SetMaxOpenConns with what the server can spare", need, max(room, 0)))
+		need = max(room, runnerConns)
+	}
+	if open > 0 {
+		need = min(need, open)
+	}
+	if idle, known := maxIdleConns(db); known && idle < need {
+		advice = append(advice, fmt.Sprintf("it keeps at most %d idle connections, so handlers open and close a connection "+
+			"for most of their statements: call SetMaxIdleConns(%d), as many as it may open", idle, need))
+	}
+	return strings.Join(advice, "; ")
+}
+
+// maxIdleConns reads the pool's idle limit, which database/sql takes
+// (SetMaxIdleConns) but does not report. It reads the field by reflection,
+// once at start, and reports false if a Go release has renamed it: the
+// advice is then left out, nothing else changes.
+func maxIdleConns(db *sql.DB) (n int, known bool) {
+	f := reflect.ValueOf(db).Elem().FieldByName("maxIdleCount")
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return 0, false
+	}
+	switch n := int(f.Int()); {
+	case n == 0:
+		return 2, true // database/sql's default
+	case n < 0:
+		return 0, true
+	default:
+		return n, true
+	}
+}
