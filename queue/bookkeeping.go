@@ -28,13 +28,19 @@ type timeouts struct {
 	statement time.Duration // each bookkeeping statement
 	retryMax  time.Duration // longest pause between tries
 	give      time.Duration // how long a failing write is retried before it is left to the rescuer
+	// renew bounds a lease renewal, and renewPause the pauses between its
+	// tries: short, so that a runner cut off from the database tries about
+	// ten times within one lease and renews soon after it is back.
+	renew, renewPause time.Duration
 }
 
 func newTimeouts(lease time.Duration) timeouts {
 	return timeouts{
-		statement: min(max(lease/6, minStatementTimeout), maxStatementTimeout),
-		retryMax:  max(lease/10, 50*time.Millisecond),
-		give:      lease,
+		statement:  min(max(lease/6, minStatementTimeout), maxStatementTimeout),
+		retryMax:   max(lease/10, 50*time.Millisecond),
+		give:       lease,
+		renew:      min(max(lease/10, 200*time.Millisecond), maxStatementTimeout),
+		renewPause: max(lease/30, 20*time.Millisecond),
 	}
 }
 
@@ -140,6 +146,9 @@ func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
 		cancel()
 		if err == nil || !transient(err) || time.Since(began) > r.timeouts.give {
 			return err
+		}
+		if try == 0 {
+			r.log.Warn("queue: bookkeeping statement failed; trying again", "err", err)
 		}
 		pause = min(max(2*pause, 20*time.Millisecond), r.timeouts.retryMax)
 		select {

@@ -45,6 +45,16 @@ type suicideJob struct{}
 
 func (suicideJob) Kind() string { return "suicide" }
 
+// poisonJob ends its process with os.Exit, as a handler that hits a fatal
+// bug would; napJob is an ordinary job that takes Ms milliseconds.
+type poisonJob struct{}
+
+func (poisonJob) Kind() string { return "poison" }
+
+type napJob struct{ Ms int }
+
+func (napJob) Kind() string { return "nap" }
+
 // registerLedger registers the kinds the multi-runner tests use. ledger
 // records the job in the ledger table inside a transaction; hang, in a child
 // process, announces itself on out and blocks, and in the test's own process
@@ -64,6 +74,18 @@ func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
 			}
 			<-ctx.Done()
 			return ctx.Err()
+		})))
+		must(queue.Register(r, queue.HandlerFunc[poisonJob](func(context.Context, *queue.Job[poisonJob]) error {
+			os.Exit(3)
+			return nil
+		})))
+		must(queue.Register(r, queue.HandlerFunc[napJob](func(ctx context.Context, j *queue.Job[napJob]) error {
+			select {
+			case <-time.After(time.Duration(j.Args.Ms) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return db.WithContext(ctx).Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
 		})))
 		must(queue.Register(r, queue.HandlerFunc[suicideJob](func(context.Context, *queue.Job[suicideJob]) error {
 			fmt.Fprintln(out, "dying")
@@ -124,6 +146,8 @@ type child struct {
 	stdin     io.WriteCloser
 	lines     chan string
 	completed atomic.Int64
+	exitOnce  sync.Once
+	exit      chan struct{}
 }
 
 // startChild starts a runner process. Its completions ("done <id>" lines)
@@ -184,6 +208,20 @@ func (c *child) stop(t *testing.T) {
 	require.NoError(t, c.stdin.Close())
 	c.expect(t, "stopped")
 	require.NoError(t, c.cmd.Wait())
+}
+
+// exited is closed when the child's process has ended (its stdout closed).
+func (c *child) exited() <-chan struct{} {
+	c.exitOnce.Do(func() {
+		c.exit = make(chan struct{})
+		go func() {
+			for range c.lines { // drain what it said last
+			}
+			_ = c.cmd.Wait()
+			close(c.exit)
+		}()
+	})
+	return c.exit
 }
 
 // kill kills the child with SIGKILL and waits for it to be gone.

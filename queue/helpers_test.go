@@ -73,6 +73,19 @@ func (e *env) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
 	return r
 }
 
+// waitStatus waits until job id has status st, looking every 5 ms, and
+// fails the test if it has not after a generous deadline.
+func (e *env) waitStatus(t *testing.T, id int64, st queue.Status) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.status(t, id) != st {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d is %s, not %s", id, e.status(t, id), st)
+		}
+		e.db.Count(t, "SELECT count(*) FROM pg_sleep(0.005)")
+	}
+}
+
 func (e *env) status(t *testing.T, id int64) queue.Status {
 	t.Helper()
 	rec, err := e.client.Get(context.Background(), id)
@@ -168,4 +181,55 @@ func newEnvB(b *testing.B, register func(*queue.Registry), opts ...queue.Option)
 		b.Fatal(err)
 	}
 	return &env{db: db, reg: reg, client: c}
+}
+
+// logs is a slog handler that keeps every message, for tests to wait for
+// one: a log line is often the only sign that something happened inside a
+// runner (a claim that timed out, a renewal that failed).
+type logs struct {
+	mu   sync.Mutex
+	seen map[string]int
+	cond *sync.Cond
+	lvl  slog.Level
+}
+
+func newLogs(lvl slog.Level) *logs {
+	l := &logs{seen: map[string]int{}, lvl: lvl}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+func (l *logs) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= l.lvl }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler             { return l }
+func (l *logs) WithGroup(string) slog.Handler                  { return l }
+func (l *logs) Handle(_ context.Context, rec slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen[rec.Message]++
+	l.cond.Broadcast()
+	return nil
+}
+
+func (l *logs) option() queue.Option { return queue.WithLogger(slog.New(l)) }
+
+// wait blocks until msg has been logged n times, or fails the test after a
+// generous deadline.
+func (l *logs) wait(t *testing.T, msg string, n int) {
+	t.Helper()
+	timedOut := false
+	deadline := time.AfterFunc(60*time.Second, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		timedOut = true
+		l.cond.Broadcast()
+	})
+	defer deadline.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.seen[msg] < n {
+		if timedOut {
+			t.Fatalf("timed out waiting for the log message %q", msg)
+		}
+		l.cond.Wait()
+	}
 }

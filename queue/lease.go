@@ -68,6 +68,7 @@ func (r *Runner) keepLeases(ctx context.Context) {
 			}
 			failingSince, pause, warned = time.Time{}, 0, false
 		default:
+			r.log.Debug("queue: lease renewal failed", "err", err)
 			if failingSince.IsZero() {
 				failingSince = time.Now()
 				r.log.Warn("queue: lease renewal failed; trying again", "err", err)
@@ -77,7 +78,7 @@ func (r *Runner) keepLeases(ctx context.Context) {
 				r.log.Error("queue: leases not renewed for a whole lease; other runners may rescue this runner's jobs",
 					"failing_for", time.Since(failingSince), "err", err)
 			}
-			pause = min(max(2*pause, 20*time.Millisecond), r.timeouts.retryMax)
+			pause = min(max(2*pause, 20*time.Millisecond), r.timeouts.renewPause)
 			next = pause
 		}
 		if !timer.Stop() {
@@ -106,7 +107,7 @@ func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
 			ids, keys, exs[key] = append(ids, ex.row.ID), append(keys, key), ex
 		}
 		r.mu.Unlock()
-		ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
+		ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
 		defer cancel()
 		rows, err := conn.query(ctx, renewSQL, r.cfg.lease.Milliseconds(), ids, keys, r.cfg.runnerID)
 		if err != nil {
