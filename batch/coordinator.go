@@ -240,13 +240,11 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 	}
 	c.lifecycle.Unlock()
 	c.sealOnce.Do(func() {
-		c.logSafely(slog.LevelDebug, "batch: shutdown initiated")
 		// After the seal no send takes anything, so the pool gets no more
 		// tasks and can be closed.
-		if n := c.acc.Abandon(); n > 0 {
-			c.logSafely(slog.LevelDebug, "batch: batches without end-of-batch at shutdown", "count", n)
-		}
+		n := c.acc.Abandon()
 		c.pool.Close()
+		c.logSafely(slog.LevelDebug, "batch: shutdown initiated", "batches_without_end", n)
 	})
 	if prev == created {
 		return nil
@@ -263,8 +261,8 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; cancelling in-flight work", "err", ctx.Err())
 	c.cancelWork()
+	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; in-flight work cancelled", "err", ctx.Err())
 	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
 }
 
@@ -339,5 +337,11 @@ func (c *Coordinator[T]) submit(r *run[T], t worker.Task) {
 }
 
 func (c *Coordinator[T]) internalPanic(key string, err *PanicError) {
+	if err.Value == worker.ErrGoexit {
+		// Only user code calls Goexit, and it runs under worker.Try: the
+		// batch has its outcome, and the pool has replaced the goroutine.
+		c.logSafely(slog.LevelDebug, "batch: worker replaced after runtime.Goexit in user code", "batch_id", key)
+		return
+	}
 	c.logSafely(slog.LevelError, "batch: internal panic", "batch_id", key, "err", err, "stack", string(err.Stack))
 }

@@ -48,7 +48,10 @@
 // batch fails: its remaining sub-batches and later items are discarded, the
 // cleanup strategy ([WithCleanup]) is called with the failed sequence number
 // (cleanup.SeqUnknown for panics and hook failures), and the failure is
-// reported. Other batches carry on. Nothing is retried: retrying is the
+// reported. Other batches carry on. A call to runtime.Goexit in user code
+// (testing's FailNow makes one) is handled like a panic, reported as a
+// *[PanicError] wrapping [ErrGoexit]; it ends the worker's goroutine, and a
+// new one takes its place. Nothing is retried: retrying is the
 // producer's decision (or the job queue's, in package queue).
 //
 // # Outcomes

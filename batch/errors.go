@@ -68,5 +68,11 @@ func (e *ProcessError) Error() string {
 func (e *ProcessError) Unwrap() error { return e.Err }
 
 // PanicError is a panic recovered from a processor, hook, cleanup strategy or
-// observer, with the stack of the goroutine that panicked.
+// observer, with the stack of the goroutine that panicked. A call to
+// runtime.Goexit there (as testing's FailNow makes) is reported as one too,
+// with [ErrGoexit] as its Value.
 type PanicError = worker.PanicError
+
+// ErrGoexit is the Value of the *[PanicError] that reports a call to
+// runtime.Goexit in user code; errors.Is finds it in an Outcome's errors.
+var ErrGoexit = worker.ErrGoexit

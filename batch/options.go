@@ -157,7 +157,8 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver sets a function that receives every batch's [Outcome], exactly
 // once per batch. It is called from worker goroutines, possibly concurrently,
 // so it must be safe for concurrent use; it delays the worker that calls it,
-// so it should be quick. A panic in it is recovered and logged. Default none.
+// so it should be quick. A panic or runtime.Goexit in it is recovered and
+// logged. Default none.
 func WithObserver(f func(Outcome)) Option {
 	return optionFunc(func(o *options) error {
 		o.observer = f

@@ -11,8 +11,8 @@ type Status uint8
 const (
 	// Completed: every sub-batch, the hooks and MarkComplete succeeded.
 	Completed Status = iota + 1
-	// Failed: a sub-batch, a hook or MarkComplete failed or panicked; the
-	// batch was cleaned up.
+	// Failed: a sub-batch, a hook or MarkComplete failed, panicked or called
+	// runtime.Goexit; the batch was cleaned up.
 	Failed
 	// Incomplete: the batch could not finish because the coordinator shut
 	// down: its end-of-batch had not arrived, or the shutdown deadline
