@@ -147,16 +147,86 @@ func (c *Coordinator[T]) Send(ctx context.Context, m Message[T]) error {
 	if err := c.waitRoom(ctx); err != nil {
 		return err
 	}
-	var ok bool
-	if m.kind == kindEnd {
-		ok = c.acc.Close(m.batchID)
-	} else {
-		ok = c.acc.Add(m.batchID, m.item)
-	}
-	if !ok {
+	if !c.put(m) {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Consume sends the messages it receives from in, one by one and in order,
+// each as [Coordinator.Send] would: the same checks, the same back-pressure
+// (Consume waits for room before it receives, so that a message it takes
+// from in is never held back by a full queue). It returns nil once in is
+// closed and every message received has been taken in. The caller owns in
+// and closes it when done; Consume never closes it, and returns at the first
+// of these:
+//
+//   - ctx ends, while Consume waits for a message or for room: an error
+//     wrapping ctx.Err(). Nothing had been received and not sent.
+//   - A message is invalid: its *[MessageError]. That message is not sent,
+//     as with Send, and the messages after it are left in the channel;
+//     calling Consume again carries on after it.
+//   - The coordinator shuts down (Shutdown, or Start's context ending):
+//     [ErrClosed], also while Consume waits for a message. A message that
+//     Consume had received at that moment is not sent, as a Send of it
+//     would not be; the error says which.
+//   - Before Start: [ErrNotStarted], having received nothing.
+//
+// Consume calls may run at the same time, on one channel or on several, and
+// alongside Send. Like the sends of several producers, the messages of one
+// batch taken by different Consume calls interleave in the order their sends
+// took effect, so consume a channel with one call to keep its order. As with
+// Send, a processor must not Consume into its own coordinator.
+func (c *Coordinator[T]) Consume(ctx context.Context, in <-chan Message[T]) error {
+	done := ctx.Done()
+	cancelled := func() error { return fmt.Errorf("batch: consume: %w", ctx.Err()) }
+	for {
+		if err := c.waitRoom(ctx); err != nil {
+			if err == ctx.Err() {
+				return cancelled()
+			}
+			return err
+		}
+		// A done context wins over a message that is ready, so that Consume
+		// stops when told and not at a random later message.
+		select {
+		case <-done:
+			return cancelled()
+		default:
+		}
+		var m Message[T]
+		var open bool
+		select {
+		case m, open = <-in: // no select over four channels while messages wait
+		default:
+			select {
+			case m, open = <-in:
+			case <-done:
+				return cancelled()
+			case <-c.closing:
+				return ErrClosed
+			case <-c.stopped:
+				return ErrClosed
+			}
+		}
+		if !open {
+			return nil
+		}
+		if err := m.validate(c.nilable); err != nil {
+			return err
+		}
+		if !c.put(m) {
+			return fmt.Errorf("batch: consume: %v received but not sent: %w", m, ErrClosed)
+		}
+	}
+}
+
+// put hands m to the accumulator, and reports false once it is sealed.
+func (c *Coordinator[T]) put(m Message[T]) bool {
+	if m.kind == kindEnd {
+		return c.acc.Close(m.batchID)
+	}
+	return c.acc.Add(m.batchID, m.item)
 }
 
 // SendMany sends every item of items as data for batchID: the cheap way to
@@ -215,8 +285,8 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops the coordinator gracefully: Send and SendMany fail with
-// ErrClosed from now on (senders waiting for room included), every batch that
+// Shutdown stops the coordinator gracefully: Send, SendMany and Consume fail
+// with ErrClosed from now on (those waiting included), every batch that
 // received its end-of-batch is finished, and every batch that did not is
 // cleaned up and reported Incomplete. Shutdown returns nil once all of that is
 // done and every worker has exited.

@@ -23,8 +23,10 @@
 //	c.Shutdown(ctx)
 //
 // [Coordinator.SendMany] sends a slice at once, which costs a few nanoseconds
-// per item. Messages are checked at the door: an empty batch ID or a nil item
-// is refused with a *[MessageError] and nothing is sent.
+// per item. [Coordinator.Consume] drains a channel of messages, for producers
+// that already have one: it sends each message as Send does, until the
+// channel's owner closes it. Messages are checked at the door: an empty batch
+// ID or a nil item is refused with a *[MessageError] and nothing is sent.
 //
 // # Sub-batches and streaming
 //

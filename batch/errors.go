@@ -8,10 +8,10 @@ import (
 )
 
 var (
-	// ErrClosed is returned by Send and SendMany once Shutdown has begun or
-	// Start's context has ended, and by Start after Shutdown.
+	// ErrClosed is returned by Send, SendMany and Consume once Shutdown has
+	// begun or Start's context has ended, and by Start after Shutdown.
 	ErrClosed = errors.New("batch: coordinator is shut down")
-	// ErrNotStarted is returned by Send and SendMany before Start.
+	// ErrNotStarted is returned by Send, SendMany and Consume before Start.
 	ErrNotStarted = errors.New("batch: coordinator not started")
 	// ErrStarted is returned by Start when the coordinator was already
 	// started.
