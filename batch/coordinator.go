@@ -40,6 +40,9 @@ type Coordinator[T any] struct {
 	sealOnce   sync.Once
 	cancelWork context.CancelFunc
 	stopped    <-chan struct{} // Done of the work context; set by Start before state becomes started
+	// unwatch stops the hard stop that Start arranges for the end of its
+	// context; Shutdown calls it, as it seals the coordinator itself.
+	unwatch func() bool
 
 	stats counters
 }
@@ -93,9 +96,10 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 		nilable: nilable[T](),
 		runs:    make(map[uint64]*run[T]),
 		closing: make(chan struct{}),
-		// cancelWork is replaced by Start; this one lets Shutdown call it
-		// unconditionally.
+		// cancelWork and unwatch are replaced by Start; these let Shutdown
+		// call them unconditionally.
 		cancelWork: func() {},
+		unwatch:    func() bool { return false },
 	}
 	c.pool = worker.New(o.workers, o.queue, c.internalPanic)
 	c.before, _ = p.(BeforeHook)
@@ -105,11 +109,15 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 }
 
 // Start starts the workers. ctx is the parent of the context handed to the
-// processor, the hooks and the cleanup strategy. Cancelling it stops the
-// coordinator hard: sends fail with [ErrClosed] from then on and batches in
-// flight end Incomplete; call [Coordinator.Shutdown] still, to report the
-// open batches and wait for the workers. Start returns [ErrStarted] if called
-// twice and [ErrClosed] after Shutdown.
+// processor, the hooks and the cleanup strategy.
+//
+// Cancelling ctx is a hard stop, doing what Shutdown does when its context
+// ends: work in flight is cancelled, batches in flight end Incomplete
+// wrapping [ErrStopped] and are cleaned up, sends fail with [ErrClosed], and
+// [Coordinator.Done] is closed once the workers have unwound. Shutdown is not
+// needed after it, and returns nil once the workers have unwound.
+//
+// Start returns [ErrStarted] if called twice and [ErrClosed] after Shutdown.
 func (c *Coordinator[T]) Start(ctx context.Context) error {
 	c.lifecycle.Lock()
 	defer c.lifecycle.Unlock()
@@ -122,6 +130,9 @@ func (c *Coordinator[T]) Start(ctx context.Context) error {
 	work, cancel := context.WithCancel(ctx)
 	c.cancelWork, c.stopped = cancel, work.Done()
 	c.pool.Start(work)
+	// Only the end of ctx itself starts this: Shutdown unwatches before it
+	// cancels work.
+	c.unwatch = context.AfterFunc(work, c.seal)
 	c.state.Store(started)
 	c.logSafely(slog.LevelDebug, "batch: coordinator started",
 		"workers", c.o.workers, "max_batch_size", c.o.maxBatchSize, "queue_capacity", c.o.queue)
@@ -291,13 +302,13 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 // cleaned up and reported Incomplete. Shutdown returns nil once all of that is
 // done and every worker has exited.
 //
-// If ctx ends first, Shutdown stops hard: it cancels the context the
-// processor and hooks receive, so that batches in flight end Incomplete, and
-// returns an error wrapping ctx.Err() at once. The workers then finish
-// unwinding: each batch still in flight is cleaned up (with a context a hard
-// stop does not cancel, bounded by [WithCleanupTimeout]) and reported.
-// [Coordinator.Done] is closed when they are done; wait for it before
-// relying on every outcome having been delivered.
+// If ctx ends first, Shutdown stops hard, as cancelling Start's context
+// does: work in flight is cancelled, batches in flight end Incomplete
+// wrapping [ErrStopped] and are cleaned up (with a context a hard stop does
+// not cancel, bounded by [WithCleanupTimeout]), sends fail with [ErrClosed],
+// and [Coordinator.Done] is closed once the workers have unwound. Shutdown
+// returns an error wrapping ctx.Err() at once; wait for Done before relying
+// on every outcome having been delivered.
 //
 // Shutdown is idempotent and safe to call concurrently, and before Start (it
 // then only stops the coordinator from starting). It must not be called from
@@ -309,13 +320,8 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 		close(c.closing)
 	}
 	c.lifecycle.Unlock()
-	c.sealOnce.Do(func() {
-		// After the seal no send takes anything, so the pool gets no more
-		// tasks and can be closed.
-		n := c.acc.Abandon()
-		c.pool.Close()
-		c.logSafely(slog.LevelDebug, "batch: shutdown initiated", "batches_without_end", n)
-	})
+	c.unwatch()
+	c.seal()
 	if prev == created {
 		return nil
 	}
@@ -334,6 +340,20 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 	c.cancelWork()
 	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; in-flight work cancelled", "err", ctx.Err())
 	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
+}
+
+// seal refuses sends from now on, lets go of the batches without their end,
+// and lets the workers finish what they hold and exit: the start of every
+// stop, hard or graceful. Only its first call does anything; a second waits
+// for the first.
+func (c *Coordinator[T]) seal() {
+	c.sealOnce.Do(func() {
+		// After the seal no send takes anything, so the pool gets no more
+		// tasks and can be closed.
+		n := c.acc.Abandon()
+		c.pool.Close()
+		c.logSafely(slog.LevelDebug, "batch: sealed; no more sends", "batches_without_end", n)
+	})
 }
 
 func (c *Coordinator[T]) stoppedCleanly() {

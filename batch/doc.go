@@ -77,9 +77,14 @@
 //
 // [Coordinator.Shutdown] refuses new sends, finishes every batch that got its
 // End, cleans up and reports the others as Incomplete, and waits for the
-// workers. When its context ends first it cancels in-flight work and returns
-// an error wrapping the context's error at once; [Coordinator.Done] tells
-// when the workers have finished unwinding.
+// workers.
+//
+// A hard stop comes when Shutdown's context ends first, or when the context
+// given to [Coordinator.Start] ends, and does the same either way: work in
+// flight is cancelled, batches in flight end Incomplete wrapping [ErrStopped]
+// and are cleaned up, sends fail with [ErrClosed], and [Coordinator.Done] is
+// closed once the workers have unwound. Shutdown then returns an error
+// wrapping its context's error at once.
 //
 // # Calling back
 //

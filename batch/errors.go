@@ -22,7 +22,8 @@ var (
 	// and arguments.
 	ErrInvalidOption = errors.New("batch: invalid option")
 	// ErrIncomplete is the Err of an [Outcome] whose end-of-batch message had
-	// not arrived when the coordinator shut down.
+	// not arrived when the coordinator shut down; after a hard stop the Err
+	// wraps it, and ErrStopped too.
 	ErrIncomplete = errors.New("batch: end-of-batch not received before shutdown")
 	// ErrStopped is wrapped by the Err of an [Outcome] that a hard stop (a
 	// Shutdown deadline, or Start's context ending) kept from finishing.

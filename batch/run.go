@@ -111,13 +111,18 @@ func (c *Coordinator[T]) finish(ctx context.Context, r *run[T]) {
 	c.report(r, Outcome{Status: Completed})
 }
 
-// abandon ends a batch whose end-of-batch never arrived.
+// abandon ends a batch whose end-of-batch never arrived. After a hard stop
+// its error wraps ErrStopped too, as every batch's that the stop ended.
 func (c *Coordinator[T]) abandon(ctx context.Context, r *run[T]) {
 	if r.done {
 		return
 	}
 	r.done = true
-	c.cleanUpAndReport(ctx, r, Outcome{Status: Incomplete, Seq: cleanup.SeqIncomplete, Err: ErrIncomplete})
+	err := ErrIncomplete
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrIncomplete, stopped(ctx))
+	}
+	c.cleanUpAndReport(ctx, r, Outcome{Status: Incomplete, Seq: cleanup.SeqIncomplete, Err: err})
 }
 
 // fail ends a batch that cannot complete: later items and sub-batches are

@@ -26,7 +26,7 @@ const (
 	SeqUnknown = -1
 	// SeqIncomplete is passed when no sub-batch failed but the batch will
 	// never finish: its end-of-batch message had not arrived when the engine
-	// shut down, or the shutdown deadline stopped it before it finished.
+	// shut down, or a hard stop cut it short.
 	SeqIncomplete = 0
 )
 
