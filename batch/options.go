@@ -10,8 +10,7 @@ import (
 
 // Defaults and limits of the options.
 const (
-	// DefaultMaxBatchSize is the default largest sub-batch, as in the
-	// engine's specification.
+	// DefaultMaxBatchSize is the default largest sub-batch.
 	DefaultMaxBatchSize = 5000
 	// MaxBatchSizeLimit is the largest value WithMaxBatchSize accepts.
 	MaxBatchSizeLimit = 1 << 24
@@ -94,7 +93,7 @@ func WithWorkers(n int) Option {
 
 // WithQueueCapacity sets how many sub-batches may wait for or be in the hands
 // of a worker before Send blocks. It is the engine's buffer between producers
-// and workers (the specification's queue capacity), counted in sub-batches
+// and workers (a blocking queue's capacity), counted in sub-batches
 // because that is what holds memory. The engine holds about capacity × max
 // batch size items in the queue, plus one sub-batch more per sender that
 // filled one at the same moment, plus the unfilled tail of each open batch
