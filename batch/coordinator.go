@@ -362,8 +362,8 @@ func (c *Coordinator[T]) stoppedCleanly() {
 }
 
 // Done returns a channel that is closed when the workers have exited after
-// Shutdown, and every outcome has been delivered. It is closed already if
-// Shutdown was called before Start.
+// Shutdown or the end of Start's context, and every outcome has been
+// delivered. It is closed already if Shutdown was called before Start.
 func (c *Coordinator[T]) Done() <-chan struct{} { return c.pool.Done() }
 
 // Stats returns a snapshot of the coordinator's counters.
