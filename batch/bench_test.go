@@ -37,9 +37,9 @@ func stopBench(b *testing.B, c *batch.Coordinator[benchItem]) {
 	}
 }
 
-// BenchmarkChannelBaseline is the yardstick for BenchmarkCoordinatorSend: the
-// same item type through a plain buffered channel (capacity 4096), one send
-// per item, drained by one goroutine.
+// BenchmarkChannelBaseline is the yardstick for BenchmarkCoordinatorSend and
+// BenchmarkCoordinatorConsume: the same item type through a plain buffered
+// channel (capacity 4096), one send per item, drained by one goroutine.
 func BenchmarkChannelBaseline(b *testing.B) {
 	ch := make(chan benchItem, 4096)
 	done := make(chan struct{})
@@ -70,29 +70,54 @@ func BenchmarkCoordinatorSend(b *testing.B) { benchSend(b) }
 func BenchmarkCoordinatorSendReuse(b *testing.B) { benchSend(b, batch.WithBufferReuse(true)) }
 
 func benchSend(b *testing.B, opts ...batch.Option) {
-	const perBatch = 100_000
 	c := startBench(b, opts...)
 	ctx := context.Background()
-	it := benchItem{ID: 1, Amount: 2, Ref: "ref"}
-	ids := []string{"A", "B", "C", "D"}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for sent, k := 0, 0; sent < b.N; k++ {
-		id := ids[k%len(ids)]
-		n := min(perBatch, b.N-sent)
-		for i := range n {
-			it.ID = int64(sent + i)
-			if err := c.Send(ctx, batch.Data(id, it)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := c.Send(ctx, batch.End[benchItem](id)); err != nil {
+	benchMessages(b.N, func(m batch.Message[benchItem]) {
+		if err := c.Send(ctx, m); err != nil {
 			b.Fatal(err)
 		}
-		sent += n
+	})
+	stopBench(b, c)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+}
+
+// BenchmarkCoordinatorConsume is BenchmarkCoordinatorSend through Consume:
+// the benchmark's goroutine sends the same messages into a channel of the
+// baseline's capacity, and Consume drains it into the coordinator.
+func BenchmarkCoordinatorConsume(b *testing.B) {
+	c := startBench(b)
+	in := make(chan batch.Message[benchItem], 4096)
+	consumed := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() { consumed <- c.Consume(context.Background(), in) }()
+	benchMessages(b.N, func(m batch.Message[benchItem]) { in <- m })
+	close(in)
+	if err := <-consumed; err != nil {
+		b.Fatal(err)
 	}
 	stopBench(b, c)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+}
+
+// benchMessages calls send with n items of benchItem, spread over four batch
+// IDs in turn, with an end-of-batch every 100,000 items.
+func benchMessages(n int, send func(batch.Message[benchItem])) {
+	const perBatch = 100_000
+	it := benchItem{ID: 1, Amount: 2, Ref: "ref"}
+	ids := []string{"A", "B", "C", "D"}
+	for sent, k := 0, 0; sent < n; k++ {
+		id := ids[k%len(ids)]
+		m := min(perBatch, n-sent)
+		for i := range m {
+			it.ID = int64(sent + i)
+			send(batch.Data(id, it))
+		}
+		send(batch.End[benchItem](id))
+		sent += m
+	}
 }
 
 // BenchmarkCoordinatorSendMany sends 1,000 items per SendMany under default

@@ -40,6 +40,9 @@ type Coordinator[T any] struct {
 	sealOnce   sync.Once
 	cancelWork context.CancelFunc
 	stopped    <-chan struct{} // Done of the work context; set by Start before state becomes started
+	// unwatch stops the hard stop that Start arranges for the end of its
+	// context; Shutdown calls it, as it seals the coordinator itself.
+	unwatch func() bool
 
 	stats counters
 }
@@ -93,9 +96,10 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 		nilable: nilable[T](),
 		runs:    make(map[uint64]*run[T]),
 		closing: make(chan struct{}),
-		// cancelWork is replaced by Start; this one lets Shutdown call it
-		// unconditionally.
+		// cancelWork and unwatch are replaced by Start; these let Shutdown
+		// call them unconditionally.
 		cancelWork: func() {},
+		unwatch:    func() bool { return false },
 	}
 	c.pool = worker.New(o.workers, o.queue, c.internalPanic)
 	c.before, _ = p.(BeforeHook)
@@ -105,11 +109,15 @@ func NewCoordinator[T any](p Processor[T], opts ...Option) (*Coordinator[T], err
 }
 
 // Start starts the workers. ctx is the parent of the context handed to the
-// processor, the hooks and the cleanup strategy. Cancelling it stops the
-// coordinator hard: sends fail with [ErrClosed] from then on and batches in
-// flight end Incomplete; call [Coordinator.Shutdown] still, to report the
-// open batches and wait for the workers. Start returns [ErrStarted] if called
-// twice and [ErrClosed] after Shutdown.
+// processor, the hooks and the cleanup strategy.
+//
+// Cancelling ctx is a hard stop, doing what Shutdown does when its context
+// ends: work in flight is cancelled, batches in flight end Incomplete
+// wrapping [ErrStopped] and are cleaned up, sends fail with [ErrClosed], and
+// [Coordinator.Done] is closed once the workers have unwound. Shutdown is not
+// needed after it, and returns nil once the workers have unwound.
+//
+// Start returns [ErrStarted] if called twice and [ErrClosed] after Shutdown.
 func (c *Coordinator[T]) Start(ctx context.Context) error {
 	c.lifecycle.Lock()
 	defer c.lifecycle.Unlock()
@@ -122,6 +130,9 @@ func (c *Coordinator[T]) Start(ctx context.Context) error {
 	work, cancel := context.WithCancel(ctx)
 	c.cancelWork, c.stopped = cancel, work.Done()
 	c.pool.Start(work)
+	// Only the end of ctx itself starts this: Shutdown unwatches before it
+	// cancels work.
+	c.unwatch = context.AfterFunc(work, c.seal)
 	c.state.Store(started)
 	c.logSafely(slog.LevelDebug, "batch: coordinator started",
 		"workers", c.o.workers, "max_batch_size", c.o.maxBatchSize, "queue_capacity", c.o.queue)
@@ -147,16 +158,86 @@ func (c *Coordinator[T]) Send(ctx context.Context, m Message[T]) error {
 	if err := c.waitRoom(ctx); err != nil {
 		return err
 	}
-	var ok bool
-	if m.kind == kindEnd {
-		ok = c.acc.Close(m.batchID)
-	} else {
-		ok = c.acc.Add(m.batchID, m.item)
-	}
-	if !ok {
+	if !c.put(m) {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Consume sends the messages it receives from in, one by one and in order,
+// each as [Coordinator.Send] would: the same checks, the same back-pressure
+// (Consume waits for room before it receives, so that a message it takes
+// from in is never held back by a full queue). It returns nil once in is
+// closed and every message received has been taken in. The caller owns in
+// and closes it when done; Consume never closes it, and returns at the first
+// of these:
+//
+//   - ctx ends, while Consume waits for a message or for room: an error
+//     wrapping ctx.Err(). Nothing had been received and not sent.
+//   - A message is invalid: its *[MessageError]. That message is not sent,
+//     as with Send, and the messages after it are left in the channel;
+//     calling Consume again carries on after it.
+//   - The coordinator shuts down (Shutdown, or Start's context ending):
+//     [ErrClosed], also while Consume waits for a message. A message that
+//     Consume had received at that moment is not sent, as a Send of it
+//     would not be; the error says which.
+//   - Before Start: [ErrNotStarted], having received nothing.
+//
+// Consume calls may run at the same time, on one channel or on several, and
+// alongside Send. Like the sends of several producers, the messages of one
+// batch taken by different Consume calls interleave in the order their sends
+// took effect, so consume a channel with one call to keep its order. As with
+// Send, a processor must not Consume into its own coordinator.
+func (c *Coordinator[T]) Consume(ctx context.Context, in <-chan Message[T]) error {
+	done := ctx.Done()
+	cancelled := func() error { return fmt.Errorf("batch: consume: %w", ctx.Err()) }
+	for {
+		if err := c.waitRoom(ctx); err != nil {
+			if err == ctx.Err() {
+				return cancelled()
+			}
+			return err
+		}
+		// A done context wins over a message that is ready, so that Consume
+		// stops when told and not at a random later message.
+		select {
+		case <-done:
+			return cancelled()
+		default:
+		}
+		var m Message[T]
+		var open bool
+		select {
+		case m, open = <-in: // no select over four channels while messages wait
+		default:
+			select {
+			case m, open = <-in:
+			case <-done:
+				return cancelled()
+			case <-c.closing:
+				return ErrClosed
+			case <-c.stopped:
+				return ErrClosed
+			}
+		}
+		if !open {
+			return nil
+		}
+		if err := m.validate(c.nilable); err != nil {
+			return err
+		}
+		if !c.put(m) {
+			return fmt.Errorf("batch: consume: %v received but not sent: %w", m, ErrClosed)
+		}
+	}
+}
+
+// put hands m to the accumulator, and reports false once it is sealed.
+func (c *Coordinator[T]) put(m Message[T]) bool {
+	if m.kind == kindEnd {
+		return c.acc.Close(m.batchID)
+	}
+	return c.acc.Add(m.batchID, m.item)
 }
 
 // SendMany sends every item of items as data for batchID: the cheap way to
@@ -215,19 +296,19 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops the coordinator gracefully: Send and SendMany fail with
-// ErrClosed from now on (senders waiting for room included), every batch that
+// Shutdown stops the coordinator gracefully: Send, SendMany and Consume fail
+// with ErrClosed from now on (those waiting included), every batch that
 // received its end-of-batch is finished, and every batch that did not is
 // cleaned up and reported Incomplete. Shutdown returns nil once all of that is
 // done and every worker has exited.
 //
-// If ctx ends first, Shutdown stops hard: it cancels the context the
-// processor and hooks receive, so that batches in flight end Incomplete, and
-// returns an error wrapping ctx.Err() at once. The workers then finish
-// unwinding: each batch still in flight is cleaned up (with a context a hard
-// stop does not cancel, bounded by [WithCleanupTimeout]) and reported.
-// [Coordinator.Done] is closed when they are done; wait for it before
-// relying on every outcome having been delivered.
+// If ctx ends first, Shutdown stops hard, as cancelling Start's context
+// does: work in flight is cancelled, batches in flight end Incomplete
+// wrapping [ErrStopped] and are cleaned up (with a context a hard stop does
+// not cancel, bounded by [WithCleanupTimeout]), sends fail with [ErrClosed],
+// and [Coordinator.Done] is closed once the workers have unwound. Shutdown
+// returns an error wrapping ctx.Err() at once; wait for Done before relying
+// on every outcome having been delivered.
 //
 // Shutdown is idempotent and safe to call concurrently, and before Start (it
 // then only stops the coordinator from starting). It must not be called from
@@ -239,15 +320,8 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 		close(c.closing)
 	}
 	c.lifecycle.Unlock()
-	c.sealOnce.Do(func() {
-		c.logSafely(slog.LevelDebug, "batch: shutdown initiated")
-		// After the seal no send takes anything, so the pool gets no more
-		// tasks and can be closed.
-		if n := c.acc.Abandon(); n > 0 {
-			c.logSafely(slog.LevelDebug, "batch: batches without end-of-batch at shutdown", "count", n)
-		}
-		c.pool.Close()
-	})
+	c.unwatch()
+	c.seal()
 	if prev == created {
 		return nil
 	}
@@ -263,9 +337,23 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; cancelling in-flight work", "err", ctx.Err())
 	c.cancelWork()
+	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; in-flight work cancelled", "err", ctx.Err())
 	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
+}
+
+// seal refuses sends from now on, lets go of the batches without their end,
+// and lets the workers finish what they hold and exit: the start of every
+// stop, hard or graceful. Only its first call does anything; a second waits
+// for the first.
+func (c *Coordinator[T]) seal() {
+	c.sealOnce.Do(func() {
+		// After the seal no send takes anything, so the pool gets no more
+		// tasks and can be closed.
+		n := c.acc.Abandon()
+		c.pool.Close()
+		c.logSafely(slog.LevelDebug, "batch: sealed; no more sends", "batches_without_end", n)
+	})
 }
 
 func (c *Coordinator[T]) stoppedCleanly() {
@@ -274,8 +362,8 @@ func (c *Coordinator[T]) stoppedCleanly() {
 }
 
 // Done returns a channel that is closed when the workers have exited after
-// Shutdown, and every outcome has been delivered. It is closed already if
-// Shutdown was called before Start.
+// Shutdown or the end of Start's context, and every outcome has been
+// delivered. It is closed already if Shutdown was called before Start.
 func (c *Coordinator[T]) Done() <-chan struct{} { return c.pool.Done() }
 
 // Stats returns a snapshot of the coordinator's counters.
@@ -339,5 +427,11 @@ func (c *Coordinator[T]) submit(r *run[T], t worker.Task) {
 }
 
 func (c *Coordinator[T]) internalPanic(key string, err *PanicError) {
+	if err.Value == worker.ErrGoexit {
+		// Only user code calls Goexit, and it runs under worker.Try: the
+		// batch has its outcome, and the pool has replaced the goroutine.
+		c.logSafely(slog.LevelDebug, "batch: worker replaced after runtime.Goexit in user code", "batch_id", key)
+		return
+	}
 	c.logSafely(slog.LevelError, "batch: internal panic", "batch_id", key, "err", err, "stack", string(err.Stack))
 }

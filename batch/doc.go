@@ -23,8 +23,10 @@
 //	c.Shutdown(ctx)
 //
 // [Coordinator.SendMany] sends a slice at once, which costs a few nanoseconds
-// per item. Messages are checked at the door: an empty batch ID or a nil item
-// is refused with a *[MessageError] and nothing is sent.
+// per item. [Coordinator.Consume] drains a channel of messages, for producers
+// that already have one: it sends each message as Send does, until the
+// channel's owner closes it. Messages are checked at the door: an empty batch
+// ID or a nil item is refused with a *[MessageError] and nothing is sent.
 //
 // # Sub-batches and streaming
 //
@@ -48,7 +50,10 @@
 // batch fails: its remaining sub-batches and later items are discarded, the
 // cleanup strategy ([WithCleanup]) is called with the failed sequence number
 // (cleanup.SeqUnknown for panics and hook failures), and the failure is
-// reported. Other batches carry on. Nothing is retried: retrying is the
+// reported. Other batches carry on. A call to runtime.Goexit in user code
+// (testing's FailNow makes one) is handled like a panic, reported as a
+// *[PanicError] wrapping [ErrGoexit]; it ends the worker's goroutine, and a
+// new one takes its place. Nothing is retried: retrying is the
 // producer's decision (or the job queue's, in package queue).
 //
 // # Outcomes
@@ -72,9 +77,14 @@
 //
 // [Coordinator.Shutdown] refuses new sends, finishes every batch that got its
 // End, cleans up and reports the others as Incomplete, and waits for the
-// workers. When its context ends first it cancels in-flight work and returns
-// an error wrapping the context's error at once; [Coordinator.Done] tells
-// when the workers have finished unwinding.
+// workers.
+//
+// A hard stop comes when Shutdown's context ends first, or when the context
+// given to [Coordinator.Start] ends, and does the same either way: work in
+// flight is cancelled, batches in flight end Incomplete wrapping [ErrStopped]
+// and are cleaned up, sends fail with [ErrClosed], and [Coordinator.Done] is
+// closed once the workers have unwound. Shutdown then returns an error
+// wrapping its context's error at once.
 //
 // # Calling back
 //

@@ -8,10 +8,10 @@ import (
 )
 
 var (
-	// ErrClosed is returned by Send and SendMany once Shutdown has begun or
-	// Start's context has ended, and by Start after Shutdown.
+	// ErrClosed is returned by Send, SendMany and Consume once Shutdown has
+	// begun or Start's context has ended, and by Start after Shutdown.
 	ErrClosed = errors.New("batch: coordinator is shut down")
-	// ErrNotStarted is returned by Send and SendMany before Start.
+	// ErrNotStarted is returned by Send, SendMany and Consume before Start.
 	ErrNotStarted = errors.New("batch: coordinator not started")
 	// ErrStarted is returned by Start when the coordinator was already
 	// started.
@@ -22,7 +22,8 @@ var (
 	// and arguments.
 	ErrInvalidOption = errors.New("batch: invalid option")
 	// ErrIncomplete is the Err of an [Outcome] whose end-of-batch message had
-	// not arrived when the coordinator shut down.
+	// not arrived when the coordinator shut down; after a hard stop the Err
+	// wraps it, and ErrStopped too.
 	ErrIncomplete = errors.New("batch: end-of-batch not received before shutdown")
 	// ErrStopped is wrapped by the Err of an [Outcome] that a hard stop (a
 	// Shutdown deadline, or Start's context ending) kept from finishing.
@@ -68,5 +69,11 @@ func (e *ProcessError) Error() string {
 func (e *ProcessError) Unwrap() error { return e.Err }
 
 // PanicError is a panic recovered from a processor, hook, cleanup strategy or
-// observer, with the stack of the goroutine that panicked.
+// observer, with the stack of the goroutine that panicked. A call to
+// runtime.Goexit there (as testing's FailNow makes) is reported as one too,
+// with [ErrGoexit] as its Value.
 type PanicError = worker.PanicError
+
+// ErrGoexit is the Value of the *[PanicError] that reports a call to
+// runtime.Goexit in user code; errors.Is finds it in an Outcome's errors.
+var ErrGoexit = worker.ErrGoexit

@@ -56,6 +56,45 @@ func Example() {
 	// ORDER-002 completed: 2 items in 1 sub-batches
 }
 
+// Consume drains a channel that producers fill, until its owner closes it.
+func ExampleCoordinator_Consume() {
+	var mu sync.Mutex
+	var report []string
+	c, err := batch.NewCoordinator(batch.ProcessorFunc[string](func(ctx context.Context, b batch.Batch[string]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		report = append(report, fmt.Sprintf("%s #%d %v", b.ID, b.Seq, b.Items))
+		return nil
+	}), batch.WithMaxBatchSize(2), batch.WithWorkers(1), batch.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		panic(err)
+	}
+	in := make(chan batch.Message[string])
+	go func() {
+		defer close(in) // the producer owns the channel, so it closes it
+		for _, line := range []string{"alpha", "beta", "gamma"} {
+			in <- batch.Data("lines-1", line)
+		}
+		in <- batch.End[string]("lines-1")
+	}()
+	if err := c.Consume(ctx, in); err != nil { // returns nil once in is closed
+		panic(err)
+	}
+	if err := c.Shutdown(ctx); err != nil {
+		panic(err)
+	}
+	for _, line := range report {
+		fmt.Println(line)
+	}
+	// Output:
+	// lines-1 #1 [alpha beta]
+	// lines-1 #2 [gamma]
+}
+
 // When a sub-batch fails, the cleanup strategy removes what the batch's
 // earlier sub-batches wrote, so the batch is all-or-nothing.
 func ExampleWithCleanup() {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -44,6 +46,7 @@ type recorder struct {
 	panicAt    map[string]int
 	failBefore map[string]bool
 	failAfter  map[string]bool
+	exits      []string // events whose call then ends its goroutine with runtime.Goexit
 	// process, when set, runs inside Process after the bookkeeping.
 	process func(ctx context.Context, b batch.Batch[order]) error
 }
@@ -57,9 +60,14 @@ func newRecorder() *recorder {
 }
 
 func (r *recorder) record(format string, args ...any) {
+	ev := fmt.Sprintf(format, args...)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf(format, args...))
+	r.events = append(r.events, ev)
+	exit := slices.Contains(r.exits, ev)
+	r.mu.Unlock()
+	if exit {
+		runtime.Goexit() // as t.FailNow and require do
+	}
 }
 
 func (r *recorder) BeforeBatch(_ context.Context, id string) error {
@@ -133,12 +141,13 @@ type strategy struct {
 	failCleanup  bool
 	panicCleanup bool
 	failComplete map[string]bool
+	exits        []string // calls that then end their goroutine with runtime.Goexit
 }
 
 func (s *strategy) Cleanup(ctx context.Context, id string, seq int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, fmt.Sprintf("cleanup %s %d", id, seq))
+	s.called(fmt.Sprintf("cleanup %s %d", id, seq))
 	s.ctxErrs = append(s.ctxErrs, ctx.Err())
 	if s.panicCleanup {
 		panic("cleanup exploded")
@@ -152,11 +161,20 @@ func (s *strategy) Cleanup(ctx context.Context, id string, seq int) error {
 func (s *strategy) MarkComplete(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, "complete "+id)
+	s.called("complete " + id)
 	if s.failComplete[id] {
 		return errors.New("complete refused")
 	}
 	return nil
+}
+
+// called records a call; s.mu is held, and released by the caller's defer
+// also when the call ends its goroutine.
+func (s *strategy) called(call string) {
+	s.calls = append(s.calls, call)
+	if slices.Contains(s.exits, call) {
+		runtime.Goexit()
+	}
 }
 
 func (s *strategy) Calls() []string {

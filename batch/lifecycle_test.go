@@ -159,79 +159,83 @@ func TestIncompleteAtShutdown(t *testing.T) {
 	require.Equal(t, int64(5+3), b.c.Stats().ItemsDiscarded)
 }
 
-// When Shutdown's deadline passes, in-flight work is cancelled, the batch is
-// cleaned up with a context the stop did not cancel, and Shutdown reports
-// the deadline.
-func TestHardStopOnShutdownDeadline(t *testing.T) {
+// A hard stop is one rule, whichever way it comes: Shutdown's context ending,
+// or Start's. Work in flight is cancelled; every batch without an outcome
+// ends Incomplete, wrapping ErrStopped, and is cleaned up if it wrote
+// anything; sends fail with ErrClosed; Done is closed once the workers have
+// unwound, with no Shutdown needed after Start's context ends.
+func TestHardStop(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		inProcess := make(chan struct{})
-		b := setup(t, func(r *recorder, _ *strategy) {
-			r.process = func(ctx context.Context, b batch.Batch[order]) error {
-				if b.ID == "slow" {
-					close(inProcess)
-					<-ctx.Done() // a long write that honours its context
-					return ctx.Err()
+	for _, how := range []string{"shutdown deadline", "start context"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				startCtx, cancelStart := context.WithCancel(context.Background())
+				defer cancelStart()
+				inProcess := make(chan struct{})
+				rec := newRecorder()
+				rec.process = func(ctx context.Context, b batch.Batch[order]) error {
+					if b.ID == "slow" {
+						close(inProcess)
+						<-ctx.Done() // a long write that honours its context
+						return ctx.Err()
+					}
+					return nil
 				}
-				return nil
-			}
-		}, batch.WithMaxBatchSize(5), batch.WithWorkers(1), batch.WithQueueCapacity(100))
-		b.send(t, "slow", orders(0, 12), true) // sub-batches 1, 2 and 3
-		b.send(t, "queued", orders(0, 2), true)
-		<-inProcess
+				strat := &strategy{failComplete: map[string]bool{}}
+				outs := &outcomes{byID: map[string][]batch.Outcome{}}
+				c, err := batch.NewCoordinator[order](rec, quiet(), batch.WithCleanup(strat), batch.WithObserver(outs.add),
+					batch.WithMaxBatchSize(5), batch.WithWorkers(1), batch.WithQueueCapacity(100))
+				require.NoError(t, err)
+				require.NoError(t, c.Start(startCtx))
+				bg := context.Background()
+				require.NoError(t, c.SendMany(bg, "open", orders(0, 6))) // sub-batch 1 is written, 1 item waits; no end
+				require.NoError(t, c.SendMany(bg, "slow", orders(0, 12)))
+				require.NoError(t, c.Send(bg, batch.End[order]("slow")))
+				require.NoError(t, c.SendMany(bg, "queued", orders(0, 2)))
+				require.NoError(t, c.Send(bg, batch.End[order]("queued")))
+				<-inProcess
 
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		start := time.Now()
-		err := b.c.Shutdown(ctx)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.EqualError(t, err, "batch: shutdown: context deadline exceeded")
-		require.Equal(t, 5*time.Second, time.Since(start), "returns at the deadline, not later")
-		<-b.c.Done() // the workers finish unwinding
+				if how == "shutdown deadline" {
+					ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+					defer cancel()
+					start := time.Now()
+					err := c.Shutdown(ctx)
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					require.EqualError(t, err, "batch: shutdown: context deadline exceeded")
+					require.Equal(t, 5*time.Second, time.Since(start), "returns at the deadline, not later")
+				} else {
+					cancelStart()
+				}
+				<-c.Done()
 
-		slow := b.outs.one(t, "slow")
-		require.Equal(t, batch.Incomplete, slow.Status, "stopped, not failed")
-		require.ErrorIs(t, slow.Err, context.Canceled)
-		require.ErrorIs(t, slow.Err, batch.ErrStopped, "stopped mid-Process, like a batch the stop kept from starting")
-		var pe *batch.ProcessError
-		require.ErrorAs(t, slow.Err, &pe, "and still says which sub-batch was cut short")
-		queuedOut := b.outs.one(t, "queued")
-		require.ErrorIs(t, queuedOut.Err, batch.ErrStopped)
-		require.Equal(t, cleanup.SeqIncomplete, slow.Seq)
-		require.NoError(t, slow.CleanupErr)
-		queued := b.outs.one(t, "queued")
-		require.Equal(t, batch.Incomplete, queued.Status, "work queued behind the stop does not start")
-		require.Equal(t, []string{"cleanup slow 0"}, b.strat.Calls())
-		require.Equal(t, []error{nil}, b.strat.ctxErrs, "cleanup runs with a live context")
-		require.NoError(t, b.c.Shutdown(context.Background()), "a later Shutdown finds it stopped")
-	})
-}
+				for _, id := range []string{"open", "slow", "queued"} {
+					o := outs.one(t, id)
+					require.Equal(t, batch.Incomplete, o.Status, id)
+					require.ErrorIs(t, o.Err, batch.ErrStopped, id)
+					require.Equal(t, cleanup.SeqIncomplete, o.Seq, id)
+				}
+				require.ErrorIs(t, outs.one(t, "open").Err, batch.ErrIncomplete, "and it never got its end")
+				var pe *batch.ProcessError
+				require.ErrorAs(t, outs.one(t, "slow").Err, &pe, "cut short mid-Process")
+				require.ErrorIs(t, outs.one(t, "slow").Err, context.Canceled)
+				require.ElementsMatch(t, []string{"cleanup open 0", "cleanup slow 0"}, strat.Calls(),
+					"what wrote something is cleaned up; queued never began")
+				require.Equal(t, []error{nil, nil}, strat.ctxErrs, "cleanup runs with a live context")
+				for _, id := range []string{"open", "slow"} {
+					require.NoError(t, outs.one(t, id).CleanupErr)
+				}
 
-// Cancelling Start's context stops in-flight work and the coordinator.
-func TestCancellingStartContext(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		inProcess := make(chan struct{})
-		p := batch.ProcessorFunc[int](func(ctx context.Context, b batch.Batch[int]) error {
-			close(inProcess)
-			<-ctx.Done()
-			return ctx.Err()
+				require.ErrorIs(t, c.Send(bg, batch.Data("new", order{})), batch.ErrClosed)
+				require.ErrorIs(t, c.SendMany(bg, "new", orders(0, 1)), batch.ErrClosed)
+				require.ErrorIs(t, c.Consume(bg, make(chan batch.Message[order])), batch.ErrClosed)
+				s := c.Stats()
+				require.Zero(t, s.InFlight)
+				require.Equal(t, s.ItemsReceived, s.ItemsProcessed+s.ItemsDiscarded)
+				require.NoError(t, c.Shutdown(bg), "a later Shutdown finds it stopped")
+			})
 		})
-		var got batch.Outcome
-		c, err := batch.NewCoordinator(p, quiet(), batch.WithObserver(func(o batch.Outcome) { got = o }))
-		require.NoError(t, err)
-		require.NoError(t, c.Start(ctx))
-		require.NoError(t, c.Send(context.Background(), batch.Data("A", 1)))
-		require.NoError(t, c.Send(context.Background(), batch.End[int]("A")))
-		<-inProcess
-		cancel()
-		synctest.Wait()
-		require.Equal(t, batch.Incomplete, got.Status)
-		require.ErrorIs(t, c.Send(context.Background(), batch.Data("B", 1)), batch.ErrClosed,
-			"a stopped coordinator takes nothing it could not finish")
-		require.NoError(t, c.Shutdown(context.Background()))
-	})
+	}
 }
 
 // blockingSetup returns a coordinator with one worker, a queue of one and a

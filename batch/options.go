@@ -10,8 +10,7 @@ import (
 
 // Defaults and limits of the options.
 const (
-	// DefaultMaxBatchSize is the default largest sub-batch, as in the
-	// engine's specification.
+	// DefaultMaxBatchSize is the default largest sub-batch.
 	DefaultMaxBatchSize = 5000
 	// MaxBatchSizeLimit is the largest value WithMaxBatchSize accepts.
 	MaxBatchSizeLimit = 1 << 24
@@ -94,7 +93,7 @@ func WithWorkers(n int) Option {
 
 // WithQueueCapacity sets how many sub-batches may wait for or be in the hands
 // of a worker before Send blocks. It is the engine's buffer between producers
-// and workers (the specification's queue capacity), counted in sub-batches
+// and workers (a blocking queue's capacity), counted in sub-batches
 // because that is what holds memory. The engine holds about capacity × max
 // batch size items in the queue, plus one sub-batch more per sender that
 // filled one at the same moment, plus the unfilled tail of each open batch
@@ -157,7 +156,8 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver sets a function that receives every batch's [Outcome], exactly
 // once per batch. It is called from worker goroutines, possibly concurrently,
 // so it must be safe for concurrent use; it delays the worker that calls it,
-// so it should be quick. A panic in it is recovered and logged. Default none.
+// so it should be quick. A panic or runtime.Goexit in it is recovered and
+// logged. Default none.
 func WithObserver(f func(Outcome)) Option {
 	return optionFunc(func(o *options) error {
 		o.observer = f

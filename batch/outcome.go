@@ -11,12 +11,12 @@ type Status uint8
 const (
 	// Completed: every sub-batch, the hooks and MarkComplete succeeded.
 	Completed Status = iota + 1
-	// Failed: a sub-batch, a hook or MarkComplete failed or panicked; the
-	// batch was cleaned up.
+	// Failed: a sub-batch, a hook or MarkComplete failed, panicked or called
+	// runtime.Goexit; the batch was cleaned up.
 	Failed
 	// Incomplete: the batch could not finish because the coordinator shut
-	// down: its end-of-batch had not arrived, or the shutdown deadline
-	// stopped it. It was cleaned up.
+	// down: its end-of-batch had not arrived, or a hard stop (Shutdown's
+	// context or Start's ending) cut it short. It was cleaned up.
 	Incomplete
 )
 
@@ -51,7 +51,8 @@ type Outcome struct {
 	// batches. Zero for completed batches.
 	Seq int
 	// Err is why the batch failed (a *ProcessError) or was incomplete
-	// (ErrIncomplete, or an error wrapping ErrStopped); nil when completed.
+	// (ErrIncomplete; after a hard stop, an error wrapping ErrStopped, and
+	// ErrIncomplete as well if the end had not arrived); nil when completed.
 	Err error
 	// CleanupErr is the cleanup strategy's error. nil means cleanup
 	// succeeded, or was not needed because nothing had been processed.

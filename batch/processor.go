@@ -24,9 +24,9 @@ type Batch[T any] struct {
 // once, and for different batch IDs concurrently.
 //
 // Process should do all its work in one transaction: commit on success, roll
-// back and return an error on failure. A returned error or a panic fails the
-// whole batch: later sub-batches are skipped and the cleanup strategy removes
-// what earlier ones committed.
+// back and return an error on failure. A returned error, a panic or a call to
+// runtime.Goexit fails the whole batch: later sub-batches are skipped and the
+// cleanup strategy removes what earlier ones committed.
 //
 // ctx is cancelled when the coordinator is stopped hard (see
 // [Coordinator.Shutdown]); a processor must return promptly once it is.

@@ -16,6 +16,12 @@ import (
 // run is the state of one batch between its first task and its outcome. Its
 // tasks run on the pool one at a time (they share the batch ID as key), so it
 // needs no lock; the pool's mutex orders each task after the previous one.
+//
+// User code runs under worker.Try, and whatever must follow its failure goes
+// in Try's failed function: a call to runtime.Goexit there ends the task's
+// goroutine, so code after the call would never run, and the batch would be
+// left half done. For the same reason the engine logs after it acts, never
+// before: the log handler is user code too.
 type run[T any] struct {
 	id    string
 	gen   uint64
@@ -24,6 +30,9 @@ type run[T any] struct {
 	start time.Time
 	subs  int
 	items int64
+	// inHand counts the items of the sub-batch being processed, for fail to
+	// count as discarded: after a Goexit, process never gets to.
+	inHand int
 	// abandoned is set, under the accumulator's lock, when shutdown lets the
 	// batch go without its end; its queued sub-batches are then skipped.
 	abandoned atomic.Bool
@@ -36,14 +45,21 @@ func (c *Coordinator[T]) begin(ctx context.Context, r *run[T]) bool {
 		return true
 	}
 	r.begun, r.start = true, time.Now()
-	if c.before == nil {
-		return true
-	}
-	if err := worker.Safely(func() error { return c.before.BeforeBatch(ctx, r.id) }); err != nil {
-		c.fail(ctx, r, cleanup.SeqUnknown, &ProcessError{BatchID: r.id, Op: "before", Err: err})
-		return false
-	}
-	return true
+	return c.before == nil || c.step(ctx, r, "before", 0, func() error { return c.before.BeforeBatch(ctx, r.id) })
+}
+
+// step runs fn, user code, as step op of batch r, and fails the batch if fn
+// returns an error, panics or calls runtime.Goexit. seq is the sub-batch for
+// op "process" and 0 for the others, whose failures, like panics, are
+// cleaned up with cleanup.SeqUnknown.
+func (c *Coordinator[T]) step(ctx context.Context, r *run[T], op string, seq int, fn func() error) bool {
+	return worker.Try(fn, func(err error) {
+		cseq := seq
+		if _, ok := err.(*PanicError); ok || seq == 0 {
+			cseq = cleanup.SeqUnknown // an unexpected error: no sub-batch to blame
+		}
+		c.fail(ctx, r, cseq, &ProcessError{BatchID: r.id, Op: op, Seq: seq, Err: err})
+	})
 }
 
 func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.SubBatch[T]) {
@@ -55,26 +71,16 @@ func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.
 		c.stats.discarded.Add(int64(n))
 		return
 	}
+	r.inHand = n
 	if ctx.Err() != nil {
-		c.stats.discarded.Add(int64(n))
 		c.fail(ctx, r, cleanup.SeqIncomplete, stopped(ctx))
 		return
 	}
-	if !c.begin(ctx, r) {
-		c.stats.discarded.Add(int64(n))
-		return
-	}
 	b := Batch[T]{ID: sb.BatchID, Seq: sb.Seq, Offset: sb.Offset, Items: sb.Items}
-	err := worker.Safely(func() error { return c.proc.Process(ctx, b) })
-	if err != nil {
-		c.stats.discarded.Add(int64(n))
-		seq := sb.Seq
-		if _, ok := err.(*PanicError); ok {
-			seq = cleanup.SeqUnknown // as the specification asks for unexpected errors
-		}
-		c.fail(ctx, r, seq, &ProcessError{BatchID: r.id, Op: "process", Seq: sb.Seq, Err: err})
+	if !c.begin(ctx, r) || !c.step(ctx, r, "process", sb.Seq, func() error { return c.proc.Process(ctx, b) }) {
 		return
 	}
+	r.inHand = 0
 	r.subs++
 	r.items += int64(n)
 	c.stats.subBatches.Add(1)
@@ -94,35 +100,29 @@ func (c *Coordinator[T]) finish(ctx context.Context, r *run[T]) {
 	if !c.begin(ctx, r) {
 		return
 	}
-	if c.after != nil {
-		if err := worker.Safely(func() error { return c.after.AfterBatch(ctx, r.id) }); err != nil {
-			c.fail(ctx, r, cleanup.SeqUnknown, &ProcessError{BatchID: r.id, Op: "after", Err: err})
-			return
-		}
+	if c.after != nil && !c.step(ctx, r, "after", 0, func() error { return c.after.AfterBatch(ctx, r.id) }) {
+		return
 	}
 	mctx, cancel := c.strategyContext(ctx)
-	err := worker.Safely(func() error { return c.o.cleanup.MarkComplete(mctx, r.id) })
-	cancel()
-	if err != nil {
-		c.fail(ctx, r, cleanup.SeqUnknown, &ProcessError{BatchID: r.id, Op: "complete", Err: err})
+	if !c.step(ctx, r, "complete", 0, func() error { defer cancel(); return c.o.cleanup.MarkComplete(mctx, r.id) }) {
 		return
 	}
 	r.done = true
 	c.report(r, Outcome{Status: Completed})
 }
 
-// abandon ends a batch whose end-of-batch never arrived.
+// abandon ends a batch whose end-of-batch never arrived. After a hard stop
+// its error wraps ErrStopped too, as every batch's that the stop ended.
 func (c *Coordinator[T]) abandon(ctx context.Context, r *run[T]) {
 	if r.done {
 		return
 	}
 	r.done = true
-	c.report(r, Outcome{
-		Status:     Incomplete,
-		Seq:        cleanup.SeqIncomplete,
-		Err:        ErrIncomplete,
-		CleanupErr: c.cleanup(ctx, r, cleanup.SeqIncomplete),
-	})
+	err := ErrIncomplete
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrIncomplete, stopped(ctx))
+	}
+	c.cleanUpAndReport(ctx, r, Outcome{Status: Incomplete, Seq: cleanup.SeqIncomplete, Err: err})
 }
 
 // fail ends a batch that cannot complete: later items and sub-batches are
@@ -133,6 +133,8 @@ func (c *Coordinator[T]) abandon(ctx context.Context, r *run[T]) {
 // any other error is a failure, even one that arrives during a stop.
 func (c *Coordinator[T]) fail(ctx context.Context, r *run[T], seq int, err error) {
 	r.done = true
+	c.stats.discarded.Add(int64(r.inHand))
+	r.inHand = 0
 	c.acc.Fail(r.id, r.gen) // the accumulator counts what it drops, see queueEnd
 	status := Failed
 	if ctx.Err() != nil && (errors.Is(err, ErrStopped) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -141,24 +143,26 @@ func (c *Coordinator[T]) fail(ctx context.Context, r *run[T], seq int, err error
 			err = fmt.Errorf("%w: %w", ErrStopped, err)
 		}
 	}
-	c.report(r, Outcome{Status: status, Seq: seq, Err: err, CleanupErr: c.cleanup(ctx, r, seq)})
+	c.cleanUpAndReport(ctx, r, Outcome{Status: status, Seq: seq, Err: err})
 }
 
-func (c *Coordinator[T]) cleanup(ctx context.Context, r *run[T], seq int) error {
-	if !r.begun {
-		return nil // no step ran, so nothing was written
+// cleanUpAndReport has the cleanup strategy remove what a batch that will not
+// complete wrote, with o.Seq, and then reports o with the cleanup's error.
+func (c *Coordinator[T]) cleanUpAndReport(ctx context.Context, r *run[T], o Outcome) {
+	if !r.begun { // no step ran, so nothing was written
+		c.report(r, o)
+		return
 	}
 	c.stats.cleanups.Add(1)
 	cctx, cancel := c.strategyContext(ctx)
-	defer cancel()
-	err := worker.Safely(func() error { return c.o.cleanup.Cleanup(cctx, r.id, seq) })
-	if err != nil {
+	if !worker.Try(func() error { defer cancel(); return c.o.cleanup.Cleanup(cctx, r.id, o.Seq) }, func(err error) {
 		c.stats.cleanupFailures.Add(1)
-		c.logSafely(slog.LevelError, "batch: cleanup failed; partial output may remain", "batch_id", r.id, "seq", seq, "err", err)
-		return err
+		o.CleanupErr = err
+		c.report(r, o)
+	}) {
+		return
 	}
-	c.logSafely(slog.LevelInfo, "batch: cleaned up", "batch_id", r.id, "seq", seq)
-	return nil
+	c.report(r, o)
 }
 
 // strategyContext is the context for the cleanup strategy: a hard stop does
@@ -183,18 +187,31 @@ func (c *Coordinator[T]) report(r *run[T], o Outcome) {
 	case Incomplete:
 		c.stats.incomplete.Add(1)
 	}
-	if c.o.observer != nil {
-		if err := worker.Safely(func() error { c.o.observer(o); return nil }); err != nil {
-			c.logSafely(slog.LevelError, "batch: observer panicked", "batch_id", r.id, "err", err)
-		}
+	if c.o.observer != nil && !worker.Try(func() error { c.o.observer(o); return nil }, func(err error) {
+		c.logSafely(slog.LevelError, "batch: observer panicked", "batch_id", r.id, "err", err)
+		c.logOutcome(r, o)
+	}) {
+		return
 	}
+	c.logOutcome(r, o)
+}
+
+func (c *Coordinator[T]) logOutcome(r *run[T], o Outcome) {
 	switch o.Status {
 	case Completed:
 		c.logSafely(slog.LevelDebug, "batch: completed", "batch_id", r.id, "sub_batches", r.subs, "items", r.items, "duration", o.Duration)
+		return
 	case Failed:
 		c.logSafely(slog.LevelError, "batch: failed", "batch_id", r.id, "seq", o.Seq, "err", o.Err, "cleanup_err", o.CleanupErr)
 	case Incomplete:
 		c.logSafely(slog.LevelWarn, "batch: incomplete", "batch_id", r.id, "sub_batches", r.subs, "err", o.Err, "cleanup_err", o.CleanupErr)
+	}
+	switch {
+	case !r.begun: // nothing to clean up
+	case o.CleanupErr != nil:
+		c.logSafely(slog.LevelError, "batch: cleanup failed; partial output may remain", "batch_id", r.id, "seq", o.Seq, "err", o.CleanupErr)
+	default:
+		c.logSafely(slog.LevelInfo, "batch: cleaned up", "batch_id", r.id, "seq", o.Seq)
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	SeqUnknown = -1
 	// SeqIncomplete is passed when no sub-batch failed but the batch will
 	// never finish: its end-of-batch message had not arrived when the engine
-	// shut down, or the shutdown deadline stopped it before it finished.
+	// shut down, or a hard stop cut it short.
 	SeqIncomplete = 0
 )
 
@@ -69,10 +69,11 @@ func (f Func) Cleanup(ctx context.Context, batchID string, failedSeq int) error 
 func (Func) MarkComplete(context.Context, string) error { return nil }
 
 // Chain returns a strategy that calls each of strategies in order. Every
-// strategy runs even when an earlier one fails or panics, because a cleanup
-// that stops half-way leaves more behind than one that tries everything; the
-// errors, panics as [*worker.PanicError], are joined with [errors.Join]. Nil
-// strategies are skipped.
+// strategy runs even when an earlier one fails, panics or calls
+// runtime.Goexit, because a cleanup that stops half-way leaves more behind
+// than one that tries everything; the errors, panics as
+// [*worker.PanicError], are joined with [errors.Join]. Nil strategies are
+// skipped.
 func Chain(strategies ...Strategy) Strategy {
 	kept := make(chain, 0, len(strategies))
 	for _, s := range strategies {
@@ -86,21 +87,26 @@ func Chain(strategies ...Strategy) Strategy {
 type chain []Strategy
 
 func (c chain) Cleanup(ctx context.Context, batchID string, failedSeq int) error {
-	var errs []error
-	for _, s := range c {
-		if err := worker.Safely(func() error { return s.Cleanup(ctx, batchID, failedSeq) }); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return c.each(func(s Strategy) error { return s.Cleanup(ctx, batchID, failedSeq) })
 }
 
 func (c chain) MarkComplete(ctx context.Context, batchID string) error {
+	return c.each(func(s Strategy) error { return s.MarkComplete(ctx, batchID) })
+}
+
+// each calls call for every strategy and joins the errors.
+func (c chain) each(call func(Strategy) error) error {
 	var errs []error
-	for _, s := range c {
-		if err := worker.Safely(func() error { return s.MarkComplete(ctx, batchID) }); err != nil {
+	for i, s := range c {
+		worker.Try(func() error { return call(s) }, func(err error) {
 			errs = append(errs, err)
-		}
+			if errors.Is(err, worker.ErrGoexit) {
+				// The goroutine is ending and the loop will not go on: the
+				// strategies after s still get their turn. Their errors
+				// cannot be returned; the caller hears of the Goexit.
+				c[i+1:].each(call)
+			}
+		})
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,35 @@ func TestEmptyChainDoesNothing(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, cleanup.Chain().Cleanup(context.Background(), "A", 1))
 	require.NoError(t, cleanup.Chain(nil, nil).MarkComplete(context.Background(), "A"))
+}
+
+// exiting is a strategy whose methods end their goroutine with runtime.Goexit,
+// as t.FailNow does.
+type exiting struct{}
+
+func (exiting) Cleanup(context.Context, string, int) error { runtime.Goexit(); return nil }
+func (exiting) MarkComplete(context.Context, string) error { runtime.Goexit(); return nil }
+
+// A Goexit ends the caller's goroutine, so Chain cannot return, but the
+// strategies after the one that called it still run.
+func TestChainRunsPastAGoexit(t *testing.T) {
+	t.Parallel()
+	var log []string
+	s := cleanup.Chain(recorder{name: "a", log: &log}, exiting{}, recorder{name: "b", log: &log}, exiting{}, recorder{name: "c", log: &log})
+	for _, call := range []func() error{
+		func() error { return s.Cleanup(context.Background(), "X", 2) },
+		func() error { return s.MarkComplete(context.Background(), "X") },
+	} {
+		returned := make(chan bool, 1)
+		go func() {
+			defer close(returned)
+			_ = call()
+			returned <- true
+		}()
+		require.False(t, <-returned, "Goexit is not stopped")
+	}
+	require.Equal(t, []string{
+		"a.cleanup(X,2)", "b.cleanup(X,2)", "c.cleanup(X,2)",
+		"a.complete(X)", "b.complete(X)", "c.complete(X)",
+	}, log)
 }

@@ -28,14 +28,19 @@ var ErrClosed = errors.New("worker: pool closed")
 // Task is a unit of work. ctx is the context given to [Pool.Start].
 type Task func(ctx context.Context)
 
-// PanicError carries a recovered panic and the stack of the goroutine that
-// panicked.
+// PanicError carries a recovered panic, or a call to runtime.Goexit (see
+// [ErrGoexit]), and the stack of the goroutine it happened on.
 type PanicError struct {
 	Value any
 	Stack []byte
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+func (e *PanicError) Error() string {
+	if e.Value == ErrGoexit {
+		return ErrGoexit.Error()
+	}
+	return fmt.Sprintf("panic: %v", e.Value)
+}
 
 // Unwrap returns the panic value if it is an error.
 func (e *PanicError) Unwrap() error {
@@ -43,14 +48,48 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// Safely calls fn and turns a panic in it into a *PanicError.
+// ErrGoexit is the Value of the *PanicError that stands for a call to
+// runtime.Goexit (which testing's FailNow and Skip make), so that code which
+// handles panics handles it too.
+var ErrGoexit = errors.New("worker: runtime.Goexit called")
+
+// Safely calls fn and turns a panic in it into a *PanicError. Like recover,
+// it cannot stop runtime.Goexit: if fn calls it, Safely does not return. Use
+// [Try] where something must follow fn whatever it does.
 func Safely(fn func() error) (err error) {
+	Try(fn, func(e error) { err = e })
+	return err
+}
+
+// Try calls fn and reports whether it returned nil. If fn returns an error or
+// panics, Try calls failed with the error (a panic as a *PanicError) and
+// returns false.
+//
+// If fn calls runtime.Goexit, nothing can keep its goroutine alive, and Try
+// never returns: it calls failed with a *PanicError whose Value is
+// [ErrGoexit], from a deferred call while the goroutine unwinds. So failed,
+// not the code after Try, is where the work that must follow a failure goes,
+// all of it; it then happens whichever way fn failed. failed may itself call
+// Try, so that a failure while handling a Goexit is handled in turn.
+func Try(fn func() error, failed func(error)) bool {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+		if returned {
+			return
 		}
+		if r := recover(); r != nil {
+			failed(&PanicError{Value: r, Stack: debug.Stack()})
+			return
+		}
+		failed(&PanicError{Value: ErrGoexit, Stack: debug.Stack()})
 	}()
-	return fn()
+	err := fn()
+	returned = true
+	if err != nil {
+		failed(err)
+		return false
+	}
+	return true
 }
 
 // closedChan is returned by Room when there is room already.
@@ -107,9 +146,12 @@ func (s *strand) pop() (Task, bool) {
 func (s *strand) empty() bool { return s.head == len(s.tasks) }
 
 // New returns a pool of workers goroutines whose soft limit is limit held
-// tasks. onPanic receives a task's panic, which the pool recovers so that the
-// worker survives; it must not be nil. New panics if workers < 1, limit < 1 or
-// onPanic is nil. It starts no goroutines.
+// tasks. onPanic receives a task's panic, which the pool recovers, or its
+// call to runtime.Goexit (a *PanicError wrapping [ErrGoexit]); either way a
+// new goroutine takes the worker's place, so the pool keeps its size and the
+// key's later tasks still run, in order. onPanic must not be nil, and must
+// not panic. New panics if workers < 1, limit < 1 or onPanic is nil. It
+// starts no goroutines.
 func New(workers, limit int, onPanic func(key string, err *PanicError)) *Pool {
 	if workers < 1 || limit < 1 || onPanic == nil {
 		panic(fmt.Sprintf("worker: New(%d, %d, onPanic nil=%t)", workers, limit, onPanic == nil))
@@ -216,11 +258,7 @@ func (p *Pool) loop(ctx context.Context) {
 			p.work.Wait()
 		}
 		if len(p.ready) == 0 {
-			p.alive--
-			if p.alive == 0 {
-				p.finishLocked()
-			}
-			p.work.Broadcast() // let the other workers see the drained pool
+			p.leaveLocked()
 			p.mu.Unlock()
 			return
 		}
@@ -234,7 +272,9 @@ func (p *Pool) loop(ctx context.Context) {
 				break
 			}
 			p.mu.Unlock()
-			p.run(ctx, s, t)
+			if !p.run(ctx, s, t) {
+				return // a new worker has taken this one's place
+			}
 			p.mu.Lock()
 			p.doneLocked()
 			// Stay with the key while nobody waits, which keeps its data
@@ -260,34 +300,39 @@ func (p *Pool) doneLocked() {
 	}
 }
 
-// errGoexit is reported when a task calls runtime.Goexit.
-var errGoexit = errors.New("worker: task called runtime.Goexit")
-
-func (p *Pool) run(ctx context.Context, s *strand, t Task) {
-	normal := false
-	defer func() {
-		if normal {
-			return
-		}
-		if r := recover(); r != nil {
-			p.onPanic(s.key, &PanicError{Value: r, Stack: debug.Stack()})
-			return
-		}
-		// runtime.Goexit (as t.FailNow does): this goroutine is ending and
-		// nothing can stop it. Account for the task, hand the key's other
-		// tasks to another worker, and start a worker in this one's place.
-		p.onPanic(s.key, &PanicError{Value: errGoexit, Stack: debug.Stack()})
+// run runs t and reports whether this goroutine carries on as a worker. A
+// task that panics or calls runtime.Goexit costs its goroutine: a Goexit
+// ends it whatever we do, and so might onPanic, so the pool's books are put
+// right and a new worker started before onPanic hears of it. This goroutine
+// still counts as alive until onPanic returns, so that Done means that
+// every call to onPanic has returned too.
+func (p *Pool) run(ctx context.Context, s *strand, t Task) bool {
+	return Try(func() error { t(ctx); return nil }, func(err error) {
 		p.mu.Lock()
 		p.doneLocked()
 		if s.empty() {
 			delete(p.strands, s.key)
 		} else {
-			p.ready = append(p.ready, s)
+			p.ready = append(p.ready, s) // the key's later tasks, for any worker
 			p.work.Signal()
 		}
+		p.alive++ // the new worker
 		p.mu.Unlock()
 		go p.loop(ctx)
-	}()
-	t(ctx)
-	normal = true
+		defer func() {
+			p.mu.Lock()
+			p.leaveLocked()
+			p.mu.Unlock()
+		}()
+		p.onPanic(s.key, err.(*PanicError))
+	})
+}
+
+// leaveLocked accounts for a goroutine that leaves the pool.
+func (p *Pool) leaveLocked() {
+	p.alive--
+	if p.alive == 0 {
+		p.finishLocked()
+	}
+	p.work.Broadcast() // let the other workers see the drained pool
 }

@@ -208,6 +208,77 @@ func TestSafely(t *testing.T) {
 	require.NoError(t, pe.Unwrap())
 }
 
+// Try hands every way fn can fail to failed: an error, a panic, and a Goexit,
+// after which it cannot return; a failure in failed is handled in turn.
+func TestTry(t *testing.T) {
+	t.Parallel()
+	var got []error
+	record := func(err error) { got = append(got, err) }
+	require.True(t, worker.Try(func() error { return nil }, record))
+	sentinel := errors.New("plain")
+	require.False(t, worker.Try(func() error { return sentinel }, record))
+	require.False(t, worker.Try(func() error { panic("boom") }, record))
+	require.Len(t, got, 2, "success calls nothing")
+	require.Same(t, sentinel, got[0])
+	var pe *worker.PanicError
+	require.ErrorAs(t, got[1], &pe)
+	require.Equal(t, "boom", pe.Value)
+
+	got = nil
+	returned := make(chan bool, 1)
+	go func() {
+		defer close(returned)
+		worker.Try(func() error { runtime.Goexit(); return nil }, func(err error) {
+			record(err)
+			worker.Try(func() error { panic("while unwinding") }, record)
+			record(errors.New("failed ran to its end"))
+		})
+		returned <- true
+	}()
+	require.False(t, <-returned, "nothing stops a Goexit")
+	require.Len(t, got, 3)
+	require.ErrorIs(t, got[0], worker.ErrGoexit)
+	require.ErrorAs(t, got[0], &pe, "a Goexit is reported like a panic")
+	require.Equal(t, "worker: runtime.Goexit called", got[0].Error())
+	require.Contains(t, string(pe.Stack), "worker_test.go")
+	require.ErrorAs(t, got[1], &pe)
+	require.Equal(t, "while unwinding", pe.Value)
+	require.EqualError(t, got[2], "failed ran to its end")
+}
+
+// onPanic may itself end its goroutine: the pool has replaced the worker
+// already, and runs the rest. Done waits for every onPanic to return.
+func TestOnPanicThatEndsItsGoroutine(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var reports atomic.Int32
+		p := worker.New(1, 10, func(string, *worker.PanicError) {
+			reports.Add(1)
+			<-release
+			runtime.Goexit()
+		})
+		p.Start(context.Background())
+		var ran []int
+		require.NoError(t, p.Submit("k", func(context.Context) { panic("boom") }))
+		require.NoError(t, p.Submit("k", func(context.Context) { ran = append(ran, 1) }))
+		require.NoError(t, p.Submit("k", func(context.Context) { runtime.Goexit() }))
+		require.NoError(t, p.Submit("k", func(context.Context) { ran = append(ran, 2) }))
+		p.Close()
+		synctest.Wait()
+		select {
+		case <-p.Done():
+			t.Fatal("Done must wait for onPanic")
+		default:
+		}
+		close(release)
+		<-p.Done()
+		require.Equal(t, []int{1, 2}, ran)
+		require.Equal(t, int32(2), reports.Load())
+		require.Zero(t, p.Held())
+	})
+}
+
 // A task that calls runtime.Goexit (as a test's FailNow does) ends its
 // goroutine; the pool reports it, keeps the key's order and its worker
 // count, and drains normally.

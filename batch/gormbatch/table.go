@@ -28,6 +28,9 @@ var (
 	// ErrBatchIDMismatch is wrapped by Process's error when an item's
 	// batch-ID field holds a batch ID other than the one it was sent with.
 	ErrBatchIDMismatch = errors.New("gormbatch: item carries another batch ID")
+	// ErrNotModel is wrapped by New's error when T is not a model: not a
+	// struct or a pointer to one, or a struct that gorm cannot parse.
+	ErrNotModel = errors.New("gormbatch: not a model gorm can map to a table")
 )
 
 // maxBindParams is the most parameters PostgreSQL (and MySQL) accept in one
@@ -75,9 +78,10 @@ var (
 // only two idle connections by default and would reconnect for nearly every
 // sub-batch).
 //
-// New returns an error if an option is invalid, if the model cannot be parsed
-// or lacks a string field for the batch-ID column, or, wrapping
-// [ErrNotPostgres], if a PostgreSQL-only option is used elsewhere.
+// New returns an error if an option is invalid, wrapping [ErrNotModel] if T
+// is not a model gorm can parse, if the model lacks a string field for the
+// batch-ID column, or, wrapping [ErrNotPostgres], if a PostgreSQL-only option
+// is used elsewhere.
 func New[T any](db *gorm.DB, opts ...Option) (*Table[T], error) {
 	if db == nil {
 		return nil, invalid("nil *gorm.DB")
@@ -106,9 +110,13 @@ func New[T any](db *gorm.DB, opts ...Option) (*Table[T], error) {
 
 func (t *Table[T]) parse() error {
 	model := reflect.TypeFor[T]()
+	if s := model; s.Kind() != reflect.Struct && (s.Kind() != reflect.Pointer || s.Elem().Kind() != reflect.Struct) {
+		// gorm would say "unsupported data type" and print new(T), an address.
+		return fmt.Errorf("%w: New[%v]: %v is not a struct or a pointer to one", ErrNotModel, model, model)
+	}
 	stmt := &gorm.Statement{DB: t.db}
 	if err := stmt.Parse(new(T)); err != nil {
-		return fmt.Errorf("gormbatch: parse model %v: %w", model, err)
+		return fmt.Errorf("%w: New[%v]: %w", ErrNotModel, model, err)
 	}
 	s := stmt.Schema
 	t.table = s.Table

@@ -47,13 +47,48 @@ func TestNewRejects(t *testing.T) {
 		{"not a string", func() error { _, err := gormbatch.New[Order](e.Gorm, gormbatch.WithBatchIDColumn("line")); return err },
 			"the batch-ID field Line of model gormbatch_test.Order is a int; it must be a string"},
 		{"read-only", func() error { _, err := gormbatch.New[readOnlyID](e.Gorm); return err }, "is read-only for gorm"},
-		{"not a model", func() error { _, err := gormbatch.New[int](e.Gorm); return err }, "gormbatch: parse model int"},
 		{"in a transaction", func() error { _, err := gormbatch.New[Order](tx); return err }, "db is inside a transaction"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.new()
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, "gormbatch: ")
+		})
+	}
+}
+
+// A type that is not a model is named in the error, in the library's words,
+// where gorm would print an address.
+func TestNewRefusesATypeThatIsNotAModel(t *testing.T) {
+	t.Parallel()
+	db, err := gorm.Open(otherDialector{}, &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	type badRelation struct {
+		BatchID string
+		Owner   struct{ Name string } `gorm:"foreignKey:Nowhere"`
+	}
+	for _, tc := range []struct {
+		name string
+		new  func() error
+		want string
+	}{
+		{"int", func() error { _, err := gormbatch.New[int](db); return err },
+			"gormbatch: not a model gorm can map to a table: New[int]: int is not a struct or a pointer to one"},
+		{"pointer to int", func() error { _, err := gormbatch.New[*int](db); return err },
+			"gormbatch: not a model gorm can map to a table: New[*int]: *int is not a struct or a pointer to one"},
+		{"slice of models", func() error { _, err := gormbatch.New[[]Order](db); return err },
+			"New[[]gormbatch_test.Order]: []gormbatch_test.Order is not a struct or a pointer to one"},
+		{"pointer to a pointer", func() error { _, err := gormbatch.New[**Order](db); return err },
+			"New[**gormbatch_test.Order]: **gormbatch_test.Order is not a struct or a pointer to one"},
+		{"a struct gorm cannot parse", func() error { _, err := gormbatch.New[badRelation](db); return err },
+			"gormbatch: not a model gorm can map to a table: New[gormbatch_test.badRelation]: invalid field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.new()
+			require.ErrorIs(t, err, gormbatch.ErrNotModel)
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "0x", "no address")
 		})
 	}
 }
