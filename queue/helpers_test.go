@@ -187,14 +187,15 @@ func newEnvB(b *testing.B, register func(*queue.Registry), opts ...queue.Option)
 // one: a log line is often the only sign that something happened inside a
 // runner (a claim that timed out, a renewal that failed).
 type logs struct {
-	mu   sync.Mutex
-	seen map[string]int
-	cond *sync.Cond
-	lvl  slog.Level
+	mu    sync.Mutex
+	seen  map[string]int
+	attrs map[string]map[string]string // of each message's first record
+	cond  *sync.Cond
+	lvl   slog.Level
 }
 
 func newLogs(lvl slog.Level) *logs {
-	l := &logs{seen: map[string]int{}, lvl: lvl}
+	l := &logs{seen: map[string]int{}, attrs: map[string]map[string]string{}, lvl: lvl}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
@@ -206,8 +207,21 @@ func (l *logs) Handle(_ context.Context, rec slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen[rec.Message]++
+	if l.attrs[rec.Message] == nil {
+		attrs := map[string]string{}
+		rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		l.attrs[rec.Message] = attrs
+	}
 	l.cond.Broadcast()
 	return nil
+}
+
+// count returns how often msg was logged, and the attributes of its first
+// record.
+func (l *logs) count(msg string) (int, map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[msg], l.attrs[msg]
 }
 
 func (l *logs) option() queue.Option { return queue.WithLogger(slog.New(l)) }

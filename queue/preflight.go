@@ -38,7 +38,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", ErrSchemaTooNew, version, SchemaVersion)
 	}
 	if advice := poolAdvice(r.sqlDB, r.cfg.workers, room); advice != "" {
-		r.log.Warn("queue: the connection pool cannot serve the runner's workers well: " + advice)
+		r.log.Warn("queue: the connection pool cannot serve the runner's workers well", "advice", advice)
 	}
 	return nil
 }

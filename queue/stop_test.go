@@ -280,27 +280,3 @@ func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
 	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(polite))
 	require.Equal(t, int64(2), r.Stats().Requeued)
 }
-
-// A runner whose Start context is cancelled claims nothing more: a job it
-// claimed could only fail.
-func TestCancelledStartContextStopsClaims(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, basic(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := queue.NewRunner(e.client, queue.WithPollInterval(20*time.Millisecond))
-	require.NoError(t, err)
-	require.NoError(t, a.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
-	cancel()
-	b := e.runner(t)
-	jobs := make([]queue.Params, 20)
-	for i := range jobs {
-		jobs[i] = queue.Params{Args: noop{}}
-	}
-	_, err = e.client.EnqueueMany(context.Background(), jobs)
-	require.NoError(t, err)
-	e.events.wait(t, queue.EventCompleted, 0, 20)
-	require.Zero(t, a.Stats().Claimed)
-	require.Equal(t, int64(20), b.Stats().Completed)
-	require.Equal(t, int64(20), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE attempts = 1"), "none failed an attempt first")
-}
