@@ -20,12 +20,12 @@ func TestTransientErrors(t *testing.T) {
 		{io.ErrUnexpectedEOF, true},
 		{context.DeadlineExceeded, true},
 		{context.Canceled, false},
-		{&pgconn.PgError{Code: "08006"}, true}, // connection failure
-		{&pgconn.PgError{Code: "40001"}, true}, // serialization failure
-		{&pgconn.PgError{Code: "40P01"}, true}, // deadlock
-		{&pgconn.PgError{Code: "53300"}, true}, // too many connections
-		{&pgconn.PgError{Code: "57P01"}, true}, // admin shutdown
-		{&pgconn.PgError{Code: "55P03"}, true}, // lock not available
+		{&pgconn.PgError{Code: "08006"}, true},  // connection failure
+		{&pgconn.PgError{Code: "40001"}, true},  // serialization failure
+		{&pgconn.PgError{Code: "40P01"}, true},  // deadlock
+		{&pgconn.PgError{Code: "53300"}, true},  // too many connections
+		{&pgconn.PgError{Code: "57P01"}, true},  // admin shutdown
+		{&pgconn.PgError{Code: "55P03"}, true},  // lock not available
 		{&pgconn.PgError{Code: "42P01"}, false}, // undefined table
 		{&pgconn.PgError{Code: "23505"}, false}, // unique violation
 		{&pgconn.PgError{Code: "22P05"}, false}, // bad data
