@@ -49,7 +49,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 
 // Migrate creates or upgrades the queue's tables to SchemaVersion. It is
 // idempotent, and processes that call it at once wait for each other.
-func (c *Client) Migrate(ctx context.Context) error { return migrate(ctx, c.db) }
+func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 
 // Tx returns a client that enqueues and manages jobs inside tx, a
 // transaction of the caller's: the jobs exist if and only if tx commits, and

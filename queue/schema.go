@@ -103,18 +103,48 @@ CREATE INDEX sheaf_jobs_suspect ON sheaf_jobs (priority DESC, run_at, id) WHERE 
 // SchemaVersion is the schema version this release of sheaf migrates to.
 const SchemaVersion = 3
 
-// migrate brings the schema up to SchemaVersion. It holds a transaction-level
-// advisory lock, so processes that migrate at the same time run one after the
-// other, and every later one finds nothing to do.
-func migrate(ctx context.Context, db *gorm.DB) error {
-	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+// createMigrationsTable records which versions a schema has.
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
+	version    integer PRIMARY KEY,
+	applied_at timestamptz NOT NULL DEFAULT now()
+);`
+
+// Migration is the SQL that brings a schema from Version-1 to Version. Up
+// records the version in the sheaf_migrations table too, which Runner.Start
+// reads; version 1 creates that table.
+type Migration struct {
+	Version int
+	Up      string
+}
+
+// Migrations returns, in order, the SQL of every schema version this sheaf
+// knows, for the client's database: for teams that apply schema changes
+// with their own tool (goose, golang-migrate, atlas) instead of Migrate.
+// Applying them in order, each in a transaction, gives the schema Migrate
+// gives. They only go forward; a way back is the team's to write.
+func (c *Client) Migrations() []Migration {
+	out := make([]Migration, 0, SchemaVersion)
+	for v := 1; v <= SchemaVersion; v++ {
+		up := migrations[v]
+		if v == 1 {
+			up = "\n" + createMigrationsTable + up
+		}
+		up += fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v)
+		out = append(out, Migration{Version: v, Up: up})
+	}
+	return out
+}
+
+// migrate brings the schema up to SchemaVersion by applying the versions
+// Migrations returns. It holds a transaction-level advisory lock, so
+// processes that migrate at the same time run one after the other, and every
+// later one finds nothing to do.
+func (c *Client) migrate(ctx context.Context) error {
+	return c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations'))").Error; err != nil {
 			return fmt.Errorf("queue: migrate: lock: %w", err)
 		}
-		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS sheaf_migrations (
-			version    integer PRIMARY KEY,
-			applied_at timestamptz NOT NULL DEFAULT now()
-		)`).Error; err != nil {
+		if err := tx.Exec(createMigrationsTable).Error; err != nil {
 			return fmt.Errorf("queue: migrate: %w", err)
 		}
 		var current int
@@ -124,12 +154,9 @@ func migrate(ctx context.Context, db *gorm.DB) error {
 		if current > SchemaVersion {
 			return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", ErrSchemaTooNew, current, SchemaVersion)
 		}
-		for v := current + 1; v <= SchemaVersion; v++ {
-			if err := tx.Exec(migrations[v]).Error; err != nil {
-				return fmt.Errorf("queue: migrate to version %d: %w", v, err)
-			}
-			if err := tx.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", v).Error; err != nil {
-				return fmt.Errorf("queue: migrate to version %d: %w", v, err)
+		for _, m := range c.Migrations()[current:] {
+			if err := tx.Exec(m.Up).Error; err != nil {
+				return fmt.Errorf("queue: migrate to version %d: %w", m.Version, err)
 			}
 		}
 		return nil

@@ -1,0 +1,81 @@
+package queue_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// schemaOf describes a schema's tables as the catalog has them: columns
+// with their types, defaults and nullability, constraints, indexes, table
+// options, and the versions recorded. Two schemas built the same way
+// describe the same, but for their names.
+func schemaOf(t *testing.T, db *pgtest.DB) string {
+	t.Helper()
+	var lines []string
+	rows, err := db.SQL.Query(`
+SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
+	CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
+	coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') ||
+	CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+	LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+UNION ALL
+SELECT 'index ' || replace(indexdef, current_schema() || '.', '') FROM pg_indexes WHERE schemaname = current_schema()
+UNION ALL
+SELECT 'options ' || relname || ' ' || coalesce(array_to_string(reloptions, ','), '')
+FROM pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r'
+UNION ALL
+SELECT 'version ' || version FROM sheaf_migrations
+ORDER BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}
+
+// The SQL that Migrations hands to a team's own migration tool, applied by
+// hand, one version per transaction, gives the schema that Migrate gives,
+// and a runner starts on it.
+func TestMigrationsAppliedByHandMatchMigrate(t *testing.T) {
+	t.Parallel()
+	byMigrate := newEnv(t, basic(t))
+
+	byHand := pgtest.New(t)
+	reg := queue.NewRegistry()
+	basic(t)(reg)
+	c, err := queue.NewClient(byHand.Gorm, reg, quiet())
+	require.NoError(t, err)
+	ms := c.Migrations()
+	require.Len(t, ms, queue.SchemaVersion)
+	for i, m := range ms {
+		require.Equal(t, i+1, m.Version)
+		tx, err := byHand.SQL.Begin()
+		require.NoError(t, err)
+		_, err = tx.Exec(m.Up)
+		require.NoError(t, err, "version %d", m.Version)
+		require.NoError(t, tx.Commit())
+	}
+	require.Equal(t, schemaOf(t, byMigrate.db), schemaOf(t, byHand))
+	require.Contains(t, schemaOf(t, byHand), "version 3")
+
+	require.NoError(t, c.Migrate(context.Background()), "Migrate finds nothing left to do")
+	r, err := queue.NewRunner(c)
+	require.NoError(t, err)
+	require.NoError(t, r.Start(context.Background()))
+	require.NoError(t, r.Stop(context.Background()))
+}
