@@ -45,7 +45,7 @@ func (e Exponential) Delay(attempt int) time.Duration {
 }
 
 // Linear waits Step × attempt, capped at Max if positive: 1s, 2s, 3s for a
-// Step of one second, as seed 000 describes.
+// Step of one second.
 type Linear struct {
 	Step time.Duration
 	Max  time.Duration
@@ -65,7 +65,7 @@ func (l Linear) Delay(attempt int) time.Duration {
 }
 
 // Delays waits its attempt-th entry: Delays{time.Minute, 5 * time.Minute,
-// 15 * time.Minute} is seed 004's fixed 1m/5m/15m. Attempts beyond its length
+// 15 * time.Minute} waits one, five, then fifteen minutes. Attempts beyond its length
 // wait its last entry; an empty Delays waits nothing.
 type Delays []time.Duration
 

@@ -2,13 +2,29 @@ package queue_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"sort"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
 	"github.com/sheaf-dev/sheaf/queue"
 )
+
+// poolSize is the pool the README's queue section sizes; SHEAF_BENCH_POOL
+// overrides it, to compare sizes.
+var poolSize = func() int {
+	if n, err := strconv.Atoi(os.Getenv("SHEAF_BENCH_POOL")); err == nil {
+		return n
+	}
+	return 20
+}()
 
 // BenchmarkQueueThroughput inserts b.N no-op jobs with EnqueueBulk (reported
 // as insert_jobs/s) and then works them with one runner under default options,
@@ -92,4 +108,80 @@ func BenchmarkQueuePickupLatency(b *testing.B) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
 	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
+}
+
+// visit is the row BenchmarkQueueDBHandler's handler writes.
+type visit struct {
+	ID    int64 `gorm:"primaryKey"`
+	JobID int64
+	At    time.Time
+}
+
+// BenchmarkQueueDBHandler works b.N jobs whose handler inserts one row with
+// gorm, through the same *gorm.DB as the queue, under the runner's default
+// options and the pool sizing the README gives (sizePoolAsREADME); it
+// reports jobs/s from the runner's start until the last completion.
+func BenchmarkQueueDBHandler(b *testing.B) {
+	var done atomic.Int64
+	finished := make(chan struct{})
+	total := int64(b.N)
+	base := newEnvB(b, func(*queue.Registry) {})
+	db, err := gorm.Open(postgres.Open(base.db.DSN), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sqlDB.Close()
+	sizePoolAsREADME(sqlDB)
+	if err := db.AutoMigrate(&visit{}); err != nil {
+		b.Fatal(err)
+	}
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[noop](func(ctx context.Context, j *queue.Job[noop]) error {
+		return db.WithContext(ctx).Create(&visit{JobID: j.ID, At: time.Now()}).Error
+	})); err != nil {
+		b.Fatal(err)
+	}
+	c, err := queue.NewClient(db, reg, quiet(), queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
+		if ev.Type == queue.EventCompleted && done.Add(1) == total {
+			close(finished)
+		}
+	})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	jobs := make([]queue.Params, b.N)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: noop{}}
+	}
+	if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	r, err := queue.NewRunner(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-finished
+	b.StopTimer()
+	if err := r.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != total {
+		b.Fatalf("%d rows written for %d jobs", n, total)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// sizePoolAsREADME sizes a pool as the README's queue section tells users to.
+func sizePoolAsREADME(db *sql.DB) {
+	db.SetMaxOpenConns(poolSize)
+	db.SetMaxIdleConns(poolSize)
 }

@@ -42,8 +42,8 @@
 // then earliest run time, then lowest ID, within each queue it works. Room is
 // a job per free worker and, while jobs are short, the jobs its workers will
 // likely finish while the next claim is on its way (see WithWorkers). The
-// attempt is counted at the claim, so a job that crashes its process still
-// runs out of attempts. Enqueueing notifies runners (LISTEN/NOTIFY, one
+// attempt is counted at the claim (a suspect's when it starts; see Poison
+// jobs). Enqueueing notifies runners (LISTEN/NOTIFY, one
 // notification per statement and queue), so an idle runner picks a job up in
 // milliseconds; runners also poll (WithPollInterval) in case a notification
 // is missed and for jobs whose run time arrives.
@@ -58,12 +58,28 @@
 //
 // # Leases, rescue and stopping
 //
-// A claimed job is leased to its runner (WithLease), which renews the lease
-// while the job runs. If the runner dies, any runner rescues the job once the
-// lease expires: back to QUEUED, or FAILED if that was its last attempt.
-// Runner.Stop lets running jobs finish; if its context ends first, it
-// cancels them and puts each back in the queue, without counting the
-// attempt, once its handler has returned.
+// A claimed job is leased to its runner (WithLease), which renews the
+// leases of all its jobs every third of a lease, on a connection of its own,
+// trying again promptly when a renewal fails. The renewal also puts back in
+// the queue, uncounted, jobs locked in the runner's name that it is not
+// running (a claim it gave up on that the server ran anyway). If the runner
+// dies, any runner rescues the job once the lease expires.
+//
+// Runner.Start checks the database first and fails at once if it does not
+// answer or its schema is not migrated (ErrNotMigrated). Runner.Stop lets
+// running jobs finish; if its context ends first, it returns at once, and
+// the jobs still running are cancelled and each put back in the queue,
+// without counting the attempt, once its handler has returned; Done is
+// closed when the last has. Cancelling Start's context does the same.
+//
+// # Poison jobs
+//
+// A runner that dies takes all its jobs with it without saying which one
+// killed it. So a job's first rescue gives its attempt back and makes it a
+// suspect (JobRecord.Rescues). A runner runs one suspect at a time and
+// counts a suspect's attempt, durably, as it starts: a job that kills its
+// process reaches MaxAttempts and fails; the jobs that died beside it each
+// run once on their own and complete.
 //
 // # Guarantees
 //
@@ -88,8 +104,10 @@
 //
 // # Connections
 //
-// A runner holds one connection for LISTEN and uses three more for claims,
-// completions and maintenance, besides what handlers use; a pool capped
-// below four fails NewRunner. Every bookkeeping statement is bounded by a
-// timeout, so a lost database stalls a runner but never hangs it.
+// A runner holds one connection for LISTEN and three more for claims,
+// completions and leases, besides what handlers use; a pool capped below
+// four fails NewRunner, and Start warns when the pool's limits cannot serve
+// the workers (database/sql keeps only two idle connections by default).
+// Every bookkeeping statement is bounded by a fraction of the lease, so a
+// lost database stalls a runner but never hangs it.
 package queue

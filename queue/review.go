@@ -32,7 +32,7 @@ type ReviewQuery struct {
 }
 
 // Review is what ran, what failed and what was slow: the operator's morning
-// check of seed 003.
+// check after a night of scheduled runs.
 type Review struct {
 	Query ReviewQuery
 	// Total and Counts count the jobs in scope, by status.

@@ -1,4 +1,4 @@
-// Command nightly runs seed 003's nightly batch on sheaf's job queue, on an
+// Command nightly runs a nightly batch of reports on sheaf's job queue, on an
 // accelerated clock, so that a night and the morning after take seconds.
 //
 // Simulated time starts on Sunday 30 November 2025 at 22:59:50 in Kolkata.
