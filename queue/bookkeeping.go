@@ -27,7 +27,6 @@ const (
 type timeouts struct {
 	statement time.Duration // each bookkeeping statement
 	retryMax  time.Duration // longest pause between tries
-	give      time.Duration // how long a failing write is retried before it is left to the rescuer
 	// renew bounds a lease renewal, and renewPause the pauses between its
 	// tries: short, so that a runner cut off from the database tries about
 	// ten times within one lease and renews soon after it is back.
@@ -38,7 +37,6 @@ func newTimeouts(lease time.Duration) timeouts {
 	return timeouts{
 		statement:  min(max(lease/6, minStatementTimeout), maxStatementTimeout),
 		retryMax:   max(lease/10, 50*time.Millisecond),
-		give:       lease,
 		renew:      min(max(lease/10, 200*time.Millisecond), maxStatementTimeout),
 		renewPause: max(lease/30, 20*time.Millisecond),
 	}
@@ -133,18 +131,19 @@ func transient(err error) bool {
 }
 
 // retry runs op, each try bounded by the statement timeout, until it
-// succeeds, fails with an error that trying again cannot mend, or has been
-// failing for longer than the lease (by then the rescuer takes over). The
-// pauses between tries grow, and are cut short once the runner is stopping
-// out of time: from then on each write gets one try.
+// succeeds or fails with an error that trying again cannot mend. It does not
+// give up on a database that is slow or away: what it writes is work done
+// (a result, a job put back), whose lease the lease keeper renews meanwhile,
+// so waiting costs less than the work done again. The pauses between tries
+// grow, and end once the runner is stopping out of time: from then on each
+// write gets one try, and what it could not write is rescued later.
 func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
-	began := time.Now()
 	var pause time.Duration
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
 		err := op(ctx, try)
 		cancel()
-		if err == nil || !transient(err) || time.Since(began) > r.timeouts.give {
+		if err == nil || !transient(err) {
 			return err
 		}
 		if try == 0 {
