@@ -241,7 +241,7 @@ func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) 
 	err := c.db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
 		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(&inserted).Error
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue: %w", err)
+		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
 	return c.matchInserted(ctx, rows, inserted)
 }
@@ -286,7 +286,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 	// that a job committed by a concurrent enqueue is visible too.
 	var existing []JobRecord
 	if err := c.db.WithContext(ctx).Where("idempotency_key IN ?", missing).Find(&existing).Error; err != nil {
-		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", err)
+		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", notMigrated(err))
 	}
 	have := map[string]*JobRecord{}
 	for i := range existing {
@@ -316,7 +316,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
 		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queue: get %d: %w", id, err)
+		return nil, fmt.Errorf("queue: get %d: %w", id, notMigrated(err))
 	}
 	return &rec, nil
 }
@@ -384,7 +384,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	var out []JobRecord
 	err := f.apply(c.db.WithContext(ctx).Model(&JobRecord{})).Order("id").Limit(limit).Find(&out).Error
 	if err != nil {
-		return nil, fmt.Errorf("queue: list: %w", err)
+		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
 	return out, nil
 }
@@ -440,7 +440,7 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("queue: retry failed: %w", err)
+		return 0, fmt.Errorf("queue: retry failed: %w", notMigrated(err))
 	}
 	return n, nil
 }
@@ -484,7 +484,7 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("queue: %s %d: %w", op, id, err)
+		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
 	}
 	return &rec, nil
 }
@@ -512,7 +512,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	db := c.db.WithContext(ctx)
 	rows, err := db.Raw("SELECT kind, status, count(*) FROM sheaf_jobs GROUP BY kind, status").Rows()
 	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -520,7 +520,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		var st Status
 		var n int64
 		if err := rows.Scan(&kind, &st, &n); err != nil {
-			return s, fmt.Errorf("queue: stats: %w", err)
+			return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 		}
 		s.ByStatus[st] += n
 		if s.ByKind[kind] == nil {
@@ -529,13 +529,13 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		s.ByKind[kind][st] = n
 	}
 	if err := rows.Err(); err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	var oldest float64
 	err = db.Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
 		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&s.Ready, &oldest)
 	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	s.OldestReady = time.Duration(oldest * float64(time.Second))
 	return s, nil
