@@ -75,8 +75,13 @@ type Params struct {
 }
 
 // Enqueue stores a job for args's kind. Options override the kind's
-// defaults. Errors: ErrUnknownKind, ErrInvalidPayload (args does not encode,
-// or is not the kind's registered type), ErrInvalidOption.
+// defaults. Errors: ErrUnknownKind; ErrInvalidPayload, when args does not
+// encode, is not the kind's registered type, or holds a string that is not
+// UTF-8 or holds a NUL (the error names it: args.County, args.Tags["k"]), or
+// whose own MarshalJSON writes what PostgreSQL's jsonb refuses;
+// ErrInvalidOption. Nothing is stored when it fails. Every string the job
+// stores is checked, and a payload that PostgreSQL would store altered is
+// refused, not changed.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enqueued, error) {
 	out, err := c.EnqueueMany(ctx, []Params{{Args: args, Options: opts}})
 	if err != nil {
@@ -87,13 +92,18 @@ func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enq
 
 // EnqueueRaw stores a job of kind with a payload given as JSON, as an API
 // that accepts jobs from outside would. The payload must decode into the
-// kind's registered type; errors are as for Enqueue.
+// kind's registered type, and be what jsonb stores: UTF-8, without the
+// escape \u0000 or an unpaired surrogate escape, with numbers numeric can
+// hold. Errors are as for Enqueue.
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...JobOption) (Enqueued, error) {
 	e, err := c.reg.lookup(kind)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	if err := e.checkPayload(payload); err != nil {
+		return Enqueued{}, err
+	}
+	if err := checkRaw(payload); err != nil {
 		return Enqueued{}, err
 	}
 	row, err := c.prepare(e, payload, opts)
@@ -150,6 +160,9 @@ func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
 		}
+		if err := checkEncoded("args", p.Args, payload); err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
 		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
@@ -192,9 +205,13 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		j.backoff = &s
 	}
 	if o.auth != nil {
-		b, err := json.Marshal(map[string]any(o.auth))
+		claims := map[string]any(o.auth)
+		b, err := json.Marshal(claims)
 		if err != nil {
 			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
+		}
+		if err := checkEncoded("auth", claims, b); err != nil {
+			return newJob{}, err
 		}
 		s := string(b)
 		j.auth = &s
@@ -374,6 +391,9 @@ func (f Filter) apply(q *gorm.DB) *gorm.DB {
 
 // List returns the jobs that match f, by ascending ID.
 func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	limit := f.Limit
 	switch {
 	case limit == 0:
@@ -426,6 +446,9 @@ const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
 // f.AfterID and f.Limit are ignored.
 func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	f.Statuses, f.AfterID = nil, 0
+	if err := f.check(); err != nil {
+		return 0, err
+	}
 	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
 	var n int64
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -57,6 +57,9 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 	if ru.Name == "" || len(ru.Name) > 200 {
 		return invalid("rule name must have 1 to 200 bytes")
 	}
+	if err := checkText("rule name", ru.Name); err != nil {
+		return err
+	}
 	if child == nil {
 		return invalid("rule %q: nil child function", ru.Name)
 	}

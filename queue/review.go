@@ -87,6 +87,9 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	case q.RunID == "" && q.Period == "" && !rangeOK:
 		return nil, invalid("review needs a RunID, a Period, or a From before a To")
 	}
+	if err := checkTexts("ReviewQuery.RunID", q.RunID, "ReviewQuery.Period", q.Period); err != nil {
+		return nil, err
+	}
 	if q.SlowFactor == 0 {
 		q.SlowFactor = 1.5
 	}

@@ -221,6 +221,9 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Name == "" || len(p.Name) > 200 {
 		return invalid("schedule name must have 1 to 200 bytes")
 	}
+	if err := checkText("schedule name", p.Name); err != nil {
+		return err
+	}
 	if p.Jobs == nil {
 		return invalid("schedule %q: nil Jobs function", p.Name)
 	}
