@@ -3,6 +3,8 @@ package queue
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 var (
@@ -65,4 +67,14 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	return errors.As(err, &pe)
+}
+
+// errAttrs returns log attributes for err after attrs, with the stack when
+// err is a recovered panic.
+func errAttrs(err error, attrs ...any) []any {
+	attrs = append(attrs, "err", err)
+	if pe := (*worker.PanicError)(nil); errors.As(err, &pe) {
+		attrs = append(attrs, "stack", string(pe.Stack))
+	}
+	return attrs
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -422,10 +424,12 @@ func lockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err err
 // fire creates the jobs of one tick, unless another runner did: the tick is
 // claimed by moving the schedule's last tick past it under the row's lock,
 // in the same transaction as the jobs. It reports false if the database
-// failed, so that the tick is tried again.
+// failed, so that the tick is tried again. A tick whose jobs cannot be built
+// is spent without jobs (see tickJobs).
 func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	t := s.tick(at)
 	var created int
+	var unbuilt error // why the tick created nothing
 	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
 			s.Name, at.Add(-time.Nanosecond)).Error; err != nil {
@@ -438,13 +442,10 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		if !last.Before(at) {
 			return nil // another runner fired it
 		}
-		jobs := s.Jobs(t)
-		for i := range jobs {
-			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
-				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
-		}
-		if len(jobs) > 0 {
-			out, err := r.c.Tx(tx).EnqueueMany(ctx, jobs)
+		var rows []newJob
+		rows, unbuilt = tickJobs(r.c, s, t)
+		if len(rows) > 0 {
+			out, err := r.c.Tx(tx).insert(ctx, rows)
 			if err != nil {
 				return err
 			}
@@ -462,9 +463,40 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		}
 		return false
 	}
+	if unbuilt != nil {
+		r.log.Error("queue: schedule tick skipped: its jobs could not be built",
+			errAttrs(unbuilt, "schedule", s.Name, "run_id", t.RunID)...)
+	}
 	if created > 0 {
 		r.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
 		r.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
 	}
 	return true
+}
+
+// tickJobs builds the jobs of tick t, ready to insert. The schedule's Jobs
+// function, and each job's Kind and MarshalJSON, are the user's code: a
+// panic in them is recovered and returned. A tick whose jobs cannot be built
+// (a panic, or a job Enqueue refuses) would fail the same way at every
+// attempt, so the caller spends it without jobs, rather than retry it at
+// every poll; the morning review lists it among the ticks that created
+// nothing.
+func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
+	err = worker.Safely(func() error {
+		jobs := s.Jobs(t)
+		if len(jobs) == 0 {
+			return nil
+		}
+		for i := range jobs {
+			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
+				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
+		}
+		var err error
+		rows, err = c.prepareAll(jobs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
