@@ -11,8 +11,10 @@ var (
 	// ErrUnknownKind is returned when a job names a kind that is not
 	// registered.
 	ErrUnknownKind = errors.New("queue: unknown job kind")
-	// ErrInvalidPayload is returned when a payload cannot be encoded, or does
-	// not decode into its kind's type.
+	// ErrInvalidPayload is returned when a payload cannot be encoded, does
+	// not decode into its kind's type, or holds text PostgreSQL would not
+	// store as given (a NUL, bytes that are not UTF-8); auth claims with
+	// such text too.
 	ErrInvalidPayload = errors.New("queue: invalid payload")
 	// ErrInvalidOption is wrapped by errors about options and arguments.
 	ErrInvalidOption = errors.New("queue: invalid option")
