@@ -89,6 +89,24 @@ func TestScanJSONAgreesWithPostgreSQL(t *testing.T) {
 	}
 }
 
+// FuzzScanJSON holds scanJSON to PostgreSQL's word: of JSON that
+// encoding/json accepts, it finds something exactly when jsonb refuses it.
+func FuzzScanJSON(f *testing.F) {
+	for _, s := range []string{`{"a":"b"}`, `"\u0000"`, `"\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", `1e131071`,
+		`0.0001e-16380`, `[1.5e-16382, -0, 0e99]`, `{"k\u00e9":[true,null]}`} {
+		f.Add([]byte(s))
+	}
+	db := pgtest.New(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, found, _ := scanJSON(b)
+		if !json.Valid(b) {
+			return // only that it returns
+		}
+		err := db.SQL.QueryRow("SELECT $1::text::jsonb IS NOT NULL", string(b)).Scan(new(bool))
+		require.Equal(t, err != nil, found, "%q: PostgreSQL says %v", b, err)
+	})
+}
+
 func TestScanJSONReportsWhereAndReplacements(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
