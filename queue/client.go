@@ -160,7 +160,7 @@ func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
 		}
-		if err := checkEncoded("args", p.Args, payload); err != nil {
+		if err := checkEncoded("args", p.Args, payload, e.plain); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
@@ -210,7 +210,7 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		if err != nil {
 			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
 		}
-		if err := checkEncoded("auth", claims, b); err != nil {
+		if err := checkEncoded("auth", claims, b, false); err != nil {
 			return newJob{}, err
 		}
 		s := string(b)

@@ -29,6 +29,7 @@ func NewRegistry() *Registry {
 type kindEntry struct {
 	kind     string
 	argsType reflect.Type
+	plain    bool // argsType is plainJSON
 	defaults jobOptions
 	chunked  bool
 	// work decodes the job's payload and runs its handler.
@@ -95,6 +96,7 @@ func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(con
 	e := &kindEntry{
 		kind:     kind,
 		argsType: reflect.TypeFor[A](),
+		plain:    plainJSON(reflect.TypeFor[A]()),
 		chunked:  chunked,
 		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -265,9 +264,12 @@ func numericOverflows(whole, frac []byte, exp int) bool {
 // not UTF-8. The error wraps ErrInvalidPayload and names the part of v at
 // fault, from root ("args", "auth"). Finding it is slow, but only input to
 // refuse, or with an escape \ufffd, comes to it.
-func checkEncoded(root string, v any, enc []byte) error {
-	if plainJSON(reflect.TypeOf(v)) && bytes.IndexByte(enc, '\\') < 0 && utf8.Valid(enc) {
-		return nil // the common case, in a few nanoseconds
+//
+// plain says that v's type is plainJSON, so that JSON without an escape
+// needs no scan: the common case, in a few nanoseconds.
+func checkEncoded(root string, v any, enc []byte, plain bool) error {
+	if plain && bytes.IndexByte(enc, '\\') < 0 && utf8.Valid(enc) {
+		return nil
 	}
 	f, found, replaced := scanJSON(enc)
 	if !found && !replaced {
@@ -291,22 +293,13 @@ func checkRaw(payload []byte) error {
 	return nil
 }
 
-// plainTypes caches plainJSON's answers: reflect.Type → bool.
-var plainTypes sync.Map
-
 // plainJSON reports whether encoding/json writes every value of t by
 // itself: t holds no type with its own MarshalJSON or MarshalText, no
 // json.Number and no interface (whose value may be any of those). The
 // numbers it writes are then Go's, which numeric always holds, so its JSON
 // needs scanning only if it has an escape or bytes that are not UTF-8.
-func plainJSON(t reflect.Type) bool {
-	if p, ok := plainTypes.Load(t); ok {
-		return p.(bool)
-	}
-	p := isPlain(t, map[reflect.Type]bool{})
-	plainTypes.Store(t, p)
-	return p
-}
+// It is asked once per kind, at Register.
+func plainJSON(t reflect.Type) bool { return isPlain(t, map[reflect.Type]bool{}) }
 
 func isPlain(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if t == nil || seen[t] {
