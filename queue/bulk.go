@@ -61,7 +61,7 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 	}
 	n, err := c.copyJobs(ctx, rows)
 	if err != nil {
-		return 0, fmt.Errorf("queue: enqueue bulk: %w", err)
+		return 0, fmt.Errorf("queue: enqueue bulk: %w", notMigrated(err))
 	}
 	if n >= analyzeAfter {
 		if err := c.db.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error; err != nil {

@@ -75,8 +75,13 @@ type Params struct {
 }
 
 // Enqueue stores a job for args's kind. Options override the kind's
-// defaults. Errors: ErrUnknownKind, ErrInvalidPayload (args does not encode,
-// or is not the kind's registered type), ErrInvalidOption.
+// defaults. Errors: ErrUnknownKind; ErrInvalidPayload, when args does not
+// encode, is not the kind's registered type, or holds a string that is not
+// UTF-8 or holds a NUL (the error names it: args.County, args.Tags["k"]), or
+// whose own MarshalJSON writes what PostgreSQL's jsonb refuses;
+// ErrInvalidOption. Nothing is stored when it fails. Every string the job
+// stores is checked, and a payload that PostgreSQL would store altered is
+// refused, not changed.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enqueued, error) {
 	out, err := c.EnqueueMany(ctx, []Params{{Args: args, Options: opts}})
 	if err != nil {
@@ -87,13 +92,18 @@ func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enq
 
 // EnqueueRaw stores a job of kind with a payload given as JSON, as an API
 // that accepts jobs from outside would. The payload must decode into the
-// kind's registered type; errors are as for Enqueue.
+// kind's registered type, and be what jsonb stores: UTF-8, without the
+// escape \u0000 or an unpaired surrogate escape, with numbers numeric can
+// hold. Errors are as for Enqueue.
 func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...JobOption) (Enqueued, error) {
 	e, err := c.reg.lookup(kind)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	if err := e.checkPayload(payload); err != nil {
+		return Enqueued{}, err
+	}
+	if err := checkRaw(payload); err != nil {
 		return Enqueued{}, err
 	}
 	row, err := c.prepare(e, payload, opts)
@@ -150,6 +160,9 @@ func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
 		}
+		if err := checkEncoded("args", p.Args, payload, e.plain); err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
 		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
@@ -192,9 +205,13 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		j.backoff = &s
 	}
 	if o.auth != nil {
-		b, err := json.Marshal(map[string]any(o.auth))
+		claims := map[string]any(o.auth)
+		b, err := json.Marshal(claims)
 		if err != nil {
 			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
+		}
+		if err := checkEncoded("auth", claims, b, false); err != nil {
+			return newJob{}, err
 		}
 		s := string(b)
 		j.auth = &s
@@ -241,7 +258,7 @@ func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) 
 	err := c.db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
 		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(&inserted).Error
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue: %w", err)
+		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
 	return c.matchInserted(ctx, rows, inserted)
 }
@@ -286,7 +303,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 	// that a job committed by a concurrent enqueue is visible too.
 	var existing []JobRecord
 	if err := c.db.WithContext(ctx).Where("idempotency_key IN ?", missing).Find(&existing).Error; err != nil {
-		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", err)
+		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", notMigrated(err))
 	}
 	have := map[string]*JobRecord{}
 	for i := range existing {
@@ -316,7 +333,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
 		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("queue: get %d: %w", id, err)
+		return nil, fmt.Errorf("queue: get %d: %w", id, notMigrated(err))
 	}
 	return &rec, nil
 }
@@ -374,6 +391,9 @@ func (f Filter) apply(q *gorm.DB) *gorm.DB {
 
 // List returns the jobs that match f, by ascending ID.
 func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	limit := f.Limit
 	switch {
 	case limit == 0:
@@ -384,7 +404,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	var out []JobRecord
 	err := f.apply(c.db.WithContext(ctx).Model(&JobRecord{})).Order("id").Limit(limit).Find(&out).Error
 	if err != nil {
-		return nil, fmt.Errorf("queue: list: %w", err)
+		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
 	return out, nil
 }
@@ -426,6 +446,9 @@ const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
 // f.AfterID and f.Limit are ignored.
 func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	f.Statuses, f.AfterID = nil, 0
+	if err := f.check(); err != nil {
+		return 0, err
+	}
 	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
 	var n int64
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -440,7 +463,7 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("queue: retry failed: %w", err)
+		return 0, fmt.Errorf("queue: retry failed: %w", notMigrated(err))
 	}
 	return n, nil
 }
@@ -484,7 +507,7 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("queue: %s %d: %w", op, id, err)
+		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
 	}
 	return &rec, nil
 }
@@ -512,7 +535,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	db := c.db.WithContext(ctx)
 	rows, err := db.Raw("SELECT kind, status, count(*) FROM sheaf_jobs GROUP BY kind, status").Rows()
 	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -520,7 +543,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		var st Status
 		var n int64
 		if err := rows.Scan(&kind, &st, &n); err != nil {
-			return s, fmt.Errorf("queue: stats: %w", err)
+			return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 		}
 		s.ByStatus[st] += n
 		if s.ByKind[kind] == nil {
@@ -529,13 +552,13 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		s.ByKind[kind][st] = n
 	}
 	if err := rows.Err(); err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	var oldest float64
 	err = db.Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
 		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&s.Ready, &oldest)
 	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", err)
+		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
 	s.OldestReady = time.Duration(oldest * float64(time.Second))
 	return s, nil

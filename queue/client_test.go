@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -495,4 +498,53 @@ func TestAuthIsNeverPrinted(t *testing.T) {
 	require.Equal(t, "[auth redacted]", fmt.Sprint(a))
 	require.Equal(t, "[auth redacted]", fmt.Sprintf("%v %s", a, a)[:15])
 	require.NotContains(t, fmt.Sprintf("%+v", struct{ A queue.Auth }{a}), "secret-token")
+}
+
+// Every call of a client on a schema nobody migrated says so, in words that
+// tell the caller what to do, and keeps the database's error.
+func TestClientOnAnUnmigratedSchema(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	reg := queue.NewRegistry()
+	basic(t)(reg)
+	c, err := queue.NewClient(db.Gorm, reg, quiet())
+	require.NoError(t, err)
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"Enqueue": func() error { _, err := c.Enqueue(ctx, noop{}); return err },
+		"EnqueueKeyed": func() error {
+			_, err := c.Enqueue(ctx, noop{}, queue.IdempotencyKey("k"))
+			return err
+		},
+		"EnqueueRaw":  func() error { _, err := c.EnqueueRaw(ctx, "noop", json.RawMessage(`{}`)); return err },
+		"EnqueueBulk": func() error { _, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}}}); return err },
+		"EnqueueBulkKeyed": func() error {
+			_, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("k")}}})
+			return err
+		},
+		"Get":         func() error { _, err := c.Get(ctx, 1); return err },
+		"List":        func() error { _, err := c.List(ctx, queue.Filter{}); return err },
+		"Cancel":      func() error { _, err := c.Cancel(ctx, 1); return err },
+		"Retry":       func() error { _, err := c.Retry(ctx, 1); return err },
+		"RetryFailed": func() error { _, err := c.RetryFailed(ctx, queue.Filter{}); return err },
+		"Stats":       func() error { _, err := c.Stats(ctx); return err },
+		"Review":      func() error { _, err := c.Review(ctx, queue.ReviewQuery{RunID: "r"}); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		require.ErrorIs(t, err, queue.ErrNotMigrated, name)
+		require.ErrorContains(t, err, "queue: schema not migrated; call Client.Migrate", name)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, name)
+		require.Equal(t, "42P01", pe.Code, name)
+	}
+	// A schema migrated by an older sheaf lacks the newer columns, which
+	// every enqueue writes.
+	require.NoError(t, c.Migrate(ctx))
+	require.NoError(t, db.Gorm.Exec("ALTER TABLE sheaf_jobs DROP COLUMN period").Error)
+	for name, call := range calls {
+		if strings.HasPrefix(name, "Enqueue") {
+			require.ErrorIs(t, call(), queue.ErrNotMigrated, name)
+		}
+	}
 }

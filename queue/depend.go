@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -56,6 +55,9 @@ type rule struct {
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []JobOption)) error {
 	if ru.Name == "" || len(ru.Name) > 200 {
 		return invalid("rule name must have 1 to 200 bytes")
+	}
+	if err := checkText("rule name", ru.Name); err != nil {
+		return err
 	}
 	if child == nil {
 		return invalid("rule %q: nil child function", ru.Name)
@@ -243,35 +245,33 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	if err != nil {
 		return nil, err
 	}
-	var args Args
-	var opts []JobOption
-	if err := worker.Safely(func() error { args, opts = ru.child(full); return nil }); err != nil {
-		// The rule's own function failed. The parent's work is done, so it
-		// completes; running it again would fail the same way. The child
-		// is not released: the log says why, and the review lists the
-		// chain as stopped with every parent complete.
+	// The rule's function, and the child's Kind and MarshalJSON, are the
+	// user's code, and the child is checked as Enqueue checks a job.
+	var nj newJob
+	err = worker.Safely(func() error {
+		args, opts := ru.child(full)
+		opts = append(opts, IdempotencyKey(key))
+		if runID.Valid {
+			opts = append(opts, InRun(runID.String))
+		}
+		if period.Valid {
+			opts = append(opts, InPeriod(period.String))
+		}
+		rows, err := r.c.prepareAll([]Params{{Args: args, Options: opts}})
+		if err == nil {
+			nj = rows[0]
+		}
+		return err
+	})
+	if err != nil {
+		// The child cannot be built: a panic, or a job Enqueue refuses.
+		// The parent's work is done, so it completes; running it again
+		// would fail the same way. The child is not released: the log
+		// says why, and the review lists the chain as stopped with every
+		// parent complete.
 		r.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
-			"rule", ru.Name, "group", group, "err", err)
+			errAttrs(err, "rule", ru.Name, "group", group)...)
 		return nil, nil
-	}
-	e, err := r.c.reg.lookup(ru.childKind)
-	if err != nil {
-		return nil, err
-	}
-	payload, err := json.Marshal(args)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
-	}
-	opts = append(opts, IdempotencyKey(key))
-	if runID.Valid {
-		opts = append(opts, InRun(runID.String))
-	}
-	if period.Valid {
-		opts = append(opts, InPeriod(period.String))
-	}
-	nj, err := r.c.prepare(e, payload, opts)
-	if err != nil {
-		return nil, err
 	}
 	var child JobRecord
 	err = tx.QueryRowContext(ctx, `

@@ -3,14 +3,18 @@ package queue
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 var (
 	// ErrUnknownKind is returned when a job names a kind that is not
 	// registered.
 	ErrUnknownKind = errors.New("queue: unknown job kind")
-	// ErrInvalidPayload is returned when a payload cannot be encoded, or does
-	// not decode into its kind's type.
+	// ErrInvalidPayload is returned when a payload cannot be encoded, does
+	// not decode into its kind's type, or holds text PostgreSQL would not
+	// store as given (a NUL, bytes that are not UTF-8); auth claims with
+	// such text too.
 	ErrInvalidPayload = errors.New("queue: invalid payload")
 	// ErrInvalidOption is wrapped by errors about options and arguments.
 	ErrInvalidOption = errors.New("queue: invalid option")
@@ -65,4 +69,14 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	return errors.As(err, &pe)
+}
+
+// errAttrs returns log attributes for err after attrs, with the stack when
+// err is a recovered panic.
+func errAttrs(err error, attrs ...any) []any {
+	attrs = append(attrs, "err", err)
+	if pe := (*worker.PanicError)(nil); errors.As(err, &pe) {
+		attrs = append(attrs, "stack", string(pe.Stack))
+	}
+	return attrs
 }

@@ -55,12 +55,13 @@ func only(name string, want, got optionSite, f func() error) error {
 	return f()
 }
 
-// OnQueue puts jobs on the named queue (kind or job). Runners work the queues
-// given to WithQueues. Default DefaultQueue.
+// OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of
+// UTF-8 without NUL. Runners work the queues given to WithQueues. Default
+// DefaultQueue.
 func OnQueue(name string) JobOption {
 	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
-		if name == "" || len(name) > 128 {
-			return invalid("queue name %q must have 1 to 128 bytes", name)
+		if err := checkQueueName("OnQueue", name); err != nil {
+			return err
 		}
 		o.queue = name
 		return nil
@@ -167,12 +168,15 @@ func After(d time.Duration) JobOption {
 
 // IdempotencyKey makes the job unique by key (Enqueue only): enqueueing a
 // second job with the same key creates nothing and returns the existing job,
-// whatever its status.
+// whatever its status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) JobOption {
 	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
 		return only("IdempotencyKey", atEnqueue, s, func() error {
 			if key == "" || len(key) > 512 {
 				return invalid("idempotency key must have 1 to 512 bytes")
+			}
+			if err := checkText("IdempotencyKey", key); err != nil {
+				return err
 			}
 			o.idempotencyKey = key
 			return nil
@@ -181,12 +185,15 @@ func IdempotencyKey(key string) JobOption {
 }
 
 // CorrelationID tags the job for tracing; it appears in the job's logs
-// (Enqueue only).
+// (Enqueue only). An ID has up to 512 bytes of UTF-8 without NUL.
 func CorrelationID(id string) JobOption {
 	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
 		return only("CorrelationID", atEnqueue, s, func() error {
 			if len(id) > 512 {
 				return invalid("correlation ID longer than 512 bytes")
+			}
+			if err := checkText("CorrelationID", id); err != nil {
+				return err
 			}
 			o.correlationID = id
 			return nil
@@ -195,7 +202,9 @@ func CorrelationID(id string) JobOption {
 }
 
 // AuthContext stores the submitter's claims with the job (Enqueue only); see
-// Auth.
+// Auth. Claims are stored as JSON: claims that do not encode are refused
+// with ErrInvalidOption, and strings in them (keys and values, at any depth)
+// that are not UTF-8 or hold a NUL with ErrInvalidPayload.
 func AuthContext(a Auth) JobOption {
 	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
 		return only("AuthContext", atEnqueue, s, func() error {
@@ -213,6 +222,9 @@ func InRun(runID string) JobOption {
 			if runID == "" || len(runID) > 512 {
 				return invalid("run ID must have 1 to 512 bytes")
 			}
+			if err := checkText("InRun", runID); err != nil {
+				return err
+			}
 			o.runID = runID
 			return nil
 		})
@@ -226,6 +238,9 @@ func InPeriod(period string) JobOption {
 		return only("InPeriod", atEnqueue, s, func() error {
 			if period == "" || len(period) > 128 {
 				return invalid("period must have 1 to 128 bytes")
+			}
+			if err := checkText("InPeriod", period); err != nil {
+				return err
 			}
 			o.period = period
 			return nil
@@ -325,15 +340,16 @@ func WithWorkers(n int) Option {
 	})
 }
 
-// WithQueues sets the queues a runner works (runner). Default DefaultQueue.
+// WithQueues sets the queues a runner works (runner); names are as for
+// OnQueue. Default DefaultQueue.
 func WithQueues(names ...string) Option {
 	return runnerOption("WithQueues", func(c *config) error {
 		if len(names) == 0 {
 			return invalid("WithQueues needs at least one queue")
 		}
 		for _, n := range names {
-			if n == "" {
-				return invalid("empty queue name")
+			if err := checkQueueName("WithQueues", n); err != nil {
+				return err
 			}
 		}
 		c.queues = append([]string(nil), names...)
@@ -380,12 +396,16 @@ func WithRescueInterval(d time.Duration) Option {
 	})
 }
 
-// WithRunnerID names the runner in the jobs it locks (runner). Default
-// hostname, process ID and a random suffix.
+// WithRunnerID names the runner in the jobs it locks (runner): 1 to 200
+// bytes of UTF-8 without NUL. Default hostname, process ID and a random
+// suffix.
 func WithRunnerID(id string) Option {
 	return runnerOption("WithRunnerID", func(c *config) error {
 		if id == "" || len(id) > 200 {
 			return invalid("runner ID must have 1 to 200 bytes")
+		}
+		if err := checkText("WithRunnerID", id); err != nil {
+			return err
 		}
 		c.runnerID = id
 		return nil

@@ -29,6 +29,7 @@ func NewRegistry() *Registry {
 type kindEntry struct {
 	kind     string
 	argsType reflect.Type
+	plain    bool // argsType is plainJSON
 	defaults jobOptions
 	chunked  bool
 	// work decodes the job's payload and runs its handler.
@@ -69,7 +70,8 @@ func (r *Registry) kindsLocked() []string {
 // Register registers h as the handler of the kind named by A's Kind method.
 // opts set the kind's defaults (OnQueue, Priority, MaxAttempts, Retry,
 // Timeout). It returns an error wrapping ErrInvalidOption for a kind
-// registered twice, an empty kind name, or a bad option.
+// registered twice, a kind name that is empty, longer than 200 bytes, not
+// UTF-8 or holds a NUL, or a bad option.
 func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
 	if h == nil {
 		return invalid("nil handler")
@@ -94,6 +96,7 @@ func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(con
 	e := &kindEntry{
 		kind:     kind,
 		argsType: reflect.TypeFor[A](),
+		plain:    plainJSON(reflect.TypeFor[A]()),
 		chunked:  chunked,
 		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,
@@ -124,6 +127,9 @@ func kindOf[A Args]() (kind string, err error) {
 	kind = zero.Kind()
 	if kind == "" || len(kind) > 200 {
 		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
+	}
+	if flaw := textFlaw(kind); flaw != "" {
+		return "", invalid("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, flaw)
 	}
 	return kind, nil
 }

@@ -87,6 +87,9 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	case q.RunID == "" && q.Period == "" && !rangeOK:
 		return nil, invalid("review needs a RunID, a Period, or a From before a To")
 	}
+	if err := checkTexts("ReviewQuery.RunID", q.RunID, "ReviewQuery.Period", q.Period); err != nil {
+		return nil, err
+	}
 	if q.SlowFactor == 0 {
 		q.SlowFactor = 1.5
 	}
@@ -108,7 +111,7 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	}
 	var jobs []JobRecord
 	if err := scope().Order("id").Find(&jobs).Error; err != nil {
-		return nil, fmt.Errorf("queue: review: %w", err)
+		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}
 	rv := &Review{Query: q, Counts: map[Status]int64{}, Total: int64(len(jobs))}
 	ids := map[int64]bool{}
@@ -165,7 +168,7 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 				WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?) AND completed_at < ?
 				ORDER BY completed_at DESC LIMIT ?) h`, j.Kind, IDs(inScope), firstStart[j.Kind], q.History).Row().Scan(&secs)
 			if err != nil {
-				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, err)
+				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
 			}
 			if secs != nil {
 				t = time.Duration(*secs * float64(time.Second))
@@ -212,7 +215,7 @@ func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error)
 	for _, t := range expected {
 		var n int64
 		if err := c.db.WithContext(ctx).Model(&JobRecord{}).Where("run_id = ?", t.RunID).Count(&n).Error; err != nil {
-			return nil, fmt.Errorf("queue: review: %w", err)
+			return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 		}
 		if n == 0 {
 			missed = append(missed, t)
@@ -247,7 +250,7 @@ func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]Stopped
 			var child int64
 			if err := c.db.WithContext(ctx).Model(&JobRecord{}).
 				Where("idempotency_key = ?", "sheaf-dep:"+ru.Name+":"+g).Count(&child).Error; err != nil {
-				return nil, fmt.Errorf("queue: review: %w", err)
+				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 			}
 			if child > 0 {
 				continue
@@ -256,7 +259,7 @@ func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]Stopped
 				period := g[len("period:"):]
 				if err := c.db.WithContext(ctx).Where("period = ? AND kind IN ?", period, ru.Parents).
 					Order("id").Find(&parents).Error; err != nil {
-					return nil, fmt.Errorf("queue: review: %w", err)
+					return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 				}
 			}
 			sc := StoppedChain{Rule: ru.Name, ChildKind: ru.childKind, Group: trimGroup(g)}

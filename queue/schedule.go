@@ -5,10 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -29,31 +33,112 @@ func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d
 // SystemClock is the real clock, the default.
 var SystemClock Clock = systemClock{}
 
-// Presets for Periodic.Spec: cron expressions for the schedules of seed 003.
-// Each takes local wall-clock times in the schedule's Location.
+// A Spec says when a schedule fires: a cron expression, made by Cron or by a
+// preset (Daily, Weekly, Monthly, Quarterly, Yearly). Presets check their
+// arguments, and a Spec they refuse carries the reason, which
+// Registry.Schedule returns. The zero Spec is refused.
+type Spec struct {
+	expr string
+	err  error // why a preset refused its arguments
+}
+
+// String returns the cron expression.
+func (s Spec) String() string { return s.expr }
+
+// Cron returns the Spec of a five-field cron expression (minute, hour, day
+// of month, month, day of week), or of a descriptor such as "@daily", as
+// github.com/robfig/cron/v3 parses them. Registry.Schedule checks it. The
+// time zone is Periodic.Location, so a CRON_TZ= or TZ= prefix is refused.
+func Cron(expr string) Spec { return Spec{expr: expr} }
+
+func (s Spec) parse() (cron.Schedule, error) {
+	switch {
+	case s.err != nil:
+		return nil, s.err
+	case s.expr == "":
+		return nil, errors.New("no Spec: use Cron or a preset")
+	case strings.HasPrefix(s.expr, "TZ=") || strings.HasPrefix(s.expr, "CRON_TZ="):
+		return nil, fmt.Errorf("Cron(%q): set Periodic.Location instead of a time zone in the expression", s.expr)
+	}
+	c, err := cron.ParseStandard(s.expr)
+	if err != nil {
+		return nil, fmt.Errorf("Cron(%q): %v", s.expr, err)
+	}
+	return c, nil
+}
+
+// The presets below cover the usual nightly, weekly, monthly, quarterly and
+// yearly work. Each takes local wall-clock times in the schedule's Location,
+// hour 0 to 23 and minute 0 to 59.
 
 // Daily fires every day at hour:minute.
-func Daily(hour, minute int) string { return fmt.Sprintf("%d %d * * *", minute, hour) }
+func Daily(hour, minute int) Spec {
+	return preset(fmt.Sprintf("Daily(%d, %d)", hour, minute), fmt.Sprintf("%d %d * * *", minute, hour),
+		bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+}
 
 // Weekly fires every week on day at hour:minute.
-func Weekly(day time.Weekday, hour, minute int) string {
-	return fmt.Sprintf("%d %d * * %d", minute, hour, day)
+func Weekly(day time.Weekday, hour, minute int) Spec {
+	return preset(fmt.Sprintf("Weekly(%s, %d, %d)", named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
+		fmt.Sprintf("%d %d * * %d", minute, hour, day),
+		bounded{"weekday", int(day), int(time.Sunday), int(time.Saturday)}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
 }
 
-// Monthly fires on day of every month at hour:minute. Months without that
-// day (the 31st of April, say) have no tick, as in cron; use 28 or earlier
-// for a tick every month.
-func Monthly(day, hour, minute int) string { return fmt.Sprintf("%d %d %d * *", minute, hour, day) }
-
-// Quarterly fires on day of January, April, July and October at
-// hour:minute.
-func Quarterly(day, hour, minute int) string {
-	return fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day)
+// Monthly fires on day (1 to 31) of every month at hour:minute. Months
+// without that day (the 31st of April, say) have no tick, as in cron; use 28
+// or earlier for a tick every month.
+func Monthly(day, hour, minute int) Spec {
+	return preset(fmt.Sprintf("Monthly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d * *", minute, hour, day),
+		bounded{"day", day, 1, 31}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
 }
 
-// Yearly fires on day of month every year at hour:minute.
-func Yearly(month time.Month, day, hour, minute int) string {
-	return fmt.Sprintf("%d %d %d %d *", minute, hour, day, month)
+// Quarterly fires on day (1 to 31) of January, April, July and October at
+// hour:minute; a day April lacks has no tick in April, as for Monthly.
+func Quarterly(day, hour, minute int) Spec {
+	return preset(fmt.Sprintf("Quarterly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day),
+		bounded{"day", day, 1, 31}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+}
+
+// Yearly fires on day of month every year at hour:minute. February 29th
+// fires in leap years only.
+func Yearly(month time.Month, day, hour, minute int) Spec {
+	known := month >= time.January && month <= time.December
+	last := 31
+	if known {
+		last = time.Date(2024, month+1, 0, 0, 0, 0, 0, time.UTC).Day() // 2024 is a leap year
+	}
+	return preset(fmt.Sprintf("Yearly(%s, %d, %d, %d)", named(month, known), day, hour, minute),
+		fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
+		bounded{"month", int(month), int(time.January), int(time.December)}, bounded{"day", day, 1, last},
+		bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+}
+
+// bounded is a preset's argument and its range.
+type bounded struct {
+	name      string
+	v, lo, hi int
+}
+
+// preset returns the Spec of expr, or one that carries the first argument
+// out of its range.
+func preset(call, expr string, args ...bounded) Spec {
+	for _, a := range args {
+		if a.v < a.lo || a.v > a.hi {
+			return Spec{expr: expr, err: fmt.Errorf("%s: %s %d not in [%d, %d]", call, a.name, a.v, a.lo, a.hi)}
+		}
+	}
+	return Spec{expr: expr}
+}
+
+// named prints a weekday or month by name when it is one, by number when not.
+func named[T interface {
+	~int
+	String() string
+}](v T, known bool) string {
+	if known {
+		return v.String()
+	}
+	return strconv.Itoa(int(v))
 }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
@@ -100,9 +185,9 @@ type Periodic struct {
 	// Name identifies the schedule in runs and in the database; keep it
 	// stable.
 	Name string
-	// Spec is a five-field cron expression (minute hour day month weekday)
-	// or a preset: Daily, Weekly, Monthly, Quarterly, Yearly.
-	Spec string
+	// Spec says when it fires: a preset (Daily, Weekly, Monthly, Quarterly,
+	// Yearly) or Cron.
+	Spec Spec
 	// Location is the time zone of Spec; nil means UTC.
 	Location *time.Location
 	// Jobs returns the jobs of a tick. Options are applied as Enqueue's;
@@ -120,7 +205,7 @@ type schedule struct {
 // Next returns the schedule's first tick after t, in its location, or an
 // error for a bad Spec.
 func (p Periodic) Next(t time.Time) (time.Time, error) {
-	c, err := cron.ParseStandard(p.Spec)
+	c, err := p.Spec.parse()
 	if err != nil {
 		return time.Time{}, invalid("schedule %q: %v", p.Name, err)
 	}
@@ -138,10 +223,13 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Name == "" || len(p.Name) > 200 {
 		return invalid("schedule name must have 1 to 200 bytes")
 	}
+	if err := checkText("schedule name", p.Name); err != nil {
+		return err
+	}
 	if p.Jobs == nil {
 		return invalid("schedule %q: nil Jobs function", p.Name)
 	}
-	c, err := cron.ParseStandard(p.Spec)
+	c, err := p.Spec.parse()
 	if err != nil {
 		return invalid("schedule %q: %v", p.Name, err)
 	}
@@ -150,8 +238,8 @@ func (r *Registry) Schedule(p Periodic) error {
 	}
 	s := &schedule{Periodic: p, cron: c}
 	if s.next(time.Now()).IsZero() {
-		// A date that never comes, such as Yearly(time.February, 30, ...):
-		// the parser accepts it, and the schedule would never fire.
+		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
+		// accepts it, and the schedule would never fire.
 		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
 	}
 	r.mu.Lock()
@@ -336,10 +424,12 @@ func lockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err err
 // fire creates the jobs of one tick, unless another runner did: the tick is
 // claimed by moving the schedule's last tick past it under the row's lock,
 // in the same transaction as the jobs. It reports false if the database
-// failed, so that the tick is tried again.
+// failed, so that the tick is tried again. A tick whose jobs cannot be built
+// is spent without jobs (see tickJobs).
 func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	t := s.tick(at)
 	var created int
+	var unbuilt error // why the tick created nothing
 	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
 			s.Name, at.Add(-time.Nanosecond)).Error; err != nil {
@@ -352,13 +442,10 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		if !last.Before(at) {
 			return nil // another runner fired it
 		}
-		jobs := s.Jobs(t)
-		for i := range jobs {
-			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
-				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
-		}
-		if len(jobs) > 0 {
-			out, err := r.c.Tx(tx).EnqueueMany(ctx, jobs)
+		var rows []newJob
+		rows, unbuilt = tickJobs(r.c, s, t)
+		if len(rows) > 0 {
+			out, err := r.c.Tx(tx).insert(ctx, rows)
 			if err != nil {
 				return err
 			}
@@ -376,9 +463,40 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		}
 		return false
 	}
+	if unbuilt != nil {
+		r.log.Error("queue: schedule tick skipped: its jobs could not be built",
+			errAttrs(unbuilt, "schedule", s.Name, "run_id", t.RunID)...)
+	}
 	if created > 0 {
 		r.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
 		r.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
 	}
 	return true
+}
+
+// tickJobs builds the jobs of tick t, ready to insert. The schedule's Jobs
+// function, and each job's Kind and MarshalJSON, are the user's code: a
+// panic in them is recovered and returned. A tick whose jobs cannot be built
+// (a panic, or a job Enqueue refuses) would fail the same way at every
+// attempt, so the caller spends it without jobs, rather than retry it at
+// every poll; the morning review lists it among the ticks that created
+// nothing.
+func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
+	err = worker.Safely(func() error {
+		jobs := s.Jobs(t)
+		if len(jobs) == 0 {
+			return nil
+		}
+		for i := range jobs {
+			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
+				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
+		}
+		var err error
+		rows, err = c.prepareAll(jobs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }

@@ -118,10 +118,10 @@ func TestPresetsAcrossDSTAndMonthEnds(t *testing.T) {
 		{"daily 23:00 through fall back", queue.Periodic{Spec: queue.Daily(23, 0), Location: ny},
 			time.Date(2025, 11, 1, 12, 0, 0, 0, ny),
 			[]string{"2025-11-01 23:00 EDT", "2025-11-02 23:00 EST", "2025-11-03 23:00 EST"}},
-		{"cron 02:30 skips the spring-forward gap", queue.Periodic{Spec: "30 2 * * *", Location: ny},
+		{"cron 02:30 skips the spring-forward gap", queue.Periodic{Spec: queue.Cron("30 2 * * *"), Location: ny},
 			time.Date(2025, 3, 8, 12, 0, 0, 0, ny),
 			[]string{"2025-03-10 02:30 EDT", "2025-03-11 02:30 EDT"}},
-		{"cron 01:30 fires once in the repeated hour", queue.Periodic{Spec: "30 1 * * *", Location: ny},
+		{"cron 01:30 fires once in the repeated hour", queue.Periodic{Spec: queue.Cron("30 1 * * *"), Location: ny},
 			time.Date(2025, 11, 1, 12, 0, 0, 0, ny),
 			[]string{"2025-11-02 01:30 EDT", "2025-11-03 01:30 EST"}},
 		{"weekly Monday 23:00 in Kolkata", queue.Periodic{Spec: queue.Weekly(time.Monday, 23, 0), Location: kolkata},
@@ -139,7 +139,7 @@ func TestPresetsAcrossDSTAndMonthEnds(t *testing.T) {
 		{"yearly January 1st at midnight", queue.Periodic{Spec: queue.Yearly(time.January, 1, 0, 0), Location: kolkata},
 			time.Date(2025, 6, 1, 0, 0, 0, 0, kolkata),
 			[]string{"2026-01-01 00:00 IST", "2027-01-01 00:00 IST"}},
-		{"cron in UTC by default", queue.Periodic{Spec: "0 */6 * * *"},
+		{"cron in UTC by default", queue.Periodic{Spec: queue.Cron("0 */6 * * *")},
 			time.Date(2025, 12, 31, 20, 0, 0, 0, time.UTC),
 			[]string{"2026-01-01 00:00 UTC", "2026-01-01 06:00 UTC"}},
 		{"weekly Sunday 23:00 through spring forward", queue.Periodic{Spec: queue.Weekly(time.Sunday, 23, 0), Location: ny},
@@ -218,7 +218,7 @@ func TestPresetsAcrossDSTAndMonthEnds(t *testing.T) {
 		require.Equal(t, tc.gap, next.Sub(tc.from), "after %v", tc.from)
 		require.Equal(t, ny, next.Location())
 	}
-	_, err := queue.Periodic{Spec: "61 * * * *"}.Next(time.Now())
+	_, err := queue.Periodic{Spec: queue.Cron("61 * * * *")}.Next(time.Now())
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 }
 
@@ -241,7 +241,7 @@ var start = time.Date(2025, 12, 8, 22, 59, 30, 0, time.UTC)
 func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	t.Parallel()
 	const n = 30
-	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: "* * * * *"})
+	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: queue.Cron("* * * * *")})
 	clock := newManualClock(start)
 	for i := range 3 {
 		c, err := queue.NewClient(ownPool(t, e), e.reg, quiet(), queue.WithObserver(e.events))
@@ -268,7 +268,7 @@ func TestMissedTicksPolicies(t *testing.T) {
 	for _, policy := range []queue.MissedPolicy{queue.SkipMissed, queue.RunMissedOnce} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			t.Parallel()
-			e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: "0 * * * *", Missed: policy})
+			e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *"), Missed: policy})
 			// Every process was down since 20:00; it is now 22:59:30.
 			require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
 				time.Date(2025, 12, 8, 20, 0, 0, 0, time.UTC)).Error)
@@ -292,7 +292,7 @@ func TestMissedTicksPolicies(t *testing.T) {
 // that should fire it got round to it, fires it rather than skip it.
 func TestARecentTickIsDueNotMissed(t *testing.T) {
 	t.Parallel()
-	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: "0 * * * *", Missed: queue.SkipMissed})
+	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *"), Missed: queue.SkipMissed})
 	// 22:00 fired; it is 23:00:10 and nobody has fired 23:00 yet.
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
 		time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC)).Error)
@@ -306,13 +306,13 @@ func TestARecentTickIsDueNotMissed(t *testing.T) {
 // A schedule replaced under the same name follows its new timetable at once.
 func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 	t.Parallel()
-	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: "* * * * *"})
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *")})
 	clock := newManualClock(start)
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
 	clock.Set(start.Add(time.Minute)) // 23:00:30: the 23:00 tick
 	e.events.wait(t, queue.EventScheduled, 0, 1)
-	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "a", Spec: "*/5 * * * *",
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "a", Spec: queue.Cron("*/5 * * * *"),
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
 	clock.awaitWaiters(2)                 // the old timetable's timer for 23:01, and the new one's
 	clock.Set(start.Add(2 * time.Minute)) // 23:01:30: a tick of the old spec only
@@ -324,7 +324,7 @@ func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 
 func TestSchedulesChangeAtRunTime(t *testing.T) {
 	t.Parallel()
-	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: "* * * * *"})
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *")})
 	clock := newManualClock(start)
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
@@ -332,7 +332,7 @@ func TestSchedulesChangeAtRunTime(t *testing.T) {
 	e.events.wait(t, queue.EventScheduled, 0, 1)
 	require.True(t, e.reg.Unschedule("a"))
 	require.False(t, e.reg.Unschedule("a"))
-	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: "*/2 * * * *",
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: queue.Cron("*/2 * * * *"),
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
 	clock.awaitWaiters(2)                 // a's old timer, and the one for b
 	clock.Set(start.Add(3 * time.Minute)) // 23:02:30: b's first tick is 23:02
@@ -342,13 +342,51 @@ func TestSchedulesChangeAtRunTime(t *testing.T) {
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id LIKE 'a@%' AND run_id <> 'a@2025-12-08T23:00:00Z'"),
 		"the removed schedule fired no more")
 	for name, p := range map[string]queue.Periodic{
-		"no name": {Spec: "* * * * *", Jobs: func(queue.Tick) []queue.Params { return nil }},
-		"bad":     {Name: "x", Spec: "every day", Jobs: func(queue.Tick) []queue.Params { return nil }},
-		"no jobs": {Name: "x", Spec: "* * * * *"},
-		"never":   {Name: "x", Spec: queue.Yearly(time.February, 30, 23, 0), Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"no name": {Spec: queue.Cron("* * * * *"), Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"bad":     {Name: "x", Spec: queue.Cron("every day"), Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"no jobs": {Name: "x", Spec: queue.Cron("* * * * *")},
+		"never":   {Name: "x", Spec: queue.Cron("0 0 30 2 *"), Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"no spec": {Name: "x", Jobs: func(queue.Tick) []queue.Params { return nil }},
+		"zone":    {Name: "x", Spec: queue.Cron("CRON_TZ=Asia/Tokyo 0 23 * * *"), Jobs: func(queue.Tick) []queue.Params { return nil }},
 	} {
 		require.ErrorIs(t, e.reg.Schedule(p), queue.ErrInvalidOption, name)
 	}
+}
+
+// Presets refuse arguments out of range themselves, in their own words,
+// rather than leave a cron parser to fail on the expression they make.
+func TestPresetsCheckTheirArguments(t *testing.T) {
+	t.Parallel()
+	r := queue.NewRegistry()
+	jobs := func(queue.Tick) []queue.Params { return nil }
+	for _, tc := range []struct {
+		spec queue.Spec
+		want string
+	}{
+		{queue.Daily(25, 0), "Daily(25, 0): hour 25 not in [0, 23]"},
+		{queue.Daily(-1, 0), "Daily(-1, 0): hour -1 not in [0, 23]"},
+		{queue.Daily(23, 60), "Daily(23, 60): minute 60 not in [0, 59]"},
+		{queue.Weekly(7, 23, 0), "Weekly(7, 23, 0): weekday 7 not in [0, 6]"},
+		{queue.Weekly(time.Monday, 24, 0), "Weekly(Monday, 24, 0): hour 24 not in [0, 23]"},
+		{queue.Monthly(0, 23, 0), "Monthly(0, 23, 0): day 0 not in [1, 31]"},
+		{queue.Monthly(32, 23, 0), "Monthly(32, 23, 0): day 32 not in [1, 31]"},
+		{queue.Quarterly(1, 23, -5), "Quarterly(1, 23, -5): minute -5 not in [0, 59]"},
+		{queue.Yearly(13, 1, 0, 0), "Yearly(13, 1, 0, 0): month 13 not in [1, 12]"},
+		{queue.Yearly(time.February, 30, 23, 0), "Yearly(February, 30, 23, 0): day 30 not in [1, 29]"},
+		{queue.Yearly(time.April, 31, 23, 0), "Yearly(April, 31, 23, 0): day 31 not in [1, 30]"},
+		{queue.Cron("every day"), `Cron("every day"): expected exactly 5 fields, found 2: [every day]`},
+	} {
+		err := r.Schedule(queue.Periodic{Name: "x", Spec: tc.spec, Jobs: jobs})
+		require.ErrorIs(t, err, queue.ErrInvalidOption)
+		require.EqualError(t, err, `queue: invalid option: schedule "x": `+tc.want)
+		_, err = queue.Periodic{Spec: tc.spec}.Next(time.Now())
+		require.ErrorIs(t, err, queue.ErrInvalidOption)
+	}
+	for _, spec := range []queue.Spec{queue.Daily(0, 0), queue.Daily(23, 59), queue.Weekly(time.Saturday, 0, 0),
+		queue.Monthly(31, 0, 0), queue.Quarterly(31, 0, 0), queue.Yearly(time.February, 29, 0, 0), queue.Cron("@daily")} {
+		require.NoError(t, r.Schedule(queue.Periodic{Name: "x", Spec: spec, Jobs: jobs}), spec.String())
+	}
+	require.Equal(t, "30 23 * * 1", queue.Weekly(time.Monday, 23, 30).String())
 }
 
 func TestWindowOpen(t *testing.T) {
