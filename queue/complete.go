@@ -152,7 +152,7 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 		ids, keys, statuses, delays, msgs := make([]int64, n), make([]int64, n), make([]string, n), make([]int64, n), make([]string, n)
 		for i, res := range part {
 			ids[i], keys[i], statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
-			delays[i], msgs[i] = res.delay.Microseconds(), res.err.Error()
+			delays[i], msgs[i] = res.delay.Microseconds(), storable(res.err.Error())
 		}
 		errs = append(errs, r.writeResults(conn, failSQL, failedSQL, accepted, ids, keys, statuses, delays, msgs))
 	}

@@ -9,8 +9,6 @@ import (
 	"slices"
 
 	"gorm.io/gorm"
-
-	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // A Rule releases a child job when its parent jobs complete.
@@ -248,7 +246,7 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	// The rule's function, and the child's Kind and MarshalJSON, are the
 	// user's code, and the child is checked as Enqueue checks a job.
 	var nj newJob
-	err = worker.Safely(func() error {
+	err = userCall(func() error {
 		args, opts := ru.child(full)
 		opts = append(opts, IdempotencyKey(key))
 		if runID.Valid {

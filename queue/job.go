@@ -210,6 +210,9 @@ type Job[A Args] struct {
 // It returns ErrLeaseLost if the job is no longer this runner's to run.
 func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
 	b, err := json.Marshal(v)
+	if err == nil {
+		err = checkEncoded("output", v, b, false)
+	}
 	if err != nil {
 		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)
 	}

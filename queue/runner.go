@@ -405,3 +405,19 @@ func (r *Runner) observe(e Event) {
 		r.log.Error("queue: observer panicked", "err", err)
 	}
 }
+
+// userCall calls fn, the user's code, on a goroutine of its own and returns
+// its error: a panic as a *worker.PanicError, and a call to runtime.Goexit
+// (which would end the runner goroutine that called fn, and nothing could
+// stop it) as one wrapping worker.ErrGoexit. For callbacks on the runner's
+// own goroutines that are not on a hot path: schedule ticks and rule
+// children.
+func userCall(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		if worker.Try(fn, func(err error) { done <- err }) {
+			done <- nil
+		}
+	}()
+	return <-done
+}

@@ -11,8 +11,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
-
-	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -482,7 +480,7 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 // every poll; the morning review lists it among the ticks that created
 // nothing.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
-	err = worker.Safely(func() error {
+	err = userCall(func() error {
 		jobs := s.Jobs(t)
 		if len(jobs) == 0 {
 			return nil

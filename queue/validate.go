@@ -41,6 +41,16 @@ func textFlaw(s string) string {
 	return ""
 }
 
+// storable returns s with what PostgreSQL would not store as text replaced
+// by U+FFFD: for text that is not input to refuse, but output to keep, such
+// as a handler's error message.
+func storable(s string) string {
+	if textFlaw(s) == "" {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // checkText refuses s, given as the option or field called name, if
 // PostgreSQL would not store it as text.
 func checkText(name, s string) error {
