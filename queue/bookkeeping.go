@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,8 +20,13 @@ import (
 // out, nor so long that a runner cut off from the database waits out one
 // statement where it could have tried several.
 const (
-	minStatementTimeout = 250 * time.Millisecond
+	minStatementTimeout = time.Second
 	maxStatementTimeout = 10 * time.Second
+	// minConnectTimeout is the least time given to opening a connection:
+	// a new backend on a busy server takes a while, and a connection given
+	// up on while it opens never opens. It is short, too: while the server
+	// cannot be reached, each try to connect holds up the next renewal.
+	minConnectTimeout = time.Second
 )
 
 // timeouts are the runner's bookkeeping bounds, derived from its lease: a
@@ -37,7 +44,7 @@ func newTimeouts(lease time.Duration) timeouts {
 	return timeouts{
 		statement:  min(max(lease/6, minStatementTimeout), maxStatementTimeout),
 		retryMax:   max(lease/10, 50*time.Millisecond),
-		renew:      min(max(lease/10, 200*time.Millisecond), maxStatementTimeout),
+		renew:      min(max(lease/10, 500*time.Millisecond), maxStatementTimeout),
 		renewPause: max(lease/30, 20*time.Millisecond),
 	}
 }
@@ -56,7 +63,9 @@ type heldConn struct {
 
 func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if h.conn == nil {
-		c, err := h.db.Conn(ctx)
+		cctx, cancel := connectContext(ctx)
+		c, err := h.db.Conn(cctx)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -73,6 +82,23 @@ func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.R
 		h.close()
 	}
 	return rows, err
+}
+
+// connectContext bounds opening a connection by ctx's deadline, which is a
+// statement's, or minConnectTimeout if that is later; it is cancelled with
+// ctx when ctx is cancelled rather than timed out.
+func connectContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	bound := minConnectTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = max(time.Until(d), minConnectTimeout)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return cctx, func() { stop(); cancel() }
 }
 
 func (h *heldConn) failed(err error) {
@@ -109,25 +135,31 @@ func collectIDs(rows *sql.Rows, into map[int64]bool) error {
 // transient reports whether a bookkeeping statement that failed with err may
 // succeed if tried again: the connection broke or timed out, the server is
 // starting, stopping or overloaded, or the transaction lost a serialisation
-// race. An error the server gave about the statement itself (a missing
-// table, bad data, a violated constraint) fails the same way every time.
+// race. Anything else (an error the server gave about the statement itself,
+// such as a missing table, bad data or a violated constraint; a query that
+// found no row) fails the same way every time, and is not retried.
 func transient(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false // the runner gave up on it
 	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return true // no answer from the server: the connection or the network
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", // connection exception
+			"40", // transaction rollback: serialisation failure, deadlock
+			"53", // insufficient resources: too many connections, out of memory
+			"57", // operator intervention: shutdown, cancelled statement
+			"58": // system error
+			return true
+		}
+		return pe.Code == "55P03" // lock not available
 	}
-	switch pe.Code[:2] {
-	case "08", // connection exception
-		"40", // transaction rollback: serialisation failure, deadlock
-		"53", // insufficient resources: too many connections, out of memory
-		"57", // operator intervention: shutdown, cancelled statement
-		"58": // system error
-		return true
-	}
-	return pe.Code == "55P03" // lock not available
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &ne) || errors.As(err, &ce)
 }
 
 // retry runs op, each try bounded by the statement timeout, until it

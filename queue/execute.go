@@ -177,7 +177,10 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 
 // startSuspectSQL counts a suspect's attempt as it starts, durably, before
 // its handler runs: if the process dies from here on, the attempt counts.
-const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + 1, started_at = now()
+// The claim left started_at empty, so that a try after one whose answer was
+// lost does not count the attempt twice.
+const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+	started_at = coalesce(started_at, now())
 WHERE id = $1 AND ` + attemptGuard + ` RETURNING attempts, started_at`
 
 // attemptGuard matches a job only while the claim $2 holds it.

@@ -324,7 +324,7 @@ WITH c AS (
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE sheaf_jobs j SET status = 'PROCESSING', claims = j.claims + 1,
+UPDATE sheaf_jobs j SET status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,
 	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
 FROM c WHERE j.id = c.id
 RETURNING ` + claimColumns

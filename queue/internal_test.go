@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"io"
+	"net"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +31,10 @@ func TestTransientErrors(t *testing.T) {
 		{&pgconn.PgError{Code: "42P01"}, false}, // undefined table
 		{&pgconn.PgError{Code: "23505"}, false}, // unique violation
 		{&pgconn.PgError{Code: "22P05"}, false}, // bad data
+		{sql.ErrNoRows, false},
+		{errors.New("something else"), false},
+		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{driver.ErrBadConn, true},
 	} {
 		require.Equal(t, c.want, transient(errors.Join(errors.New("wrapped"), c.err)), "%v", c.err)
 	}

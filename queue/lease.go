@@ -12,27 +12,37 @@ import (
 )
 
 // renewSQL renews the leases of the claims a runner holds ($3, the claim
-// keys of jobs $2; lease $1 milliseconds; runner $4), and puts back in the
-// queue, their attempt uncounted, the jobs locked in the runner's name that
-// it does not hold: claims that timed out on the runner's side but ran on the
-// server (their statement was still in flight when the runner gave up), or
-// whose results could not be written. Their handlers never started, or have
-// returned. It returns the renewed keys, and the jobs it put back.
+// keys of jobs $2; lease $1 milliseconds; runner $4) and returns their keys,
+// and the keys of the other jobs locked in the runner's name (orphan true):
+// claims that timed out on the runner's side but ran on the server (the
+// statement was still on its way when the runner gave up), and jobs whose
+// results or requeues could not be written. It changes nothing but leases,
+// so that it is harmless if it, too, runs on the server after the runner
+// gave up on it: putBackSQL puts orphans back, by key, once the runner has
+// made sure that it does not hold them.
 var renewSQL = `
 WITH renewed AS (
 	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
 	WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
 	RETURNING ` + claimKey("j") + ` AS key
-), orphans AS (
+)
+SELECT key, false FROM renewed
+UNION ALL
+SELECT ` + claimKey("j") + `, true FROM sheaf_jobs j
+WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + claimKey("j") + ` = ANY($3)`
+
+// putBackSQL puts back in the queue the claims $2 of jobs $1, locked in the
+// name of runner $3, uncounting the attempt if the claim counted it (a
+// suspect's counts only when it starts, and an orphan never started, or its
+// handler has returned: see renewSQL). It returns the jobs it put back.
+var putBackSQL = `
+WITH back AS (
 	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - CASE WHEN j.rescues = 0 THEN 1 ELSE 0 END,
 		locked_until = NULL, locked_by = NULL
-	WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING'
-		AND NOT ` + claimKey("j") + ` = ANY($3)
+	WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
 	RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.status, j.rescues
-), notified AS (` + notifyDueSQL("orphans") + `)
-SELECT key, false, '', '' FROM renewed
-UNION ALL
-SELECT orphans.id, true, orphans.kind, orphans.queue FROM orphans, notified`
+), notified AS (` + notifyDueSQL("back") + `)
+SELECT back.id, back.kind, back.queue FROM back, notified`
 
 // keepLeases renews the leases of the jobs the runner holds every third of
 // a lease, on a connection of its own. A renewal that fails is tried again
@@ -91,22 +101,19 @@ func (r *Runner) keepLeases(ctx context.Context) {
 	}
 }
 
-// renew renews the held claims' leases and puts back the runner's orphans
-// (see renewSQL). It holds r.claiming, so that no claim is in flight while it
-// looks for jobs the runner does not hold. Attempts whose jobs it could not
-// renew have lost them: they are cancelled.
+// renew renews the held claims' leases, cancels the attempts whose jobs it
+// could not renew (they have lost them), and puts back the runner's orphans
+// (see renewSQL).
 func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
-	var lost []*execution
+	r.mu.Lock()
+	ids, keys := make([]int64, 0, len(r.held)), make([]int64, 0, len(r.held))
+	exs := make(map[int64]*execution, len(r.held))
+	for key, ex := range r.held {
+		ids, keys, exs[key] = append(ids, ex.row.ID), append(keys, key), ex
+	}
+	r.mu.Unlock()
+	var orphans []int64
 	err := func() (err error) {
-		r.claiming.Lock()
-		defer r.claiming.Unlock()
-		r.mu.Lock()
-		ids, keys := make([]int64, 0, len(r.held)), make([]int64, 0, len(r.held))
-		exs := make(map[int64]*execution, len(r.held))
-		for key, ex := range r.held {
-			ids, keys, exs[key] = append(ids, ex.row.ID), append(keys, key), ex
-		}
-		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
 		defer cancel()
 		rows, err := conn.query(ctx, renewSQL, r.cfg.lease.Milliseconds(), ids, keys, r.cfg.runnerID)
@@ -116,36 +123,68 @@ func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
 		defer func() { conn.failed(err) }()
 		defer rows.Close()
 		for rows.Next() {
-			var n int64
+			var key int64
 			var orphan bool
-			var kind, queue string
-			if err := rows.Scan(&n, &orphan, &kind, &queue); err != nil {
+			if err := rows.Scan(&key, &orphan); err != nil {
 				return err
 			}
-			if !orphan {
-				delete(exs, n)
-				continue
+			if orphan {
+				orphans = append(orphans, key)
+			} else {
+				delete(exs, key)
 			}
-			r.stats.requeued.Add(1)
-			r.observe(Event{Type: EventRequeued, JobID: n, Kind: kind, Queue: queue})
-			r.log.Warn("queue: put back a job claimed in this runner's name that it was not running (its claim timed out here but ran on the server, or its result could not be written)",
-				"job_id", n, "kind", kind)
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, ex := range exs {
-			lost = append(lost, ex)
-		}
-		return nil
+		return rows.Err()
 	}()
 	if err != nil {
 		return err
 	}
-	for _, ex := range lost {
+	for _, ex := range exs {
 		r.lost(ctx, ex)
 	}
-	return nil
+	return r.putBack(ctx, conn, orphans)
+}
+
+// putBack puts back the orphans that renew found, but only those that the
+// runner still does not hold once no claim is in flight: a claim that had run
+// on the server but not yet returned to the runner when renew looked is
+// launched by now. A claim the runner gave up on is never launched, so the
+// keys that are left stay orphans, and putting them back by key cannot touch
+// a later claim of the same job.
+func (r *Runner) putBack(ctx context.Context, conn *heldConn, orphans []int64) (err error) {
+	r.claiming.Lock()
+	r.mu.Lock()
+	ids, keys := make([]int64, 0, len(orphans)), make([]int64, 0, len(orphans))
+	for _, key := range orphans {
+		if r.held[key] == nil {
+			ids, keys = append(ids, key>>20), append(keys, key)
+		}
+	}
+	r.mu.Unlock()
+	r.claiming.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
+	defer cancel()
+	rows, err := conn.query(ctx, putBackSQL, ids, keys, r.cfg.runnerID)
+	if err != nil {
+		return err
+	}
+	defer func() { conn.failed(err) }()
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var kind, queue string
+		if err := rows.Scan(&id, &kind, &queue); err != nil {
+			return err
+		}
+		r.stats.requeued.Add(1)
+		r.observe(Event{Type: EventRequeued, JobID: id, Kind: kind, Queue: queue})
+		r.log.Warn("queue: put back a job claimed in this runner's name that it was not running (its claim timed out here but ran on the server, or its result could not be written)",
+			"job_id", id, "kind", kind)
+	}
+	return rows.Err()
 }
 
 // lost handles an attempt whose row no longer names it: the job was

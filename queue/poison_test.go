@@ -81,7 +81,8 @@ func TestPoisonJobDiesAloneAndItsNeighboursComplete(t *testing.T) {
 }
 
 // 400 short ordinary jobs and one poison job among them: no ordinary job
-// uses more than two attempts (here, none uses more than one), and every
+// uses more than two attempts (on an idle machine none uses more than one;
+// a loaded one may let a lease expire), and every
 // one is worked to the end. (Some may be worked to the end twice: a job
 // whose work was done, but whose completion was not yet written when the
 // poison job ended the process, runs again. At least once.)
@@ -103,6 +104,5 @@ func TestPoisonJobAmongManyCostsTheOthersNoAttempts(t *testing.T) {
 	require.Equal(t, 3, poison.Attempts)
 	require.Equal(t, int64(400), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'nap' AND status = 'COMPLETED'"))
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'nap' AND attempts > 2"), "no ordinary job used more than two attempts")
-	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'nap' AND attempts > 1"))
 	require.Equal(t, int64(400), e.db.Count(t, "SELECT count(DISTINCT job_id) FROM ledger"))
 }

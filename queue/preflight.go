@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// preflightTimeout bounds Start's checks.
+const preflightTimeout = 10 * time.Second
 
 // preflightSQL reads, in one round trip, the schema version and how many
 // more client connections the server accepts.
@@ -22,7 +26,9 @@ SELECT (SELECT coalesce(max(version), 0) FROM sheaf_migrations),
 // answers and that its schema is the one this sheaf knows, and warns when
 // the connection pool cannot serve the workers.
 func (r *Runner) preflight(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
+	// Longer than a statement's bound: this may open the pool's first
+	// connection, on a machine that is busy starting everything at once.
+	ctx, cancel := context.WithTimeout(ctx, max(r.timeouts.statement, preflightTimeout))
 	defer cancel()
 	var version, room int
 	err := r.sqlDB.QueryRowContext(ctx, preflightSQL).Scan(&version, &room)
