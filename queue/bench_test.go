@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"sort"
+	"sync"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -120,13 +121,83 @@ type visit struct {
 // BenchmarkQueueDBHandler works b.N jobs whose handler inserts one row with
 // gorm, through the same *gorm.DB as the queue, under the runner's default
 // options and the pool sizing the README gives (sizePoolAsREADME); it
-// reports jobs/s from the runner's start until the last completion.
+// reports jobs/s from the runner's start until the last completion. Its
+// baseline, raw, makes the same inserts through the same pool from as many
+// goroutines as the runner has workers, with no queue: the ratio of the two
+// is what the queue costs such a handler. SHEAF_BENCH_SKIPTX=1 opens gorm
+// with SkipDefaultTransaction, as gorm advises for single-statement writes.
 func BenchmarkQueueDBHandler(b *testing.B) {
-	var done atomic.Int64
-	finished := make(chan struct{})
-	total := int64(b.N)
-	base := newEnvB(b, func(*queue.Registry) {})
-	db, err := gorm.Open(postgres.Open(base.db.DSN), &gorm.Config{Logger: logger.Discard})
+	b.Run("raw", func(b *testing.B) {
+		db := visitsDB(b, newEnvB(b, func(*queue.Registry) {}))
+		var next atomic.Int64
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		for range queue.DefaultWorkers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(b.N) {
+					if err := db.Create(&visit{JobID: 1, At: time.Now()}).Error; err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("queue", func(b *testing.B) {
+		var done atomic.Int64
+		finished := make(chan struct{})
+		total := int64(b.N)
+		base := newEnvB(b, func(*queue.Registry) {})
+		db := visitsDB(b, base)
+		reg := queue.NewRegistry()
+		if err := queue.Register(reg, queue.HandlerFunc[noop](func(ctx context.Context, j *queue.Job[noop]) error {
+			return db.WithContext(ctx).Create(&visit{JobID: j.ID, At: time.Now()}).Error
+		})); err != nil {
+			b.Fatal(err)
+		}
+		c, err := queue.NewClient(db, reg, quiet(), queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
+			if ev.Type == queue.EventCompleted && done.Add(1) == total {
+				close(finished)
+			}
+		})))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		jobs := make([]queue.Params, b.N)
+		for i := range jobs {
+			jobs[i] = queue.Params{Args: noop{}}
+		}
+		if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		r, err := queue.NewRunner(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		<-finished
+		b.StopTimer()
+		if err := r.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != total {
+			b.Fatalf("%d rows written for %d jobs", n, total)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	})
+}
+
+// visitsDB opens a gorm DB on e's database as a user would for
+// BenchmarkQueueDBHandler's handler, its pool sized as the README says, and
+// creates the visits table.
+func visitsDB(b *testing.B, e *env) *gorm.DB {
+	db, err := gorm.Open(postgres.Open(e.db.DSN), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,50 +205,12 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer sqlDB.Close()
+	b.Cleanup(func() { _ = sqlDB.Close() })
 	sizePoolAsREADME(sqlDB)
 	if err := db.AutoMigrate(&visit{}); err != nil {
 		b.Fatal(err)
 	}
-	reg := queue.NewRegistry()
-	if err := queue.Register(reg, queue.HandlerFunc[noop](func(ctx context.Context, j *queue.Job[noop]) error {
-		return db.WithContext(ctx).Create(&visit{JobID: j.ID, At: time.Now()}).Error
-	})); err != nil {
-		b.Fatal(err)
-	}
-	c, err := queue.NewClient(db, reg, quiet(), queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
-		if ev.Type == queue.EventCompleted && done.Add(1) == total {
-			close(finished)
-		}
-	})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	jobs := make([]queue.Params, b.N)
-	for i := range jobs {
-		jobs[i] = queue.Params{Args: noop{}}
-	}
-	if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	r, err := queue.NewRunner(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	<-finished
-	b.StopTimer()
-	if err := r.Stop(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != total {
-		b.Fatalf("%d rows written for %d jobs", n, total)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	return db
 }
 
 // sizePoolAsREADME sizes a pool as the README's queue section tells users to.

@@ -178,7 +178,11 @@ func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
 		}
 		f.turn++
 		f.lastClaim = time.Now()
-		r.more.Store(got == free)
+		// Slots freed while the claims ran are asked for too, so got may
+		// exceed free: more jobs are likely waiting unless the claims came
+		// back short. (got == free here left a runner idle until its next
+		// poll when the last claim took more than free.)
+		r.more.Store(got >= free)
 		if got < free {
 			return 0
 		}
