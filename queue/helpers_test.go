@@ -2,7 +2,10 @@ package queue_test
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,11 +17,32 @@ import (
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
+// examples gives the runnable examples their schemas (see connect).
+var examples pgtest.Examples
+
 func TestMain(m *testing.M) {
 	if runChild() { // a child process of the multi-process tests
 		return
 	}
-	goleak.VerifyTestMain(m)
+	if err := pgtest.Reachable(); err != nil && os.Getenv("CI") == "" {
+		// The tests skip themselves, saying why; the examples cannot, so
+		// they are left out unless -run names them.
+		_ = flag.Set("test.run", "^(Test|Fuzz)")
+	}
+	goleak.VerifyTestMain(closingExamples{m})
+}
+
+// closingExamples runs the tests and examples, then closes what the
+// examples opened, before goleak looks for leaks.
+type closingExamples struct{ m *testing.M }
+
+func (c closingExamples) Run() int {
+	code := c.m.Run()
+	if err := examples.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "queue examples:", err)
+		code = max(code, 1)
+	}
+	return code
 }
 
 // Payloads used by the tests.
