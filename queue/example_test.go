@@ -23,7 +23,10 @@ type CountyReport struct{ County string }
 
 func (CountyReport) Kind() string { return "county_report" }
 
-type CountySummary struct{ County string }
+type CountySummary struct {
+	County string
+	Report int64 // the county report's job
+}
 
 func (CountySummary) Kind() string { return "county_summary" }
 
@@ -309,7 +312,7 @@ func ExampleDepend() {
 		func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
 			var report CountyReport
 			_ = json.Unmarshal(parents[0].Payload, &report)
-			return CountySummary{County: report.County}, nil
+			return CountySummary{County: report.County, Report: parents[0].ID}, nil
 		}); err != nil {
 		log.Fatal(err)
 	}
