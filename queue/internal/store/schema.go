@@ -1,0 +1,173 @@
+// Package store holds the queue's SQL: its schema and migrations, and the
+// statements the client and the runner run.
+//
+// The queue's tables live in the schema of the connection's search_path.
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Table names.
+const (
+	JobsTable       = "sheaf_jobs"
+	MigrationsTable = "sheaf_migrations"
+)
+
+// migrations are applied in order, each once, each in its own transaction.
+// Never edit one that has shipped: append a new one.
+var migrations = []string{
+	1: `
+CREATE TABLE sheaf_jobs (
+	id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	kind            text        NOT NULL,
+	queue           text        NOT NULL DEFAULT 'default',
+	status          text        NOT NULL DEFAULT 'QUEUED'
+	                CHECK (status IN ('QUEUED', 'PROCESSING', 'COMPLETED', 'FAILED', 'CANCELLED')),
+	priority        smallint    NOT NULL DEFAULT 5 CHECK (priority BETWEEN 1 AND 10),
+	payload         jsonb       NOT NULL DEFAULT '{}',
+	idempotency_key text,
+	correlation_id  text,
+	attempts        integer     NOT NULL DEFAULT 0,
+	max_attempts    integer     NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+	backoff         jsonb,
+	run_at          timestamptz NOT NULL DEFAULT now(),
+	locked_until    timestamptz,
+	locked_by       text,
+	created_at      timestamptz NOT NULL DEFAULT now(),
+	started_at      timestamptz,
+	completed_at    timestamptz,
+	processed       bigint      NOT NULL DEFAULT 0,
+	total           bigint,
+	last_error      text,
+	auth            jsonb
+);
+-- The claim query walks this index in order and stops at its LIMIT; only
+-- claimable rows are in it.
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED';
+-- The rescuer finds expired leases here. Only PROCESSING jobs hold a lease,
+-- but the predicate names locked_until, not status: then no statement that
+-- guards on status = 'PROCESSING' can mistake this index for a cheap way to
+-- its rows (it is full of dead entries on a busy queue).
+CREATE INDEX sheaf_jobs_lease ON sheaf_jobs (locked_until) WHERE locked_until IS NOT NULL;
+CREATE UNIQUE INDEX sheaf_jobs_idempotency ON sheaf_jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX sheaf_jobs_correlation ON sheaf_jobs (correlation_id) WHERE correlation_id IS NOT NULL;
+-- Every transition rewrites a row, so a busy queue makes dead rows fast;
+-- vacuum and analyze it far sooner than the server's defaults would.
+ALTER TABLE sheaf_jobs SET (
+	fillfactor = 70,
+	autovacuum_vacuum_scale_factor = 0.02,
+	autovacuum_analyze_scale_factor = 0.02,
+	autovacuum_vacuum_cost_delay = 0
+);
+`,
+	2: `
+-- Runs, periods and dependencies: a schedule's tick stamps its jobs with a
+-- run ID and a period; a dependency rule's child records its parents; a job
+-- may leave an output for its children.
+ALTER TABLE sheaf_jobs
+	ADD COLUMN run_id     text,
+	ADD COLUMN period     text,
+	ADD COLUMN parent_ids bigint[],
+	ADD COLUMN output     jsonb;
+CREATE INDEX sheaf_jobs_run ON sheaf_jobs (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX sheaf_jobs_period ON sheaf_jobs (period, kind) WHERE period IS NOT NULL;
+-- The review compares a run's durations with each kind's recent history.
+CREATE INDEX sheaf_jobs_history ON sheaf_jobs (kind, completed_at) WHERE status = 'COMPLETED';
+-- One row per schedule: the last tick whose jobs were created. A tick is
+-- claimed by locking the row, so one process creates each tick's jobs.
+CREATE TABLE sheaf_schedules (
+	name       text PRIMARY KEY,
+	last_tick  timestamptz NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+`,
+	3: `
+-- Claims name attempts: each claim of a job has its own number, so that a
+-- late result of an earlier claim is refused even when that claim's attempt
+-- was not counted (see rescues). Jobs held by runners during the upgrade keep
+-- the number their runners know them by.
+ALTER TABLE sheaf_jobs
+	ADD COLUMN claims  integer NOT NULL DEFAULT 0,
+	ADD COLUMN rescues integer NOT NULL DEFAULT 0;
+UPDATE sheaf_jobs SET claims = attempts WHERE status = 'PROCESSING';
+-- A job rescued from a runner that died is a suspect until one of its
+-- attempts finishes: runners take suspects one at a time, from an index of
+-- their own, and ordinary claims never step over them.
+DROP INDEX sheaf_jobs_claim;
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues = 0;
+CREATE INDEX sheaf_jobs_suspect ON sheaf_jobs (priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues > 0;
+`,
+}
+
+// SchemaVersion is the schema version this release of sheaf migrates to.
+const SchemaVersion = 3
+
+// createMigrationsTable records which versions a schema has.
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
+	version    integer PRIMARY KEY,
+	applied_at timestamptz NOT NULL DEFAULT now()
+);`
+
+// Migrations returns, in order, the SQL of every schema version from 1 to
+// SchemaVersion; each records its version in the migrations table, which
+// version 1 creates.
+func Migrations() []string {
+	out := make([]string, 0, SchemaVersion)
+	for v := 1; v <= SchemaVersion; v++ {
+		up := migrations[v]
+		if v == 1 {
+			up = "\n" + createMigrationsTable + up
+		}
+		up += fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v)
+		out = append(out, up)
+	}
+	return out
+}
+
+// Migrate brings the schema up to SchemaVersion by applying the versions
+// Migrations returns, and returns the version it found. A schema newer than
+// SchemaVersion is left as it is. Migrate holds a transaction-level
+// advisory lock, so processes that migrate at the same time run one after
+// the other, and every later one finds nothing to do.
+func Migrate(ctx context.Context, db *gorm.DB) (found int, err error) {
+	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations'))").Error; err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if err := tx.Exec(createMigrationsTable).Error; err != nil {
+			return err
+		}
+		if err := tx.Raw("SELECT coalesce(max(version), 0) FROM sheaf_migrations").Scan(&found).Error; err != nil {
+			return err
+		}
+		for v := found + 1; v <= SchemaVersion; v++ {
+			if err := tx.Exec(Migrations()[v-1]).Error; err != nil {
+				return fmt.Errorf("to version %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// Notifications are database-wide, but a queue lives in a schema: every
+// payload starts with the schema, and runners ignore other schemas', so two
+// applications (or tenants) in one database never wake or cancel each
+// other's jobs.
+//
+// NotifyDue returns a query that notifies runners of the queues that got
+// jobs due now in rel, a relation with queue, priority, run_at, status and
+// rescues columns: one notification per queue, carrying the highest due
+// priority ("schema:queue:priority"), so a runner knows whether to look above
+// where it is (see the claim statements), and one more if suspects became due
+// ("schema:queue:s"). It yields one row, the number of notifications.
+func NotifyDue(rel string) string {
+	return `SELECT count(pg_notify('sheaf_jobs', current_schema() || ':' || queue || ':' ||
+		CASE WHEN suspects THEN 's' ELSE top::text END)) AS notified FROM (
+		SELECT queue, rescues > 0 AS suspects, max(priority) AS top FROM ` + rel + `
+		WHERE status = 'QUEUED' AND run_at <= now() GROUP BY 1, 2) due`
+}
