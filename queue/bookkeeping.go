@@ -5,14 +5,9 @@ package queue
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
-	"errors"
-	"io"
-	"net"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Bounds of a bookkeeping statement's timeout: a fraction of the lease (see
@@ -22,11 +17,6 @@ import (
 const (
 	minStatementTimeout = time.Second
 	maxStatementTimeout = 10 * time.Second
-	// minConnectTimeout is the least time given to opening a connection:
-	// a new backend on a busy server takes a while, and a connection given
-	// up on while it opens never opens. It is short, too: while the server
-	// cannot be reached, each try to connect holds up the next renewal.
-	minConnectTimeout = time.Second
 )
 
 // timeouts are the runner's bookkeeping bounds, derived from its lease: a
@@ -49,119 +39,6 @@ func newTimeouts(lease time.Duration) timeouts {
 	}
 }
 
-// heldConn is a connection a loop keeps for itself, so that its statements
-// neither wait for the pool nor churn it: a busy runner's claims and
-// completions would otherwise open and close connections all the time. It is
-// dropped after an error and taken again on the next statement.
-type heldConn struct {
-	db   *sql.DB
-	conn *sql.Conn
-	// setup, if set, runs on each new connection, which is then never
-	// handed back to the pool: its session settings are this loop's own.
-	setup string
-}
-
-func (h *heldConn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if h.conn == nil {
-		cctx, cancel := connectContext(ctx)
-		c, err := h.db.Conn(cctx)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		h.conn = c
-		if h.setup != "" {
-			if _, err := c.ExecContext(ctx, h.setup); err != nil {
-				h.close()
-				return nil, err
-			}
-		}
-	}
-	rows, err := h.conn.QueryContext(ctx, query, args...)
-	if err != nil {
-		h.close()
-	}
-	return rows, err
-}
-
-// connectContext bounds opening a connection by ctx's deadline, which is a
-// statement's, or minConnectTimeout if that is later; it is cancelled with
-// ctx when ctx is cancelled rather than timed out.
-func connectContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	bound := minConnectTimeout
-	if d, ok := ctx.Deadline(); ok {
-		bound = max(time.Until(d), minConnectTimeout)
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			cancel()
-		}
-	})
-	return cctx, func() { stop(); cancel() }
-}
-
-func (h *heldConn) failed(err error) {
-	if err != nil {
-		h.close()
-	}
-}
-
-func (h *heldConn) close() {
-	if h.conn == nil {
-		return
-	}
-	if h.setup != "" {
-		// Discard the connection instead of pooling it with our settings.
-		_ = h.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = h.conn.Close()
-	h.conn = nil
-}
-
-// collectIDs marks in into every ID that rows return, and closes rows.
-func collectIDs(rows *sql.Rows, into map[int64]bool) error {
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		into[id] = true
-	}
-	return rows.Err()
-}
-
-// transient reports whether a bookkeeping statement that failed with err may
-// succeed if tried again: the connection broke or timed out, the server is
-// starting, stopping or overloaded, or the transaction lost a serialisation
-// race. Anything else (an error the server gave about the statement itself,
-// such as a missing table, bad data or a violated constraint; a query that
-// found no row) fails the same way every time, and is not retried.
-func transient(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false // the runner gave up on it
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code[:2] {
-		case "08", // connection exception
-			"40", // transaction rollback: serialisation failure, deadlock
-			"53", // insufficient resources: too many connections, out of memory
-			"57", // operator intervention: shutdown, cancelled statement
-			"58": // system error
-			return true
-		}
-		return pe.Code == "55P03" // lock not available
-	}
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &ne) || errors.As(err, &ce)
-}
-
 // retry runs op, each try bounded by the statement timeout, until it
 // succeeds or fails with an error that trying again cannot mend. It does not
 // give up on a database that is slow or away: what it writes is work done
@@ -175,7 +52,7 @@ func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
 		err := op(ctx, try)
 		cancel()
-		if err == nil || !transient(err) {
+		if err == nil || !store.Transient(err) {
 			return err
 		}
 		if try == 0 {

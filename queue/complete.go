@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // maxFlush caps the completions written by one statement.
@@ -31,8 +33,8 @@ type result struct {
 // arrived while the previous statement ran goes into the next.
 func (r *Runner) complete() {
 	defer r.completer.Done()
-	conn := &heldConn{db: r.sqlDB}
-	defer conn.close()
+	conn := store.Hold(r.sqlDB, false)
+	defer conn.Close()
 	batch := make([]result, 0, maxFlush)
 	linger := time.NewTimer(0)
 	defer linger.Stop()
@@ -72,57 +74,13 @@ func (r *Runner) complete() {
 	}
 }
 
-// A claim is named by its job ID and claim number, packed into one number,
-// its key, so that a guard on many claims is one hashed = ANY. The claim
-// number is taken modulo 2^20: two claims of one job that far apart are
-// never both held. IDs stay below 2^43, eight trillion jobs.
-func keyOf(ex *execution) int64 { return ex.row.ID<<20 + int64(ex.row.Claims)&(1<<20-1) }
-
-// claimKey is keyOf in SQL, for the rows of table alias a.
-func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
-
-// completeSQL finishes successful attempts: the bulk of all results, so it
-// carries nothing per row but the IDs and their claim keys, and the planner
-// reaches the rows through the primary key.
-var completeSQL = `
-UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
-RETURNING j.id`
-
-// completedSQL finds, among claims ($1, $2) whose completion was sent but
-// not acknowledged, those whose completion landed: a job is COMPLETED with
-// a claim's key only by that claim's completion.
-var completedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
-
-// failSQL finishes failed attempts: each goes back to the queue after its
-// delay, or fails for good, with its error. Rows look up their values by
-// position in the arrays rather than by a join, which the planner would get
-// wrong; batches are kept small for that.
-var failSQL = `
-UPDATE sheaf_jobs j SET
-	status = ($3::text[])[array_position($1::bigint[], j.id)],
-	run_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED'
-		THEN now() + ($4::bigint[])[array_position($1::bigint[], j.id)] * interval '1 microsecond' ELSE j.run_at END,
-	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
-	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
-	locked_until = NULL, locked_by = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
-RETURNING j.id`
-
-// failedSQL is completedSQL for failSQL: the job has the claim's key, the
-// status it was sent and the error it was sent.
-var failedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2)
-	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
-	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]`
-
-const maxFailFlush = 200
+// keyOf is the key of ex's claim (see store.Key).
+func keyOf(ex *execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
 
 // flush writes a batch of results. The updates only touch a job that is
 // still PROCESSING in the same attempt, so a result that arrives after the
 // job was rescued or cancelled changes nothing.
-func (r *Runner) flush(conn *heldConn, batch []result) {
+func (r *Runner) flush(conn *store.Held, batch []result) {
 	accepted := map[int64]bool{}
 	var ok, failed, parents []result
 	for _, res := range batch {
@@ -144,17 +102,22 @@ func (r *Runner) flush(conn *heldConn, batch []result) {
 		for i, res := range ok {
 			ids[i], keys[i] = res.ex.row.ID, keyOf(res.ex)
 		}
-		errs = append(errs, r.writeResults(conn, completeSQL, completedSQL, accepted, ids, keys))
+		errs = append(errs, r.writeResults(accepted, ids,
+			func(ctx context.Context) ([]int64, error) { return conn.Complete(ctx, ids, keys) },
+			func(ctx context.Context) ([]int64, error) { return conn.CompleteLanded(ctx, ids, keys) }))
 	}
-	for start := 0; start < len(failed); start += maxFailFlush {
-		part := failed[start:min(start+maxFailFlush, len(failed))]
+	for start := 0; start < len(failed); start += store.MaxFailures {
+		part := failed[start:min(start+store.MaxFailures, len(failed))]
 		n := len(part)
-		ids, keys, statuses, delays, msgs := make([]int64, n), make([]int64, n), make([]string, n), make([]int64, n), make([]string, n)
+		f := store.Failures{IDs: make([]int64, n), Keys: make([]int64, n), Statuses: make([]string, n),
+			Delays: make([]time.Duration, n), Errors: make([]string, n)}
 		for i, res := range part {
-			ids[i], keys[i], statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
-			delays[i], msgs[i] = res.delay.Microseconds(), storable(res.err.Error())
+			f.IDs[i], f.Keys[i], f.Statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
+			f.Delays[i], f.Errors[i] = res.delay, storable(res.err.Error())
 		}
-		errs = append(errs, r.writeResults(conn, failSQL, failedSQL, accepted, ids, keys, statuses, delays, msgs))
+		errs = append(errs, r.writeResults(accepted, f.IDs,
+			func(ctx context.Context) ([]int64, error) { return conn.Fail(ctx, f) },
+			func(ctx context.Context) ([]int64, error) { return conn.FailLanded(ctx, f) }))
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The jobs stay PROCESSING; once their leases expire they are
@@ -183,7 +146,7 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 		ok, children, err := r.completeReleasing(ctx, res, rules)
 		if err == nil && !ok && try > 0 {
 			// An earlier try may have committed, its answer lost.
-			ok, err = r.landed(ctx, completedSQL, []any{[]int64{res.ex.row.ID}, []int64{keyOf(res.ex)}})
+			ok, err = r.landed(ctx, res.ex)
 		}
 		accepted[res.ex.row.ID], released = ok, children
 		return err
@@ -204,28 +167,25 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 	return nil
 }
 
-// writeResults runs a finishing statement and marks the IDs it returned in
-// accepted; an ID it did not return is marked false. When a try fails, the
-// statement may have committed without its answer reaching the runner; so
-// after a retry, the IDs it did not return are looked up with landed, which
-// finds the results already written by this claim: its own result there is
-// a success, not a rejection.
-func (r *Runner) writeResults(conn *heldConn, query, landedQuery string, accepted map[int64]bool, args ...any) error {
-	ids := args[0].([]int64)
-	err := r.retry(func(ctx context.Context, try int) (err error) {
-		rows, err := conn.query(ctx, query, args...)
+// writeResults runs write, a finishing statement, and marks the IDs it
+// returned in accepted; an ID of ids it did not return is marked false.
+// When a try fails, the statement may have committed without its answer
+// reaching the runner; so after a retry, the IDs it did not return are
+// looked up with landed, which finds the results already written by this
+// claim: its own result there is a success, not a rejection.
+func (r *Runner) writeResults(accepted map[int64]bool, ids []int64, write, landed func(context.Context) ([]int64, error)) error {
+	err := r.retry(func(ctx context.Context, try int) error {
+		written, err := write(ctx)
 		if err != nil {
 			return err
 		}
-		defer func() { conn.failed(err) }()
-		if err := collectIDs(rows, accepted); err != nil || try == 0 {
-			return err
+		mark(accepted, written)
+		if try == 0 {
+			return nil
 		}
-		rows, err = conn.query(ctx, landedQuery, args...)
-		if err != nil {
-			return err
-		}
-		return collectIDs(rows, accepted)
+		written, err = landed(ctx)
+		mark(accepted, written)
+		return err
 	})
 	if err != nil {
 		return err
@@ -238,17 +198,19 @@ func (r *Runner) writeResults(conn *heldConn, query, landedQuery string, accepte
 	return nil
 }
 
-// landed runs a completedSQL-like query and reports whether it found the job.
-func (r *Runner) landed(ctx context.Context, query string, args []any) (bool, error) {
-	found := map[int64]bool{}
-	rows, err := r.sqlDB.QueryContext(ctx, query, args...)
-	if err != nil {
-		return false, err
+func mark(m map[int64]bool, ids []int64) {
+	for _, id := range ids {
+		m[id] = true
 	}
-	if err := collectIDs(rows, found); err != nil {
-		return false, err
-	}
-	return len(found) > 0, nil
+}
+
+// landed reports whether the completion of ex's claim reached the
+// database, its answer lost.
+func (r *Runner) landed(ctx context.Context, ex *execution) (bool, error) {
+	conn := store.Hold(r.sqlDB, false)
+	defer conn.Close()
+	found, err := conn.CompleteLanded(ctx, []int64{ex.row.ID}, []int64{keyOf(ex)})
+	return len(found) > 0, err
 }
 
 func (r *Runner) report(res result, accepted bool) {

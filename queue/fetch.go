@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // claimCooldown is how long the fetch loop may wait for more slots to free
@@ -46,8 +48,8 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 	// uncounted; the running attempt's result is then refused by the guard
 	// and the job runs again: still at least once, and the claim is cheaper
 	// and quicker. Results are written durably.
-	f := fetcher{r: r, conn: heldConn{db: r.sqlDB, setup: "SET synchronous_commit = off"}, cursors: map[string]*cursor{}}
-	defer f.conn.close()
+	f := fetcher{r: r, conn: store.Hold(r.sqlDB, true), cursors: map[string]*cursor{}}
+	defer f.conn.Close()
 	var due []retryDue // kept short: a flood of retries is found by polling anyway
 	// A closed batch window wakes the loop when it opens, on the runner's
 	// clock (which tests and demonstrations may drive).
@@ -108,7 +110,7 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 
 type fetcher struct {
 	r         *Runner
-	conn      heldConn
+	conn      *store.Held
 	turn      int // which queue goes first, so one busy queue does not starve the others
 	lastClaim time.Time
 	cursors   map[string]*cursor
@@ -411,14 +413,14 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, query string, arg
 	defer r.claiming.Unlock()
 	defer func() {
 		if err != nil {
-			f.conn.failed(err)
+			f.conn.DropOn(err)
 			select {
 			case r.reconcile <- struct{}{}:
 			default:
 			}
 		}
 	}()
-	rows, err := f.conn.query(ctx, query, args...)
+	rows, err := f.conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,40 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// renewSQL renews the leases of the claims a runner holds ($3, the claim
-// keys of jobs $2; lease $1 milliseconds; runner $4) and returns their keys,
-// and the keys of the other jobs locked in the runner's name (orphan true):
-// claims that timed out on the runner's side but ran on the server (the
-// statement was still on its way when the runner gave up), and jobs whose
-// results or requeues could not be written. It changes nothing but leases,
-// so that it is harmless if it, too, runs on the server after the runner
-// gave up on it: putBackSQL puts orphans back, by key, once the runner has
-// made sure that it does not hold them.
-var renewSQL = `
-WITH renewed AS (
-	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
-	WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
-	RETURNING ` + claimKey("j") + ` AS key
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
-SELECT key, false FROM renewed
-UNION ALL
-SELECT ` + claimKey("j") + `, true FROM sheaf_jobs j
-WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + claimKey("j") + ` = ANY($3)`
-
-// putBackSQL puts back in the queue the claims $2 of jobs $1, locked in the
-// name of runner $3, uncounting the attempt if the claim counted it (a
-// suspect's counts only when it starts, and an orphan never started, or its
-// handler has returned: see renewSQL). It returns the jobs it put back.
-var putBackSQL = `
-WITH back AS (
-	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - CASE WHEN j.rescues = 0 THEN 1 ELSE 0 END,
-		locked_until = NULL, locked_by = NULL
-	WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
-	RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.status, j.rescues
-), notified AS (` + notifyDueSQL("back") + `)
-SELECT back.id, back.kind, back.queue FROM back, notified`
 
 // keepLeases renews the leases of the jobs the runner holds every third of
 // a lease, on a connection of its own. A renewal that fails is tried again
@@ -52,8 +21,8 @@ SELECT back.id, back.kind, back.queue FROM back, notified`
 // renewal at once, to put back what it may have claimed after all.
 func (r *Runner) keepLeases(ctx context.Context) {
 	defer r.keeper.Done()
-	conn := heldConn{db: r.sqlDB}
-	defer conn.close()
+	conn := store.Hold(r.sqlDB, false)
+	defer conn.Close()
 	every := r.cfg.lease / 3
 	timer := time.NewTimer(every)
 	defer timer.Stop()
@@ -67,7 +36,7 @@ func (r *Runner) keepLeases(ctx context.Context) {
 		case <-timer.C:
 		case <-r.reconcile:
 		}
-		err := r.renew(ctx, &conn)
+		err := r.renew(ctx, conn)
 		next := every
 		switch {
 		case ctx.Err() != nil:
@@ -103,8 +72,8 @@ func (r *Runner) keepLeases(ctx context.Context) {
 
 // renew renews the held claims' leases, cancels the attempts whose jobs it
 // could not renew (they have lost them), and puts back the runner's orphans
-// (see renewSQL).
-func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
+// (see store.Held.Renew).
+func (r *Runner) renew(ctx context.Context, conn *store.Held) error {
 	r.mu.Lock()
 	ids, keys := make([]int64, 0, len(r.held)), make([]int64, 0, len(r.held))
 	exs := make(map[int64]*execution, len(r.held))
@@ -112,32 +81,14 @@ func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
 		ids, keys, exs[key] = append(ids, ex.row.ID), append(keys, key), ex
 	}
 	r.mu.Unlock()
-	var orphans []int64
-	err := func() (err error) {
-		ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
-		defer cancel()
-		rows, err := conn.query(ctx, renewSQL, r.cfg.lease.Milliseconds(), ids, keys, r.cfg.runnerID)
-		if err != nil {
-			return err
-		}
-		defer func() { conn.failed(err) }()
-		defer rows.Close()
-		for rows.Next() {
-			var key int64
-			var orphan bool
-			if err := rows.Scan(&key, &orphan); err != nil {
-				return err
-			}
-			if orphan {
-				orphans = append(orphans, key)
-			} else {
-				delete(exs, key)
-			}
-		}
-		return rows.Err()
-	}()
+	rctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
+	renewed, orphans, err := conn.Renew(rctx, r.cfg.lease, ids, keys, r.cfg.runnerID)
+	cancel()
 	if err != nil {
 		return err
+	}
+	for _, key := range renewed {
+		delete(exs, key)
 	}
 	for _, ex := range exs {
 		r.lost(ctx, ex)
@@ -151,13 +102,13 @@ func (r *Runner) renew(ctx context.Context, conn *heldConn) error {
 // launched by now. A claim the runner gave up on is never launched, so the
 // keys that are left stay orphans, and putting them back by key cannot touch
 // a later claim of the same job.
-func (r *Runner) putBack(ctx context.Context, conn *heldConn, orphans []int64) (err error) {
+func (r *Runner) putBack(ctx context.Context, conn *store.Held, orphans []int64) error {
 	r.claiming.Lock()
 	r.mu.Lock()
-	ids, keys := make([]int64, 0, len(orphans)), make([]int64, 0, len(orphans))
+	keys := make([]int64, 0, len(orphans))
 	for _, key := range orphans {
 		if r.held[key] == nil {
-			ids, keys = append(ids, key>>20), append(keys, key)
+			keys = append(keys, key)
 		}
 	}
 	r.mu.Unlock()
@@ -167,24 +118,14 @@ func (r *Runner) putBack(ctx context.Context, conn *heldConn, orphans []int64) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
 	defer cancel()
-	rows, err := conn.query(ctx, putBackSQL, ids, keys, r.cfg.runnerID)
-	if err != nil {
-		return err
-	}
-	defer func() { conn.failed(err) }()
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var kind, queue string
-		if err := rows.Scan(&id, &kind, &queue); err != nil {
-			return err
-		}
+	back, err := conn.PutBack(ctx, keys, r.cfg.runnerID)
+	for _, j := range back {
 		r.stats.requeued.Add(1)
-		r.observe(Event{Type: EventRequeued, JobID: id, Kind: kind, Queue: queue})
+		r.observe(Event{Type: EventRequeued, JobID: j.ID, Kind: j.Kind, Queue: j.Queue})
 		r.log.Warn("queue: put back a job claimed in this runner's name that it was not running (its claim timed out here but ran on the server, or its result could not be written)",
-			"job_id", id, "kind", kind)
+			"job_id", j.ID, "kind", j.Kind)
 	}
-	return rows.Err()
+	return err
 }
 
 // lost handles an attempt whose row no longer names it: the job was
@@ -203,33 +144,6 @@ func (r *Runner) lost(ctx context.Context, ex *execution) {
 		ex.cancel(ErrLeaseLost)
 	}
 }
-
-// rescueSQL takes jobs whose lease expired back from their runner ($1 is
-// the rescuing runner): see rescue.
-var rescueSQL = `
-WITH expired AS (
-	SELECT id, locked_by FROM sheaf_jobs
-	WHERE status = 'PROCESSING' AND locked_until < now()
-	ORDER BY locked_until
-	LIMIT 1000
-	FOR UPDATE SKIP LOCKED
-), rescued AS (
-	UPDATE sheaf_jobs j SET
-		attempts = CASE WHEN j.rescues = 0 THEN j.attempts - 1 ELSE j.attempts END,
-		status = CASE WHEN j.rescues > 0 AND j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'QUEUED' END,
-		completed_at = CASE WHEN j.rescues > 0 AND j.attempts >= j.max_attempts THEN now() END,
-		rescues = j.rescues + 1,
-		run_at = now(),
-		last_error = 'lease expired: runner ' || coalesce(j.locked_by, '?') ||
-			' did not renew it in time (it stopped, froze, or lost the database); rescued by runner ' || $1,
-		locked_until = NULL, locked_by = NULL
-	FROM expired WHERE j.id = expired.id
-	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at,
-		j.last_error, j.rescues, expired.locked_by AS lost_by
-), notified AS (` + notifyDueSQL("rescued") + `)
-SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id,
-	rescued.last_error, rescued.rescues, rescued.lost_by
-FROM rescued, notified`
 
 // rescueLoop rescues expired leases every WithRescueInterval.
 func (r *Runner) rescueLoop(ctx context.Context) {
@@ -258,26 +172,17 @@ func (r *Runner) rescueLoop(ctx context.Context) {
 func (r *Runner) rescue(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
-	rows, err := r.sqlDB.QueryContext(ctx, rescueSQL, r.cfg.runnerID)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.log.Error("queue: rescue failed", "err", err)
-		}
-		return
+	rescued, err := store.Rescue(ctx, r.sqlDB, r.cfg.runnerID)
+	if err != nil && ctx.Err() == nil {
+		r.log.Error("queue: rescue failed", "err", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var row JobRecord
-		var lostBy sql.NullString
-		if err := rows.Scan(&row.ID, &row.Kind, &row.Queue, &row.Status, &row.Attempts, &row.MaxAttempts, &row.CorrelationID,
-			&row.LastError, &row.Rescues, &lostBy); err != nil {
-			r.log.Error("queue: rescue failed", "err", err)
-			return
-		}
+	for _, j := range rescued {
+		row := JobRecord{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Status: Status(j.Status), Attempts: j.Attempts,
+			MaxAttempts: j.MaxAttempts, CorrelationID: j.CorrelationID, LastError: j.LastError, Rescues: j.Rescues}
 		r.stats.rescued.Add(1)
 		ex := &execution{row: row}
 		r.observe(ex.event(EventRescued))
-		r.jobLogger(&row).Warn("queue: rescued a job whose lease expired", "lost_by", lostBy.String, "rescued_by", r.cfg.runnerID,
+		r.jobLogger(&row).Warn("queue: rescued a job whose lease expired", "lost_by", j.LostBy, "rescued_by", r.cfg.runnerID,
 			"now", row.Status, "rescues", row.Rescues)
 		if row.Status == StatusFailed {
 			r.stats.failed.Add(1)
@@ -286,8 +191,5 @@ func (r *Runner) rescue(ctx context.Context) {
 			r.observe(ev)
 			r.jobLogger(&row).Error("queue: job failed for good", "err", ev.Err)
 		}
-	}
-	if err := rows.Err(); err != nil && ctx.Err() == nil {
-		r.log.Error("queue: rescue failed", "err", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sheaf-dev/sheaf/worker"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Runner claims jobs from the queues it works and runs their handlers,
@@ -41,7 +43,7 @@ type Runner struct {
 	suspects atomic.Bool
 	// claiming is held from sending a claim until its jobs are in held, so
 	// that the lease keeper, which takes it too, never mistakes a claim in
-	// flight for jobs nobody runs (see renewSQL).
+	// flight for jobs nobody runs (see store.Held.Renew).
 	claiming  sync.Mutex
 	reconcile chan struct{} // a claim failed: it may yet land on the server
 
@@ -324,19 +326,6 @@ func (r *Runner) releaseRunning() []*execution {
 	return waiting
 }
 
-// requeueClaimsSQL puts claims' jobs back in the queue, each only while that claim
-// holds it, keeping its run time (and so its place in the queue), and
-// returns the IDs it put back. The attempt is uncounted if it was counted
-// ($3: at the claim, or for a suspect when it started).
-var requeueClaimsSQL = `
-WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(id, key, counted)),
-req AS (
-	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - d.counted, locked_until = NULL, locked_by = NULL
-	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + claimKey("j") + ` = d.key AND j.status = 'PROCESSING'
-	RETURNING j.id, j.queue, j.priority, j.run_at, j.status, j.rescues
-), notified AS (` + notifyDueSQL("req") + `)
-SELECT req.id FROM req, notified`
-
 // requeue puts released attempts' jobs back in the queue without counting
 // the attempt. None of the released ones can still write, because their
 // handlers have returned or never started. A job that is no longer the
@@ -347,20 +336,15 @@ func (r *Runner) requeue(exs []*execution, why string) {
 		return
 	}
 	defer r.unhold(exs...)
-	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]int32, len(exs))
+	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]bool, len(exs))
 	for i, ex := range exs {
-		ids[i], keys[i] = ex.row.ID, keyOf(ex)
-		if ex.counted {
-			counted[i] = 1
-		}
+		ids[i], keys[i], counted[i] = ex.row.ID, keyOf(ex), ex.counted
 	}
 	back := map[int64]bool{}
 	err := r.retry(func(ctx context.Context, _ int) error {
-		rows, err := r.sqlDB.QueryContext(ctx, requeueClaimsSQL, ids, keys, counted)
-		if err != nil {
-			return err
-		}
-		return collectIDs(rows, back)
+		put, err := store.Requeue(ctx, r.sqlDB, ids, keys, counted)
+		mark(back, put)
+		return err
 	})
 	if err != nil {
 		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)

@@ -1,0 +1,282 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// A claim is named by its job ID and claim number, packed into one number,
+// its key, so that a guard on many claims is one hashed = ANY. The claim
+// number is taken modulo 2^20: two claims of one job that far apart are
+// never both held. IDs stay below 2^43, eight trillion jobs.
+
+// Key returns the key of claim number claims of job id.
+func Key(id int64, claims int) int64 { return id<<20 + int64(claims)&(1<<20-1) }
+
+// KeyID returns the job ID of a claim's key.
+func KeyID(key int64) int64 { return key >> 20 }
+
+// ClaimKey is Key in SQL, for the rows of table alias a.
+func ClaimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
+
+// completeSQL finishes successful attempts: the bulk of all results, so it
+// carries nothing per row but the IDs and their claim keys, and the planner
+// reaches the rows through the primary key.
+var completeSQL = `
+UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL, rescues = 0
+WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+RETURNING j.id`
+
+// CompletedSQL finds, among claims ($1, $2) whose completion was sent but
+// not acknowledged, those whose completion landed: a job is COMPLETED with
+// a claim's key only by that claim's completion.
+var CompletedSQL = `SELECT j.id FROM sheaf_jobs j
+WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
+
+// failSQL finishes failed attempts: each goes back to the queue after its
+// delay, or fails for good, with its error. Rows look up their values by
+// position in the arrays rather than by a join, which the planner would get
+// wrong; batches are kept small for that (MaxFailures).
+var failSQL = `
+UPDATE sheaf_jobs j SET
+	status = ($3::text[])[array_position($1::bigint[], j.id)],
+	run_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED'
+		THEN now() + ($4::bigint[])[array_position($1::bigint[], j.id)] * interval '1 microsecond' ELSE j.run_at END,
+	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
+	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
+	locked_until = NULL, locked_by = NULL, rescues = 0
+WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+RETURNING j.id`
+
+// failedSQL is CompletedSQL for failSQL: the job has the claim's key, the
+// status it was sent and the error it was sent.
+var failedSQL = `SELECT j.id FROM sheaf_jobs j
+WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2)
+	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
+	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]`
+
+// MaxFailures caps the failures one Fail writes.
+const MaxFailures = 200
+
+// Failures are failed attempts to write, by position: the job, its claim's
+// key, the status it goes to (QUEUED to retry, FAILED), the delay before a
+// retry, and the error.
+type Failures struct {
+	IDs, Keys []int64
+	Statuses  []string
+	Delays    []time.Duration
+	Errors    []string
+}
+
+func (f Failures) args() []any {
+	us := make([]int64, len(f.Delays))
+	for i, d := range f.Delays {
+		us[i] = d.Microseconds()
+	}
+	return []any{f.IDs, f.Keys, f.Statuses, us, f.Errors}
+}
+
+// Complete marks the claims' jobs COMPLETED, each only while its claim holds
+// it, and returns the IDs it completed.
+func (h *Held) Complete(ctx context.Context, ids, keys []int64) ([]int64, error) {
+	return h.ids(ctx, completeSQL, ids, keys)
+}
+
+// CompleteLanded returns the IDs, among claims whose completion was sent but
+// whose answer was lost, of those the completion reached.
+func (h *Held) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error) {
+	return h.ids(ctx, CompletedSQL, ids, keys)
+}
+
+// Fail writes failed attempts (at most MaxFailures), each only while its
+// claim holds its job, and returns the IDs it wrote.
+func (h *Held) Fail(ctx context.Context, f Failures) ([]int64, error) {
+	return h.ids(ctx, failSQL, f.args()...)
+}
+
+// FailLanded is CompleteLanded for Fail.
+func (h *Held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
+	return h.ids(ctx, failedSQL, f.args()...)
+}
+
+// renewSQL renews the leases of the claims a runner holds ($3, the claim
+// keys of jobs $2; lease $1 milliseconds; runner $4) and returns their keys,
+// and the keys of the other jobs locked in the runner's name (orphan true):
+// claims that timed out on the runner's side but ran on the server (the
+// statement was still on its way when the runner gave up), and jobs whose
+// results or requeues could not be written. It changes nothing but leases,
+// so that it is harmless if it, too, runs on the server after the runner
+// gave up on it: putBackSQL puts orphans back, by key, once the runner has
+// made sure that it does not hold them.
+var renewSQL = `
+WITH renewed AS (
+	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
+	WHERE j.id = ANY($2) AND ` + ClaimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+	RETURNING ` + ClaimKey("j") + ` AS key
+)
+SELECT key, false FROM renewed
+UNION ALL
+SELECT ` + ClaimKey("j") + `, true FROM sheaf_jobs j
+WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + ClaimKey("j") + ` = ANY($3)`
+
+// Renew renews for lease the leases of runner's claims (keys, of jobs ids)
+// and returns the keys it renewed, and the keys of the other jobs locked in
+// the runner's name: orphans, which PutBack puts back once the runner has
+// made sure it does not hold them. Renew changes nothing but leases.
+func (h *Held) Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error) {
+	rows, err := h.Query(ctx, renewSQL, lease.Milliseconds(), ids, keys, runner)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { h.DropOn(err) }()
+	defer rows.Close()
+	for rows.Next() {
+		var key int64
+		var orphan bool
+		if err := rows.Scan(&key, &orphan); err != nil {
+			return nil, nil, err
+		}
+		if orphan {
+			orphans = append(orphans, key)
+		} else {
+			renewed = append(renewed, key)
+		}
+	}
+	return renewed, orphans, rows.Err()
+}
+
+// putBackSQL puts back in the queue the claims $2 of jobs $1, locked in the
+// name of runner $3, uncounting the attempt if the claim counted it (a
+// suspect's counts only when it starts, and an orphan never started, or its
+// handler has returned: see renewSQL). It returns the jobs it put back.
+var putBackSQL = `
+WITH back AS (
+	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - CASE WHEN j.rescues = 0 THEN 1 ELSE 0 END,
+		locked_until = NULL, locked_by = NULL
+	WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
+	RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.status, j.rescues
+), notified AS (` + NotifyDue("back") + `)
+SELECT back.id, back.kind, back.queue FROM back, notified`
+
+// JobRef names a job.
+type JobRef struct {
+	ID          int64
+	Kind, Queue string
+}
+
+// PutBack puts orphans (see Renew) back in the queue by key, their attempt
+// uncounted, and returns the jobs it put back.
+func (h *Held) PutBack(ctx context.Context, keys []int64, runner string) (_ []JobRef, err error) {
+	ids := make([]int64, len(keys))
+	for i, k := range keys {
+		ids[i] = KeyID(k)
+	}
+	rows, err := h.Query(ctx, putBackSQL, ids, keys, runner)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { h.DropOn(err) }()
+	defer rows.Close()
+	var out []JobRef
+	for rows.Next() {
+		var j JobRef
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// requeueSQL puts claims' jobs back in the queue, each only while that
+// claim holds it, keeping its run time (and so its place in the queue), and
+// returns the IDs it put back. The attempt is uncounted if it was counted
+// ($3: at the claim, or for a suspect when it started).
+var requeueSQL = `
+WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(id, key, counted)),
+req AS (
+	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - d.counted, locked_until = NULL, locked_by = NULL
+	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + ClaimKey("j") + ` = d.key AND j.status = 'PROCESSING'
+	RETURNING j.id, j.queue, j.priority, j.run_at, j.status, j.rescues
+), notified AS (` + NotifyDue("req") + `)
+SELECT req.id FROM req, notified`
+
+// Requeue puts the claims' jobs back in the queue, uncounting the attempts
+// marked counted, and returns the IDs it put back.
+func Requeue(ctx context.Context, db *sql.DB, ids, keys []int64, counted []bool) ([]int64, error) {
+	n := make([]int32, len(counted))
+	for i, c := range counted {
+		if c {
+			n[i] = 1
+		}
+	}
+	rows, err := db.QueryContext(ctx, requeueSQL, ids, keys, n)
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows)
+}
+
+// rescueSQL takes jobs whose lease expired back from their runner ($1 is
+// the rescuing runner): see Rescue.
+var rescueSQL = `
+WITH expired AS (
+	SELECT id, locked_by FROM sheaf_jobs
+	WHERE status = 'PROCESSING' AND locked_until < now()
+	ORDER BY locked_until
+	LIMIT 1000
+	FOR UPDATE SKIP LOCKED
+), rescued AS (
+	UPDATE sheaf_jobs j SET
+		attempts = CASE WHEN j.rescues = 0 THEN j.attempts - 1 ELSE j.attempts END,
+		status = CASE WHEN j.rescues > 0 AND j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'QUEUED' END,
+		completed_at = CASE WHEN j.rescues > 0 AND j.attempts >= j.max_attempts THEN now() END,
+		rescues = j.rescues + 1,
+		run_at = now(),
+		last_error = 'lease expired: runner ' || coalesce(j.locked_by, '?') ||
+			' did not renew it in time (it stopped, froze, or lost the database); rescued by runner ' || $1,
+		locked_until = NULL, locked_by = NULL
+	FROM expired WHERE j.id = expired.id
+	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at,
+		j.last_error, j.rescues, expired.locked_by AS lost_by
+), notified AS (` + NotifyDue("rescued") + `)
+SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id,
+	rescued.last_error, rescued.rescues, rescued.lost_by
+FROM rescued, notified`
+
+// Rescued is a job taken back from a runner whose lease on it expired.
+type Rescued struct {
+	JobRef
+	Status                string // QUEUED, or FAILED if it has used its attempts
+	Attempts, MaxAttempts int
+	CorrelationID         *string
+	LastError             *string
+	Rescues               int
+	LostBy                string // the runner whose lease expired
+}
+
+// Rescue takes back up to 1000 jobs whose lease expired, for runner. A job
+// rescued for the first time since an attempt of it last finished goes back
+// to the queue with that attempt uncounted, a suspect; a suspect rescued
+// again has used its attempt, and fails once it has used them all. SKIP
+// LOCKED keeps two rescuers from fighting.
+func Rescue(ctx context.Context, db *sql.DB, runner string) (_ []Rescued, err error) {
+	rows, err := db.QueryContext(ctx, rescueSQL, runner)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Rescued
+	for rows.Next() {
+		var j Rescued
+		var lostBy sql.NullString
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Status, &j.Attempts, &j.MaxAttempts, &j.CorrelationID,
+			&j.LastError, &j.Rescues, &lostBy); err != nil {
+			return out, err // the rows before it were rescued all the same
+		}
+		j.LostBy = lostBy.String
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
