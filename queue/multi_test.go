@@ -159,7 +159,11 @@ func TestJobThatKillsItsProcessEveryTimeFails(t *testing.T) {
 		_ = c.cmd.Wait() // it killed itself
 		rec, err := e.client.Get(context.Background(), id)
 		require.NoError(t, err)
-		require.Equal(t, []int{max(death-1, 1), death}, []int{rec.Attempts, rec.Claims}, "death %d: %+v", death, rec)
+		// Each death after the first counts an attempt. Claims count at
+		// least the deaths: a loaded child may also put a claim back
+		// uncounted (see Requeued).
+		require.Equal(t, max(death-1, 1), rec.Attempts, "death %d: %+v", death, rec)
+		require.GreaterOrEqual(t, rec.Claims, death, "death %d: %+v", death, rec)
 	}
 	// No process will try a fifth time: the next rescue fails it.
 	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
