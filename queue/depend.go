@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // A Rule releases a child job when its parent jobs complete.
@@ -163,7 +165,7 @@ func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rul
 	defer func() { _ = tx.Rollback() }()
 	var period, runID sql.NullString
 	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL,
-		rescues = 0 WHERE id = $1 AND `+attemptGuard+` RETURNING period, run_id`,
+		rescues = 0 WHERE id = $1 AND `+store.AttemptGuard+` RETURNING period, run_id`,
 		res.ex.row.ID, res.ex.row.Claims).Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil, tx.Commit()

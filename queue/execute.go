@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/worker"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // ErrTimeout is the cause of a job context cancelled by the kind's Timeout.
@@ -175,24 +177,14 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 	return err
 }
 
-// startSuspectSQL counts a suspect's attempt as it starts, durably, before
-// its handler runs: if the process dies from here on, the attempt counts.
-// The claim left started_at empty, so that a try after one whose answer was
-// lost does not count the attempt twice.
-const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
-	started_at = coalesce(started_at, now())
-WHERE id = $1 AND ` + attemptGuard + ` RETURNING attempts, started_at`
-
-// attemptGuard matches a job only while the claim $2 holds it.
-const attemptGuard = `claims = $2 AND status = 'PROCESSING'`
-
 // startSuspect counts the attempt of a suspect that is about to start. It
 // returns the cause to cancel the attempt with when it must not start.
 func (r *Runner) startSuspect(ex *execution) error {
 	var attempts int
 	var started time.Time
-	err := r.retry(func(ctx context.Context, _ int) error {
-		return r.sqlDB.QueryRowContext(ctx, startSuspectSQL, ex.row.ID, ex.row.Claims).Scan(&attempts, &started)
+	err := r.retry(func(ctx context.Context, _ int) (err error) {
+		attempts, started, err = store.StartSuspect(ctx, r.sqlDB, ex.row.ID, ex.row.Claims)
+		return err
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

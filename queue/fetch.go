@@ -269,72 +269,6 @@ func average(avg *atomic.Int64, sample time.Duration) {
 	avg.Store(old + (int64(sample)-old)/8)
 }
 
-const claimSQL = `
-WITH c AS (
-	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
-	ORDER BY priority DESC, run_at, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE sheaf_jobs j SET ` + claimSet + `
-FROM c WHERE j.id = c.id
-RETURNING ` + claimColumns
-
-// claimSet is how a claim marks a job: PROCESSING under the runner's lease
-// ($3 milliseconds, runner $4), with a new claim number and the attempt
-// counted.
-const claimSet = `status = 'PROCESSING', attempts = j.attempts + 1, claims = j.claims + 1, started_at = now(),
-	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
-
-const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts, j.claims, j.rescues,
-	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total`
-
-// claimFromSQL claims like claimSQL, but continues from a cursor (the last
-// position claimed) instead of scanning the claim index from its start. On a
-// busy queue the start of the index is a long run of entries for jobs
-// claimed since the table was last vacuumed; every claim from the start
-// steps over all of them, which costs milliseconds per claim on a backlog of
-// a hundred thousand jobs. The branches are CTEs, which PostgreSQL reads
-// only as far as the LIMIT needs: higher priorities (only when a
-// notification said one arrived, $5), then the cursor's priority onward,
-// then lower priorities.
-const claimFromSQL = `
-WITH higher AS (
-	SELECT id FROM sheaf_jobs
-	WHERE $5 AND status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
-	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
-), onward AS (
-	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
-		AND NOT kind = ANY($9)
-	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
-), lower AS (
-	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
-	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
-), c AS (
-	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
-)
-UPDATE sheaf_jobs j SET ` + claimSet + `
-FROM c WHERE j.id = c.id
-RETURNING ` + claimColumns
-
-// claimSuspectSQL claims the first suspect due in the queues $1 (see
-// JobRecord.Rescues). Its attempt is counted when it starts, not here.
-const claimSuspectSQL = `
-WITH c AS (
-	SELECT id FROM sheaf_jobs
-	WHERE status = 'QUEUED' AND rescues > 0 AND queue = ANY($1) AND run_at <= now() AND NOT kind = ANY($5)
-	ORDER BY priority DESC, run_at, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE sheaf_jobs j SET status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,
-	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
-FROM c WHERE j.id = c.id
-RETURNING ` + claimColumns
-
 // cursor is where a runner's last claim on a queue stopped, in claim order.
 type cursor struct {
 	priority int
@@ -345,19 +279,15 @@ type cursor struct {
 
 // claim locks up to n due jobs of queue for this runner, counting their
 // attempt now, so that a job that crashes its runner still runs out of
-// attempts, and launches them. With a cursor it continues from it; see
-// claimFromSQL.
+// attempts, and launches them. With a cursor it continues from it (see
+// store.Claim).
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]JobRecord, error) {
 	r := f.r
-	if closedKinds == nil {
-		closedKinds = []string{}
-	}
-	query, args := claimSQL, []any{queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds}
+	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.lease, Runner: r.cfg.runnerID, ClosedKinds: closedKinds, Higher: higher}
 	if cur != nil {
-		query, args = claimFromSQL, []any{queue, n, r.cfg.lease.Milliseconds(), r.cfg.runnerID,
-			higher, cur.priority, cur.runAt, cur.id, closedKinds}
+		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
-	out, err := f.claimAndLaunch(ctx, jobsCtx, query, args)
+	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) { return f.conn.Claim(ctx, c) })
 	if err != nil {
 		return nil, err
 	}
@@ -382,11 +312,10 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 			open = append(open, q)
 		}
 	}
-	if closedKinds == nil {
-		closedKinds = []string{}
-	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
-	out, err := f.claimAndLaunch(ctx, jobsCtx, claimSuspectSQL, []any{open, 1, r.cfg.lease.Milliseconds(), r.cfg.runnerID, closedKinds})
+	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
+		return f.conn.ClaimSuspect(ctx, open, r.cfg.lease, r.cfg.runnerID, closedKinds)
+	})
 	if err != nil {
 		r.suspects.Store(true)
 		return err
@@ -405,7 +334,7 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 // them. If it fails anyway (it timed out, or the connection broke), the
 // server may still run it: the lease keeper is asked to look for jobs held
 // in this runner's name that it does not run, and to put them back.
-func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, query string, args []any) (out []JobRecord, err error) {
+func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(context.Context) ([]store.Claimed, error)) (out []JobRecord, err error) {
 	r := f.r
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeouts.statement)
 	defer cancel()
@@ -420,31 +349,13 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, query string, arg
 			}
 		}
 	}()
-	rows, err := f.conn.Query(ctx, query, args...)
+	claimed, err := claim(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var j JobRecord
-		var payload, backoff, auth []byte
-		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
-			&j.MaxAttempts, &backoff, &j.CreatedAt, &j.StartedAt, &auth, &j.RunAt, &j.RunID, &j.Period, &j.ParentIDs, &j.Total); err != nil {
-			return nil, err
-		}
-		j.Status, j.Payload = StatusProcessing, payload
-		if len(auth) > 0 {
-			if err := json.Unmarshal(auth, &j.Auth); err != nil {
-				r.log.Warn("queue: job has an auth context that does not decode", "job_id", j.ID, "err", err)
-			}
-		}
-		if len(backoff) > 0 {
-			j.backoffJSON = backoff
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	out = make([]JobRecord, len(claimed))
+	for i, c := range claimed {
+		out[i] = r.claimedRecord(c)
 	}
 	// In claim order: priority, run time, ID. Workers start them in this
 	// order, and the last one is the cursor.
@@ -459,6 +370,23 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, query string, arg
 	})
 	r.launch(jobsCtx, out)
 	return out, nil
+}
+
+// claimedRecord is the JobRecord of a claimed job.
+func (r *Runner) claimedRecord(c store.Claimed) JobRecord {
+	j := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Status: StatusProcessing, Priority: c.Priority, Payload: c.Payload,
+		CorrelationID: c.CorrelationID, Attempts: c.Attempts, Claims: c.Claims, Rescues: c.Rescues, MaxAttempts: c.MaxAttempts,
+		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, RunAt: c.RunAt, RunID: c.RunID, Period: c.Period, ParentIDs: c.ParentIDs,
+		Total: c.Total}
+	if len(c.Auth) > 0 {
+		if err := json.Unmarshal(c.Auth, &j.Auth); err != nil {
+			r.log.Warn("queue: job has an auth context that does not decode", "job_id", j.ID, "err", err)
+		}
+	}
+	if len(c.Backoff) > 0 {
+		j.backoffJSON = c.Backoff
+	}
+	return j
 }
 
 // parseNotice reads a new-jobs notification, schema removed: "queue:priority",

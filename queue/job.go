@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Status is where a job is in its lifecycle:
@@ -126,44 +126,16 @@ type IDs []int64
 
 // Scan reads a bigint[] in PostgreSQL's text form, {1,2,3}.
 func (ids *IDs) Scan(src any) error {
-	var text string
-	switch v := src.(type) {
-	case nil:
-		*ids = nil
-		return nil
-	case string:
-		text = v
-	case []byte:
-		text = string(v)
-	default:
-		return fmt.Errorf("queue: cannot scan %T into IDs", src)
+	v, err := store.ParseIDList(src)
+	if err != nil {
+		return fmt.Errorf("queue: %w", err)
 	}
-	text = strings.Trim(text, "{}")
-	out := IDs{}
-	if text != "" {
-		for _, f := range strings.Split(text, ",") {
-			id, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return fmt.Errorf("queue: bad ID list %q: %w", text, err)
-			}
-			out = append(out, id)
-		}
-	}
-	*ids = out
+	*ids = v
 	return nil
 }
 
 // Value writes the list in PostgreSQL's text form.
-func (ids IDs) Value() (driver.Value, error) {
-	if ids == nil {
-		return nil, nil
-	}
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.FormatInt(id, 10)
-	}
-	return "{" + strings.Join(parts, ",") + "}", nil
-}
+func (ids IDs) Value() (driver.Value, error) { return store.IDListValue(ids), nil }
 
 // Duration is how long the last attempt took, from start to completion; zero
 // if the job has not finished.

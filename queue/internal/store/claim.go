@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var claimSQL = `
+WITH c AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND NOT kind = ANY($5)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE sheaf_jobs j SET ` + claimSet + `
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+// claimSet is how a claim marks a job: PROCESSING under the runner's lease
+// ($3 milliseconds, runner $4), with a new claim number and the attempt
+// counted.
+const claimSet = `status = 'PROCESSING', attempts = j.attempts + 1, claims = j.claims + 1, started_at = now(),
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
+
+const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts, j.claims, j.rescues,
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total`
+
+// claimFromSQL claims like claimSQL, but continues from a cursor (the last
+// position claimed) instead of scanning the claim index from its start. On a
+// busy queue the start of the index is a long run of entries for jobs
+// claimed since the table was last vacuumed; every claim from the start
+// steps over all of them, which costs milliseconds per claim on a backlog of
+// a hundred thousand jobs. The branches are CTEs, which PostgreSQL reads
+// only as far as the LIMIT needs: higher priorities (only when a
+// notification said one arrived, $5), then the cursor's priority onward,
+// then lower priorities.
+var claimFromSQL = `
+WITH higher AS (
+	SELECT id FROM sheaf_jobs
+	WHERE $5 AND status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority > $6 AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), onward AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority = $6 AND (run_at, id) > ($7, $8)
+		AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), lower AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND rescues = 0 AND queue = $1 AND run_at <= now() AND priority < $6 AND NOT kind = ANY($9)
+	ORDER BY priority DESC, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), c AS (
+	SELECT id FROM higher UNION ALL SELECT id FROM onward UNION ALL SELECT id FROM lower LIMIT $2
+)
+UPDATE sheaf_jobs j SET ` + claimSet + `
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+// claimSuspectSQL claims the first suspect due in the queues $1 (see
+// JobRecord.Rescues). Its attempt is counted when it starts, not here.
+var claimSuspectSQL = `
+WITH c AS (
+	SELECT id FROM sheaf_jobs
+	WHERE status = 'QUEUED' AND rescues > 0 AND queue = ANY($1) AND run_at <= now() AND NOT kind = ANY($5)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE sheaf_jobs j SET status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL
+FROM c WHERE j.id = c.id
+RETURNING ` + claimColumns
+
+// startSuspectSQL counts a suspect's attempt as it starts, durably, before
+// its handler runs: if the process dies from here on, the attempt counts.
+// The claim left started_at empty, so that a try after one whose answer was
+// lost does not count the attempt twice.
+const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+	started_at = coalesce(started_at, now())
+WHERE id = $1 AND ` + AttemptGuard + ` RETURNING attempts, started_at`
+
+// AttemptGuard matches a job only while the claim $2 holds it.
+const AttemptGuard = `claims = $2 AND status = 'PROCESSING'`
+
+// Claimed is a job as a claim returns it: PROCESSING under the claiming
+// runner's lease.
+type Claimed struct {
+	ID                        int64
+	Kind, Queue               string
+	Priority                  int
+	Payload, Backoff, Auth    []byte // JSON; Backoff and Auth may be empty
+	CorrelationID             *string
+	Attempts, Claims, Rescues int
+	MaxAttempts               int
+	CreatedAt, RunAt          time.Time
+	StartedAt                 *time.Time
+	RunID, Period             *string
+	ParentIDs                 []int64
+	Total                     *int64
+}
+
+// Cursor is where a runner's last claim on a queue stopped, in claim order
+// (priority descending, run time, ID).
+type Cursor struct {
+	Priority int
+	RunAt    time.Time
+	ID       int64
+}
+
+// Claim asks for up to N due jobs of Queue, of no kind in ClosedKinds, for
+// Runner under a lease of Lease. From continues from a cursor instead of the
+// start of the queue (see claimFromSQL), looking above it first when Higher.
+type Claim struct {
+	Queue       string
+	N           int
+	Lease       time.Duration
+	Runner      string
+	ClosedKinds []string
+	From        *Cursor
+	Higher      bool
+}
+
+// Claim locks up to c.N due jobs for c.Runner, counting their attempt, and
+// returns them (in no particular order).
+func (h *Held) Claim(ctx context.Context, c Claim) ([]Claimed, error) {
+	closed := c.ClosedKinds
+	if closed == nil {
+		closed = []string{}
+	}
+	if c.From == nil {
+		return h.claimed(ctx, claimSQL, c.Queue, c.N, c.Lease.Milliseconds(), c.Runner, closed)
+	}
+	return h.claimed(ctx, claimFromSQL, c.Queue, c.N, c.Lease.Milliseconds(), c.Runner,
+		c.Higher, c.From.Priority, c.From.RunAt, c.From.ID, closed)
+}
+
+// ClaimSuspect claims the first due suspect of queues, of no kind in
+// closedKinds, for runner; its attempt is counted when it starts
+// (StartSuspect). It returns no job when none is due.
+func (h *Held) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
+	if closedKinds == nil {
+		closedKinds = []string{}
+	}
+	return h.claimed(ctx, claimSuspectSQL, queues, 1, lease.Milliseconds(), runner, closedKinds)
+}
+
+func (h *Held) claimed(ctx context.Context, query string, args ...any) (_ []Claimed, err error) {
+	rows, err := h.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { h.DropOn(err) }()
+	defer rows.Close()
+	var out []Claimed
+	for rows.Next() {
+		var j Claimed
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
+			&j.MaxAttempts, &j.Backoff, &j.CreatedAt, &j.StartedAt, &j.Auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// StartSuspect counts the attempt of claim claims of suspect id as it
+// starts, durably, and returns the attempts and the start time. It returns
+// sql.ErrNoRows if the claim no longer holds the job.
+func StartSuspect(ctx context.Context, db *sql.DB, id int64, claims int) (attempts int, started time.Time, err error) {
+	err = db.QueryRowContext(ctx, startSuspectSQL, id, claims).Scan(&attempts, &started)
+	return attempts, started, err
+}
+
+// idList scans a bigint[] in PostgreSQL's text form.
+type idList []int64
+
+func (l *idList) Scan(src any) error {
+	ids, err := ParseIDList(src)
+	*l = ids
+	return err
+}
+
+// ParseIDList reads a bigint[] in PostgreSQL's text form, {1,2,3}, as a
+// database driver hands it over; NULL is nil.
+func ParseIDList(src any) ([]int64, error) {
+	var text string
+	switch v := src.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		text = v
+	case []byte:
+		text = string(v)
+	default:
+		return nil, fmt.Errorf("cannot scan %T into a list of IDs", src)
+	}
+	text = strings.Trim(text, "{}")
+	out := []int64{}
+	if text != "" {
+		for _, f := range strings.Split(text, ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("bad ID list %q: %w", text, err)
+			}
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// IDListValue writes ids in PostgreSQL's text form; nil is NULL.
+func IDListValue(ids []int64) driver.Value {
+	if ids == nil {
+		return nil
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
