@@ -150,7 +150,7 @@ func (h *Held) ClaimSuspect(ctx context.Context, queues []string, lease time.Dur
 }
 
 func (h *Held) claimed(ctx context.Context, query string, args ...any) (_ []Claimed, err error) {
-	rows, err := h.Query(ctx, query, args...)
+	rows, err := h.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

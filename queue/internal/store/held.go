@@ -36,10 +36,8 @@ type Held struct {
 // in a server crash only uncounts an attempt.
 func Hold(db *sql.DB, asyncCommit bool) *Held { return &Held{db: db, async: asyncCommit} }
 
-// Query runs query on the held connection, opening one if needed.
-//
-// It is exported for the claim statements, until they move here.
-func (h *Held) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+// query runs query on the held connection, opening one if needed.
+func (h *Held) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if h.conn == nil {
 		cctx, cancel := connectContext(ctx)
 		c, err := h.db.Conn(cctx)
@@ -102,7 +100,7 @@ func (h *Held) Close() {
 
 // ids runs query on the held connection and returns the IDs it yields.
 func (h *Held) ids(ctx context.Context, query string, args ...any) (_ []int64, err error) {
-	rows, err := h.Query(ctx, query, args...)
+	rows, err := h.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING
 // the runner's name: orphans, which PutBack puts back once the runner has
 // made sure it does not hold them. Renew changes nothing but leases.
 func (h *Held) Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error) {
-	rows, err := h.Query(ctx, renewSQL, lease.Milliseconds(), ids, keys, runner)
+	rows, err := h.query(ctx, renewSQL, lease.Milliseconds(), ids, keys, runner)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +172,7 @@ func (h *Held) PutBack(ctx context.Context, keys []int64, runner string) (_ []Jo
 	for i, k := range keys {
 		ids[i] = KeyID(k)
 	}
-	rows, err := h.Query(ctx, putBackSQL, ids, keys, runner)
+	rows, err := h.query(ctx, putBackSQL, ids, keys, runner)
 	if err != nil {
 		return nil, err
 	}
