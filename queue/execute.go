@@ -294,24 +294,25 @@ func (ex *execution) event(t EventType) Event {
 }
 
 func (ex *execution) setProgress(ctx context.Context, processed, total int64) error {
-	return ex.update(ctx, "processed = $1, total = $2", processed, total)
+	return ex.write(ctx, func(ctx context.Context) (bool, error) {
+		return store.SetProgress(ctx, ex.r.sqlDB, ex.row.ID, ex.row.Claims, processed, total)
+	})
 }
 
-// update sets columns of the running job, guarded like a result: only while
-// the job is this attempt's. set uses $1, $2, ... for args.
-func (ex *execution) update(ctx context.Context, set string, args ...any) error {
+// write runs one of the attempt's own writes (see store.SetProgress), bounded
+// like a bookkeeping statement; a write that changed nothing found the job
+// no longer this attempt's.
+func (ex *execution) write(ctx context.Context, w func(context.Context) (bool, error)) error {
 	if ex == nil {
 		return nil // a Job built by hand, as in a handler's unit test
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
 	defer cancel()
-	n := len(args)
-	query := fmt.Sprintf("UPDATE sheaf_jobs SET %s WHERE id = $%d AND claims = $%d AND status = 'PROCESSING'", set, n+1, n+2)
-	res, err := ex.r.sqlDB.ExecContext(ctx, query, append(args, ex.row.ID, ex.row.Claims)...)
+	changed, err := w(ctx)
 	if err != nil {
 		return fmt.Errorf("queue: update job %d: %w", ex.row.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !changed {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
 	}
 	return nil
@@ -343,10 +344,8 @@ func (ex *execution) movedOn(ctx context.Context) bool {
 
 // now reads the job's status and claim number as the database has them.
 func (ex *execution) now(ctx context.Context) (Status, int, error) {
-	var st Status
-	var claims int
-	err := ex.r.sqlDB.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", ex.row.ID).Scan(&st, &claims)
-	return st, claims, err
+	st, claims, err := store.State(ctx, ex.r.sqlDB, ex.row.ID)
+	return Status(st), claims, err
 }
 
 // cancelRunning cancels the context of every running attempt of a job.

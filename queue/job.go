@@ -188,7 +188,9 @@ func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)
 	}
-	return j.exec.update(ctx, "output = $1::jsonb", string(b))
+	return j.exec.write(ctx, func(ctx context.Context) (bool, error) {
+		return store.SetOutput(ctx, j.exec.r.sqlDB, j.exec.row.ID, j.exec.row.Claims, string(b))
+	})
 }
 
 // Parents returns the jobs whose completion released this one, with their

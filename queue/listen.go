@@ -4,15 +4,11 @@ package queue
 
 import (
 	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // listen keeps a connection LISTENing for new jobs and cancellations,
@@ -33,52 +29,26 @@ func (r *Runner) listen(ctx context.Context) {
 	}
 }
 
+// listenOnce listens until the connection breaks, waking the claims for
+// new jobs of the runner's queues and cancelling running jobs.
 func (r *Runner) listenOnce(ctx context.Context) error {
-	conn, err := r.sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("queue: the listener needs the pgx driver, got %T", dc)
-		}
-		pc := sc.Conn()
-		var schema string
-		if err := pc.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-			return err
-		}
-		if _, err := pc.Exec(ctx, "LISTEN sheaf_jobs; LISTEN sheaf_cancel"); err != nil {
-			return errors.Join(err, driver.ErrBadConn)
-		}
-		r.wakeFetch() // jobs may have arrived while the listener was down
-		for {
-			n, err := pc.WaitForNotification(ctx)
-			if err != nil {
-				// The connection was listening; never hand it back to the pool.
-				return errors.Join(err, driver.ErrBadConn)
+	ready := func() { r.wakeFetch() } // jobs may have arrived while the listener was down
+	return store.Listen(ctx, r.sqlDB, ready, func(channel, payload string) {
+		switch channel {
+		case store.JobsChannel:
+			q, prio, suspects := parseNotice(payload)
+			if !slices.Contains(r.cfg.queues, q) {
+				return
 			}
-			rest, ours := strings.CutPrefix(n.Payload, schema+":")
-			if !ours {
-				continue // another schema's queue
+			if suspects {
+				r.suspects.Store(true)
+			} else {
+				r.noteArrival(q, prio)
 			}
-			switch n.Channel {
-			case "sheaf_jobs":
-				q, prio, suspects := parseNotice(rest)
-				if !slices.Contains(r.cfg.queues, q) {
-					continue
-				}
-				if suspects {
-					r.suspects.Store(true)
-				} else {
-					r.noteArrival(q, prio)
-				}
-				r.wakeFetch()
-			case "sheaf_cancel":
-				if id, err := strconv.ParseInt(rest, 10, 64); err == nil {
-					r.cancelRunning(id, ErrCancelled)
-				}
+			r.wakeFetch()
+		case store.CancelChannel:
+			if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
+				r.cancelRunning(id, ErrCancelled)
 			}
 		}
 	})

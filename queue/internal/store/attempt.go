@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// An attempt's own writes, each guarded like a result: it changes the job
+// only while the attempt's claim holds it, and reports false when it did
+// not.
+
+// SetProgress saves a running job's progress.
+func SetProgress(ctx context.Context, db *sql.DB, id int64, claims int, processed, total int64) (bool, error) {
+	return update(ctx, db, id, claims, "processed = $1, total = $2", processed, total)
+}
+
+// SetOutput saves a running job's output, JSON.
+func SetOutput(ctx context.Context, db *sql.DB, id int64, claims int, output string) (bool, error) {
+	return update(ctx, db, id, claims, "output = $1::jsonb", output)
+}
+
+// update sets columns of job id while claim claims holds it. set uses
+// $1, $2, ... for args.
+func update(ctx context.Context, db *sql.DB, id int64, claims int, set string, args ...any) (bool, error) {
+	n := len(args)
+	query := fmt.Sprintf("UPDATE sheaf_jobs SET %s WHERE id = $%d AND "+
+		"claims = $%d AND status = 'PROCESSING'", set, n+1, n+2)
+	res, err := db.ExecContext(ctx, query, append(args, id, claims)...)
+	if err != nil {
+		return false, err
+	}
+	changed, err := res.RowsAffected()
+	return changed > 0, err
+}
+
+// State reads a job's status and claim number as the database has them.
+func State(ctx context.Context, db *sql.DB, id int64) (status string, claims int, err error) {
+	err = db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", id).Scan(&status, &claims)
+	return status, claims, err
+}
