@@ -10,17 +10,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // preflightTimeout bounds Start's checks.
 const preflightTimeout = 10 * time.Second
-
-// preflightSQL reads, in one round trip, the schema version and how many
-// more client connections the server accepts.
-const preflightSQL = `
-SELECT (SELECT coalesce(max(version), 0) FROM sheaf_migrations),
-	current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
-		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`
 
 // preflight checks, before the runner starts anything, that the database
 // answers and that its schema is the one this sheaf knows, and warns when
@@ -30,8 +25,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	// connection, on a machine that is busy starting everything at once.
 	ctx, cancel := context.WithTimeout(ctx, max(r.timeouts.statement, preflightTimeout))
 	defer cancel()
-	var version, room int
-	err := r.sqlDB.QueryRowContext(ctx, preflightSQL).Scan(&version, &room)
+	version, room, err := store.Preflight(ctx, r.sqlDB)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && pe.Code == "42P01": // undefined table

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -378,12 +379,12 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 	from := now // a new schedule starts with its next tick, not its last one
 	var missed time.Time
 	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		last, found, err := lockSchedule(tx, s.Name)
+		last, found, err := store.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", s.Name, now).Error
+			return store.AddSchedule(tx, s.Name, now)
 		}
 		from = last
 		if last.Before(cutoff) {
@@ -399,7 +400,7 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 			return nil
 		}
 		r.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
-		return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = now() WHERE name = ?", latest, s.Name).Error
+		return store.SetLastTick(tx, s.Name, latest)
 	})
 	if err != nil {
 		r.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
@@ -408,15 +409,6 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 		r.fire(ctx, s, missed)
 	}
 	return s.next(from)
-}
-
-// lockSchedule locks a schedule's row and returns its last tick.
-func lockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err error) {
-	err = tx.Raw("SELECT last_tick FROM sheaf_schedules WHERE name = ? FOR UPDATE", name).Row().Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, false, nil
-	}
-	return last, err == nil, err
 }
 
 // fire creates the jobs of one tick, unless another runner did: the tick is
@@ -429,11 +421,10 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	var created int
 	var unbuilt error // why the tick created nothing
 	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-			s.Name, at.Add(-time.Nanosecond)).Error; err != nil {
+		if err := store.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
 			return err
 		}
-		last, _, err := lockSchedule(tx, s.Name)
+		last, _, err := store.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
@@ -453,7 +444,7 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 				}
 			}
 		}
-		return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = now() WHERE name = ?", at, s.Name).Error
+		return store.SetLastTick(tx, s.Name, at)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
