@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Client enqueues and manages jobs. Create one with NewClient; it starts no
@@ -129,16 +131,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, er
 }
 
 // newJob is a validated job ready to insert.
-type newJob struct {
-	kind, queue        string
-	priority, attempts int
-	payload            string
-	key, correlation   *string
-	backoff, auth      *string
-	runID, period      *string
-	runAt              *time.Time
-	delay              time.Duration
-}
+type newJob = store.NewJob
 
 func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 	if len(jobs) == 0 {
@@ -177,24 +170,24 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		return newJob{}, err
 	}
 	j := newJob{
-		kind: e.kind, queue: o.queue, priority: o.priority, attempts: o.maxAttempts,
-		payload: string(payload), delay: o.delay,
+		Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts,
+		Payload: string(payload), Delay: o.delay,
 	}
 	if !o.runAt.IsZero() {
 		t := o.runAt
-		j.runAt = &t
+		j.RunAt = &t
 	}
 	if o.idempotencyKey != "" {
-		j.key = &o.idempotencyKey
+		j.Key = &o.idempotencyKey
 	}
 	if o.correlationID != "" {
-		j.correlation = &o.correlationID
+		j.Correlation = &o.correlationID
 	}
 	if o.runID != "" {
-		j.runID = &o.runID
+		j.RunID = &o.runID
 	}
 	if o.period != "" {
-		j.period = &o.period
+		j.Period = &o.period
 	}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
@@ -202,7 +195,7 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 			return newJob{}, err
 		}
 		s := string(b)
-		j.backoff = &s
+		j.Backoff = &s
 	}
 	if o.auth != nil {
 		claims := map[string]any(o.auth)
@@ -214,50 +207,14 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 			return newJob{}, err
 		}
 		s := string(b)
-		j.auth = &s
+		j.Auth = &s
 	}
 	return j, nil
 }
 
-// insertSQL inserts many jobs from arrays, skips duplicates by idempotency
-// key, and notifies runners of the queues that got jobs due now, all in one
-// statement.
-var insertSQL = `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[])
-		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
-		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, ord)
-), ins AS (
-	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	                        max_attempts, backoff, run_at, auth, run_id, period)
-	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
-	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
-	       run_id, period
-	FROM input ORDER BY ord
-	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING *
-), notified AS (` + notifyDueSQL("ins") + `)
-SELECT ins.* FROM ins, notified ORDER BY ins.id`
-
 func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
-	n := len(rows)
-	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
-	prios, attempts := make([]int32, n), make([]int32, n)
-	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	runIDs, periods := make([]*string, n), make([]*string, n)
-	runAts, delays := make([]*time.Time, n), make([]int64, n)
-	for i, r := range rows {
-		kinds[i], queues[i], payloads[i] = r.kind, r.queue, r.payload
-		prios[i], attempts[i] = int32(r.priority), int32(r.attempts)
-		keys[i], corrs[i], backoffs[i], auths[i] = r.key, r.correlation, r.backoff, r.auth
-		runIDs[i], periods[i] = r.runID, r.period
-		runAts[i], delays[i] = r.runAt, r.delay.Microseconds()
-	}
 	var inserted []JobRecord
-	err := c.db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
-		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(&inserted).Error
-	if err != nil {
+	if err := store.Insert(ctx, c.db, rows, &inserted); err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
 	return c.matchInserted(ctx, rows, inserted)
@@ -278,7 +235,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 	var missing []string
 	claimed := map[string]bool{} // keys whose inserted row went to an earlier input
 	for i, r := range rows {
-		if r.key == nil {
+		if r.Key == nil {
 			for next < len(inserted) && inserted[next].IdempotencyKey != nil {
 				next++
 			}
@@ -289,12 +246,12 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 			next++
 			continue
 		}
-		if rec := byKey[*r.key]; rec != nil && !claimed[*r.key] {
+		if rec := byKey[*r.Key]; rec != nil && !claimed[*r.Key] {
 			out[i] = Enqueued{Job: rec}
-			claimed[*r.key] = true
+			claimed[*r.Key] = true
 			continue
 		}
-		missing = append(missing, *r.key)
+		missing = append(missing, *r.Key)
 	}
 	if len(missing) == 0 {
 		return out, nil
@@ -316,9 +273,9 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 		if out[i].Job != nil {
 			continue
 		}
-		rec := have[*r.key]
+		rec := have[*r.Key]
 		if rec == nil {
-			return nil, fmt.Errorf("queue: enqueue: idempotency key %q conflicted but its job is gone; retry", *r.key)
+			return nil, fmt.Errorf("queue: enqueue: idempotency key %q conflicted but its job is gone; retry", *r.Key)
 		}
 		out[i] = Enqueued{Job: rec, Duplicate: true}
 	}

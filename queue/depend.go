@@ -273,20 +273,8 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 			errAttrs(err, "rule", ru.Name, "group", group)...)
 		return nil, nil
 	}
-	var child JobRecord
-	err = tx.QueryRowContext(ctx, `
-WITH ins AS (
-	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
-		backoff, run_at, auth, run_id, period, parent_ids)
-	VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8::jsonb, coalesce($9, now() + $10 * interval '1 microsecond'),
-		$11::jsonb, $12, $13, $14)
-	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING *
-), notified AS (`+notifyDueSQL("ins")+`)
-SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`,
-		nj.kind, nj.queue, nj.priority, nj.payload, nj.key, nj.correlation, nj.attempts,
-		nj.backoff, nj.runAt, nj.delay.Microseconds(), nj.auth, nj.runID, nj.period, IDs(ids)).Scan(
-		&child.ID, &child.Kind, &child.Queue, &child.Priority, &child.RunID)
+	c, err := store.InsertChild(ctx, tx, nj, ids)
+	child := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority, RunID: c.RunID}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil // released already
 	}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
+)
+
+// NewJob is a validated job to insert. Payload, Backoff and Auth are JSON;
+// a nil RunAt means Delay from now, on the database's clock.
+type NewJob struct {
+	Kind, Queue        string
+	Priority, Attempts int
+	Payload            string
+	Key, Correlation   *string
+	Backoff, Auth      *string
+	RunID, Period      *string
+	RunAt              *time.Time
+	Delay              time.Duration
+}
+
+// insertSQL inserts many jobs from arrays, skips duplicates by idempotency
+// key, and notifies runners of the queues that got jobs due now, all in one
+// statement.
+var insertSQL = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[])
+		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
+		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, ord)
+), ins AS (
+	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
+	                        max_attempts, backoff, run_at, auth, run_id, period)
+	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
+	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
+	       run_id, period
+	FROM input ORDER BY ord
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING *
+), notified AS (` + NotifyDue("ins") + `)
+SELECT ins.* FROM ins, notified ORDER BY ins.id`
+
+// Insert inserts jobs (in order; one with an idempotency key already taken
+// is skipped), notifies runners of the queues that got jobs due now, and
+// scans the inserted rows, in ID order, into dest, a gorm model slice.
+func Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
+	n := len(jobs)
+	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
+	prios, attempts := make([]int32, n), make([]int32, n)
+	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	runIDs, periods := make([]*string, n), make([]*string, n)
+	runAts, delays := make([]*time.Time, n), make([]int64, n)
+	for i, r := range jobs {
+		kinds[i], queues[i], payloads[i] = r.Kind, r.Queue, r.Payload
+		prios[i], attempts[i] = int32(r.Priority), int32(r.Attempts)
+		keys[i], corrs[i], backoffs[i], auths[i] = r.Key, r.Correlation, r.Backoff, r.Auth
+		runIDs[i], periods[i] = r.RunID, r.Period
+		runAts[i], delays[i] = r.RunAt, r.Delay.Microseconds()
+	}
+	return db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
+		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(dest).Error
+}
+
+// insertChildSQL inserts a dependency rule's child, unless its idempotency
+// key is taken (the child was released already), and notifies runners.
+var insertChildSQL = `
+WITH ins AS (
+	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
+		backoff, run_at, auth, run_id, period, parent_ids)
+	VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8::jsonb, coalesce($9, now() + $10 * interval '1 microsecond'),
+		$11::jsonb, $12, $13, $14)
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING *
+), notified AS (` + NotifyDue("ins") + `)
+SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`
+
+// Child is a released child job.
+type Child struct {
+	JobRef
+	Priority int
+	RunID    *string
+}
+
+// InsertChild inserts j, a child of parents, inside tx. It returns
+// sql.ErrNoRows if the child exists already.
+func InsertChild(ctx context.Context, tx *sql.Tx, j NewJob, parents []int64) (Child, error) {
+	var c Child
+	err := tx.QueryRowContext(ctx, insertChildSQL,
+		j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts,
+		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents)).Scan(
+		&c.ID, &c.Kind, &c.Queue, &c.Priority, &c.RunID)
+	return c, err
+}
+
+var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period"}
+
+// Copy inserts jobs, none with an idempotency key, with one binary COPY in
+// one transaction, notifies runners of the queues that got jobs due now,
+// and returns how many it inserted. It needs the pgx driver.
+func Copy(ctx context.Context, db *sql.DB, jobs []NewJob) (int64, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	var n int64
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("COPY needs the pgx driver, got %T", dc)
+		}
+		pc := sc.Conn()
+		err := pgx.BeginFunc(ctx, pc, func(tx pgx.Tx) error {
+			var now time.Time // the database's clock, for RunAt-less and delayed jobs
+			if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+				return err
+			}
+			due := map[string]int{} // queue → highest due priority
+			src := pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
+				r := jobs[i]
+				runAt := now.Add(r.Delay)
+				if r.RunAt != nil {
+					runAt = *r.RunAt
+				}
+				if !runAt.After(now) {
+					due[r.Queue] = max(due[r.Queue], r.Priority)
+				}
+				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
+					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period}, nil
+			})
+			var err error
+			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {
+				return err
+			}
+			for q, top := range due {
+				if _, err := tx.Exec(ctx, "SELECT pg_notify('"+JobsChannel+"', current_schema() || ':' || $1)", fmt.Sprintf("%s:%d", q, top)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() != nil {
+			// A cancelled COPY can leave the connection mid-protocol.
+			return errors.Join(err, driver.ErrBadConn)
+		}
+		return err
+	})
+	return n, err
+}
+
+func jsonOrNil(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return json.RawMessage(*s)
+}
+
+// Analyze refreshes the jobs table's statistics.
+func Analyze(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error
+}
