@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -372,12 +371,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
 func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
-		err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
-			locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
-		if err == nil && was == StatusProcessing {
-			err = tx.Exec("SELECT pg_notify('sheaf_cancel', current_schema() || ':' || ?)", fmt.Sprint(id)).Error
-		}
-		return err
+		return store.Cancel(tx, id, was == StatusProcessing)
 	})
 }
 
@@ -388,15 +382,9 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 // completed job is not run twice.
 func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
-		return tx.Exec(requeueSQL+" WHERE id = ?", id).Error
+		return store.Retry(tx, id)
 	})
 }
-
-// requeueSQL is the update that gives a failed or cancelled job a new start.
-// A job that never ran (cancelled while queued) keeps its allowance.
-const requeueSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
-	max_attempts = CASE WHEN attempts = 0 THEN max_attempts ELSE attempts + max_attempts END,
-	run_at = now(), started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
 
 // RetryFailed puts every FAILED job that matches f back in the queue, as
 // Retry does, in one statement, and returns how many it requeued. f.Statuses,
@@ -408,16 +396,9 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	}
 	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
 	var n int64
-	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec(requeueSQL+" WHERE id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotalAttempts)
-		if res.Error != nil {
-			return res.Error
-		}
-		n = res.RowsAffected
-		if n > 0 {
-			return tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
-		}
-		return nil
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+		n, err = store.RetryFailed(tx, sub, maxTotalAttempts)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("queue: retry failed: %w", notMigrated(err))
@@ -430,20 +411,20 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 func (c *Client) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
 	var rec JobRecord
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var was Status
-		err := tx.Raw("SELECT status FROM sheaf_jobs WHERE id = ? FOR UPDATE", id).Row().Scan(&was)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %d", ErrNotFound, id)
-		}
+		st, found, err := store.LockStatus(tx, id)
 		if err != nil {
 			return err
 		}
+		if !found {
+			return fmt.Errorf("%w: %d", ErrNotFound, id)
+		}
+		was := Status(st)
 		if !slices.Contains(from, was) {
 			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
 		}
 		if op == "retry" {
-			var attempts, max int
-			if err := tx.Raw("SELECT attempts, max_attempts FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&attempts, &max); err != nil {
+			attempts, max, err := store.Attempts(tx, id)
+			if err != nil {
 				return err
 			}
 			if attempts+max >= maxTotalAttempts {
@@ -452,11 +433,6 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		}
 		if err := update(tx, was); err != nil {
 			return err
-		}
-		if op == "retry" {
-			if err := tx.Exec(notifyDueSQL("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error; err != nil {
-				return err
-			}
 		}
 		return tx.Take(&rec, id).Error
 	})
@@ -489,34 +465,21 @@ type Stats struct {
 // of jobs it takes a moment; it is for dashboards, not hot paths.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	db := c.db.WithContext(ctx)
-	rows, err := db.Raw("SELECT kind, status, count(*) FROM sheaf_jobs GROUP BY kind, status").Rows()
+	counts, err := store.CountByKind(ctx, c.db)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var st Status
-		var n int64
-		if err := rows.Scan(&kind, &st, &n); err != nil {
-			return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
+	for _, kc := range counts {
+		st := Status(kc.Status)
+		s.ByStatus[st] += kc.N
+		if s.ByKind[kc.Kind] == nil {
+			s.ByKind[kc.Kind] = map[Status]int64{}
 		}
-		s.ByStatus[st] += n
-		if s.ByKind[kind] == nil {
-			s.ByKind[kind] = map[Status]int64{}
-		}
-		s.ByKind[kind][st] = n
+		s.ByKind[kc.Kind][st] = kc.N
 	}
-	if err := rows.Err(); err != nil {
-		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
-	}
-	var oldest float64
-	err = db.Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
-		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&s.Ready, &oldest)
+	s.Ready, s.OldestReady, err = store.Ready(ctx, c.db)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
-	s.OldestReady = time.Duration(oldest * float64(time.Second))
 	return s, nil
 }

@@ -45,7 +45,3 @@ func (c *Client) migrate(ctx context.Context) error {
 	}
 	return nil
 }
-
-// notifyDueSQL is store.NotifyDue, until the statements that use it move
-// to the store.
-func notifyDueSQL(rel string) string { return store.NotifyDue(rel) }

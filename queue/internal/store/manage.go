@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// The client's management of single jobs runs inside a transaction of the
+// caller's, tx, holding the job's row lock from LockStatus on.
+
+// LockStatus locks job id's row and returns its status; found is false if
+// there is no such job.
+func LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error) {
+	err = tx.Raw("SELECT status FROM sheaf_jobs WHERE id = ? FOR UPDATE", id).Row().Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return status, err == nil, err
+}
+
+// Attempts returns job id's attempts so far and its allowance.
+func Attempts(tx *gorm.DB, id int64) (attempts, max int, err error) {
+	err = tx.Raw("SELECT attempts, max_attempts FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&attempts, &max)
+	return attempts, max, err
+}
+
+// Cancel marks job id CANCELLED and, if it was running, tells its runner.
+func Cancel(tx *gorm.DB, id int64, running bool) error {
+	err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
+		locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
+	if err == nil && running {
+		err = tx.Exec("SELECT pg_notify('"+CancelChannel+"', current_schema() || ':' || ?)", fmt.Sprint(id)).Error
+	}
+	return err
+}
+
+// restartSQL gives a failed or cancelled job a new start, due now, with as
+// many attempts again as it had. A job that never ran (cancelled while
+// queued) keeps its allowance.
+const restartSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
+	max_attempts = CASE WHEN attempts = 0 THEN max_attempts ELSE attempts + max_attempts END,
+	run_at = now(), started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
+
+// Retry gives job id a new start and tells the runners.
+func Retry(tx *gorm.DB, id int64) error {
+	if err := tx.Exec(restartSQL+" WHERE id = ?", id).Error; err != nil {
+		return err
+	}
+	return tx.Exec(NotifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error
+}
+
+// RetryFailed gives every FAILED job among the IDs that sub selects, and
+// whose attempts with a new allowance stay below maxTotal, a new start,
+// tells the runners, and returns how many it requeued.
+func RetryFailed(tx *gorm.DB, sub *gorm.DB, maxTotal int) (int64, error) {
+	res := tx.Exec(restartSQL+" WHERE id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotal)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.RowsAffected, res.Error
+	}
+	return res.RowsAffected, tx.Exec(NotifyDue("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
+}
+
+// KindCount is how many jobs of a kind have a status.
+type KindCount struct {
+	Kind, Status string
+	N            int64
+}
+
+// CountByKind counts the jobs by kind and status. It reads the whole table.
+func CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
+	var out []KindCount
+	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
+	return out, err
+}
+
+// Ready counts the QUEUED jobs due now, and how long the longest-waiting
+// one has waited.
+func Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
+	var secs float64
+	err = db.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
+		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&n, &secs)
+	return n, time.Duration(secs * float64(time.Second)), err
+}
