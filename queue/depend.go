@@ -163,15 +163,12 @@ func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rul
 		return false, nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	var period, runID sql.NullString
-	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL,
-		rescues = 0 WHERE id = $1 AND `+store.AttemptGuard+` RETURNING period, run_id`,
-		res.ex.row.ID, res.ex.row.Claims).Scan(&period, &runID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil, tx.Commit()
-	}
+	period, runID, completed, err := store.CompleteParent(ctx, tx, res.ex.row.ID, res.ex.row.Claims)
 	if err != nil {
 		return false, nil, err
+	}
+	if !completed {
+		return false, nil, tx.Commit()
 	}
 	for _, ru := range rules {
 		child, err := r.release(ctx, tx, ru, res.ex.row.ID, period, runID)
@@ -198,33 +195,23 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	// Parents that complete at the same time on different runners meet
 	// here: each has already written its own completion, and each reads the
 	// others' after the lock, so the last one to arrive sees them all.
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", key); err != nil {
+	if err := store.LockGroup(ctx, tx, key); err != nil {
 		return nil, err
 	}
 	var parents []JobRecord
 	if ru.Each {
 		parents = []JobRecord{{ID: parentID}}
 	} else {
-		rows, err := tx.QueryContext(ctx, `SELECT id, kind, status, run_id FROM sheaf_jobs WHERE period = $1 AND kind = ANY($2) ORDER BY id`,
-			period.String, ru.Parents)
+		found, err := store.PeriodParents(ctx, tx, period.String, ru.Parents)
 		if err != nil {
 			return nil, err
 		}
 		kinds := map[string]bool{}
 		complete := true
-		for rows.Next() {
-			var p JobRecord
-			if err := rows.Scan(&p.ID, &p.Kind, &p.Status, &p.RunID); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			complete = complete && p.Status == StatusCompleted
+		for _, p := range found {
+			complete = complete && Status(p.Status) == StatusCompleted
 			kinds[p.Kind] = true
-			parents = append(parents, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
+			parents = append(parents, JobRecord{ID: p.ID, Kind: p.Kind, Status: Status(p.Status), RunID: p.RunID})
 		}
 		if !complete || len(kinds) < len(ru.Parents) {
 			return nil, nil // not yet: the last parent to complete releases the child

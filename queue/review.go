@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // ReviewQuery says what a morning review covers: one run, one period (a
@@ -162,16 +164,10 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 		}
 		t, ok := typical[j.Kind]
 		if !ok {
-			var secs *float64
-			err := c.db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
-				SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
-				WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?) AND completed_at < ?
-				ORDER BY completed_at DESC LIMIT ?) h`, j.Kind, IDs(inScope), firstStart[j.Kind], q.History).Row().Scan(&secs)
+			var err error
+			t, _, err = store.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
-			}
-			if secs != nil {
-				t = time.Duration(*secs * float64(time.Second))
 			}
 			typical[j.Kind] = t
 		}

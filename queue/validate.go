@@ -452,7 +452,7 @@ func notMigrated(err error) error {
 		return err
 	}
 	switch pe.Code {
-	case "42P01": // undefined_table: relation "sheaf_jobs" does not exist
+	case "42P01": // undefined_table: the jobs table does not exist
 		// The same code reports a missing FROM-clause entry, a bug.
 		name, ok := quotedAfter(pe.Message, "relation ")
 		if !ok || !isSheafTable(name) {
