@@ -32,30 +32,49 @@ var poolSize = func() int {
 // reporting jobs/s from the runner's start until the last completion is
 // committed.
 func BenchmarkQueueThroughput(b *testing.B) {
-	var done atomic.Int64
-	finished := make(chan struct{})
-	total := int64(b.N)
+	completed, finished := countCompletions(b.N)
 	e := newEnvB(b, func(r *queue.Registry) {
 		if err := queue.Register(r, queue.HandlerFunc[noop](func(context.Context, *queue.Job[noop]) error { return nil })); err != nil {
 			b.Fatal(err)
 		}
-	}, queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
-		if ev.Type == queue.EventCompleted && done.Add(1) == total {
+	}, completed)
+	start := time.Now()
+	enqueueNoops(b, e.client)
+	insert := time.Since(start)
+	workAll(b, e.client, finished)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(b.N)/insert.Seconds(), "insert_jobs/s")
+}
+
+// countCompletions returns an observer option, and a channel it closes once
+// it has seen n jobs complete.
+func countCompletions(n int) (queue.Option, <-chan struct{}) {
+	var done atomic.Int64
+	finished := make(chan struct{})
+	return queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
+		if ev.Type == queue.EventCompleted && done.Add(1) == int64(n) {
 			close(finished)
 		}
-	})))
-	ctx := context.Background()
+	})), finished
+}
+
+// enqueueNoops enqueues b.N no-op jobs with one EnqueueBulk.
+func enqueueNoops(b *testing.B, c *queue.Client) {
 	jobs := make([]queue.Params, b.N)
 	for i := range jobs {
 		jobs[i] = queue.Params{Args: noop{}}
 	}
-	start := time.Now()
-	if _, err := e.client.EnqueueBulk(ctx, jobs); err != nil {
+	if _, err := c.EnqueueBulk(context.Background(), jobs); err != nil {
 		b.Fatal(err)
 	}
-	insert := time.Since(start)
+}
+
+// workAll times a runner with default options on c from its start until
+// finished closes, and stops it.
+func workAll(b *testing.B, c *queue.Client, finished <-chan struct{}) {
+	ctx := context.Background()
 	b.ResetTimer()
-	r, err := queue.NewRunner(e.client)
+	r, err := queue.NewRunner(c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,8 +86,6 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	if err := r.Stop(ctx); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-	b.ReportMetric(float64(b.N)/insert.Seconds(), "insert_jobs/s")
 }
 
 // BenchmarkQueuePickupLatency enqueues one job at a time into an idle runner
@@ -146,9 +163,7 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 	b.Run("queue", func(b *testing.B) {
-		var done atomic.Int64
-		finished := make(chan struct{})
-		total := int64(b.N)
+		completed, finished := countCompletions(b.N)
 		base := newEnvB(b, func(*queue.Registry) {})
 		db := visitsDB(b, base)
 		reg := queue.NewRegistry()
@@ -157,37 +172,14 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 		})); err != nil {
 			b.Fatal(err)
 		}
-		c, err := queue.NewClient(db, reg, quiet(), queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
-			if ev.Type == queue.EventCompleted && done.Add(1) == total {
-				close(finished)
-			}
-		})))
+		c, err := queue.NewClient(db, reg, quiet(), completed)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx := context.Background()
-		jobs := make([]queue.Params, b.N)
-		for i := range jobs {
-			jobs[i] = queue.Params{Args: noop{}}
-		}
-		if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		r, err := queue.NewRunner(c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := r.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		<-finished
-		b.StopTimer()
-		if err := r.Stop(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != total {
-			b.Fatalf("%d rows written for %d jobs", n, total)
+		enqueueNoops(b, c)
+		workAll(b, c, finished)
+		if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != int64(b.N) {
+			b.Fatalf("%d rows written for %d jobs", n, b.N)
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	})

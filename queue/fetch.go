@@ -341,8 +341,7 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 	r.claiming.Lock()
 	defer r.claiming.Unlock()
 	defer func() {
-		if err != nil {
-			f.conn.DropOn(err)
+		if err != nil { // the store has dropped the connection
 			select {
 			case r.reconcile <- struct{}{}:
 			default:

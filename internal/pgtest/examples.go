@@ -6,9 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // Examples gives a package's runnable examples, which have no testing.TB, a
@@ -43,27 +41,17 @@ func (e *Examples) Open() (*gorm.DB, error) {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
-	schema := "sheaf_example_" + randomSuffix()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	schema, err := createSchema(ctx, admin, "sheaf_example_")
+	if err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	e.schemas = append(e.schemas, schema)
 	e.mu.Unlock()
-	dsn, err := WithSearchPath(base, schema)
+	_, gdb, sqlDB, err := open(base, schema)
 	if err != nil {
 		return nil, err
 	}
-	gdb, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return nil, err
-	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		return nil, err
-	}
-	sqlDB.SetMaxOpenConns(20)
-	sqlDB.SetMaxIdleConns(20)
 	e.mu.Lock()
 	e.closers = append(e.closers, sqlDB.Close)
 	e.mu.Unlock()
@@ -78,18 +66,8 @@ func (e *Examples) Close() error {
 	for _, c := range e.closers {
 		errs = append(errs, c())
 	}
-	if len(e.schemas) == 0 {
-		return errors.Join(errs...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := connect(ctx, BaseDSN())
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	defer admin.Close(context.Background())
-	for _, s := range e.schemas {
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+s+" CASCADE"); err != nil {
+	for _, schema := range e.schemas {
+		if err := dropSchema(BaseDSN(), schema); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -71,31 +71,47 @@ func New(t testing.TB) *DB {
 	}
 	defer admin.Close(context.Background())
 
-	schema := "sheaf_test_" + randomSuffix()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	schema, err := createSchema(ctx, admin, "sheaf_test_")
+	if err != nil {
 		t.Fatalf("pgtest: create schema: %v", err)
 	}
-	t.Cleanup(func() { dropSchema(t, base, schema) })
+	t.Cleanup(func() {
+		if err := dropSchema(base, schema); err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		}
+	})
+	dsn, gdb, sqlDB, err := open(base, schema)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return &DB{Schema: schema, DSN: dsn, Gorm: gdb, SQL: sqlDB}
+}
 
-	dsn, err := WithSearchPath(base, schema)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+// createSchema creates a schema named prefix and a random suffix.
+func createSchema(ctx context.Context, admin *pgx.Conn, prefix string) (string, error) {
+	schema := prefix + randomSuffix()
+	_, err := admin.Exec(ctx, "CREATE SCHEMA "+schema)
+	return schema, err
+}
+
+// open opens gorm on schema of the server of base.
+func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err error) {
+	if dsn, err = WithSearchPath(base, schema); err != nil {
+		return "", nil, nil, err
 	}
-	gdb, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatalf("pgtest: open gorm: %v", err)
+	if gdb, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard}); err != nil {
+		return "", nil, nil, fmt.Errorf("open gorm: %w", err)
 	}
-	sqlDB, err := gdb.DB()
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+	if sqlDB, err = gdb.DB(); err != nil {
+		return "", nil, nil, err
 	}
 	// database/sql keeps two idle connections by default, so tests with many
 	// concurrent workers would spend their time opening connections; the cap
 	// keeps parallel tests within the server's connection limit.
 	sqlDB.SetMaxOpenConns(20)
 	sqlDB.SetMaxIdleConns(20)
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	return &DB{Schema: schema, DSN: dsn, Gorm: gdb, SQL: sqlDB}
+	return dsn, gdb, sqlDB, nil
 }
 
 // Count returns the result of a SELECT count(*) query, failing the test on
@@ -154,18 +170,16 @@ func unreachable(t testing.TB, dsn string, err error) {
 	t.Skip(msg)
 }
 
-func dropSchema(t testing.TB, dsn, schema string) {
+func dropSchema(dsn, schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := connect(ctx, dsn)
 	if err != nil {
-		t.Errorf("pgtest: drop schema %s: %v", schema, err)
-		return
+		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-		t.Errorf("pgtest: drop schema %s: %v", schema, err)
-	}
+	_, err = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	return err
 }
 
 func randomSuffix() string {

@@ -82,10 +82,10 @@ RETURNING ` + claimColumns
 // lost does not count the attempt twice.
 const startSuspectSQL = `UPDATE sheaf_jobs SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
 	started_at = coalesce(started_at, now())
-WHERE id = $1 AND ` + AttemptGuard + ` RETURNING attempts, started_at`
+WHERE id = $1 AND ` + attemptGuard + ` RETURNING attempts, started_at`
 
-// AttemptGuard matches a job only while the claim $2 holds it.
-const AttemptGuard = `claims = $2 AND status = 'PROCESSING'`
+// attemptGuard matches a job only while the claim $2 holds it.
+const attemptGuard = `claims = $2 AND status = 'PROCESSING'`
 
 // Claimed is a job as a claim returns it: PROCESSING under the claiming
 // runner's lease.

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// MinConnectTimeout is the least time given to opening a connection: a new
+// minConnectTimeout is the least time given to opening a connection: a new
 // backend on a busy server takes a while, and a connection given up on
 // while it opens never opens. It is short, too: while the server cannot be
 // reached, each try to connect holds up the next renewal.
-const MinConnectTimeout = time.Second
+const minConnectTimeout = time.Second
 
 // Held is a connection a runner's loop keeps for itself, so that its
 // statements neither wait for the pool nor churn it: a busy runner's claims
@@ -61,12 +61,12 @@ func (h *Held) query(ctx context.Context, query string, args ...any) (*sql.Rows,
 }
 
 // connectContext bounds opening a connection by ctx's deadline, which is a
-// statement's, or MinConnectTimeout if that is later; it is cancelled with
+// statement's, or minConnectTimeout if that is later; it is cancelled with
 // ctx when ctx is cancelled rather than timed out.
 func connectContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	bound := MinConnectTimeout
+	bound := minConnectTimeout
 	if d, ok := ctx.Deadline(); ok {
-		bound = max(time.Until(d), MinConnectTimeout)
+		bound = max(time.Until(d), minConnectTimeout)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	stop := context.AfterFunc(ctx, func() {

@@ -45,7 +45,7 @@ WITH input AS (
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + NotifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `)
 SELECT ins.* FROM ins, notified ORDER BY ins.id`
 
 // Insert inserts jobs (in order; one with an idempotency key already taken
@@ -79,7 +79,7 @@ WITH ins AS (
 		$11::jsonb, $12, $13, $14)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + NotifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `)
 SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`
 
 // Child is a released child job.

@@ -14,7 +14,7 @@ import (
 // Channels of the notifications runners listen to. Notifications are
 // database-wide, so every payload starts with the schema ("schema:...").
 const (
-	JobsChannel   = "sheaf_jobs"   // jobs became due: "queue:priority" or "queue:s" (see NotifyDue)
+	JobsChannel   = "sheaf_jobs"   // jobs became due: "queue:priority" or "queue:s" (see notifyDue)
 	CancelChannel = "sheaf_cancel" // a job was cancelled: its ID
 )
 

@@ -51,7 +51,7 @@ func Retry(tx *gorm.DB, id int64) error {
 	if err := tx.Exec(restartSQL+" WHERE id = ?", id).Error; err != nil {
 		return err
 	}
-	return tx.Exec(NotifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error
+	return tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error
 }
 
 // RetryFailed gives every FAILED job among the IDs that sub selects, and
@@ -62,7 +62,7 @@ func RetryFailed(tx *gorm.DB, sub *gorm.DB, maxTotal int) (int64, error) {
 	if res.Error != nil || res.RowsAffected == 0 {
 		return res.RowsAffected, res.Error
 	}
-	return res.RowsAffected, tx.Exec(NotifyDue("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
+	return res.RowsAffected, tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
 }
 
 // KindCount is how many jobs of a kind have a status.

@@ -18,7 +18,7 @@ import (
 // no longer holds the job.
 func CompleteParent(ctx context.Context, tx *sql.Tx, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
 	err = tx.QueryRowContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL,
-		rescues = 0 WHERE id = $1 AND `+AttemptGuard+` RETURNING period, run_id`, id, claims).Scan(&period, &runID)
+		rescues = 0 WHERE id = $1 AND `+attemptGuard+` RETURNING period, run_id`, id, claims).Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return period, runID, false, nil
 	}

@@ -14,25 +14,25 @@ import (
 // Key returns the key of claim number claims of job id.
 func Key(id int64, claims int) int64 { return id<<20 + int64(claims)&(1<<20-1) }
 
-// KeyID returns the job ID of a claim's key.
-func KeyID(key int64) int64 { return key >> 20 }
+// keyID returns the job ID of a claim's key.
+func keyID(key int64) int64 { return key >> 20 }
 
-// ClaimKey is Key in SQL, for the rows of table alias a.
-func ClaimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
+// claimKey is Key in SQL, for the rows of table alias a.
+func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
 
 // completeSQL finishes successful attempts: the bulk of all results, so it
 // carries nothing per row but the IDs and their claim keys, and the planner
 // reaches the rows through the primary key.
 var completeSQL = `
 UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
 RETURNING j.id`
 
-// CompletedSQL finds, among claims ($1, $2) whose completion was sent but
+// completedSQL finds, among claims ($1, $2) whose completion was sent but
 // not acknowledged, those whose completion landed: a job is COMPLETED with
 // a claim's key only by that claim's completion.
-var CompletedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
+var completedSQL = `SELECT j.id FROM sheaf_jobs j
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
 
 // failSQL finishes failed attempts: each goes back to the queue after its
 // delay, or fails for good, with its error. Rows look up their values by
@@ -46,13 +46,13 @@ UPDATE sheaf_jobs j SET
 	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
 	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
 	locked_until = NULL, locked_by = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
 RETURNING j.id`
 
-// failedSQL is CompletedSQL for failSQL: the job has the claim's key, the
+// failedSQL is completedSQL for failSQL: the job has the claim's key, the
 // status it was sent and the error it was sent.
 var failedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2)
+WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2)
 	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
 	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]`
 
@@ -86,7 +86,7 @@ func (h *Held) Complete(ctx context.Context, ids, keys []int64) ([]int64, error)
 // CompleteLanded returns the IDs, among claims whose completion was sent but
 // whose answer was lost, of those the completion reached.
 func (h *Held) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error) {
-	return h.ids(ctx, CompletedSQL, ids, keys)
+	return h.ids(ctx, completedSQL, ids, keys)
 }
 
 // Fail writes failed attempts (at most MaxFailures), each only while its
@@ -112,13 +112,13 @@ func (h *Held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
 var renewSQL = `
 WITH renewed AS (
 	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
-	WHERE j.id = ANY($2) AND ` + ClaimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
-	RETURNING ` + ClaimKey("j") + ` AS key
+	WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+	RETURNING ` + claimKey("j") + ` AS key
 )
 SELECT key, false FROM renewed
 UNION ALL
-SELECT ` + ClaimKey("j") + `, true FROM sheaf_jobs j
-WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + ClaimKey("j") + ` = ANY($3)`
+SELECT ` + claimKey("j") + `, true FROM sheaf_jobs j
+WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + claimKey("j") + ` = ANY($3)`
 
 // Renew renews for lease the leases of runner's claims (keys, of jobs ids)
 // and returns the keys it renewed, and the keys of the other jobs locked in
@@ -154,9 +154,9 @@ var putBackSQL = `
 WITH back AS (
 	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - CASE WHEN j.rescues = 0 THEN 1 ELSE 0 END,
 		locked_until = NULL, locked_by = NULL
-	WHERE j.id = ANY($1) AND ` + ClaimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
+	WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
 	RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.status, j.rescues
-), notified AS (` + NotifyDue("back") + `)
+), notified AS (` + notifyDue("back") + `)
 SELECT back.id, back.kind, back.queue FROM back, notified`
 
 // JobRef names a job.
@@ -170,7 +170,7 @@ type JobRef struct {
 func (h *Held) PutBack(ctx context.Context, keys []int64, runner string) (_ []JobRef, err error) {
 	ids := make([]int64, len(keys))
 	for i, k := range keys {
-		ids[i] = KeyID(k)
+		ids[i] = keyID(k)
 	}
 	rows, err := h.query(ctx, putBackSQL, ids, keys, runner)
 	if err != nil {
@@ -197,9 +197,9 @@ var requeueSQL = `
 WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(id, key, counted)),
 req AS (
 	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - d.counted, locked_until = NULL, locked_by = NULL
-	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + ClaimKey("j") + ` = d.key AND j.status = 'PROCESSING'
+	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + claimKey("j") + ` = d.key AND j.status = 'PROCESSING'
 	RETURNING j.id, j.queue, j.priority, j.run_at, j.status, j.rescues
-), notified AS (` + NotifyDue("req") + `)
+), notified AS (` + notifyDue("req") + `)
 SELECT req.id FROM req, notified`
 
 // Requeue puts the claims' jobs back in the queue, uncounting the attempts
@@ -240,7 +240,7 @@ WITH expired AS (
 	FROM expired WHERE j.id = expired.id
 	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at,
 		j.last_error, j.rescues, expired.locked_by AS lost_by
-), notified AS (` + NotifyDue("rescued") + `)
+), notified AS (` + notifyDue("rescued") + `)
 SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id,
 	rescued.last_error, rescued.rescues, rescued.lost_by
 FROM rescued, notified`

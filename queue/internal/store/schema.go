@@ -11,11 +11,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// Table names.
-const (
-	JobsTable       = "sheaf_jobs"
-	MigrationsTable = "sheaf_migrations"
-)
+// JobsTable is the jobs table's name.
+const JobsTable = "sheaf_jobs"
 
 // migrations are applied in order, each once, each in its own transaction.
 // Never edit one that has shipped: append a new one.
@@ -159,13 +156,13 @@ func Migrate(ctx context.Context, db *gorm.DB) (found int, err error) {
 // applications (or tenants) in one database never wake or cancel each
 // other's jobs.
 //
-// NotifyDue returns a query that notifies runners of the queues that got
+// notifyDue returns a query that notifies runners of the queues that got
 // jobs due now in rel, a relation with queue, priority, run_at, status and
 // rescues columns: one notification per queue, carrying the highest due
 // priority ("schema:queue:priority"), so a runner knows whether to look above
 // where it is (see the claim statements), and one more if suspects became due
 // ("schema:queue:s"). It yields one row, the number of notifications.
-func NotifyDue(rel string) string {
+func notifyDue(rel string) string {
 	return `SELECT count(pg_notify('sheaf_jobs', current_schema() || ':' || queue || ':' ||
 		CASE WHEN suspects THEN 's' ELSE top::text END)) AS notified FROM (
 		SELECT queue, rescues > 0 AS suspects, max(priority) AS top FROM ` + rel + `
