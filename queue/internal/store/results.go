@@ -54,7 +54,8 @@ RETURNING j.id`
 var failedSQL = `SELECT j.id FROM sheaf_jobs j
 WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2)
 	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
-	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]`
+	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]
+	AND $4::bigint[] IS NOT NULL -- the delays are not compared, but the server must know their type`
 
 // MaxFailures caps the failures one Fail writes.
 const MaxFailures = 200
@@ -79,24 +80,24 @@ func (f Failures) args() []any {
 
 // Complete marks the claims' jobs COMPLETED, each only while its claim holds
 // it, and returns the IDs it completed.
-func (h *Held) Complete(ctx context.Context, ids, keys []int64) ([]int64, error) {
+func (h *held) Complete(ctx context.Context, ids, keys []int64) ([]int64, error) {
 	return h.ids(ctx, completeSQL, ids, keys)
 }
 
 // CompleteLanded returns the IDs, among claims whose completion was sent but
 // whose answer was lost, of those the completion reached.
-func (h *Held) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error) {
+func (h *held) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error) {
 	return h.ids(ctx, completedSQL, ids, keys)
 }
 
 // Fail writes failed attempts (at most MaxFailures), each only while its
 // claim holds its job, and returns the IDs it wrote.
-func (h *Held) Fail(ctx context.Context, f Failures) ([]int64, error) {
+func (h *held) Fail(ctx context.Context, f Failures) ([]int64, error) {
 	return h.ids(ctx, failSQL, f.args()...)
 }
 
 // FailLanded is CompleteLanded for Fail.
-func (h *Held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
+func (h *held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
 	return h.ids(ctx, failedSQL, f.args()...)
 }
 
@@ -124,7 +125,7 @@ WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING
 // and returns the keys it renewed, and the keys of the other jobs locked in
 // the runner's name: orphans, which PutBack puts back once the runner has
 // made sure it does not hold them. Renew changes nothing but leases.
-func (h *Held) Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error) {
+func (h *held) Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error) {
 	rows, err := h.query(ctx, renewSQL, lease.Milliseconds(), ids, keys, runner)
 	if err != nil {
 		return nil, nil, err
@@ -167,7 +168,7 @@ type JobRef struct {
 
 // PutBack puts orphans (see Renew) back in the queue by key, their attempt
 // uncounted, and returns the jobs it put back.
-func (h *Held) PutBack(ctx context.Context, keys []int64, runner string) (_ []JobRef, err error) {
+func (h *held) PutBack(ctx context.Context, keys []int64, runner string) (_ []JobRef, err error) {
 	ids := make([]int64, len(keys))
 	for i, k := range keys {
 		ids[i] = keyID(k)
@@ -204,14 +205,14 @@ SELECT req.id FROM req, notified`
 
 // Requeue puts the claims' jobs back in the queue, uncounting the attempts
 // marked counted, and returns the IDs it put back.
-func Requeue(ctx context.Context, db *sql.DB, ids, keys []int64, counted []bool) ([]int64, error) {
+func (s *postgres) Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error) {
 	n := make([]int32, len(counted))
 	for i, c := range counted {
 		if c {
 			n[i] = 1
 		}
 	}
-	rows, err := db.QueryContext(ctx, requeueSQL, ids, keys, n)
+	rows, err := s.db.QueryContext(ctx, requeueSQL, ids, keys, n)
 	if err != nil {
 		return nil, err
 	}
@@ -261,8 +262,8 @@ type Rescued struct {
 // to the queue with that attempt uncounted, a suspect; a suspect rescued
 // again has used its attempt, and fails once it has used them all. SKIP
 // LOCKED keeps two rescuers from fighting.
-func Rescue(ctx context.Context, db *sql.DB, runner string) (_ []Rescued, err error) {
-	rows, err := db.QueryContext(ctx, rescueSQL, runner)
+func (s *postgres) Rescue(ctx context.Context, runner string) (_ []Rescued, err error) {
+	rows, err := s.db.QueryContext(ctx, rescueSQL, runner)
 	if err != nil {
 		return nil, err
 	}
