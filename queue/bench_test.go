@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -189,7 +188,7 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 // BenchmarkQueueDBHandler's handler, its pool sized as the README says, and
 // creates the visits table.
 func visitsDB(b *testing.B, e *env) *gorm.DB {
-	db, err := gorm.Open(postgres.Open(e.db.DSN), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
+	db, err := pgtest.OpenDSN(e.db.DSN, &gorm.Config{SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
 	if err != nil {
 		b.Fatal(err)
 	}

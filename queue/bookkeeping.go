@@ -6,8 +6,6 @@ package queue
 import (
 	"context"
 	"time"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Bounds of a bookkeeping statement's timeout: a fraction of the lease (see
@@ -52,7 +50,7 @@ func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
 		err := op(ctx, try)
 		cancel()
-		if err == nil || !store.Transient(err) {
+		if err == nil || !r.c.st.Transient(err) {
 			return err
 		}
 		if try == 0 {

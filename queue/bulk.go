@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // analyzeAfter is the bulk size from which EnqueueBulk refreshes the table's
@@ -35,7 +33,7 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 		// One transaction (a savepoint inside the caller's) around the
 		// slices, so a failure in a late one leaves none stored.
 		var n int64
-		err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
 			in := c.Tx(tx)
 			for start := 0; start < len(rows); start += 5000 {
 				out, err := in.insert(ctx, rows[start:min(start+5000, len(rows))])
@@ -55,16 +53,12 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 		}
 		return n, nil
 	}
-	sqlDB, err := c.db.DB()
-	if err != nil {
-		return 0, fmt.Errorf("queue: enqueue bulk: %w", err)
-	}
-	n, err := store.Copy(ctx, sqlDB, rows)
+	n, err := c.st.Copy(ctx, rows)
 	if err != nil {
 		return 0, fmt.Errorf("queue: enqueue bulk: %w", notMigrated(err))
 	}
 	if n >= analyzeAfter {
-		if err := store.Analyze(ctx, c.db); err != nil {
+		if err := c.st.Analyze(ctx); err != nil {
 			c.cfg.logger.Warn("queue: analyze after bulk enqueue failed", "err", err)
 		}
 	}

@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -106,7 +105,7 @@ func runChild() bool {
 	if id == "" {
 		return false
 	}
-	db, err := gorm.Open(postgres.Open(os.Getenv(childDSNEnv)), &gorm.Config{Logger: logger.Discard})
+	db, err := pgtest.OpenDSN(os.Getenv(childDSNEnv))
 	must(err)
 	sqlDB, err := db.DB()
 	must(err)

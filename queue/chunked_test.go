@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -215,6 +216,7 @@ func TestChunkedUnnotifiedCancelStopsAtTheNextChunk(t *testing.T) {
 // An attempt that died with its process left output behind; the next attempt
 // removes it before it starts.
 func TestChunkedRetryAfterACrashCleansFirst(t *testing.T) {
+	pgtest.PostgresOnly(t, "it writes rows with generate_series")
 	t.Parallel()
 	w := &reportWriter{}
 	e := chunkedEnv(t, w)

@@ -20,13 +20,14 @@ import (
 // goroutines and is safe for concurrent use.
 type Client struct {
 	db  *gorm.DB
+	st  store.Store
 	reg *Registry
 	cfg config
 	tx  bool // db is a caller's transaction
 }
 
-// NewClient returns a client on db, a gorm handle on PostgreSQL, for the
-// kinds in reg. Call Migrate once before use (it is cheap and safe to call
+// NewClient returns a client on db, a gorm handle on PostgreSQL or on an
+// SQLite file opened with queue/sqlitedb, for the kinds in reg. Call Migrate once before use (it is cheap and safe to call
 // from every process at start-up).
 func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 	if db == nil {
@@ -35,8 +36,9 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 	if reg == nil {
 		return nil, invalid("nil *Registry")
 	}
-	if name := db.Dialector.Name(); name != "postgres" {
-		return nil, invalid("the queue needs PostgreSQL, not %q", name)
+	st, err := store.Open(db)
+	if err != nil {
+		return nil, invalid("%v", err)
 	}
 	cfg := config{logger: slog.Default()}
 	if err := applyOptions(&cfg, opts); err != nil {
@@ -45,7 +47,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 	if len(cfg.runnerOptions) > 0 {
 		return nil, invalid("%s applies to NewRunner, not NewClient", strings.Join(cfg.runnerOptions, ", "))
 	}
-	return &Client{db: db, reg: reg, cfg: cfg}, nil
+	return &Client{db: db, st: st, reg: reg, cfg: cfg}, nil
 }
 
 // Migrate creates or upgrades the queue's tables to SchemaVersion. It is
@@ -213,7 +215,7 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 
 func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	var inserted []JobRecord
-	if err := store.Insert(ctx, c.db, rows, &inserted); err != nil {
+	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
 	return c.matchInserted(ctx, rows, inserted)
@@ -258,7 +260,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 	// Duplicates: read the jobs that hold the keys, in a new statement so
 	// that a job committed by a concurrent enqueue is visible too.
 	var existing []JobRecord
-	if err := c.db.WithContext(ctx).Where("idempotency_key IN ?", missing).Find(&existing).Error; err != nil {
+	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: missing}, 0, &existing); err != nil {
 		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", notMigrated(err))
 	}
 	have := map[string]*JobRecord{}
@@ -314,35 +316,14 @@ type Filter struct {
 	Limit int
 }
 
-func (f Filter) apply(q *gorm.DB) *gorm.DB {
-	if len(f.Kinds) > 0 {
-		q = q.Where("kind IN ?", f.Kinds)
+// store converts f for the store.
+func (f Filter) store() store.Filter {
+	sf := store.Filter{Kinds: f.Kinds, Queue: f.Queue, CorrelationID: f.CorrelationID, RunID: f.RunID, Period: f.Period,
+		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, AfterID: f.AfterID}
+	for _, s := range f.Statuses {
+		sf.Statuses = append(sf.Statuses, string(s))
 	}
-	if len(f.Statuses) > 0 {
-		q = q.Where("status IN ?", f.Statuses)
-	}
-	if f.Queue != "" {
-		q = q.Where("queue = ?", f.Queue)
-	}
-	if f.CorrelationID != "" {
-		q = q.Where("correlation_id = ?", f.CorrelationID)
-	}
-	if f.RunID != "" {
-		q = q.Where("run_id = ?", f.RunID)
-	}
-	if f.Period != "" {
-		q = q.Where("period = ?", f.Period)
-	}
-	if !f.CreatedAfter.IsZero() {
-		q = q.Where("created_at > ?", f.CreatedAfter)
-	}
-	if !f.CreatedBefore.IsZero() {
-		q = q.Where("created_at < ?", f.CreatedBefore)
-	}
-	if f.AfterID > 0 {
-		q = q.Where("id > ?", f.AfterID)
-	}
-	return q
+	return sf
 }
 
 // List returns the jobs that match f, by ascending ID.
@@ -358,7 +339,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 		return nil, invalid("limit %d not in [0, 10000]", limit)
 	}
 	var out []JobRecord
-	err := f.apply(c.db.WithContext(ctx).Model(&JobRecord{})).Order("id").Limit(limit).Find(&out).Error
+	err := c.st.Jobs(ctx, c.db, f.store(), limit, &out)
 	if err != nil {
 		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
@@ -371,7 +352,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
 func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
-		return store.Cancel(tx, id, was == StatusProcessing)
+		return c.st.Cancel(tx, id, was == StatusProcessing)
 	})
 }
 
@@ -382,7 +363,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 // completed job is not run twice.
 func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
-		return store.Retry(tx, id)
+		return c.st.Retry(tx, id)
 	})
 }
 
@@ -394,10 +375,9 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	if err := f.check(); err != nil {
 		return 0, err
 	}
-	sub := f.apply(c.db.Model(&JobRecord{}).Select("id").Where("status = ?", StatusFailed))
 	var n int64
-	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		n, err = store.RetryFailed(tx, sub, maxTotalAttempts)
+	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
+		n, err = c.st.RetryFailed(tx, f.store(), maxTotalAttempts)
 		return err
 	})
 	if err != nil {
@@ -410,8 +390,8 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 // job as it is afterwards.
 func (c *Client) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
 	var rec JobRecord
-	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		st, found, err := store.LockStatus(tx, id)
+	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
+		st, found, err := c.st.LockStatus(tx, id)
 		if err != nil {
 			return err
 		}
@@ -423,7 +403,7 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
 		}
 		if op == "retry" {
-			attempts, max, err := store.Attempts(tx, id)
+			attempts, max, err := c.st.Attempts(tx, id)
 			if err != nil {
 				return err
 			}
@@ -465,7 +445,7 @@ type Stats struct {
 // of jobs it takes a moment; it is for dashboards, not hot paths.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	counts, err := store.CountByKind(ctx, c.db)
+	counts, err := c.st.CountByKind(ctx)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
@@ -477,7 +457,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		}
 		s.ByKind[kc.Kind][st] = kc.N
 	}
-	s.Ready, s.OldestReady, err = store.Ready(ctx, c.db)
+	s.Ready, s.OldestReady, err = c.st.Ready(ctx)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}

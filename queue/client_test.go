@@ -31,6 +31,7 @@ func basic(t *testing.T) func(*queue.Registry) {
 }
 
 func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	pgtest.PostgresOnly(t, "it reads pg_tables")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	var wg sync.WaitGroup
@@ -298,6 +299,7 @@ func TestEnqueueInTheCallersTransaction(t *testing.T) {
 }
 
 func TestEnqueueBulk(t *testing.T) {
+	pgtest.PostgresOnly(t, "it checks times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -333,6 +335,7 @@ func TestEnqueueBulk(t *testing.T) {
 // A bulk that goes through the keyed statement in slices is still all or
 // nothing: here the database refuses a job in its second slice.
 func TestEnqueueBulkInSlicesIsAllOrNothing(t *testing.T) {
+	pgtest.PostgresOnly(t, "a PL/pgSQL trigger refuses a row")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -442,6 +445,7 @@ func TestCancelAndRetryTransitions(t *testing.T) {
 }
 
 func TestRetryFailedSelects(t *testing.T) {
+	pgtest.PostgresOnly(t, "it sets times with PostgreSQL's now()")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -469,6 +473,7 @@ func TestRetryFailedSelects(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
+	pgtest.PostgresOnly(t, "it moves times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()

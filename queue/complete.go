@@ -33,7 +33,7 @@ type result struct {
 // arrived while the previous statement ran goes into the next.
 func (r *Runner) complete() {
 	defer r.completer.Done()
-	conn := store.Hold(r.sqlDB, false)
+	conn := r.c.st.Hold(false)
 	defer conn.Close()
 	batch := make([]result, 0, maxFlush)
 	linger := time.NewTimer(0)
@@ -71,6 +71,29 @@ func (r *Runner) complete() {
 			}
 		}
 		r.flush(conn, batch)
+		r.unflushedMu.Lock()
+		r.unflushed -= len(batch)
+		r.flushedCond.Broadcast()
+		r.unflushedMu.Unlock()
+	}
+}
+
+// waitFlushed waits, at most for limit, until every result sent to the
+// completer is written. A suspect may kill the process as it starts: the
+// jobs this runner finished before it must not die with it, unwritten, and
+// run again.
+func (r *Runner) waitFlushed(limit time.Duration) {
+	timer := time.AfterFunc(limit, func() {
+		r.unflushedMu.Lock()
+		defer r.unflushedMu.Unlock()
+		r.flushedCond.Broadcast()
+	})
+	defer timer.Stop()
+	deadline := time.Now().Add(limit)
+	r.unflushedMu.Lock()
+	defer r.unflushedMu.Unlock()
+	for r.unflushed > 0 && time.Now().Before(deadline) {
+		r.flushedCond.Wait()
 	}
 }
 
@@ -80,7 +103,7 @@ func keyOf(ex *execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
 // flush writes a batch of results. The updates only touch a job that is
 // still PROCESSING in the same attempt, so a result that arrives after the
 // job was rescued or cancelled changes nothing.
-func (r *Runner) flush(conn *store.Held, batch []result) {
+func (r *Runner) flush(conn store.Conn, batch []result) {
 	accepted := map[int64]bool{}
 	var ok, failed, parents []result
 	for _, res := range batch {
@@ -207,7 +230,7 @@ func mark(m map[int64]bool, ids []int64) {
 // landed reports whether the completion of ex's claim reached the
 // database, its answer lost.
 func (r *Runner) landed(ctx context.Context, ex *execution) (bool, error) {
-	conn := store.Hold(r.sqlDB, false)
+	conn := r.c.st.Hold(false)
 	defer conn.Close()
 	found, err := conn.CompleteLanded(ctx, []int64{ex.row.ID}, []int64{keyOf(ex)})
 	return len(found) > 0, err

@@ -158,32 +158,32 @@ type releasedJob struct {
 // complete, in one transaction. It reports whether the completion was
 // accepted (the attempt was still the job's) and the children it released.
 func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
-	tx, err := r.sqlDB.BeginTx(ctx, nil)
+	err = r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
+		released = nil // a try before this one did not commit
+		period, runID, completed, err := r.c.st.CompleteParent(tx, res.ex.row.ID, res.ex.row.Claims)
+		if err != nil || !completed {
+			return err
+		}
+		accepted = true
+		for _, ru := range rules {
+			child, err := r.release(tx, ru, res.ex.row.ID, period, runID)
+			if err != nil {
+				return fmt.Errorf("rule %q: %w", ru.Name, err)
+			}
+			if child != nil {
+				released = append(released, releasedJob{rule: ru.Name, job: *child})
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return false, nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	period, runID, completed, err := store.CompleteParent(ctx, tx, res.ex.row.ID, res.ex.row.Claims)
-	if err != nil {
-		return false, nil, err
-	}
-	if !completed {
-		return false, nil, tx.Commit()
-	}
-	for _, ru := range rules {
-		child, err := r.release(ctx, tx, ru, res.ex.row.ID, period, runID)
-		if err != nil {
-			return false, nil, fmt.Errorf("rule %q: %w", ru.Name, err)
-		}
-		if child != nil {
-			released = append(released, releasedJob{rule: ru.Name, job: *child})
-		}
-	}
-	return true, released, tx.Commit()
+	return accepted, released, nil
 }
 
 // release creates a rule's child if its parents are now all complete.
-func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
+func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
 	group := fmt.Sprint("job:", parentID)
 	if !ru.Each {
 		if !period.Valid {
@@ -195,14 +195,14 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	// Parents that complete at the same time on different runners meet
 	// here: each has already written its own completion, and each reads the
 	// others' after the lock, so the last one to arrive sees them all.
-	if err := store.LockGroup(ctx, tx, key); err != nil {
+	if err := r.c.st.LockGroup(tx, key); err != nil {
 		return nil, err
 	}
 	var parents []JobRecord
 	if ru.Each {
 		parents = []JobRecord{{ID: parentID}}
 	} else {
-		found, err := store.PeriodParents(ctx, tx, period.String, ru.Parents)
+		found, err := r.c.st.PeriodParents(tx, period.String, ru.Parents)
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +228,8 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	for i, p := range parents {
 		ids[i] = p.ID
 	}
-	full, err := r.readJobs(ctx, tx, ids)
+	var full []JobRecord
+	err := r.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: ids}, 0, &full)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 			errAttrs(err, "rule", ru.Name, "group", group)...)
 		return nil, nil
 	}
-	c, err := store.InsertChild(ctx, tx, nj, ids)
+	c, err := r.c.st.InsertChild(tx, nj, ids)
 	child := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority, RunID: c.RunID}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil // released already
@@ -270,13 +271,4 @@ func (r *Runner) release(ctx context.Context, tx *sql.Tx, ru *rule, parentID int
 	}
 	child.ParentIDs = ids
 	return &child, nil
-}
-
-// readJobs reads whole jobs by ID, in ID order, inside tx.
-func (r *Runner) readJobs(ctx context.Context, tx *sql.Tx, ids []int64) ([]JobRecord, error) {
-	db := r.c.db.Session(&gorm.Session{NewDB: true, Context: ctx})
-	db.Statement.ConnPool = tx
-	var out []JobRecord
-	err := db.Where("id IN ?", ids).Order("id").Find(&out).Error
-	return out, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -250,6 +251,7 @@ func TestRulesAreChecked(t *testing.T) {
 // together, so each checks its sibling while the other's completion is not
 // yet committed. Without the rule's lock neither would release the child.
 func TestConcurrentParentsAtAGate(t *testing.T) {
+	pgtest.PostgresOnly(t, "a PL/pgSQL trigger holds parents at a gate")
 	t.Parallel()
 	n, e := newNightly(t)
 	ctx := context.Background()

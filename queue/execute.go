@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/worker"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // ErrTimeout is the cause of a job context cancelled by the kind's Timeout.
@@ -180,10 +178,11 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 // startSuspect counts the attempt of a suspect that is about to start. It
 // returns the cause to cancel the attempt with when it must not start.
 func (r *Runner) startSuspect(ex *execution) error {
+	r.waitFlushed(r.timeouts.statement)
 	var attempts int
 	var started time.Time
 	err := r.retry(func(ctx context.Context, _ int) (err error) {
-		attempts, started, err = store.StartSuspect(ctx, r.sqlDB, ex.row.ID, ex.row.Claims)
+		attempts, started, err = r.c.st.StartSuspect(ctx, ex.row.ID, ex.row.Claims)
 		return err
 	})
 	switch {
@@ -226,6 +225,9 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 		r.observe(ex.event(EventRejected))
 		r.jobLogger(&ex.row).Warn("queue: job lost its lease while running; its result is dropped")
 	default:
+		r.unflushedMu.Lock()
+		r.unflushed++
+		r.unflushedMu.Unlock()
 		r.results <- r.resultOf(ex, e, err, took)
 	}
 	r.mu.Lock()
@@ -295,7 +297,7 @@ func (ex *execution) event(t EventType) Event {
 
 func (ex *execution) setProgress(ctx context.Context, processed, total int64) error {
 	return ex.write(ctx, func(ctx context.Context) (bool, error) {
-		return store.SetProgress(ctx, ex.r.sqlDB, ex.row.ID, ex.row.Claims, processed, total)
+		return ex.r.c.st.SetProgress(ctx, ex.row.ID, ex.row.Claims, processed, total)
 	})
 }
 
@@ -344,7 +346,7 @@ func (ex *execution) movedOn(ctx context.Context) bool {
 
 // now reads the job's status and claim number as the database has them.
 func (ex *execution) now(ctx context.Context) (Status, int, error) {
-	st, claims, err := store.State(ctx, ex.r.sqlDB, ex.row.ID)
+	st, claims, err := ex.r.c.st.State(ctx, ex.row.ID)
 	return Status(st), claims, err
 }
 

@@ -48,7 +48,7 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 	// uncounted; the running attempt's result is then refused by the guard
 	// and the job runs again: still at least once, and the claim is cheaper
 	// and quicker. Results are written durably.
-	f := fetcher{r: r, conn: store.Hold(r.sqlDB, true), cursors: map[string]*cursor{}}
+	f := fetcher{r: r, conn: r.c.st.Hold(true), cursors: map[string]*cursor{}}
 	defer f.conn.Close()
 	var due []retryDue // kept short: a flood of retries is found by polling anyway
 	// A closed batch window wakes the loop when it opens, on the runner's
@@ -110,7 +110,7 @@ func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
 
 type fetcher struct {
 	r         *Runner
-	conn      *store.Held
+	conn      store.Conn
 	turn      int // which queue goes first, so one busy queue does not starve the others
 	lastClaim time.Time
 	cursors   map[string]*cursor

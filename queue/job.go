@@ -189,7 +189,7 @@ func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
 		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)
 	}
 	return j.exec.write(ctx, func(ctx context.Context) (bool, error) {
-		return store.SetOutput(ctx, j.exec.r.sqlDB, j.exec.row.ID, j.exec.row.Claims, string(b))
+		return j.exec.r.c.st.SetOutput(ctx, j.exec.row.ID, j.exec.row.Claims, string(b))
 	})
 }
 

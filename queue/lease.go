@@ -21,7 +21,7 @@ import (
 // renewal at once, to put back what it may have claimed after all.
 func (r *Runner) keepLeases(ctx context.Context) {
 	defer r.keeper.Done()
-	conn := store.Hold(r.sqlDB, false)
+	conn := r.c.st.Hold(false)
 	defer conn.Close()
 	every := r.cfg.lease / 3
 	timer := time.NewTimer(every)
@@ -73,7 +73,7 @@ func (r *Runner) keepLeases(ctx context.Context) {
 // renew renews the held claims' leases, cancels the attempts whose jobs it
 // could not renew (they have lost them), and puts back the runner's orphans
 // (see store.Held.Renew).
-func (r *Runner) renew(ctx context.Context, conn *store.Held) error {
+func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
 	r.mu.Lock()
 	ids, keys := make([]int64, 0, len(r.held)), make([]int64, 0, len(r.held))
 	exs := make(map[int64]*execution, len(r.held))
@@ -102,7 +102,7 @@ func (r *Runner) renew(ctx context.Context, conn *store.Held) error {
 // launched by now. A claim the runner gave up on is never launched, so the
 // keys that are left stay orphans, and putting them back by key cannot touch
 // a later claim of the same job.
-func (r *Runner) putBack(ctx context.Context, conn *store.Held, orphans []int64) error {
+func (r *Runner) putBack(ctx context.Context, conn store.Conn, orphans []int64) error {
 	r.claiming.Lock()
 	r.mu.Lock()
 	keys := make([]int64, 0, len(orphans))
@@ -172,7 +172,7 @@ func (r *Runner) rescueLoop(ctx context.Context) {
 func (r *Runner) rescue(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
-	rescued, err := store.Rescue(ctx, r.sqlDB, r.cfg.runnerID)
+	rescued, err := r.c.st.Rescue(ctx, r.cfg.runnerID)
 	if err != nil && ctx.Err() == nil {
 		r.log.Error("queue: rescue failed", "err", err)
 	}

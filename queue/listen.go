@@ -33,7 +33,7 @@ func (r *Runner) listen(ctx context.Context) {
 // new jobs of the runner's queues and cancelling running jobs.
 func (r *Runner) listenOnce(ctx context.Context) error {
 	ready := func() { r.wakeFetch() } // jobs may have arrived while the listener was down
-	return store.Listen(ctx, r.sqlDB, ready, func(channel, payload string) {
+	return r.c.st.Listen(ctx, ready, func(channel, payload string) {
 		switch channel {
 		case store.JobsChannel:
 			q, prio, suspects := parseNotice(payload)

@@ -52,6 +52,7 @@ ORDER BY 1`)
 // hand, one version per transaction, gives the schema that Migrate gives,
 // and a runner starts on it.
 func TestMigrationsAppliedByHandMatchMigrate(t *testing.T) {
+	pgtest.PostgresOnly(t, "it compares PostgreSQL's catalogs")
 	t.Parallel()
 	byMigrate := newEnv(t, basic(t))
 

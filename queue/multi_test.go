@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -21,7 +20,7 @@ func ledgerEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t, func(r *queue.Registry) {})
 	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE ledger (
-		job_id bigint NOT NULL, attempt int NOT NULL, at timestamptz NOT NULL DEFAULT now())`).Error)
+		job_id bigint NOT NULL, attempt int NOT NULL, at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP)`).Error)
 	registerLedger(e.db.Gorm, io.Discard)(e.reg)
 	return e
 }
@@ -31,7 +30,7 @@ func ledgerEnv(t *testing.T) *env {
 // allows 100 connections, shared by every test running in parallel.
 func ownPool(t *testing.T, e *env) *gorm.DB {
 	t.Helper()
-	db, err := gorm.Open(postgres.Open(e.db.DSN), &gorm.Config{Logger: logger.Discard})
+	db, err := pgtest.OpenDSN(e.db.DSN)
 	require.NoError(t, err)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)

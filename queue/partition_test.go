@@ -61,6 +61,7 @@ func startCutOff(t *testing.T, e *env, opts ...queue.Option) *cutOff {
 // runner puts it back, or claims it again, and it completes on its first
 // counted attempt, never rescued.
 func TestClaimLostInAPartitionNeitherStrandsNorChargesTheJob(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	co := startCutOff(t, e, queue.WithLease(3*time.Second))
@@ -80,6 +81,7 @@ func TestClaimLostInAPartitionNeitherStrandsNorChargesTheJob(t *testing.T) {
 // up on it leaves it) goes back to the queue at the runner's next lease
 // renewal, its attempt uncounted, and is worked.
 func TestJobsHeldInARunnersNameThatItDoesNotRunArePutBack(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	r := e.runner(t, queue.WithRunnerID("owner"), queue.WithLease(time.Second), queue.WithPollInterval(time.Hour))
@@ -99,6 +101,7 @@ func TestJobsHeldInARunnersNameThatItDoesNotRunArePutBack(t *testing.T) {
 // again; the retry finds the completion there, and it counts as written: the
 // job is reported completed, not rejected.
 func TestCompletionWhoseReplyWasLostCountsAsWritten(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	release := make(chan struct{})
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
@@ -130,6 +133,7 @@ func TestCompletionWhoseReplyWasLostCountsAsWritten(t *testing.T) {
 // would fail at 3 s and 6 s and try next at 9 s, when it has expired.) A
 // second runner stands by to rescue the job if its lease did expire.
 func TestLeaseRenewedSoonAfterAPartitionHeals(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	release := make(chan struct{})
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
@@ -158,6 +162,7 @@ func TestLeaseRenewedSoonAfterAPartitionHeals(t *testing.T) {
 // keep retrying its bookkeeping for a lease: each write gets one more try,
 // and Done is closed soon after. What it could not write is rescued later.
 func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
 		<-ctx.Done()

@@ -8,10 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // preflightTimeout bounds Start's checks.
@@ -25,10 +21,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	// connection, on a machine that is busy starting everything at once.
 	ctx, cancel := context.WithTimeout(ctx, max(r.timeouts.statement, preflightTimeout))
 	defer cancel()
-	version, room, err := store.Preflight(ctx, r.sqlDB)
-	var pe *pgconn.PgError
+	version, room, err := r.c.st.Preflight(ctx)
 	switch {
-	case errors.As(err, &pe) && pe.Code == "42P01": // undefined table
+	case errors.Is(notMigrated(err), ErrNotMigrated):
 		return fmt.Errorf("queue: start: %w (%v)", ErrNotMigrated, err)
 	case err != nil:
 		return fmt.Errorf("queue: start: the database did not answer: %w", err)

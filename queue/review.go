@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -101,18 +99,12 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if q.SlowFactor < 1 || q.History < 1 {
 		return nil, invalid("review: SlowFactor must be at least 1 and History positive")
 	}
-	db := c.db.WithContext(ctx)
-	scope := func() *gorm.DB {
-		switch {
-		case q.RunID != "":
-			return db.Model(&JobRecord{}).Where("run_id = ?", q.RunID)
-		case q.Period != "":
-			return db.Model(&JobRecord{}).Where("period = ?", q.Period)
-		}
-		return db.Model(&JobRecord{}).Where("created_at >= ? AND created_at < ?", q.From, q.To)
+	scope := store.Filter{RunID: q.RunID, Period: q.Period}
+	if q.RunID == "" && q.Period == "" {
+		scope.CreatedFrom, scope.CreatedTo = q.From, q.To
 	}
 	var jobs []JobRecord
-	if err := scope().Order("id").Find(&jobs).Error; err != nil {
+	if err := c.st.Jobs(ctx, c.db, scope, 0, &jobs); err != nil {
 		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}
 	rv := &Review{Query: q, Counts: map[Status]int64{}, Total: int64(len(jobs))}
@@ -165,7 +157,7 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 		t, ok := typical[j.Kind]
 		if !ok {
 			var err error
-			t, _, err = store.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
+			t, _, err = c.st.TypicalDuration(ctx, j.Kind, inScope, firstStart[j.Kind], q.History)
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
 			}
@@ -209,8 +201,8 @@ func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error)
 	}
 	var missed []Tick
 	for _, t := range expected {
-		var n int64
-		if err := c.db.WithContext(ctx).Model(&JobRecord{}).Where("run_id = ?", t.RunID).Count(&n).Error; err != nil {
+		n, err := c.st.Count(ctx, c.db, store.Filter{RunID: t.RunID})
+		if err != nil {
 			return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 		}
 		if n == 0 {
@@ -243,9 +235,8 @@ func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]Stopped
 			}
 		}
 		for g, parents := range groups {
-			var child int64
-			if err := c.db.WithContext(ctx).Model(&JobRecord{}).
-				Where("idempotency_key = ?", "sheaf-dep:"+ru.Name+":"+g).Count(&child).Error; err != nil {
+			child, err := c.st.Count(ctx, c.db, store.Filter{IdempotencyKeys: []string{"sheaf-dep:" + ru.Name + ":" + g}})
+			if err != nil {
 				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 			}
 			if child > 0 {
@@ -253,8 +244,7 @@ func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]Stopped
 			}
 			if !ru.Each {
 				period := g[len("period:"):]
-				if err := c.db.WithContext(ctx).Where("period = ? AND kind IN ?", period, ru.Parents).
-					Order("id").Find(&parents).Error; err != nil {
+				if err := c.st.Jobs(ctx, c.db, store.Filter{Period: period, Kinds: ru.Parents}, 0, &parents); err != nil {
 					return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -37,6 +38,7 @@ func at(hour, minute, second int) *time.Time {
 }
 
 func TestMorningReview(t *testing.T) {
+	pgtest.PostgresOnly(t, "it writes jobs by hand with PostgreSQL's now()")
 	t.Parallel()
 	_, e := newNightly(t)
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0),

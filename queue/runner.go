@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sheaf-dev/sheaf/worker"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Runner claims jobs from the queues it works and runs their handlers,
@@ -37,7 +35,12 @@ type Runner struct {
 	// writes more results, and claims and results reach the database side
 	// by side rather than in turns.
 	results chan result
-	more    atomic.Bool // the last claim filled every free slot, so more may wait
+	// unflushed counts the results sent to the completer and not yet
+	// written; a suspect starts only once it is zero (see startSuspect).
+	unflushed   int
+	unflushedMu sync.Mutex
+	flushedCond *sync.Cond
+	more        atomic.Bool // the last claim filled every free slot, so more may wait
 	// suspects is set when suspects may be waiting: at start, at every
 	// poll, when one is notified, and when this runner's suspect finishes.
 	suspects atomic.Bool
@@ -143,6 +146,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		done:      make(chan struct{}),
 	}
 	r.workable = sync.NewCond(&r.mu)
+	r.flushedCond = sync.NewCond(&r.unflushedMu)
 	return r, nil
 }
 
@@ -342,7 +346,7 @@ func (r *Runner) requeue(exs []*execution, why string) {
 	}
 	back := map[int64]bool{}
 	err := r.retry(func(ctx context.Context, _ int) error {
-		put, err := store.Requeue(ctx, r.sqlDB, ids, keys, counted)
+		put, err := r.c.st.Requeue(ctx, ids, keys, counted)
 		mark(back, put)
 		return err
 	})

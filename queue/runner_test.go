@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -81,6 +82,7 @@ func TestPriorityOrder(t *testing.T) {
 }
 
 func TestRunAtIsRespected(t *testing.T) {
+	pgtest.PostgresOnly(t, "it checks times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	later := enqueue(t, e, noop{}, queue.After(time.Hour))
@@ -97,6 +99,7 @@ func TestRunAtIsRespected(t *testing.T) {
 }
 
 func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
+	pgtest.PostgresOnly(t, "it checks times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	var calls atomic.Int32
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
@@ -237,6 +240,7 @@ func TestCancelARunningJob(t *testing.T) {
 // A result that arrives after the job was rescued and finished by another
 // runner changes nothing.
 func TestLateResultAfterRescueIsRejected(t *testing.T) {
+	pgtest.PostgresOnly(t, "it moves times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -270,6 +274,7 @@ func TestLateResultAfterRescueIsRejected(t *testing.T) {
 // The same, when the rescued job is claimed again by the runner whose
 // attempt hangs: two attempts of one job run side by side on one runner.
 func TestLateResultOnTheSameRunnerIsRejected(t *testing.T) {
+	pgtest.PostgresOnly(t, "it moves times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -292,6 +297,7 @@ func TestLateResultOnTheSameRunnerIsRejected(t *testing.T) {
 // A cancellation the runner did not hear about (made in SQL, without the
 // notification) still wins: the handler's result is rejected.
 func TestLateResultAfterCancelIsRejected(t *testing.T) {
+	pgtest.PostgresOnly(t, "it moves times with PostgreSQL's now()")
 	t.Parallel()
 	release := make(chan struct{})
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
@@ -310,6 +316,7 @@ func TestLateResultAfterCancelIsRejected(t *testing.T) {
 // The job's own database connection is terminated mid-job: the attempt
 // fails, and the retry succeeds.
 func TestBackendTerminatedMidJob(t *testing.T) {
+	pgtest.PostgresOnly(t, "it terminates server backends")
 	t.Parallel()
 	var calls atomic.Int32
 	var e *env
@@ -358,6 +365,7 @@ func TestHandlerGoexit(t *testing.T) {
 // Notifications are database-wide; a queue in another schema of the same
 // database must neither cancel nor wake this one's jobs.
 func TestOtherSchemasDoNotCancelOurJobs(t *testing.T) {
+	pgtest.PostgresOnly(t, "schemas and NOTIFY scoping are PostgreSQL's")
 	t.Parallel()
 	started := make(chan int64, 1)
 	release := make(chan struct{})
@@ -422,6 +430,7 @@ func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
 // The runner's own connections (claims, results, listener) are terminated
 // by the server: it reconnects and goes on, and no job is left behind.
 func TestRunnerSurvivesItsConnectionsBeingTerminated(t *testing.T) {
+	pgtest.PostgresOnly(t, "it terminates server backends")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	app := "sheaf-victim-" + e.db.Schema

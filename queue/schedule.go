@@ -10,8 +10,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -378,13 +376,13 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 	cutoff := now.Add(-r.missedGrace())
 	from := now // a new schedule starts with its next tick, not its last one
 	var missed time.Time
-	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		last, found, err := store.LockSchedule(tx, s.Name)
+	err := r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
+		last, found, err := r.c.st.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return store.AddSchedule(tx, s.Name, now)
+			return r.c.st.AddSchedule(tx, s.Name, now)
 		}
 		from = last
 		if last.Before(cutoff) {
@@ -400,7 +398,7 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 			return nil
 		}
 		r.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
-		return store.SetLastTick(tx, s.Name, latest)
+		return r.c.st.SetLastTick(tx, s.Name, latest)
 	})
 	if err != nil {
 		r.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
@@ -420,11 +418,11 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	t := s.tick(at)
 	var created int
 	var unbuilt error // why the tick created nothing
-	err := r.c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := store.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
+	err := r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
+		if err := r.c.st.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
 			return err
 		}
-		last, _, err := store.LockSchedule(tx, s.Name)
+		last, _, err := r.c.st.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
@@ -444,7 +442,7 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 				}
 			}
 		}
-		return store.SetLastTick(tx, s.Name, at)
+		return r.c.st.SetLastTick(tx, s.Name, at)
 	})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -27,7 +27,7 @@ type Migration struct {
 // Applying them in order, each in a transaction, gives the schema Migrate
 // gives. They only go forward; a way back is the team's to write.
 func (c *Client) Migrations() []Migration {
-	ups := store.Migrations()
+	ups := c.st.Migrations()
 	out := make([]Migration, len(ups))
 	for i, up := range ups {
 		out[i] = Migration{Version: i + 1, Up: up}
@@ -36,7 +36,7 @@ func (c *Client) Migrations() []Migration {
 }
 
 func (c *Client) migrate(ctx context.Context) error {
-	found, err := store.Migrate(ctx, c.db)
+	found, err := c.st.Migrate(ctx)
 	switch {
 	case err != nil:
 		return fmt.Errorf("queue: migrate: %w", err)

@@ -75,6 +75,7 @@ func TestStartNamesMigrate(t *testing.T) {
 // says so once, at Start, and what to set. A pool sized as the README says
 // gets no warning.
 func TestStartWarnsWhenThePoolCannotServeTheWorkers(t *testing.T) {
+	pgtest.PostgresOnly(t, "the server's connection limit")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	const msg = "queue: the connection pool cannot serve the runner's workers well"

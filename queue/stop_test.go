@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -245,6 +246,7 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 // to the queue then, not when the slowest handler returns: its lease is not
 // renewed once it has finished, and the rescuer would otherwise fail it.
 func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
+	pgtest.PostgresOnly(t, "it waits with pg_sleep")
 	t.Parallel()
 	started := make(chan string, 2)
 	slow := make(chan struct{})

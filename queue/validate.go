@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Every string the queue stores must be one PostgreSQL stores as given:
@@ -447,39 +449,19 @@ func implementer(v reflect.Value, iface reflect.Type) (any, bool) {
 // sheaf's, and an undefined column of another table, are left alone: they
 // are somebody else's, or a bug, not a missing migration.
 func notMigrated(err error) error {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	// A missing table is sheaf's only if the database named it (the same
+	// PostgreSQL code reports a missing FROM-clause entry, a bug); a
+	// missing column is taken to be of sheaf's tables unless the database
+	// named another: the statements are sheaf's.
+	table, undefined := store.Undefined(err)
+	if !undefined || (table != "" && !isSheafTable(table)) {
 		return err
 	}
-	switch pe.Code {
-	case "42P01": // undefined_table: the jobs table does not exist
-		// The same code reports a missing FROM-clause entry, a bug.
-		name, ok := quotedAfter(pe.Message, "relation ")
-		if !ok || !isSheafTable(name) {
-			return err
-		}
-	case "42703": // undefined_column
-		// The message names the relation only for some statements
-		// (INSERT, UPDATE); a column named without one is a column of a
-		// statement of sheaf's, on its tables.
-		if name, ok := quotedAfter(pe.Message, "of relation "); ok && !isSheafTable(name) {
-			return err
-		}
-	default:
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" && table == "" {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrNotMigrated, err)
-}
-
-// quotedAfter returns the double-quoted name that follows prefix in msg.
-func quotedAfter(msg, prefix string) (string, bool) {
-	i := strings.Index(msg, prefix+`"`)
-	if i < 0 {
-		return "", false
-	}
-	rest := msg[i+len(prefix)+1:]
-	name, _, ok := strings.Cut(rest, `"`)
-	return name, ok
 }
 
 // isSheafTable reports whether name, perhaps schema-qualified, is one of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Bounds of Wait's pause between looks: short at first, for jobs that
@@ -26,8 +28,8 @@ func (c *Client) Wait(ctx context.Context, ids ...int64) ([]JobRecord, error) {
 	for _, id := range ids {
 		pending[id] = true
 	}
-	var known []int64
-	if err := c.db.WithContext(ctx).Model(&JobRecord{}).Where("id IN ?", ids).Pluck("id", &known).Error; err != nil {
+	known, err := c.st.JobIDs(ctx, c.db, store.Filter{IDs: ids})
+	if err != nil {
 		return nil, fmt.Errorf("queue: wait: %w", err)
 	}
 	if len(known) < len(pending) {
@@ -44,9 +46,7 @@ func (c *Client) Wait(ctx context.Context, ids ...int64) ([]JobRecord, error) {
 		for id := range pending {
 			left = append(left, id)
 		}
-		var running []int64
-		err := c.db.WithContext(ctx).Model(&JobRecord{}).
-			Where("id IN ? AND status IN ?", left, []Status{StatusQueued, StatusProcessing}).Pluck("id", &running).Error
+		running, err := c.st.JobIDs(ctx, c.db, store.Filter{IDs: left, Statuses: []string{string(StatusQueued), string(StatusProcessing)}})
 		if err != nil {
 			return nil, fmt.Errorf("queue: wait: %w", err)
 		}
@@ -65,7 +65,7 @@ func (c *Client) Wait(ctx context.Context, ids ...int64) ([]JobRecord, error) {
 		pause = min(2*pause, waitMaxPause)
 	}
 	var recs []JobRecord
-	if err := c.db.WithContext(ctx).Where("id IN ?", ids).Find(&recs).Error; err != nil {
+	if err := c.st.Jobs(ctx, c.db, store.Filter{IDs: ids}, 0, &recs); err != nil {
 		return nil, fmt.Errorf("queue: wait: %w", err)
 	}
 	byID := make(map[int64]JobRecord, len(recs))

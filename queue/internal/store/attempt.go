@@ -11,13 +11,13 @@ import (
 // not.
 
 // SetProgress saves a running job's progress.
-func SetProgress(ctx context.Context, db *sql.DB, id int64, claims int, processed, total int64) (bool, error) {
-	return update(ctx, db, id, claims, "processed = $1, total = $2", processed, total)
+func (s *postgres) SetProgress(ctx context.Context, id int64, claims int, processed, total int64) (bool, error) {
+	return update(ctx, s.db, id, claims, "processed = $1, total = $2", processed, total)
 }
 
 // SetOutput saves a running job's output, JSON.
-func SetOutput(ctx context.Context, db *sql.DB, id int64, claims int, output string) (bool, error) {
-	return update(ctx, db, id, claims, "output = $1::jsonb", output)
+func (s *postgres) SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error) {
+	return update(ctx, s.db, id, claims, "output = $1::jsonb", output)
 }
 
 // update sets columns of job id while claim claims holds it. set uses
@@ -35,7 +35,7 @@ func update(ctx context.Context, db *sql.DB, id int64, claims int, set string, a
 }
 
 // State reads a job's status and claim number as the database has them.
-func State(ctx context.Context, db *sql.DB, id int64) (status string, claims int, err error) {
-	err = db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", id).Scan(&status, &claims)
+func (s *postgres) State(ctx context.Context, id int64) (status string, claims int, err error) {
+	err = s.db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", id).Scan(&status, &claims)
 	return status, claims, err
 }

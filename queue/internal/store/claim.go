@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"strconv"
@@ -127,7 +126,7 @@ type Claim struct {
 
 // Claim locks up to c.N due jobs for c.Runner, counting their attempt, and
 // returns them (in no particular order).
-func (h *Held) Claim(ctx context.Context, c Claim) ([]Claimed, error) {
+func (h *held) Claim(ctx context.Context, c Claim) ([]Claimed, error) {
 	closed := c.ClosedKinds
 	if closed == nil {
 		closed = []string{}
@@ -142,14 +141,14 @@ func (h *Held) Claim(ctx context.Context, c Claim) ([]Claimed, error) {
 // ClaimSuspect claims the first due suspect of queues, of no kind in
 // closedKinds, for runner; its attempt is counted when it starts
 // (StartSuspect). It returns no job when none is due.
-func (h *Held) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
+func (h *held) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
 	if closedKinds == nil {
 		closedKinds = []string{}
 	}
 	return h.claimed(ctx, claimSuspectSQL, queues, 1, lease.Milliseconds(), runner, closedKinds)
 }
 
-func (h *Held) claimed(ctx context.Context, query string, args ...any) (_ []Claimed, err error) {
+func (h *held) claimed(ctx context.Context, query string, args ...any) (_ []Claimed, err error) {
 	rows, err := h.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -171,8 +170,8 @@ func (h *Held) claimed(ctx context.Context, query string, args ...any) (_ []Clai
 // StartSuspect counts the attempt of claim claims of suspect id as it
 // starts, durably, and returns the attempts and the start time. It returns
 // sql.ErrNoRows if the claim no longer holds the job.
-func StartSuspect(ctx context.Context, db *sql.DB, id int64, claims int) (attempts int, started time.Time, err error) {
-	err = db.QueryRowContext(ctx, startSuspectSQL, id, claims).Scan(&attempts, &started)
+func (s *postgres) StartSuspect(ctx context.Context, id int64, claims int) (attempts int, started time.Time, err error) {
+	err = s.db.QueryRowContext(ctx, startSuspectSQL, id, claims).Scan(&attempts, &started)
 	return attempts, started, err
 }
 

@@ -18,12 +18,12 @@ import (
 // reached, each try to connect holds up the next renewal.
 const minConnectTimeout = time.Second
 
-// Held is a connection a runner's loop keeps for itself, so that its
+// held is PostgreSQL's Conn: a connection a runner's loop keeps for itself, so that its
 // statements neither wait for the pool nor churn it: a busy runner's claims
 // and completions would otherwise open and close connections all the time.
 // It is dropped after an error and taken again on the next statement. A
-// Held is used by one goroutine at a time.
-type Held struct {
+// held is used by one goroutine at a time.
+type held struct {
 	db   *sql.DB
 	conn *sql.Conn
 	// async, if set, makes the connection's commits not wait for the WAL
@@ -31,13 +31,13 @@ type Held struct {
 	async bool
 }
 
-// Hold returns a Held on db. With asyncCommit, the connection's
-// transactions commit without waiting for the disk: for claims, whose loss
-// in a server crash only uncounts an attempt.
-func Hold(db *sql.DB, asyncCommit bool) *Held { return &Held{db: db, async: asyncCommit} }
+// Hold returns a held connection. With asyncCommit, its transactions
+// commit without waiting for the disk: for claims, whose loss in a server
+// crash only uncounts an attempt.
+func (s *postgres) Hold(asyncCommit bool) Conn { return &held{db: s.db, async: asyncCommit} }
 
 // query runs query on the held connection, opening one if needed.
-func (h *Held) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (h *held) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if h.conn == nil {
 		cctx, cancel := connectContext(ctx)
 		c, err := h.db.Conn(cctx)
@@ -79,7 +79,7 @@ func connectContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // DropOn drops the connection if err is not nil: after an error its state
 // is not known.
-func (h *Held) DropOn(err error) {
+func (h *held) DropOn(err error) {
 	if err != nil {
 		h.Close()
 	}
@@ -87,7 +87,7 @@ func (h *Held) DropOn(err error) {
 
 // Close gives the connection back, or discards it if its session settings
 // are the loop's own.
-func (h *Held) Close() {
+func (h *held) Close() {
 	if h.conn == nil {
 		return
 	}
@@ -99,7 +99,7 @@ func (h *Held) Close() {
 }
 
 // ids runs query on the held connection and returns the IDs it yields.
-func (h *Held) ids(ctx context.Context, query string, args ...any) (_ []int64, err error) {
+func (h *held) ids(ctx context.Context, query string, args ...any) (_ []int64, err error) {
 	rows, err := h.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -123,12 +123,12 @@ func scanIDs(rows *sql.Rows) ([]int64, error) {
 }
 
 // Transient reports whether a statement that failed with err may succeed if
-// tried again: the connection broke or timed out, the server is starting,
+// tried again on PostgreSQL: the connection broke or timed out, the server is starting,
 // stopping or overloaded, or the transaction lost a serialisation race.
 // Anything else (an error the server gave about the statement itself, such
 // as a missing table, bad data or a violated constraint; a query that found
 // no row) fails the same way every time.
-func Transient(err error) bool {
+func (*postgres) Transient(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false // the caller gave up on it
 	}

@@ -12,12 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Only errors that may go away on their own are worth a retry.
 func TestTransientErrors(t *testing.T) {
 	t.Parallel()
+	st, err := store.Open(pgtest.New(t).Gorm)
+	require.NoError(t, err)
 	for _, c := range []struct {
 		err  error
 		want bool
@@ -39,6 +42,6 @@ func TestTransientErrors(t *testing.T) {
 		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
 		{driver.ErrBadConn, true},
 	} {
-		require.Equal(t, c.want, store.Transient(errors.Join(errors.New("wrapped"), c.err)), "%v", c.err)
+		require.Equal(t, c.want, st.Transient(errors.Join(errors.New("wrapped"), c.err)), "%v", c.err)
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -51,7 +50,7 @@ SELECT ins.* FROM ins, notified ORDER BY ins.id`
 // Insert inserts jobs (in order; one with an idempotency key already taken
 // is skipped), notifies runners of the queues that got jobs due now, and
 // scans the inserted rows, in ID order, into dest, a gorm model slice.
-func Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
+func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
 	n := len(jobs)
 	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, attempts := make([]int32, n), make([]int32, n)
@@ -75,8 +74,8 @@ var insertChildSQL = `
 WITH ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
 		backoff, run_at, auth, run_id, period, parent_ids)
-	VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8::jsonb, coalesce($9, now() + $10 * interval '1 microsecond'),
-		$11::jsonb, $12, $13, $14)
+	VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, ?::jsonb, coalesce(?::timestamptz, now() + ? * interval '1 microsecond'),
+		?::jsonb, ?, ?, ?::bigint[])
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (` + notifyDue("ins") + `)
@@ -91,11 +90,11 @@ type Child struct {
 
 // InsertChild inserts j, a child of parents, inside tx. It returns
 // sql.ErrNoRows if the child exists already.
-func InsertChild(ctx context.Context, tx *sql.Tx, j NewJob, parents []int64) (Child, error) {
+func (*postgres) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, error) {
 	var c Child
-	err := tx.QueryRowContext(ctx, insertChildSQL,
+	err := tx.Raw(insertChildSQL,
 		j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts,
-		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents)).Scan(
+		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents)).Row().Scan(
 		&c.ID, &c.Kind, &c.Queue, &c.Priority, &c.RunID)
 	return c, err
 }
@@ -105,8 +104,8 @@ var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_
 // Copy inserts jobs, none with an idempotency key, with one binary COPY in
 // one transaction, notifies runners of the queues that got jobs due now,
 // and returns how many it inserted. It needs the pgx driver.
-func Copy(ctx context.Context, db *sql.DB, jobs []NewJob) (int64, error) {
-	conn, err := db.Conn(ctx)
+func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -164,6 +163,6 @@ func jsonOrNil(s *string) any {
 }
 
 // Analyze refreshes the jobs table's statistics.
-func Analyze(ctx context.Context, db *gorm.DB) error {
-	return db.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error
+func (s *postgres) Analyze(ctx context.Context) error {
+	return s.gdb.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error
 }

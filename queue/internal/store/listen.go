@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -23,8 +22,8 @@ const (
 // with the channel and the payload, schema removed, of every notification
 // for the connection's schema. The connection is never handed back to the
 // pool. It needs the pgx driver.
-func Listen(ctx context.Context, db *sql.DB, ready func(), each func(channel, payload string)) error {
-	conn, err := db.Conn(ctx)
+func (s *postgres) Listen(ctx context.Context, ready func(), each func(channel, payload string)) error {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 // LockStatus locks job id's row and returns its status; found is false if
 // there is no such job.
-func LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error) {
+func (*postgres) LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error) {
 	err = tx.Raw("SELECT status FROM sheaf_jobs WHERE id = ? FOR UPDATE", id).Row().Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
@@ -24,13 +24,13 @@ func LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error) {
 }
 
 // Attempts returns job id's attempts so far and its allowance.
-func Attempts(tx *gorm.DB, id int64) (attempts, max int, err error) {
+func (*postgres) Attempts(tx *gorm.DB, id int64) (attempts, max int, err error) {
 	err = tx.Raw("SELECT attempts, max_attempts FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&attempts, &max)
 	return attempts, max, err
 }
 
 // Cancel marks job id CANCELLED and, if it was running, tells its runner.
-func Cancel(tx *gorm.DB, id int64, running bool) error {
+func (*postgres) Cancel(tx *gorm.DB, id int64, running bool) error {
 	err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
 		locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
 	if err == nil && running {
@@ -47,7 +47,7 @@ const restartSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
 	run_at = now(), started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
 
 // Retry gives job id a new start and tells the runners.
-func Retry(tx *gorm.DB, id int64) error {
+func (*postgres) Retry(tx *gorm.DB, id int64) error {
 	if err := tx.Exec(restartSQL+" WHERE id = ?", id).Error; err != nil {
 		return err
 	}
@@ -57,7 +57,8 @@ func Retry(tx *gorm.DB, id int64) error {
 // RetryFailed gives every FAILED job among the IDs that sub selects, and
 // whose attempts with a new allowance stay below maxTotal, a new start,
 // tells the runners, and returns how many it requeued.
-func RetryFailed(tx *gorm.DB, sub *gorm.DB, maxTotal int) (int64, error) {
+func (*postgres) RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error) {
+	sub := f.apply(tx.Session(&gorm.Session{NewDB: true}).Table(JobsTable).Select("id").Where("status = 'FAILED'"), pgTime)
 	res := tx.Exec(restartSQL+" WHERE id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotal)
 	if res.Error != nil || res.RowsAffected == 0 {
 		return res.RowsAffected, res.Error
@@ -72,17 +73,17 @@ type KindCount struct {
 }
 
 // CountByKind counts the jobs by kind and status. It reads the whole table.
-func CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
+func (s *postgres) CountByKind(ctx context.Context) ([]KindCount, error) {
 	var out []KindCount
-	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
+	err := s.gdb.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
 	return out, err
 }
 
 // Ready counts the QUEUED jobs due now, and how long the longest-waiting
 // one has waited.
-func Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
+func (s *postgres) Ready(ctx context.Context) (n int64, oldest time.Duration, err error) {
 	var secs float64
-	err = db.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
+	err = s.gdb.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
 		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&n, &secs)
 	return n, time.Duration(secs * float64(time.Second)), err
 }

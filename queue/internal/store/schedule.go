@@ -15,7 +15,7 @@ import (
 
 // LockSchedule locks schedule name's row inside tx and returns its last
 // tick; found is false if the schedule has no row yet.
-func LockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err error) {
+func (*postgres) LockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err error) {
 	err = tx.Raw("SELECT last_tick FROM sheaf_schedules WHERE name = ? FOR UPDATE", name).Row().Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
@@ -25,12 +25,12 @@ func LockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err err
 
 // AddSchedule gives schedule name a row with last tick last, unless it has
 // one.
-func AddSchedule(tx *gorm.DB, name string, last time.Time) error {
+func (*postgres) AddSchedule(tx *gorm.DB, name string, last time.Time) error {
 	return tx.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", name, last).Error
 }
 
 // SetLastTick moves schedule name's last tick to at.
-func SetLastTick(tx *gorm.DB, name string, at time.Time) error {
+func (*postgres) SetLastTick(tx *gorm.DB, name string, at time.Time) error {
 	return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = now() WHERE name = ?", at, name).Error
 }
 
@@ -44,7 +44,7 @@ SELECT (SELECT coalesce(max(version), 0) FROM sheaf_migrations),
 // Preflight reads the schema's version and how many more client connections
 // the server accepts. A schema never migrated fails with the server's
 // undefined-table error.
-func Preflight(ctx context.Context, db *sql.DB) (version, room int, err error) {
-	err = db.QueryRowContext(ctx, preflightSQL).Scan(&version, &room)
+func (s *postgres) Preflight(ctx context.Context) (version, room int, err error) {
+	err = s.db.QueryRowContext(ctx, preflightSQL).Scan(&version, &room)
 	return version, room, err
 }

@@ -112,7 +112,9 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
 // Migrations returns, in order, the SQL of every schema version from 1 to
 // SchemaVersion; each records its version in the migrations table, which
 // version 1 creates.
-func Migrations() []string {
+func (*postgres) Migrations() []string { return pgMigrations() }
+
+func pgMigrations() []string {
 	out := make([]string, 0, SchemaVersion)
 	for v := 1; v <= SchemaVersion; v++ {
 		up := migrations[v]
@@ -130,8 +132,8 @@ func Migrations() []string {
 // SchemaVersion is left as it is. Migrate holds a transaction-level
 // advisory lock, so processes that migrate at the same time run one after
 // the other, and every later one finds nothing to do.
-func Migrate(ctx context.Context, db *gorm.DB) (found int, err error) {
-	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+func (s *postgres) Migrate(ctx context.Context) (found int, err error) {
+	err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations'))").Error; err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
@@ -142,7 +144,7 @@ func Migrate(ctx context.Context, db *gorm.DB) (found int, err error) {
 			return err
 		}
 		for v := found + 1; v <= SchemaVersion; v++ {
-			if err := tx.Exec(Migrations()[v-1]).Error; err != nil {
+			if err := tx.Exec(pgMigrations()[v-1]).Error; err != nil {
 				return fmt.Errorf("to version %d: %w", v, err)
 			}
 		}

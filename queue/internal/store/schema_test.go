@@ -3,14 +3,17 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,39 +21,68 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // Each migration records its own version, so a schema migrated by hand
 // says where it stands.
 func TestMigrationsRecordTheirVersion(t *testing.T) {
-	ups := store.Migrations()
-	require.Len(t, ups, store.SchemaVersion)
-	for i, up := range ups {
-		require.True(t, strings.HasSuffix(up, fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", i+1)), "version %d", i+1)
-	}
-	require.Contains(t, ups[0], "CREATE TABLE IF NOT EXISTS sheaf_migrations")
+	forEachStore(t, func(t *testing.T, st store.Store, _ *gorm.DB) {
+		ups := st.Migrations()
+		require.Len(t, ups, store.SchemaVersion)
+		for i, up := range ups {
+			require.True(t, strings.HasSuffix(up, fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", i+1)), "version %d", i+1)
+		}
+		require.Contains(t, ups[0], "CREATE TABLE IF NOT EXISTS sheaf_migrations")
+	})
 }
 
 // Migrate reports the version it found and brings the schema to
 // SchemaVersion; a second call finds it there and changes nothing.
 func TestMigrateReportsWhatItFound(t *testing.T) {
-	t.Parallel()
-	db := pgtest.New(t)
-	ctx := context.Background()
-	found, err := store.Migrate(ctx, db.Gorm)
-	require.NoError(t, err)
-	require.Zero(t, found)
-	found, err = store.Migrate(ctx, db.Gorm)
-	require.NoError(t, err)
-	require.Equal(t, store.SchemaVersion, found)
-	require.Equal(t, int64(store.SchemaVersion), db.Count(t, "SELECT count(*) FROM sheaf_migrations"))
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		found, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.Zero(t, found)
+		found, err = st.Migrate(ctx)
+		require.NoError(t, err)
+		require.Equal(t, store.SchemaVersion, found)
+		var n int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM sheaf_migrations").Scan(&n).Error)
+		require.Equal(t, int64(store.SchemaVersion), n)
+	})
 }
 
 // A schema newer than this code is left alone, and Migrate says what it
 // found, for the caller to refuse it.
 func TestMigrateLeavesANewerSchemaAlone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.NoError(t, db.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", store.SchemaVersion+1).Error)
+		found, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.Equal(t, store.SchemaVersion+1, found)
+	})
+}
+
+// forEachStore runs test, in parallel, on a fresh PostgreSQL schema and a
+// fresh SQLite file.
+func forEachStore(t *testing.T, test func(t *testing.T, st store.Store, db *gorm.DB)) {
 	t.Parallel()
-	db := pgtest.New(t)
-	ctx := context.Background()
-	_, err := store.Migrate(ctx, db.Gorm)
-	require.NoError(t, err)
-	require.NoError(t, db.Gorm.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", store.SchemaVersion+1).Error)
-	found, err := store.Migrate(ctx, db.Gorm)
-	require.NoError(t, err)
-	require.Equal(t, store.SchemaVersion+1, found)
+	for _, name := range []string{"postgres", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var db *gorm.DB
+			if name == "postgres" {
+				db = pgtest.New(t).Gorm
+			} else {
+				var err error
+				db, err = sqlitedb.Open(filepath.Join(t.TempDir(), "jobs.db"))
+				require.NoError(t, err)
+				sqlDB, err := db.DB()
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = sqlDB.Close() })
+			}
+			st, err := store.Open(db)
+			require.NoError(t, err)
+			test(t, st, db)
+		})
+	}
 }

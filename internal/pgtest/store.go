@@ -1,0 +1,92 @@
+package pgtest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
+)
+
+// The queue's tests run on one store per run: PostgreSQL, or SQLite when
+// SHEAF_TEST_STORE=sqlite, or when no PostgreSQL answers outside CI (so
+// that a machine without a server still runs the SQLite half).
+
+var store = sync.OnceValue(func() string {
+	switch os.Getenv("SHEAF_TEST_STORE") {
+	case "sqlite":
+		return "sqlite"
+	case "postgres":
+		return "postgres"
+	}
+	if os.Getenv("CI") == "" && Reachable() != nil {
+		return "sqlite"
+	}
+	return "postgres"
+})
+
+// Store returns the store this run's tests use: "postgres" or "sqlite".
+func Store() string { return store() }
+
+// NewDB returns a fresh database on this run's store: a PostgreSQL schema
+// (New), or an SQLite file in the test's temporary folder.
+func NewDB(t testing.TB) *DB {
+	t.Helper()
+	if Store() == "postgres" {
+		return New(t)
+	}
+	return NewSQLite(t)
+}
+
+// NewSQLite returns a fresh SQLite database in a file of the test's
+// temporary folder, opened as sqlitedb.Open opens it.
+func NewSQLite(t testing.TB) *DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sheaf.db")
+	gdb, err := sqlitedb.Open(path)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	sqlDB, err := gdb.DB()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return &DB{Schema: "main", DSN: sqlitedb.DSN(path), Gorm: gdb, SQL: sqlDB}
+}
+
+// PostgresOnly skips a test that needs PostgreSQL (its SQL, several
+// servers' processes, notifications, backends to kill) on an SQLite run.
+func PostgresOnly(t testing.TB, why string) {
+	t.Helper()
+	if Store() != "postgres" {
+		t.Skip("PostgreSQL only: " + why)
+	}
+}
+
+// OpenDSN opens a gorm handle on a DSN that New or NewSQLite made, as
+// another process would: an SQLite DSN starts with "file:".
+func OpenDSN(dsn string, config ...gorm.Option) (*gorm.DB, error) {
+	config = append([]gorm.Option{&gorm.Config{Logger: logger.Discard}}, config...)
+	if strings.HasPrefix(dsn, "file:") {
+		return gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), config...)
+	}
+	return gorm.Open(postgres.Open(dsn), config...)
+}
+
+// Time returns t as the run's store compares times: as it is on
+// PostgreSQL, as text in sqlitedb.TimeLayout on SQLite.
+func (db *DB) Time(t time.Time) any {
+	if strings.HasPrefix(db.DSN, "file:") {
+		return t.UTC().Format(sqlitedb.TimeLayout)
+	}
+	return t
+}

@@ -1,0 +1,120 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+type row struct {
+	ID        int64
+	Status    string
+	Attempts  int
+	Claims    int
+	LastError *string
+	LockedBy  *string
+}
+
+func (row) TableName() string { return store.JobsTable }
+
+// A job's way through the runner's statements: claim, fail with a retry,
+// claim again, renew, complete; a second job claimed and left to expire is
+// rescued as a suspect, and claimed as one.
+func TestRunnerStatements(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		var ins []row
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{
+			{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
+			{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`},
+		}, &ins))
+		require.Len(t, ins, 2)
+		a, b := ins[0].ID, ins[1].ID
+		conn := st.Hold(false)
+		defer conn.Close()
+
+		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, b, got[0].ID, "the higher priority first")
+		require.JSONEq(t, `{"n":2}`, string(got[0].Payload))
+		require.Equal(t, 1, got[0].Attempts)
+		bKey := store.Key(b, got[0].Claims)
+
+		got, err = conn.Claim(ctx, store.Claim{Queue: "q", N: 5, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		aKey := store.Key(a, got[0].Claims)
+
+		failed, err := conn.Fail(ctx, store.Failures{IDs: []int64{a}, Keys: []int64{aKey}, Statuses: []string{"QUEUED"},
+			Delays: []time.Duration{0}, Errors: []string{"boom"}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{a}, failed)
+		landed, err := conn.FailLanded(ctx, store.Failures{IDs: []int64{a}, Keys: []int64{aKey}, Statuses: []string{"QUEUED"},
+			Delays: []time.Duration{0}, Errors: []string{"boom"}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{a}, landed)
+
+		got, err = conn.Claim(ctx, store.Claim{Queue: "q", N: 5, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, 2, got[0].Attempts)
+		aKey = store.Key(a, got[0].Claims)
+
+		renewed, orphans, err := conn.Renew(ctx, time.Minute, []int64{a}, []int64{aKey}, "r1")
+		require.NoError(t, err)
+		require.Equal(t, []int64{aKey}, renewed)
+		require.Equal(t, []int64{bKey}, orphans, "b is locked in r1's name but not among its claims")
+
+		done, err := conn.Complete(ctx, []int64{a}, []int64{aKey})
+		require.NoError(t, err)
+		require.Equal(t, []int64{a}, done)
+		done, err = conn.Complete(ctx, []int64{a}, []int64{aKey})
+		require.NoError(t, err)
+		require.Empty(t, done, "a completion lands once")
+		landed, err = conn.CompleteLanded(ctx, []int64{a}, []int64{aKey})
+		require.NoError(t, err)
+		require.Equal(t, []int64{a}, landed)
+
+		// b's lease runs out: renew it to a moment ago.
+		_, _, err = conn.Renew(ctx, -time.Second, []int64{b}, []int64{bKey}, "r1")
+		require.NoError(t, err)
+		rescued, err := st.Rescue(ctx, "r2")
+		require.NoError(t, err)
+		require.Len(t, rescued, 1)
+		require.Equal(t, b, rescued[0].ID)
+		require.Equal(t, "r1", rescued[0].LostBy)
+		require.Equal(t, "QUEUED", rescued[0].Status)
+		require.Equal(t, 0, rescued[0].Attempts, "a rescued attempt is uncounted")
+
+		none, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 5, Lease: time.Minute, Runner: "r2"})
+		require.NoError(t, err)
+		require.Empty(t, none, "ordinary claims leave suspects alone")
+		sus, err := conn.ClaimSuspect(ctx, []string{"q"}, time.Minute, "r2", nil)
+		require.NoError(t, err)
+		require.Len(t, sus, 1)
+		attempts, _, err := st.StartSuspect(ctx, b, sus[0].Claims)
+		require.NoError(t, err)
+		require.Equal(t, 1, attempts)
+		ok, err := st.SetProgress(ctx, b, sus[0].Claims, 5, 10)
+		require.NoError(t, err)
+		require.True(t, ok)
+		put, err := st.Requeue(ctx, []int64{b}, []int64{store.Key(b, sus[0].Claims)}, []bool{true})
+		require.NoError(t, err)
+		require.Equal(t, []int64{b}, put)
+		var rows []row
+		require.NoError(t, st.Jobs(ctx, db, store.Filter{}, 0, &rows))
+		require.Equal(t, "COMPLETED", rows[0].Status)
+		require.Equal(t, "boom", *rows[0].LastError)
+		require.Equal(t, "QUEUED", rows[1].Status)
+		require.Equal(t, 0, rows[1].Attempts)
+		require.Nil(t, rows[1].LockedBy)
+	})
+}

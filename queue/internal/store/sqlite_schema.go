@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// sqliteNow is the time now in SQL, in timeLayout (to the millisecond: the
+// store writes its own times, to the nanosecond; this is for rows written by
+// hand).
+const sqliteNow = `strftime('%Y-%m-%d %H:%M:%f000000+00:00', 'now')`
+
+// sqliteMigrations are the schema versions on SQLite, the same versions as
+// PostgreSQL's: text for jsonb and timestamps, and the same partial indexes.
+var sqliteMigrations = []string{
+	1: `
+CREATE TABLE sheaf_jobs (
+	id              INTEGER   PRIMARY KEY AUTOINCREMENT, -- never reused: late results name jobs by ID
+	kind            TEXT      NOT NULL,
+	queue           TEXT      NOT NULL DEFAULT 'default',
+	status          TEXT      NOT NULL DEFAULT 'QUEUED'
+	                CHECK (status IN ('QUEUED', 'PROCESSING', 'COMPLETED', 'FAILED', 'CANCELLED')),
+	priority        INTEGER   NOT NULL DEFAULT 5 CHECK (priority BETWEEN 1 AND 10),
+	payload         BLOB      NOT NULL DEFAULT '{}', -- JSON, as bytes: it is read into json.RawMessage
+	idempotency_key TEXT,
+	correlation_id  TEXT,
+	attempts        INTEGER   NOT NULL DEFAULT 0,
+	max_attempts    INTEGER   NOT NULL DEFAULT 3 CHECK (max_attempts >= 1),
+	backoff         TEXT,
+	run_at          TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	locked_until    TIMESTAMP,
+	locked_by       TEXT,
+	created_at      TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	started_at      TIMESTAMP,
+	completed_at    TIMESTAMP,
+	processed       INTEGER   NOT NULL DEFAULT 0,
+	total           INTEGER,
+	last_error      TEXT,
+	auth            TEXT
+);
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED';
+CREATE INDEX sheaf_jobs_lease ON sheaf_jobs (locked_until) WHERE locked_until IS NOT NULL;
+CREATE UNIQUE INDEX sheaf_jobs_idempotency ON sheaf_jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX sheaf_jobs_correlation ON sheaf_jobs (correlation_id) WHERE correlation_id IS NOT NULL;
+`,
+	2: `
+ALTER TABLE sheaf_jobs ADD COLUMN run_id TEXT;
+ALTER TABLE sheaf_jobs ADD COLUMN period TEXT;
+ALTER TABLE sheaf_jobs ADD COLUMN parent_ids TEXT; -- {1,2,3}, as PostgreSQL writes a bigint[]
+ALTER TABLE sheaf_jobs ADD COLUMN output BLOB; -- JSON, as bytes
+CREATE INDEX sheaf_jobs_run ON sheaf_jobs (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX sheaf_jobs_period ON sheaf_jobs (period, kind) WHERE period IS NOT NULL;
+CREATE INDEX sheaf_jobs_history ON sheaf_jobs (kind, completed_at) WHERE status = 'COMPLETED';
+CREATE TABLE sheaf_schedules (
+	name       TEXT      PRIMARY KEY,
+	last_tick  TIMESTAMP NOT NULL,
+	updated_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
+);
+`,
+	3: `
+ALTER TABLE sheaf_jobs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sheaf_jobs ADD COLUMN rescues INTEGER NOT NULL DEFAULT 0;
+UPDATE sheaf_jobs SET claims = attempts WHERE status = 'PROCESSING';
+DROP INDEX sheaf_jobs_claim;
+CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues = 0;
+CREATE INDEX sheaf_jobs_suspect ON sheaf_jobs (priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues > 0;
+-- JSON is kept as bytes, which the driver hands over as the []byte that
+-- JobRecord's json.RawMessage fields read; text written by hand is turned
+-- into bytes. (The store writes bytes, so these never fire for it.)
+CREATE TRIGGER sheaf_jobs_payload_bytes AFTER UPDATE OF payload ON sheaf_jobs WHEN typeof(NEW.payload) = 'text'
+BEGIN UPDATE sheaf_jobs SET payload = CAST(NEW.payload AS BLOB) WHERE id = NEW.id; END;
+CREATE TRIGGER sheaf_jobs_output_bytes AFTER UPDATE OF output ON sheaf_jobs WHEN typeof(NEW.output) = 'text'
+BEGIN UPDATE sheaf_jobs SET output = CAST(NEW.output AS BLOB) WHERE id = NEW.id; END;
+CREATE TRIGGER sheaf_jobs_insert_bytes AFTER INSERT ON sheaf_jobs
+	WHEN typeof(NEW.payload) = 'text' OR typeof(NEW.output) = 'text'
+BEGIN UPDATE sheaf_jobs SET payload = CAST(NEW.payload AS BLOB), output = CAST(NEW.output AS BLOB) WHERE id = NEW.id; END;
+`,
+}
+
+const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
+	version    INTEGER   PRIMARY KEY,
+	applied_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
+);`
+
+func (*sqlite) Migrations() []string {
+	out := make([]string, 0, SchemaVersion)
+	for v := 1; v <= SchemaVersion; v++ {
+		up := sqliteMigrations[v]
+		if v == 1 {
+			up = "\n" + sqliteMigrationsTable + up
+		}
+		out = append(out, up+fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v))
+	}
+	return out
+}
+
+// Migrate applies the versions in one transaction, in the process's turn
+// to write; a process that migrates at the same time waits in SQLite's busy
+// handler, then finds nothing to do.
+func (s *sqlite) Migrate(ctx context.Context) (found int, err error) {
+	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
+		if err := tx.Exec(sqliteMigrationsTable).Error; err != nil {
+			return err
+		}
+		if err := tx.Raw("SELECT coalesce(max(version), 0) FROM sheaf_migrations").Scan(&found).Error; err != nil {
+			return err
+		}
+		ups := s.Migrations()
+		for v := found + 1; v <= SchemaVersion; v++ {
+			if err := tx.Exec(ups[v-1]).Error; err != nil {
+				return fmt.Errorf("to version %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// sqliteRoom stands for "no server limit": SQLite has no connection cap.
+const sqliteRoom = 1 << 20
+
+func (s *sqlite) Preflight(ctx context.Context) (version, room int, err error) {
+	err = s.db.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM sheaf_migrations").Scan(&version)
+	return version, sqliteRoom, err
+}
+
+func (s *sqlite) Analyze(ctx context.Context) error {
+	return s.writing(ctx, func() error { return s.gdb.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error })
+}

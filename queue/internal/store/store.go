@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Store is a database the queue keeps its jobs in: every statement the
+// client and the runner run. Open returns the one for a gorm handle's
+// database. A Store is safe for concurrent use.
+//
+// Methods that take a tx run inside a transaction that Tx began (or a
+// caller's, for the client's Tx); the others run on their own.
+type Store interface {
+	// Dialect names the database: "postgres" or "sqlite".
+	Dialect() string
+
+	// Migrate brings the schema up to SchemaVersion and returns the
+	// version it found; Migrations is the SQL it applies, in order.
+	Migrate(ctx context.Context) (found int, err error)
+	Migrations() []string
+	// Preflight reads the schema's version and how many more client
+	// connections the server accepts.
+	Preflight(ctx context.Context) (version, room int, err error)
+
+	// Tx runs fn in a write transaction on db (a savepoint if db is in a
+	// transaction already).
+	Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error
+
+	// Insert inserts jobs in order, skipping those whose idempotency key
+	// is taken, wakes the runners of the queues that got due jobs, and
+	// scans the inserted rows, in ID order, into dest, a gorm model slice.
+	// db may be a transaction.
+	Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error
+	// Copy inserts jobs, none with an idempotency key, the fastest way the
+	// database has, and returns how many it inserted.
+	Copy(ctx context.Context, jobs []NewJob) (int64, error)
+	// Analyze refreshes the planner's statistics of the jobs table.
+	Analyze(ctx context.Context) error
+
+	// Jobs reads the jobs f selects on db (the store's, or a caller's
+	// transaction), by ascending ID, at most limit (0: no limit), into dest,
+	// a gorm model slice.
+	Jobs(ctx context.Context, db *gorm.DB, f Filter, limit int, dest any) error
+	// Count counts the jobs f selects.
+	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
+	// JobIDs returns the IDs of the jobs f selects.
+	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
+	CountByKind(ctx context.Context) ([]KindCount, error)
+	Ready(ctx context.Context) (n int64, oldest time.Duration, err error)
+	TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
+
+	// The client's management of one job, in tx, from LockStatus on.
+	LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error)
+	Attempts(tx *gorm.DB, id int64) (attempts, max int, err error)
+	Cancel(tx *gorm.DB, id int64, running bool) error
+	Retry(tx *gorm.DB, id int64) error
+	RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error)
+
+	// Schedules, in tx.
+	LockSchedule(tx *gorm.DB, name string) (last time.Time, found bool, err error)
+	AddSchedule(tx *gorm.DB, name string, last time.Time) error
+	SetLastTick(tx *gorm.DB, name string, at time.Time) error
+
+	// Dependency release, in tx: CompleteParent, then for each rule
+	// LockGroup and PeriodParents, then InsertChild.
+	CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
+	LockGroup(tx *gorm.DB, key string) error
+	PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
+	InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, error)
+
+	// Hold returns a connection for one of a runner's loops; with
+	// asyncCommit, its commits need not wait for the disk.
+	Hold(asyncCommit bool) Conn
+	StartSuspect(ctx context.Context, id int64, claims int) (attempts int, started time.Time, err error)
+	Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error)
+	Rescue(ctx context.Context, runner string) ([]Rescued, error)
+	SetProgress(ctx context.Context, id int64, claims int, processed, total int64) (bool, error)
+	SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error)
+	State(ctx context.Context, id int64) (status string, claims int, err error)
+	// Listen calls ready once it listens, then each for every notification
+	// (channel JobsChannel or CancelChannel) until ctx ends or it fails.
+	Listen(ctx context.Context, ready func(), each func(channel, payload string)) error
+
+	// Transient reports whether a statement that failed with err may
+	// succeed if tried again.
+	Transient(err error) bool
+}
+
+// Conn is a connection one of a runner's loops keeps for itself. It is
+// dropped after an error and taken again on the next statement; one
+// goroutine uses it at a time.
+type Conn interface {
+	Claim(ctx context.Context, c Claim) ([]Claimed, error)
+	ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error)
+	Complete(ctx context.Context, ids, keys []int64) ([]int64, error)
+	CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error)
+	Fail(ctx context.Context, f Failures) ([]int64, error)
+	FailLanded(ctx context.Context, f Failures) ([]int64, error)
+	Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error)
+	PutBack(ctx context.Context, keys []int64, runner string) ([]JobRef, error)
+	DropOn(err error)
+	Close()
+}
+
+// Open returns the store of db's database, PostgreSQL or SQLite.
+func Open(db *gorm.DB) (Store, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	switch name := db.Dialector.Name(); name {
+	case "postgres":
+		return &postgres{gdb: db, db: sqlDB}, nil
+	case "sqlite":
+		return openSQLite(db, sqlDB)
+	default:
+		return nil, fmt.Errorf("%w: the queue runs on PostgreSQL or SQLite, not %q", ErrUnsupported, name)
+	}
+}
+
+// ErrUnsupported is returned for a database the queue cannot use, and for
+// what a database cannot do.
+var ErrUnsupported = errors.New("unsupported")
+
+// Filter selects jobs. Zero fields select everything.
+type Filter struct {
+	IDs                         []int64
+	Kinds, Statuses             []string
+	Queue, CorrelationID        string
+	RunID, Period               string
+	IdempotencyKeys             []string
+	CreatedFrom, CreatedTo      time.Time // CreatedFrom ≤ created_at < CreatedTo
+	CreatedAfter, CreatedBefore time.Time // exclusive
+	AfterID                     int64
+}
+
+// apply adds f's conditions to q; at converts a time for the database.
+func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
+	if f.IDs != nil {
+		q = q.Where("id IN ?", f.IDs)
+	}
+	if len(f.Kinds) > 0 {
+		q = q.Where("kind IN ?", f.Kinds)
+	}
+	if len(f.Statuses) > 0 {
+		q = q.Where("status IN ?", f.Statuses)
+	}
+	if f.IdempotencyKeys != nil {
+		q = q.Where("idempotency_key IN ?", f.IdempotencyKeys)
+	}
+	for _, c := range []struct {
+		col, val string
+	}{{"queue", f.Queue}, {"correlation_id", f.CorrelationID}, {"run_id", f.RunID}, {"period", f.Period}} {
+		if c.val != "" {
+			q = q.Where(c.col+" = ?", c.val)
+		}
+	}
+	for _, c := range []struct {
+		cond string
+		t    time.Time
+	}{{"created_at >= ?", f.CreatedFrom}, {"created_at < ?", f.CreatedTo},
+		{"created_at > ?", f.CreatedAfter}, {"created_at < ?", f.CreatedBefore}} {
+		if !c.t.IsZero() {
+			q = q.Where(c.cond, at(c.t))
+		}
+	}
+	if f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	return q
+}
+
+// inTx reports whether db is inside a transaction.
+func inTx(db *gorm.DB) bool {
+	_, ok := db.Statement.ConnPool.(gorm.TxCommitter)
+	return ok
+}
+
+// The reads are the same on both databases but for how times are bound.
+
+func readJobs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any, limit int, dest any) error {
+	q := f.apply(db.WithContext(ctx).Table(JobsTable), at).Order("id")
+	if limit > 0 {
+		q = q.Limit(limit)
+	}
+	return q.Find(dest).Error
+}
+
+func countJobs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any) (n int64, err error) {
+	err = f.apply(db.WithContext(ctx).Table(JobsTable), at).Count(&n).Error
+	return n, err
+}
+
+func jobIDs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any) (ids []int64, err error) {
+	err = f.apply(db.WithContext(ctx).Table(JobsTable), at).Pluck("id", &ids).Error
+	return ids, err
+}
