@@ -27,8 +27,9 @@ type Client struct {
 }
 
 // NewClient returns a client on db, a gorm handle on PostgreSQL or on an
-// SQLite file opened with queue/sqlitedb, for the kinds in reg. Call Migrate once before use (it is cheap and safe to call
-// from every process at start-up).
+// SQLite file opened with queue/sqlitedb, for the kinds in reg. Call
+// Migrate once before use (it is cheap and safe to call from every process
+// at start-up).
 func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 	if db == nil {
 		return nil, invalid("nil *gorm.DB")

@@ -101,7 +101,7 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	}
 	scope := store.Filter{RunID: q.RunID, Period: q.Period}
 	if q.RunID == "" && q.Period == "" {
-		scope.CreatedFrom, scope.CreatedTo = q.From, q.To
+		scope.CreatedFrom, scope.CreatedBefore = q.From, q.To
 	}
 	var jobs []JobRecord
 	if err := c.st.Jobs(ctx, c.db, scope, 0, &jobs); err != nil {

@@ -5,14 +5,11 @@ import (
 	"cmp"
 	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -449,16 +446,10 @@ func implementer(v reflect.Value, iface reflect.Type) (any, bool) {
 // sheaf's, and an undefined column of another table, are left alone: they
 // are somebody else's, or a bug, not a missing migration.
 func notMigrated(err error) error {
-	// A missing table is sheaf's only if the database named it (the same
-	// PostgreSQL code reports a missing FROM-clause entry, a bug); a
-	// missing column is taken to be of sheaf's tables unless the database
-	// named another: the statements are sheaf's.
+	// A missing column is taken to be of sheaf's tables unless the
+	// database named another: the statements are sheaf's.
 	table, undefined := store.Undefined(err)
 	if !undefined || (table != "" && !isSheafTable(table)) {
-		return err
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "42P01" && table == "" {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrNotMigrated, err)

@@ -42,8 +42,9 @@ func (*postgres) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, er
 
 // Undefined reports whether err says that a table or a column does not
 // exist, and names the table when the database did. PostgreSQL names the
-// relation in undefined_table (42P01) and, for some statements, in
-// undefined_column (42703); SQLite says "no such table: name".
+// relation in undefined_table (42P01), which without a name is a missing
+// FROM-clause entry, a bug, not a missing table; and, for some statements,
+// in undefined_column (42703). SQLite says "no such table: name".
 func Undefined(err error) (string, bool) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -51,8 +52,7 @@ func Undefined(err error) (string, bool) {
 	}
 	switch pe.Code {
 	case "42P01":
-		name, _ := quotedAfter(pe.Message, "relation ")
-		return name, true
+		return quotedAfter(pe.Message, "relation ")
 	case "42703":
 		name, _ := quotedAfter(pe.Message, "of relation ")
 		return name, true

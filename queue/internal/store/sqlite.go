@@ -155,7 +155,9 @@ func (st *sqlTime) Scan(src any) error {
 	if !ok {
 		return fmt.Errorf("cannot scan %T into a time", src)
 	}
-	for _, layout := range []string{timeLayout, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+	// The first layout reads timeLayout too; the second, times SQLite's
+	// CURRENT_TIMESTAMP wrote.
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			*st = sqlTime{t: t, valid: true}
 			return nil

@@ -135,7 +135,7 @@ type Filter struct {
 	Queue, CorrelationID        string
 	RunID, Period               string
 	IdempotencyKeys             []string
-	CreatedFrom, CreatedTo      time.Time // CreatedFrom ≤ created_at < CreatedTo
+	CreatedFrom                 time.Time // inclusive
 	CreatedAfter, CreatedBefore time.Time // exclusive
 	AfterID                     int64
 }
@@ -164,8 +164,7 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 	for _, c := range []struct {
 		cond string
 		t    time.Time
-	}{{"created_at >= ?", f.CreatedFrom}, {"created_at < ?", f.CreatedTo},
-		{"created_at > ?", f.CreatedAfter}, {"created_at < ?", f.CreatedBefore}} {
+	}{{"created_at >= ?", f.CreatedFrom}, {"created_at > ?", f.CreatedAfter}, {"created_at < ?", f.CreatedBefore}} {
 		if !c.t.IsZero() {
 			q = q.Where(c.cond, at(c.t))
 		}
