@@ -1,6 +1,7 @@
 package queue
 
-// Completing: the completer writes finished attempts, many per statement.
+// Completing: writing finished attempts, many per statement (the
+// completer, a run.Batcher, calls flush).
 
 import (
 	"context"
@@ -14,7 +15,7 @@ import (
 const maxFlush = 2000
 
 // completeLinger is how long the completer waits for more results when it
-// has fewer than batch of them and jobs are running.
+// has fewer than batch of them and jobs are running (see run.Batcher).
 var completeLinger = struct {
 	wait  time.Duration
 	batch int
@@ -27,74 +28,6 @@ type result struct {
 	delay  time.Duration
 	err    error
 	took   time.Duration
-}
-
-// complete writes finished attempts, many per statement: whatever has
-// arrived while the previous statement ran goes into the next.
-func (r *Runner) complete() {
-	defer r.completer.Done()
-	conn := r.c.st.Hold(false)
-	defer conn.Close()
-	batch := make([]result, 0, maxFlush)
-	linger := time.NewTimer(0)
-	defer linger.Stop()
-	for res := range r.results {
-		batch = append(batch[:0], res)
-		// Gather what is there; while the batch is small and jobs are
-		// running, wait a moment for their results too. A statement and a
-		// commit per handful of jobs would cost more than the wait.
-		lingering := false
-	drain:
-		for len(batch) < maxFlush {
-			select {
-			case more, ok := <-r.results:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, more)
-				continue
-			default:
-			}
-			if lingering || len(batch) >= completeLinger.batch || r.Stats().Running == 0 {
-				break
-			}
-			lingering = true
-			linger.Reset(completeLinger.wait)
-			select {
-			case more, ok := <-r.results:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, more)
-			case <-linger.C:
-				break drain
-			}
-		}
-		r.flush(conn, batch)
-		r.unflushedMu.Lock()
-		r.unflushed -= len(batch)
-		r.flushedCond.Broadcast()
-		r.unflushedMu.Unlock()
-	}
-}
-
-// waitFlushed waits, at most for limit, until every result sent to the
-// completer is written. A suspect may kill the process as it starts: the
-// jobs this runner finished before it must not die with it, unwritten, and
-// run again.
-func (r *Runner) waitFlushed(limit time.Duration) {
-	timer := time.AfterFunc(limit, func() {
-		r.unflushedMu.Lock()
-		defer r.unflushedMu.Unlock()
-		r.flushedCond.Broadcast()
-	})
-	defer timer.Stop()
-	deadline := time.Now().Add(limit)
-	r.unflushedMu.Lock()
-	defer r.unflushedMu.Unlock()
-	for r.unflushed > 0 && time.Now().Before(deadline) {
-		r.flushedCond.Wait()
-	}
 }
 
 // keyOf is the key of ex's claim (see store.Key).
@@ -166,7 +99,7 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 	rules := r.c.reg.rulesFor(res.ex.row.Kind)
 	var released []releasedJob
 	err := r.retry(func(ctx context.Context, try int) error {
-		ok, children, err := r.completeReleasing(ctx, res, rules)
+		ok, children, err := r.releaser.completeReleasing(ctx, res, rules)
 		if err == nil && !ok && try > 0 {
 			// An earlier try may have committed, its answer lost.
 			ok, err = r.landed(ctx, res.ex)
@@ -250,10 +183,7 @@ func (r *Runner) report(res result, accepted bool) {
 	case res.status == StatusQueued:
 		r.stats.retried.Add(1)
 		ev.Type, ev.RetryIn = EventRetrying, res.delay
-		select {
-		case r.retries <- retryDue{at: time.Now().Add(res.delay), queue: res.ex.row.Queue, priority: res.ex.row.Priority}:
-		default: // the fetch loop is behind; its poll finds the job
-		}
+		r.poller.Later(time.Now().Add(res.delay), retryDue{queue: res.ex.row.Queue, priority: res.ex.row.Priority})
 		r.jobLogger(&res.ex.row).Warn("queue: job failed; will retry", "err", res.err, "retry_in", res.delay)
 	default:
 		r.stats.failed.Add(1)

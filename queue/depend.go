@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 
@@ -153,20 +154,27 @@ type releasedJob struct {
 	job  JobRecord
 }
 
+// releaser is the part of a runner that completes parents and releases
+// their dependants, in one transaction (see Rule).
+type releaser struct {
+	c   *Client
+	log *slog.Logger
+}
+
 // completeReleasing completes one successful attempt of a job that is a
 // parent in some rule, and releases the children whose parents are now all
 // complete, in one transaction. It reports whether the completion was
 // accepted (the attempt was still the job's) and the children it released.
-func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
-	err = r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
+func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
+	err = rel.c.st.Tx(ctx, rel.c.db, func(tx *gorm.DB) error {
 		released = nil // a try before this one did not commit
-		period, runID, completed, err := r.c.st.CompleteParent(tx, res.ex.row.ID, res.ex.row.Claims)
+		period, runID, completed, err := rel.c.st.CompleteParent(tx, res.ex.row.ID, res.ex.row.Claims)
 		if err != nil || !completed {
 			return err
 		}
 		accepted = true
 		for _, ru := range rules {
-			child, err := r.release(tx, ru, res.ex.row.ID, period, runID)
+			child, err := rel.release(tx, ru, res.ex.row.ID, period, runID)
 			if err != nil {
 				return fmt.Errorf("rule %q: %w", ru.Name, err)
 			}
@@ -183,7 +191,7 @@ func (r *Runner) completeReleasing(ctx context.Context, res result, rules []*rul
 }
 
 // release creates a rule's child if its parents are now all complete.
-func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
+func (rel releaser) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
 	group := fmt.Sprint("job:", parentID)
 	if !ru.Each {
 		if !period.Valid {
@@ -195,14 +203,14 @@ func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sq
 	// Parents that complete at the same time on different runners meet
 	// here: each has already written its own completion, and each reads the
 	// others' after the lock, so the last one to arrive sees them all.
-	if err := r.c.st.LockGroup(tx, key); err != nil {
+	if err := rel.c.st.LockGroup(tx, key); err != nil {
 		return nil, err
 	}
 	var parents []JobRecord
 	if ru.Each {
 		parents = []JobRecord{{ID: parentID}}
 	} else {
-		found, err := r.c.st.PeriodParents(tx, period.String, ru.Parents)
+		found, err := rel.c.st.PeriodParents(tx, period.String, ru.Parents)
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +237,7 @@ func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sq
 		ids[i] = p.ID
 	}
 	var full []JobRecord
-	err := r.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: ids}, 0, &full)
+	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: ids}, 0, &full)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +253,7 @@ func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sq
 		if period.Valid {
 			opts = append(opts, InPeriod(period.String))
 		}
-		rows, err := r.c.prepareAll([]Params{{Args: args, Options: opts}})
+		rows, err := rel.c.prepareAll([]Params{{Args: args, Options: opts}})
 		if err == nil {
 			nj = rows[0]
 		}
@@ -257,11 +265,11 @@ func (r *Runner) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sq
 		// would fail the same way. The child is not released: the log
 		// says why, and the review lists the chain as stopped with every
 		// parent complete.
-		r.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
+		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
 			errAttrs(err, "rule", ru.Name, "group", group)...)
 		return nil, nil
 	}
-	c, err := r.c.st.InsertChild(tx, nj, ids)
+	c, err := rel.c.st.InsertChild(tx, nj, ids)
 	child := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority, RunID: c.RunID}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil // released already

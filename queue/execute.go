@@ -40,8 +40,9 @@ func (ex *execution) suspect() bool { return ex.row.Rescues > 0 }
 // job claimed ahead, since it is claimed only when a worker is free.
 func (r *Runner) launch(jobsCtx context.Context, rows []JobRecord) {
 	now := time.Now()
+	exs := make([]*execution, 0, len(rows))
+	var suspect *execution
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for i := range rows {
 		ctx, cancel := context.WithCancelCause(jobsCtx)
 		ex := &execution{r: r, row: rows[i], ctx: ctx, cancel: cancel, claimed: now}
@@ -49,13 +50,16 @@ func (r *Runner) launch(jobsCtx context.Context, rows []JobRecord) {
 		r.running[ex] = struct{}{}
 		r.held[keyOf(ex)] = ex
 		if ex.suspect() {
-			r.suspect = ex
-			r.waiting = append([]*execution{ex}, r.waiting...)
+			r.suspect, suspect = ex, ex
 		} else {
-			r.waiting = append(r.waiting, ex)
+			exs = append(exs, ex)
 		}
-		r.workable.Signal()
 	}
+	r.mu.Unlock()
+	if suspect != nil {
+		r.pool.Push(true, suspect)
+	}
+	r.pool.Push(false, exs...)
 }
 
 // unhold forgets claims whose results or requeues are written (or given up
@@ -70,53 +74,29 @@ func (r *Runner) unhold(exs ...*execution) {
 	}
 }
 
-// work runs waiting jobs, oldest first, until the runner drains.
-func (r *Runner) work() {
-	defer r.jobs.Done()
-	for {
-		r.mu.Lock()
-		for len(r.waiting) == 0 && !r.draining {
-			r.workable.Wait()
-		}
-		if len(r.waiting) == 0 {
-			r.mu.Unlock()
-			return
-		}
-		ex := r.waiting[0]
-		r.waiting[0] = nil
-		r.waiting = r.waiting[1:]
-		r.mu.Unlock()
-		r.execute(ex.ctx, ex)
-	}
-}
-
-// unwait takes the waiting jobs that release selects out of the queue for
-// the workers and out of running, marked released, and returns them. The
-// caller holds r.mu and puts them back in the database's queue.
+// unwait takes the jobs that release selects out of the workers' reach
+// (those still waiting for one) and out of running, marks them released,
+// and returns them, for the caller to put back in the database's queue.
 func (r *Runner) unwait(release func(*execution) bool) []*execution {
-	var out []*execution
-	kept := r.waiting[:0]
-	for _, ex := range r.waiting {
-		if release(ex) {
-			ex.released = true
-			delete(r.running, ex)
-			if r.suspect == ex {
-				r.suspect = nil
-			}
-			out = append(out, ex)
-			continue
+	out := r.pool.Take(release)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ex := range out {
+		ex.released = true
+		delete(r.running, ex)
+		if r.suspect == ex {
+			r.suspect = nil
 		}
-		kept = append(kept, ex)
 	}
-	clear(r.waiting[len(kept):])
-	r.waiting = kept
 	return out
 }
 
 // errGoexit is the error of an attempt whose handler called runtime.Goexit.
 var errGoexit = errors.New("queue: handler called runtime.Goexit")
 
-func (r *Runner) execute(ctx context.Context, ex *execution) {
+// execute runs one attempt on a worker's goroutine.
+func (r *Runner) execute(ex *execution) {
+	ctx := ex.ctx
 	defer ex.cancel(nil)
 	ex.start = time.Now()
 	var err error
@@ -166,8 +146,7 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 			r.jobLogger(&ex.row).Error("queue: handler called runtime.Goexit", "stack", string(debug.Stack()))
 			r.finish(ctx, ex, e, errGoexit, time.Since(ex.start))
 			ex.cancel(nil)
-			r.jobs.Add(1)
-			go r.work()
+			r.pool.Replace()
 		}
 	}()
 	err := worker.Safely(func() error { return e.work(ctx, ex, e) })
@@ -178,7 +157,9 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 // startSuspect counts the attempt of a suspect that is about to start. It
 // returns the cause to cancel the attempt with when it must not start.
 func (r *Runner) startSuspect(ex *execution) error {
-	r.waitFlushed(r.timeouts.statement)
+	// A suspect may kill the process as it starts: the jobs this runner
+	// finished before it must not die with it, unwritten, and run again.
+	r.completer.WaitFlushed(r.timeouts.statement)
 	var attempts int
 	var started time.Time
 	err := r.retry(func(ctx context.Context, _ int) (err error) {
@@ -225,10 +206,7 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 		r.observe(ex.event(EventRejected))
 		r.jobLogger(&ex.row).Warn("queue: job lost its lease while running; its result is dropped")
 	default:
-		r.unflushedMu.Lock()
-		r.unflushed++
-		r.unflushedMu.Unlock()
-		r.results <- r.resultOf(ex, e, err, took)
+		r.completer.Send(r.resultOf(ex, e, err, took))
 	}
 	r.mu.Lock()
 	delete(r.running, ex)

@@ -21,104 +21,42 @@ import (
 // within this time anyway. Long jobs lose at most this much per claim.
 const claimCooldown = 2 * time.Millisecond
 
-func (r *Runner) wakeFetch() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Runner) wakeFetch() { r.poller.Wake() }
 
-// retryDue is a retried job's due time, so the fetch loop can wake for it
-// rather than wait for its next poll.
+// retryDue is a retried job's queue and priority, for the claims to look
+// above their cursor for it when it falls due (see run.Poller.Later).
 type retryDue struct {
-	at       time.Time
 	queue    string
 	priority int
 }
 
-// fetchLoop claims jobs when woken (a notification, or a freed slot while
-// more jobs may wait), when a retry falls due, or when the poll interval
-// passes.
-func (r *Runner) fetchLoop(ctx, jobsCtx context.Context) {
-	defer r.loops.Done()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	// Claims commit without waiting for the WAL to reach disk. A claim lost
-	// in a server crash puts its job back in the queue with its attempt
-	// uncounted; the running attempt's result is then refused by the guard
-	// and the job runs again: still at least once, and the claim is cheaper
-	// and quicker. Results are written durably.
-	f := fetcher{r: r, conn: r.c.st.Hold(true), cursors: map[string]*cursor{}}
-	defer f.conn.Close()
-	var due []retryDue // kept short: a flood of retries is found by polling anyway
-	// A closed batch window wakes the loop when it opens, on the runner's
-	// clock (which tests and demonstrations may drive).
-	var opens <-chan time.Time
-	var opensAt time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-timer.C:
-			r.suspects.Store(true) // rescued by another process, perhaps unnotified
-		case <-opens:
-			opens, opensAt = nil, time.Time{}
-		case d := <-r.retries:
-			if len(due) < 1024 {
-				due = append(due, d)
-			}
-		}
-		now := time.Now()
-		kept := due[:0]
-		for _, d := range due {
-			if d.at.After(now) {
-				kept = append(kept, d)
-				continue
-			}
-			// The retry is due: claim now, and look above the cursor for it.
-			r.noteArrival(d.queue, d.priority)
-			r.wakeFetch()
-		}
-		due = kept
-		now2 := r.cfg.clock.Now()
-		if at := r.c.reg.nextOpening(now2, r.cfg.queues); !at.Equal(opensAt) {
-			opens, opensAt = nil, at
-			if !at.IsZero() {
-				opens = r.cfg.clock.After(at.Sub(now2))
-			}
-		}
-		wait := f.fetch(ctx, jobsCtx)
-		if wait == 0 {
-			wait = r.cfg.poll
-		}
-		if next := r.releaseWaiting(); next > 0 {
-			wait = min(wait, next)
-		}
-		for _, d := range due {
-			wait = min(wait, max(d.at.Sub(now), 0))
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
-	}
-}
-
+// fetcher claims jobs for the runner's free slots on a connection of its
+// own. Its fetch is the run.Poller's Fetch: only the poller's goroutine
+// calls it.
 type fetcher struct {
 	r         *Runner
 	conn      store.Conn
-	turn      int // which queue goes first, so one busy queue does not starve the others
+	jobsCtx   context.Context // the jobs' parent context: done once Start's is
+	turn      int             // which queue goes first, so one busy queue does not starve the others
 	lastClaim time.Time
 	cursors   map[string]*cursor
 }
 
-// fetch claims until the slots are full or the queues have nothing due. It
-// returns how soon to try again when it held back (see claimCooldown), or 0.
-func (f *fetcher) fetch(ctx, jobsCtx context.Context) time.Duration {
+// fetch claims until the slots are full or the queues have nothing due,
+// then puts back what waited too long for a worker. It returns how soon to
+// come back when that is before the next poll: it held back (see
+// claimCooldown), or a job claimed ahead will have waited too long.
+func (f *fetcher) fetch(ctx context.Context) time.Duration {
+	wait := f.claimAll(ctx, f.jobsCtx)
+	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
+		wait = next
+	}
+	return wait
+}
+
+// claimAll claims until the slots are full or the queues have nothing due.
+// It returns how soon to try again when it held back, or 0.
+func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 	r := f.r
 	for ctx.Err() == nil {
 		if jobsCtx.Err() != nil {
@@ -228,13 +166,11 @@ const claimAheadWait = 100 * time.Millisecond
 func (r *Runner) releaseWaiting() time.Duration {
 	now := time.Now()
 	var next time.Duration
-	r.mu.Lock()
-	if len(r.waiting) == 0 {
-		r.mu.Unlock()
+	oldest, ok := r.pool.Oldest()
+	if !ok {
 		return 0
 	}
-	if left := claimAheadWait - now.Sub(r.waiting[0].claimed); left > 0 {
-		r.mu.Unlock()
+	if left := claimAheadWait - now.Sub(oldest.claimed); left > 0 {
 		return left // the oldest is not due yet, so none is: the common case
 	}
 	exs := r.unwait(func(ex *execution) bool {
@@ -244,7 +180,6 @@ func (r *Runner) releaseWaiting() time.Duration {
 		}
 		return left <= 0
 	})
-	r.mu.Unlock()
 	if len(exs) > 0 {
 		// The jobs are slower than the estimate says: no claim-ahead until
 		// those that finish say otherwise.
@@ -342,10 +277,7 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 	defer r.claiming.Unlock()
 	defer func() {
 		if err != nil { // the store has dropped the connection
-			select {
-			case r.reconcile <- struct{}{}:
-			default:
-			}
+			r.renewer.Poke()
 		}
 	}()
 	claimed, err := claim(ctx)

@@ -8,69 +8,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// keepLeases renews the leases of the jobs the runner holds every third of
-// a lease, on a connection of its own. A renewal that fails is tried again
-// at once and then with growing pauses, each try bounded by the statement
-// timeout, so that a lease is lost only when the runner cannot reach the
-// database for about the lease's length. A claim that failed asks for a
-// renewal at once, to put back what it may have claimed after all.
-func (r *Runner) keepLeases(ctx context.Context) {
-	defer r.keeper.Done()
-	conn := r.c.st.Hold(false)
-	defer conn.Close()
-	every := r.cfg.lease / 3
-	timer := time.NewTimer(every)
-	defer timer.Stop()
-	var failingSince time.Time
-	var pause time.Duration
-	warned := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-r.reconcile:
-		}
-		err := r.renew(ctx, conn)
-		next := every
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil:
-			if !failingSince.IsZero() {
-				r.log.Info("queue: lease renewal works again", "failing_for", time.Since(failingSince))
-			}
-			failingSince, pause, warned = time.Time{}, 0, false
-		default:
-			r.log.Debug("queue: lease renewal failed", "err", err)
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-				r.log.Warn("queue: lease renewal failed; trying again", "err", err)
-			}
-			if !warned && time.Since(failingSince) > r.cfg.lease {
-				warned = true
-				r.log.Error("queue: leases not renewed for a whole lease; other runners may rescue this runner's jobs",
-					"failing_for", time.Since(failingSince), "err", err)
-			}
-			pause = min(max(2*pause, 20*time.Millisecond), r.timeouts.renewPause)
-			next = pause
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
-// renew renews the held claims' leases, cancels the attempts whose jobs it
+// renew, the renewer's Renew (see run.Renewer), renews the held claims'
+// leases every third of a lease, on a connection of its own, cancels the attempts whose jobs it
 // could not renew (they have lost them), and puts back the runner's orphans
 // (see store.Held.Renew).
 func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
@@ -145,22 +88,8 @@ func (r *Runner) lost(ctx context.Context, ex *execution) {
 	}
 }
 
-// rescueLoop rescues expired leases every WithRescueInterval.
-func (r *Runner) rescueLoop(ctx context.Context) {
-	defer r.keeper.Done()
-	t := time.NewTicker(r.cfg.rescueEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.rescue(ctx)
-		}
-	}
-}
-
-// rescue takes back jobs whose lease expired. A job rescued for the first
+// rescue, every WithRescueInterval (see run.Periodic), takes back jobs
+// whose lease expired. A job rescued for the first
 // time since an attempt of it last finished goes back to the queue with that
 // attempt uncounted: its runner died (or froze, or lost the database) while
 // it held other jobs too, so which one killed it, if any did, is not known.

@@ -6,32 +6,14 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// listen keeps a connection LISTENing for new jobs and cancellations,
-// reconnecting when it breaks. Polling covers the gaps.
-func (r *Runner) listen(ctx context.Context) {
-	defer r.loops.Done()
-	for ctx.Err() == nil {
-		err := r.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		r.log.Warn("queue: listener connection lost; polling until it is back", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// listenOnce listens until the connection breaks, waking the claims for
-// new jobs of the runner's queues and cancelling running jobs.
-func (r *Runner) listenOnce(ctx context.Context) error {
+// listen, the listener's Listen (see run.Reconnect), listens until the
+// connection breaks, waking the claims for new jobs of the runner's queues
+// and cancelling running jobs.
+func (r *Runner) listen(ctx context.Context) error {
 	ready := func() { r.wakeFetch() } // jobs may have arrived while the listener was down
 	return r.c.st.Listen(ctx, ready, func(channel, payload string) {
 		switch channel {

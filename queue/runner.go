@@ -11,7 +11,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -27,28 +29,25 @@ type Runner struct {
 	sqlDB    *sql.DB
 	timeouts timeouts
 
-	wake    chan struct{} // coalesced: a fetch is due
-	retries chan retryDue // retries written by the completer, for the fetch loop to wake for
-	// results carries finished attempts to the completer. It holds a few
-	// claims' worth, so that while the completer writes one batch, workers
-	// finish the next instead of waiting for room: each statement then
-	// writes more results, and claims and results reach the database side
-	// by side rather than in turns.
-	results chan result
-	// unflushed counts the results sent to the completer and not yet
-	// written; a suspect starts only once it is zero (see startSuspect).
-	unflushed   int
-	unflushedMu sync.Mutex
-	flushedCond *sync.Cond
-	more        atomic.Bool // the last claim filled every free slot, so more may wait
+	// The runner's parts, each owning its goroutines (see package run).
+	// Start starts them; supervise stops them in order.
+	poller    run.Poller[retryDue]  // claims (see fetcher)
+	pool      *run.Pool[*execution] // the workers
+	completer run.Batcher[result]   // writes finished attempts, many per statement
+	renewer   run.Renewer           // renews the leases of held claims
+	rescuer   run.Periodic          // rescues expired leases, any runner's
+	listener  run.Reconnect         // notifications of new jobs and cancellations
+	scheduler scheduler             // fires the registry's schedules
+	releaser  releaser              // releases dependants as their parents complete
+
+	more atomic.Bool // the last claim filled every free slot, so more may wait
 	// suspects is set when suspects may be waiting: at start, at every
 	// poll, when one is notified, and when this runner's suspect finishes.
 	suspects atomic.Bool
 	// claiming is held from sending a claim until its jobs are in held, so
 	// that the lease keeper, which takes it too, never mistakes a claim in
 	// flight for jobs nobody runs (see store.Held.Renew).
-	claiming  sync.Mutex
-	reconcile chan struct{} // a claim failed: it may yet land on the server
+	claiming sync.Mutex
 
 	// Moving averages, in nanoseconds, of how long handlers run and how
 	// long a claim takes: they size the claim-ahead (see capacity).
@@ -57,24 +56,16 @@ type Runner struct {
 	mu      sync.Mutex
 	state   int                     // runnerCreated, runnerStarted, runnerStopped
 	running map[*execution]struct{} // claimed and not finished; two attempts of one job can overlap
-	waiting []*execution            // claimed and not yet taken up by a worker, oldest first
 	// held has every claim whose job may still be PROCESSING under this
 	// runner's name, by claim key: from the claim until its result or its
-	// requeue is written. The lease keeper renews exactly these.
+	// requeue is written. The renewer renews exactly these.
 	held     map[int64]*execution
 	suspect  *execution // the suspect this runner is running, if any: one at a time
-	workable *sync.Cond // on mu: waiting has jobs, or draining is set
-	draining bool       // no more claims: workers exit once waiting is empty
 	arrivals map[string]int
 
 	stopping, hard     chan struct{} // closed by Stop (finish what runs), and when stopping runs out of time
 	stopOnce, hardOnce sync.Once
 	done               chan struct{} // closed once every goroutine of the runner has returned
-
-	loops     sync.WaitGroup // fetch loop, listener, schedules
-	jobs      sync.WaitGroup // workers
-	keeper    sync.WaitGroup // lease renewal and rescue
-	completer sync.WaitGroup
 
 	stats runnerCounters
 }
@@ -133,20 +124,31 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	}
 	r := &Runner{
 		c: c, cfg: cfg, log: cfg.logger.With("runner", cfg.runnerID), obs: cfg.observer, sqlDB: sqlDB,
-		timeouts:  newTimeouts(cfg.lease),
-		wake:      make(chan struct{}, 1),
-		retries:   make(chan retryDue, 1024),
-		results:   make(chan result, 4*cfg.workers), // see results
-		reconcile: make(chan struct{}, 1),
-		running:   map[*execution]struct{}{},
-		held:      map[int64]*execution{},
-		arrivals:  map[string]int{},
-		stopping:  make(chan struct{}),
-		hard:      make(chan struct{}),
-		done:      make(chan struct{}),
+		timeouts: newTimeouts(cfg.lease),
+		running:  map[*execution]struct{}{},
+		held:     map[int64]*execution{},
+		arrivals: map[string]int{},
+		stopping: make(chan struct{}),
+		hard:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
-	r.workable = sync.NewCond(&r.mu)
-	r.flushedCond = sync.NewCond(&r.unflushedMu)
+	r.pool = run.NewPool(r.execute)
+	r.poller = run.Poller[retryDue]{Every: cfg.poll, Clock: cfg.clock,
+		Polled: func() { r.suspects.Store(true) }, // rescued by another process, perhaps unnotified
+		Due: func(d retryDue) {
+			// The retry is due: claim now, and look above the cursor for it.
+			r.noteArrival(d.queue, d.priority)
+			r.wakeFetch()
+		},
+		// A closed batch window wakes the claims when it opens.
+		Opens: func(now time.Time) time.Time { return c.reg.nextOpening(now, cfg.queues) }}
+	r.completer = run.Batcher[result]{Max: maxFlush, LingerBatch: completeLinger.batch, Linger: completeLinger.wait,
+		Busy: func() bool { return r.Stats().Running > 0 }}
+	r.renewer = run.Renewer{Every: cfg.lease / 3, MaxPause: r.timeouts.renewPause, Lease: cfg.lease, Log: r.log}
+	r.rescuer = run.Periodic{Every: cfg.rescueEvery, Do: r.rescue}
+	r.listener = run.Reconnect{Listen: r.listen, Pause: time.Second, Log: r.log}
+	r.scheduler = scheduler{c: c, cfg: cfg, log: r.log, observe: r.observe}
+	r.releaser = releaser{c: c, log: r.log}
 	return r, nil
 }
 
@@ -193,35 +195,37 @@ func (r *Runner) Start(ctx context.Context) error {
 	// stopping runner puts it back.
 	values := context.WithoutCancel(ctx)
 	jobsCtx, cancelJobs := context.WithCancel(values)
-	loopsCtx, stopLoops := context.WithCancel(values)
-	keeperCtx, stopKeeper := context.WithCancel(values)
 
-	r.completer.Add(1)
-	go r.complete()
-	// Long-lived workers rather than a goroutine per job: their stacks stay
-	// grown, and a no-op job costs a channel receive.
-	r.jobs.Add(r.cfg.workers)
-	for range r.cfg.workers {
-		go r.work()
-	}
-	r.loops.Add(3)
-	go r.fetchLoop(loopsCtx, jobsCtx)
-	go r.listen(loopsCtx)
-	go r.schedule(loopsCtx)
-	r.keeper.Add(2)
-	go r.keepLeases(keeperCtx)
-	go r.rescueLoop(keeperCtx)
-	go r.supervise(ctx, stopLoops, stopKeeper, cancelJobs)
+	// Each part gets a connection of its own, held for its lifetime.
+	// Claims commit without waiting for the WAL to reach disk. A claim lost
+	// in a server crash puts its job back in the queue with its attempt
+	// uncounted; the running attempt's result is then refused by the guard
+	// and the job runs again: still at least once, and the claim is cheaper
+	// and quicker. Results are written durably.
+	f := &fetcher{r: r, conn: r.c.st.Hold(true), jobsCtx: jobsCtx, cursors: map[string]*cursor{}}
+	results, leases := r.c.st.Hold(false), r.c.st.Hold(false)
+	r.poller.Fetch = f.fetch
+	r.completer.Flush = func(batch []result) { r.flush(results, batch) }
+	r.renewer.Renew = func(ctx context.Context) error { return r.renew(ctx, leases) }
+
+	r.completer.Start(4 * r.cfg.workers) // a few claims' worth; see run.Batcher
+	r.pool.Start(r.cfg.workers)
+	r.poller.Start(values)
+	r.listener.Start(values)
+	r.scheduler.Start(values)
+	r.renewer.Start(values)
+	r.rescuer.Start(values)
+	go r.supervise(ctx, cancelJobs, func() { f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.workers, "queues", r.cfg.queues)
 	return nil
 }
 
-// supervise stops the runner, in order, once Stop is called or Start's
-// context ends, and closes done when every goroutine has returned: first
-// the loops that claim, then (once the workers have run what was claimed,
+// supervise stops the runner's parts, in order, once Stop is called or
+// Start's context ends, and closes done when every goroutine has returned:
+// first those that claim, then (once the workers have run what was claimed,
 // or, stopping hard, once the jobs still running have been put back) the
-// lease keeper and the completer.
-func (r *Runner) supervise(startCtx context.Context, stopLoops, stopKeeper, cancelJobs context.CancelFunc) {
+// lease keepers and the completer; then it closes their connections.
+func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFunc, closeConns func()) {
 	defer close(r.done)
 	defer cancelJobs()
 	select {
@@ -230,15 +234,12 @@ func (r *Runner) supervise(startCtx context.Context, stopLoops, stopKeeper, canc
 	case <-startCtx.Done():
 		r.stopHard()
 	}
-	stopLoops()
-	r.loops.Wait() // no more claims; every claimed job has been launched
-	r.mu.Lock()
-	r.draining = true // the workers exit once they have run what was launched
-	r.workable.Broadcast()
-	r.mu.Unlock()
+	r.poller.Stop() // no more claims; every claimed job has been launched
+	r.listener.Stop()
+	r.scheduler.Stop()
 
 	jobsDone := make(chan struct{})
-	go func() { r.jobs.Wait(); close(jobsDone) }()
+	go func() { r.pool.Stop(); close(jobsDone) }() // the workers run what was launched, then exit
 	select {
 	case <-jobsDone:
 	case <-r.hard:
@@ -253,10 +254,10 @@ func (r *Runner) supervise(startCtx context.Context, stopLoops, stopKeeper, canc
 		r.requeue(r.releaseRunning(), "the runner stopped before they finished")
 		<-jobsDone
 	}
-	stopKeeper()
-	r.keeper.Wait()
-	close(r.results)
-	r.completer.Wait()
+	r.renewer.Stop()
+	r.rescuer.Stop()
+	r.completer.Stop()
+	closeConns()
 	r.log.Info("queue: runner stopped")
 }
 
@@ -314,9 +315,9 @@ func (r *Runner) Stats() RunnerStats {
 // takes the attempts still waiting for a worker out of the workers' reach
 // and returns them, to be put back at once.
 func (r *Runner) releaseRunning() []*execution {
-	r.mu.Lock()
 	waiting := r.unwait(func(*execution) bool { return true })
 	var running []*execution
+	r.mu.Lock()
 	for ex := range r.running {
 		if !ex.finished && !ex.released {
 			ex.released = true

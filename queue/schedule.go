@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"gorm.io/gorm"
 )
 
@@ -313,25 +315,38 @@ func (s *schedule) latest(since, now time.Time) (last time.Time, n int) {
 	return last, n
 }
 
-// schedule runs the registry's schedules: it fires each tick when the clock
-// reaches it, in whichever runner gets there first.
-func (r *Runner) schedule(ctx context.Context) {
-	defer r.loops.Done()
+// scheduler is a runner's part that runs the registry's schedules: it fires
+// each tick when the clock reaches it, in whichever runner gets there first.
+type scheduler struct {
+	c       *Client
+	cfg     config
+	log     *slog.Logger
+	observe func(Event)
+	loop    run.Loop
+}
+
+// Start starts firing the registry's schedules.
+func (sc *scheduler) Start(ctx context.Context) { sc.loop.Start(ctx, sc.run) }
+
+// Stop stops firing, waiting for a tick under way.
+func (sc *scheduler) Stop() { sc.loop.Stop() }
+
+func (sc *scheduler) run(ctx context.Context) {
 	// Each schedule's next tick, as this runner sees it. Keyed by the
 	// schedule itself, not its name, so that a schedule replaced under the
 	// same name starts afresh on its own timetable.
 	known := map[*schedule]time.Time{}
 	for ctx.Err() == nil {
-		scheds, changed := r.c.reg.schedulesNow()
-		now := r.cfg.clock.Now()
+		scheds, changed := sc.c.reg.schedulesNow()
+		now := sc.cfg.clock.Now()
 		wake := time.Time{}
 		for _, s := range scheds {
 			next, ok := known[s]
 			if !ok {
-				next = r.startSchedule(ctx, s, now)
+				next = sc.startSchedule(ctx, s, now)
 			}
 			for !next.IsZero() && !next.After(now) && ctx.Err() == nil {
-				if !r.fire(ctx, s, next) {
+				if !sc.fire(ctx, s, next) {
 					break // the database failed; try this tick again shortly
 				}
 				next = s.next(next)
@@ -339,7 +354,7 @@ func (r *Runner) schedule(ctx context.Context) {
 			known[s] = next
 			due := next
 			if !next.IsZero() && !next.After(now) {
-				due = now.Add(r.cfg.poll)
+				due = now.Add(sc.cfg.poll)
 			}
 			if !due.IsZero() && (wake.IsZero() || due.Before(wake)) {
 				wake = due
@@ -352,7 +367,7 @@ func (r *Runner) schedule(ctx context.Context) {
 		}
 		var timer <-chan time.Time
 		if !wake.IsZero() {
-			timer = r.cfg.clock.After(wake.Sub(now))
+			timer = sc.cfg.clock.After(wake.Sub(now))
 		}
 		select {
 		case <-ctx.Done():
@@ -367,22 +382,22 @@ func (r *Runner) schedule(ctx context.Context) {
 // may be about to fire it (its timer a little late, or a retry after a
 // database error pending), and skipping it would lose it. Due ticks are
 // fired like any other, and fire creates each tick's jobs once.
-func (r *Runner) missedGrace() time.Duration { return max(time.Minute, 2*r.cfg.poll) }
+func (sc *scheduler) missedGrace() time.Duration { return max(time.Minute, 2*sc.cfg.poll) }
 
 // startSchedule brings a schedule's row up to date when a runner first sees
 // it, applying its missed-tick policy to ticks older than missedGrace, and
 // returns the first tick still to fire.
-func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) time.Time {
-	cutoff := now.Add(-r.missedGrace())
+func (sc *scheduler) startSchedule(ctx context.Context, s *schedule, now time.Time) time.Time {
+	cutoff := now.Add(-sc.missedGrace())
 	from := now // a new schedule starts with its next tick, not its last one
 	var missed time.Time
-	err := r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
-		last, found, err := r.c.st.LockSchedule(tx, s.Name)
+	err := sc.c.st.Tx(ctx, sc.c.db, func(tx *gorm.DB) error {
+		last, found, err := sc.c.st.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return r.c.st.AddSchedule(tx, s.Name, now)
+			return sc.c.st.AddSchedule(tx, s.Name, now)
 		}
 		from = last
 		if last.Before(cutoff) {
@@ -394,17 +409,17 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 		}
 		if s.Missed == RunMissedOnce {
 			missed = latest // fired below, by the same path as any tick
-			r.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
+			sc.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
 			return nil
 		}
-		r.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
-		return r.c.st.SetLastTick(tx, s.Name, latest)
+		sc.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
+		return sc.c.st.SetLastTick(tx, s.Name, latest)
 	})
 	if err != nil {
-		r.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
+		sc.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
 	}
 	if !missed.IsZero() {
-		r.fire(ctx, s, missed)
+		sc.fire(ctx, s, missed)
 	}
 	return s.next(from)
 }
@@ -414,15 +429,15 @@ func (r *Runner) startSchedule(ctx context.Context, s *schedule, now time.Time) 
 // in the same transaction as the jobs. It reports false if the database
 // failed, so that the tick is tried again. A tick whose jobs cannot be built
 // is spent without jobs (see tickJobs).
-func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
+func (sc *scheduler) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	t := s.tick(at)
 	var created int
 	var unbuilt error // why the tick created nothing
-	err := r.c.st.Tx(ctx, r.c.db, func(tx *gorm.DB) error {
-		if err := r.c.st.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
+	err := sc.c.st.Tx(ctx, sc.c.db, func(tx *gorm.DB) error {
+		if err := sc.c.st.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
 			return err
 		}
-		last, _, err := r.c.st.LockSchedule(tx, s.Name)
+		last, _, err := sc.c.st.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
@@ -430,9 +445,9 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 			return nil // another runner fired it
 		}
 		var rows []newJob
-		rows, unbuilt = tickJobs(r.c, s, t)
+		rows, unbuilt = tickJobs(sc.c, s, t)
 		if len(rows) > 0 {
-			out, err := r.c.Tx(tx).insert(ctx, rows)
+			out, err := sc.c.Tx(tx).insert(ctx, rows)
 			if err != nil {
 				return err
 			}
@@ -442,21 +457,21 @@ func (r *Runner) fire(ctx context.Context, s *schedule, at time.Time) bool {
 				}
 			}
 		}
-		return r.c.st.SetLastTick(tx, s.Name, at)
+		return sc.c.st.SetLastTick(tx, s.Name, at)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)
+			sc.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)
 		}
 		return false
 	}
 	if unbuilt != nil {
-		r.log.Error("queue: schedule tick skipped: its jobs could not be built",
+		sc.log.Error("queue: schedule tick skipped: its jobs could not be built",
 			errAttrs(unbuilt, "schedule", s.Name, "run_id", t.RunID)...)
 	}
 	if created > 0 {
-		r.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
-		r.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
+		sc.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
+		sc.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
 	}
 	return true
 }

@@ -1,0 +1,217 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestLoopStopWithoutStartAndTwice(t *testing.T) {
+	var l Loop
+	l.Stop()
+	ran := make(chan struct{})
+	l.Start(context.Background(), func(ctx context.Context) { close(ran); <-ctx.Done() })
+	<-ran
+	l.Stop()
+	l.Stop()
+}
+
+func TestPoolRunsInOrderAndFirstGoesAhead(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	gate := make(chan struct{})
+	p := NewPool(func(v int) {
+		if v == 0 {
+			<-gate // hold the only worker while the rest queue up
+			return
+		}
+		mu.Lock()
+		got = append(got, v)
+		mu.Unlock()
+	})
+	p.Start(1)
+	p.Push(false, 0)
+	p.Push(false, 1, 2, 3)
+	p.Push(true, 9)
+	close(gate)
+	p.Stop() // runs what waits before returning
+	require.Equal(t, []int{9, 1, 2, 3}, got)
+}
+
+func TestPoolTakeRemovesWaitingItems(t *testing.T) {
+	var ran atomic.Int64
+	gate := make(chan struct{})
+	started := make(chan struct{})
+	p := NewPool(func(v int) {
+		if v == 0 {
+			close(started)
+			<-gate
+			return
+		}
+		ran.Add(int64(v))
+	})
+	p.Start(1)
+	p.Push(false, 0)
+	<-started
+	p.Push(false, 1, 2, 3, 4)
+	oldest, ok := p.Oldest()
+	require.True(t, ok)
+	require.Equal(t, 1, oldest)
+	taken := p.Take(func(v int) bool { return v%2 == 0 })
+	require.Equal(t, []int{2, 4}, taken)
+	close(gate)
+	p.Stop()
+	require.Equal(t, int64(1+3), ran.Load(), "taken items never run")
+	_, ok = p.Oldest()
+	require.False(t, ok)
+}
+
+func TestPoolReplaceKeepsTheWorkerCount(t *testing.T) {
+	var ran atomic.Int64
+	var p *Pool[int]
+	p = NewPool(func(v int) {
+		if v < 0 {
+			p.Replace() // as the queue does for a handler that calls Goexit
+			runtime.Goexit()
+		}
+		ran.Add(1)
+	})
+	p.Start(1)
+	p.Push(false, -1, 1, 2)
+	p.Stop()
+	require.Equal(t, int64(2), ran.Load(), "the replacement ran the rest")
+}
+
+func TestBatcherFlushesEverythingInBatches(t *testing.T) {
+	var mu sync.Mutex
+	var batches [][]int
+	b := Batcher[int]{Max: 3, LingerBatch: 2, Linger: time.Millisecond, Busy: func() bool { return true },
+		Flush: func(v []int) {
+			mu.Lock()
+			defer mu.Unlock()
+			batches = append(batches, append([]int(nil), v...))
+		}}
+	b.Start(10)
+	for i := range 10 {
+		b.Send(i)
+	}
+	b.WaitFlushed(10 * time.Second)
+	mu.Lock()
+	var all []int
+	for _, v := range batches {
+		require.LessOrEqual(t, len(v), 3)
+		all = append(all, v...)
+	}
+	mu.Unlock()
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, all)
+	b.Send(10)
+	b.Stop()
+	require.Equal(t, []int{10}, batches[len(batches)-1], "Stop flushes what was sent")
+}
+
+func TestBatcherWaitFlushedGivesUpAtItsLimit(t *testing.T) {
+	gate := make(chan struct{})
+	b := Batcher[int]{Max: 10, Busy: func() bool { return false }, Flush: func([]int) { <-gate }}
+	b.Start(1)
+	b.Send(1)
+	began := time.Now()
+	b.WaitFlushed(20 * time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(began), 20*time.Millisecond)
+	close(gate)
+	b.Stop()
+}
+
+func TestPollerWakesForLaterValuesAndPolls(t *testing.T) {
+	fetched := make(chan struct{}, 100)
+	due := make(chan string, 1)
+	var polled atomic.Int64
+	p := Poller[string]{Every: time.Hour, Clock: sysClock{},
+		Opens:  func(time.Time) time.Time { return time.Time{} },
+		Fetch:  func(context.Context) time.Duration { fetched <- struct{}{}; return 0 },
+		Polled: func() { polled.Add(1) },
+		Due:    func(v string) { due <- v }}
+	p.Start(context.Background())
+	defer p.Stop()
+	<-fetched // the first fetch is at once
+	p.Wake()
+	<-fetched
+	p.Later(time.Now().Add(10*time.Millisecond), "retry")
+	require.Equal(t, "retry", <-due)
+	require.Positive(t, polled.Load(), "the timer that woke the first fetch counts as a poll")
+}
+
+func TestPollerFetchesAgainWhenAsked(t *testing.T) {
+	var n atomic.Int64
+	done := make(chan struct{})
+	p := Poller[int]{Every: time.Hour, Clock: sysClock{},
+		Opens: func(time.Time) time.Time { return time.Time{} },
+		Fetch: func(context.Context) time.Duration {
+			if n.Add(1) == 3 {
+				close(done)
+			}
+			return time.Millisecond
+		},
+		Polled: func() {}, Due: func(int) {}}
+	p.Start(context.Background())
+	<-done
+	p.Stop()
+}
+
+func TestRenewerRetriesFailuresQuicklyAndRecovers(t *testing.T) {
+	var calls atomic.Int64
+	ok := make(chan struct{})
+	k := Renewer{Every: time.Hour, MaxPause: 5 * time.Millisecond, Lease: time.Hour, Log: quiet,
+		Renew: func(context.Context) error {
+			if calls.Add(1) < 4 {
+				return errors.New("down")
+			}
+			close(ok)
+			return nil
+		}}
+	k.Start(context.Background())
+	k.Poke()
+	<-ok // three failures, retried within milliseconds, not after Every
+	k.Stop()
+	require.Equal(t, int64(4), calls.Load())
+}
+
+func TestPeriodicAndReconnect(t *testing.T) {
+	ticks := make(chan struct{}, 10)
+	p := Periodic{Every: time.Millisecond, Do: func(context.Context) { ticks <- struct{}{} }}
+	p.Start(context.Background())
+	<-ticks
+	<-ticks
+	p.Stop()
+
+	var listens atomic.Int64
+	again := make(chan struct{})
+	l := Reconnect{Pause: time.Millisecond, Log: quiet, Listen: func(ctx context.Context) error {
+		if listens.Add(1) == 2 {
+			close(again)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return errors.New("connection reset")
+	}}
+	l.Start(context.Background())
+	<-again // it listened again after the first connection broke
+	l.Stop()
+}
+
+type sysClock struct{}
+
+func (sysClock) Now() time.Time                         { return time.Now() }
+func (sysClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
