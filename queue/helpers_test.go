@@ -112,6 +112,14 @@ func (e *env) waitStatus(t *testing.T, id int64, st queue.Status) {
 	}
 }
 
+// expireLease ends job id's lease a second ago by the database's clock, as
+// if its runner had stopped renewing it, for a rescue to find.
+func (e *env) expireLease(t *testing.T, id int64) {
+	t.Helper()
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE id = ?",
+		e.db.Time(e.db.Now(t).Add(-time.Second)), id).Error)
+}
+
 func (e *env) status(t *testing.T, id int64) queue.Status {
 	t.Helper()
 	rec, err := e.client.Get(context.Background(), id)
