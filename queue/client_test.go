@@ -299,7 +299,6 @@ func TestEnqueueInTheCallersTransaction(t *testing.T) {
 }
 
 func TestEnqueueBulk(t *testing.T) {
-	pgtest.PostgresOnly(t, "it checks times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -313,7 +312,7 @@ func TestEnqueueBulk(t *testing.T) {
 	require.Equal(t, int64(12_000), n)
 	require.Equal(t, int64(12_000), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED'"))
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE priority = 10
-		AND correlation_id = 'bulk-5' AND run_at > now() + interval '59 minutes'`))
+		AND correlation_id = 'bulk-5' AND run_at > ?`, e.db.Time(e.db.Now(t).Add(59*time.Minute))))
 
 	// With idempotency keys it goes through the de-duplicating statement.
 	keyed := []queue.Params{
@@ -445,7 +444,6 @@ func TestCancelAndRetryTransitions(t *testing.T) {
 }
 
 func TestRetryFailedSelects(t *testing.T) {
-	pgtest.PostgresOnly(t, "it sets times with PostgreSQL's now()")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -456,7 +454,7 @@ func TestRetryFailedSelects(t *testing.T) {
 	_, err := e.client.Enqueue(ctx, noop{}, queue.CorrelationID("run-0"))
 	require.NoError(t, err)
 	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED', attempts = 3,
-		last_error = 'boom', completed_at = now()`).Error)
+		last_error = 'boom', completed_at = ?`, e.db.Time(e.db.Now(t))).Error)
 
 	n, err := e.client.RetryFailed(ctx, queue.Filter{Kinds: []string{"report"}, CorrelationID: "run-0"})
 	require.NoError(t, err)
@@ -473,7 +471,6 @@ func TestRetryFailedSelects(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	pgtest.PostgresOnly(t, "it moves times with PostgreSQL's interval arithmetic")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
@@ -483,7 +480,8 @@ func TestStats(t *testing.T) {
 	}
 	_, err := e.client.Enqueue(ctx, noop{}, queue.After(time.Hour))
 	require.NoError(t, err)
-	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET run_at = now() - interval '90 seconds' WHERE id = (SELECT min(id) FROM sheaf_jobs)`).Error)
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET run_at = ? WHERE id = (SELECT min(id) FROM sheaf_jobs)`,
+		e.db.Time(e.db.Now(t).Add(-90*time.Second))).Error)
 	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED' WHERE id = (SELECT max(id) FROM sheaf_jobs WHERE kind = 'report')`).Error)
 	s, err := e.client.Stats(ctx)
 	require.NoError(t, err)

@@ -101,15 +101,42 @@ func (e *env) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
 // fails the test if it has not after a generous deadline.
 func (e *env) waitStatus(t *testing.T, id int64, st queue.Status) {
 	t.Helper()
+	e.waitFor(t, id, string(st), func(s queue.Status) bool { return s == st })
+}
+
+// waitLeaves waits until job id no longer has status st, as waitStatus
+// waits, and returns the status it has then.
+func (e *env) waitLeaves(t *testing.T, id int64, st queue.Status) queue.Status {
+	t.Helper()
+	return e.waitFor(t, id, "any status but "+string(st), func(s queue.Status) bool { return s != st })
+}
+
+// waitFor waits until job id's status is one that ok accepts (want names
+// them), looking every 5 ms, and returns it; it fails the test if none
+// came before a generous deadline.
+func (e *env) waitFor(t *testing.T, id int64, want string, ok func(queue.Status) bool) queue.Status {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for e.status(t, id) != st {
+	for {
+		st := e.status(t, id)
+		if ok(st) {
+			return st
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %d is %s, not %s", id, e.status(t, id), st)
+			t.Fatalf("job %d is %s; waited for %s", id, st, want)
 		}
 		<-tick.C
 	}
+}
+
+// expireLease ends job id's lease a second ago by the database's clock, as
+// if its runner had stopped renewing it, for a rescue to find.
+func (e *env) expireLease(t *testing.T, id int64) {
+	t.Helper()
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE id = ?",
+		e.db.Time(e.db.Now(t).Add(-time.Second)), id).Error)
 }
 
 func (e *env) status(t *testing.T, id int64) queue.Status {

@@ -75,12 +75,11 @@ func TestStartNamesMigrate(t *testing.T) {
 // says so once, at Start, and what to set. A pool sized as the README says
 // gets no warning.
 func TestStartWarnsWhenThePoolCannotServeTheWorkers(t *testing.T) {
-	pgtest.PostgresOnly(t, "the server's connection limit")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	const msg = "queue: the connection pool cannot serve the runner's workers well"
 	start := func(configure func(*gorm.DB)) (int, map[string]string) {
-		db, err := gorm.Open(postgres.Open(e.db.DSN), &gorm.Config{Logger: logger.Discard})
+		db, err := pgtest.OpenDSN(e.db.DSN)
 		require.NoError(t, err)
 		sqlDB, err := db.DB()
 		require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -246,7 +245,6 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 // to the queue then, not when the slowest handler returns: its lease is not
 // renewed once it has finished, and the rescuer would otherwise fail it.
 func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
-	pgtest.PostgresOnly(t, "it waits with pg_sleep")
 	t.Parallel()
 	started := make(chan string, 2)
 	slow := make(chan struct{})
@@ -270,9 +268,7 @@ func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(ctx) }()
-	for e.status(t, polite) == queue.StatusProcessing {
-		e.db.Count(t, "SELECT count(*) FROM pg_sleep(0.005)") // look again in 5 ms
-	}
+	e.waitLeaves(t, polite, queue.StatusProcessing)
 	rec, err := e.client.Get(context.Background(), polite)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusQueued, rec.Status, "back in the queue, not rescued and failed")

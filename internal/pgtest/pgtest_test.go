@@ -47,6 +47,20 @@ func TestCountTakesBothPlaceholderStyles(t *testing.T) {
 	require.Equal(t, int64(4), db.Count(t, "SELECT count(*) FROM generate_series(1, ?)", 4))
 }
 
+// On SQLite, Time binds a time as text that orders as the times do, whatever
+// their zones, and NullTime binds nil as NULL.
+func TestSQLiteTimesCompareAsTimes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewSQLite(t)
+	earlier := time.Date(2025, 12, 8, 12, 0, 0, 500_000_000, time.FixedZone("UTC+2", 2*60*60)) // 10:00:00.5 UTC
+	later := time.Date(2025, 12, 8, 11, 0, 0, 0, time.UTC)
+	var before, null bool
+	require.NoError(t, db.SQL.QueryRow("SELECT ? < ?", db.Time(earlier), db.Time(later)).Scan(&before))
+	require.True(t, before)
+	require.NoError(t, db.SQL.QueryRow("SELECT ? IS NULL", db.NullTime(nil)).Scan(&null))
+	require.True(t, null)
+}
+
 // childEnv marks the test binary that TestUnreachableServer starts; the
 // value names the test that binary is to run.
 const childEnv = "PGTEST_CHILD"

@@ -82,11 +82,39 @@ func OpenDSN(dsn string, config ...gorm.Option) (*gorm.DB, error) {
 	return gorm.Open(postgres.Open(dsn), config...)
 }
 
+// isSQLite reports whether db is an SQLite file (NewSQLite) rather than a
+// PostgreSQL schema (New).
+func (db *DB) isSQLite() bool { return strings.HasPrefix(db.DSN, "file:") }
+
 // Time returns t as the run's store compares times: as it is on
 // PostgreSQL, as text in sqlitedb.TimeLayout on SQLite.
 func (db *DB) Time(t time.Time) any {
-	if strings.HasPrefix(db.DSN, "file:") {
+	if db.isSQLite() {
 		return t.UTC().Format(sqlitedb.TimeLayout)
 	}
 	return t
+}
+
+// NullTime is Time for a time that may be absent: nil stays NULL.
+func (db *DB) NullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return db.Time(*t)
+}
+
+// Now returns the time by the clock the queue keeps on db: the server's
+// on PostgreSQL, the process's on SQLite, which runs in the process. Tests
+// that move or check a job's times by hand reckon from it, as the queue
+// does.
+func (db *DB) Now(t testing.TB) time.Time {
+	t.Helper()
+	if db.isSQLite() {
+		return time.Now()
+	}
+	var now time.Time
+	if err := db.SQL.QueryRow("SELECT now()").Scan(&now); err != nil {
+		t.Fatalf("pgtest: the server's time: %v", err)
+	}
+	return now
 }
