@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -149,14 +150,13 @@ func run(ctx context.Context, dsn, out string, workers int) (err error) {
 
 	// The handler says when the job to cancel is half written, so that the
 	// cancel lands mid-run however busy the machine is; polling alone could
-	// notice too late on a slow day.
+	// notice too late on a slow day. It says so once: a chunk written
+	// before the cancel lands would otherwise have the job cancelled again.
 	halfway := make(chan written, 1)
+	var told sync.Once
 	h.wrote = func(job *queue.Job[CountyReport], records int64) {
 		if job.ID == cancelID && 2*records >= int64(jobs[job.ID].entries) {
-			select {
-			case halfway <- written{job.ID, records}:
-			default: // already told
-			}
+			told.Do(func() { halfway <- written{job.ID, records} }) // buffered: never blocks
 		}
 	}
 
