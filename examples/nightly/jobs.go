@@ -129,7 +129,7 @@ func (r *reports) countyReport(ctx context.Context, job *queue.Job[CountyReport]
 		// once, and let the morning review show it.
 		return "", queue.Permanent(fmt.Errorf("the timesheet feed of %s County is offline", a.County))
 	}
-	t, err := r.totals(ctx, "county = ? AND work_date = ?::date", a.County, a.Date)
+	t, err := r.totals(ctx, "county = ? AND work_date = ?", a.County, a.Date)
 	if err != nil {
 		return "", err
 	}
@@ -159,7 +159,11 @@ func (r *reports) countySummary(ctx context.Context, job *queue.Job[CountySummar
 }
 
 func (r *reports) weekly(ctx context.Context, job *queue.Job[WeeklyReport]) (string, error) {
-	t, err := r.totals(ctx, "work_date BETWEEN ?::date - 6 AND ?::date", job.Args.Ending, job.Args.Ending)
+	end, err := time.Parse(time.DateOnly, job.Args.Ending)
+	if err != nil {
+		return "", queue.Permanent(err)
+	}
+	t, err := r.totals(ctx, "work_date BETWEEN ? AND ?", end.AddDate(0, 0, -6).Format(time.DateOnly), job.Args.Ending)
 	if err != nil {
 		return "", err
 	}
@@ -167,8 +171,11 @@ func (r *reports) weekly(ctx context.Context, job *queue.Job[WeeklyReport]) (str
 }
 
 func (r *reports) monthly(ctx context.Context, job *queue.Job[MonthlyReport]) (string, error) {
-	first := job.Args.Month + "-01"
-	t, err := r.totals(ctx, "work_date >= ?::date AND work_date < ?::date + interval '1 month'", first, first)
+	first, err := time.Parse("2006-01", job.Args.Month)
+	if err != nil {
+		return "", queue.Permanent(err)
+	}
+	t, err := r.totals(ctx, "work_date >= ? AND work_date < ?", first.Format(time.DateOnly), first.AddDate(0, 1, 0).Format(time.DateOnly))
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +229,7 @@ func (r *reports) consolidated(ctx context.Context, job *queue.Job[ConsolidatedR
 // totals adds up the timesheet entries that where selects.
 func (r *reports) totals(ctx context.Context, where string, args ...any) (Totals, error) {
 	var t Totals
-	err := r.db.WithContext(ctx).Raw(`SELECT count(*) AS entries, coalesce(sum(hours), 0)::float8 AS hours,
+	err := r.db.WithContext(ctx).Raw(`SELECT count(*) AS entries, coalesce(sum(hours), 0) AS hours,
 		count(DISTINCT employee) AS employees FROM timesheet_entries WHERE `+where, args...).Scan(&t).Error
 	return t, err
 }
@@ -239,16 +246,18 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// seed creates the source tables: two months of timesheet entries for every
-// county, made up but the same on every run, and the state of each county's
-// timesheet feed.
-func seed(ctx context.Context, db *gorm.DB) error {
+// fillSources creates the source tables: two months of timesheet entries
+// for every county, made up but the same on every run, and the state of
+// each county's timesheet feed. The SQL is the same on both databases:
+// plain column types (the date is ISO text, 2025-12-01, which compares as
+// the date does), and rows numbered by a recursive query, for SQLite has no
+// generate_series.
+func fillSources(ctx context.Context, db *gorm.DB) error {
 	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, stmt := range []string{
 			`CREATE TABLE timesheet_entries (
-				id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 				county    text         NOT NULL,
-				work_date date         NOT NULL,
+				work_date text         NOT NULL,
 				employee  integer      NOT NULL,
 				hours     numeric(4,2) NOT NULL
 			)`,
@@ -258,28 +267,32 @@ func seed(ctx context.Context, db *gorm.DB) error {
 				return err
 			}
 		}
+		first, last := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 		for i, county := range counties {
-			// 150 to 249 entries a day, by some arithmetic on the county and
-			// the date.
-			err := tx.Exec(`INSERT INTO timesheet_entries (county, work_date, employee, hours)
-				SELECT ?, d, 1000 + g * 7 % 40, 4 + g * 37 % 9 * 0.5
-				FROM generate_series(date '2025-10-01', date '2025-12-01', interval '1 day') AS d,
-					generate_series(1, 150 + (? * 31 + extract(doy FROM d)::int * 17) % 100) AS g`, county, i).Error
-			if err != nil {
-				return err
+			for day := first; !day.After(last); day = day.AddDate(0, 0, 1) {
+				// 150 to 249 entries a day, by some arithmetic on the county
+				// and the date.
+				err := tx.Exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
+					INSERT INTO timesheet_entries (county, work_date, employee, hours)
+					SELECT ?, ?, 1000 + n * 7 % 40, 4 + n * 37 % 9 * 0.5 FROM g`,
+					150+(i*31+day.YearDay()*17)%100, county, day.Format(time.DateOnly)).Error
+				if err != nil {
+					return err
+				}
 			}
-			if err := tx.Exec("INSERT INTO county_sources VALUES (?, true)", county).Error; err != nil {
+			if err := tx.Exec("INSERT INTO county_sources VALUES (?, ?)", county, true).Error; err != nil {
 				return err
 			}
 		}
 		// Contractors' timesheets, imported late, make one county's Monday
 		// eight times its usual size, and its report as slow.
-		err := tx.Exec(`INSERT INTO timesheet_entries (county, work_date, employee, hours)
-			SELECT county, work_date, employee + 40 * k, hours FROM timesheet_entries, generate_series(1, 7) AS k
-			WHERE county = ? AND work_date = date '2025-12-01'`, slowCounty).Error
+		err := tx.Exec(`WITH RECURSIVE contractors(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM contractors WHERE k < 7)
+			INSERT INTO timesheet_entries (county, work_date, employee, hours)
+			SELECT county, work_date, employee + 40 * k, hours FROM timesheet_entries, contractors
+			WHERE county = ? AND work_date = ?`, slowCounty, last.Format(time.DateOnly)).Error
 		if err != nil {
 			return err
 		}
-		return tx.Exec("CREATE INDEX ON timesheet_entries (work_date, county)").Error
+		return tx.Exec("CREATE INDEX timesheet_entries_date_county ON timesheet_entries (work_date, county)").Error
 	})
 }

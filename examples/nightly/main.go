@@ -15,8 +15,10 @@
 //
 //	go run ./examples/nightly [-dsn URL] [-speed 60]
 //
-// It works in a schema of its own, sheaf_example_nightly, which it drops and
-// recreates at start, and exits non-zero if the night does not go as planned.
+// Without -dsn or DATABASE_URL, it works in a new SQLite file in a
+// temporary folder, which it removes at the end. With a postgres:// URL, it
+// works in a schema of its own, sheaf_example_nightly, which it drops and
+// recreates at start. It exits non-zero if the night does not go as planned.
 package main
 
 import (
@@ -31,6 +33,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"time"
 	_ "time/tzdata" // Asia/Kolkata, whether or not the system has a zone database
 
@@ -39,13 +42,13 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 const (
-	defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	schema     = "sheaf_example_nightly"
-	workers    = 4
-	zone       = "Asia/Kolkata"
+	schema  = "sheaf_example_nightly"
+	workers = 4
+	zone    = "Asia/Kolkata"
 )
 
 var counties = []string{"Bexar", "Dallas", "Harris", "Tarrant", "Travis"}
@@ -56,14 +59,11 @@ const (
 )
 
 func main() {
-	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
+	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else an SQLite file in a new temporary folder)")
 	speed := flag.Int("speed", 60, "simulated seconds per real second")
 	flag.Parse()
 	if *dsn == "" {
 		*dsn = os.Getenv("DATABASE_URL")
-	}
-	if *dsn == "" {
-		*dsn = defaultDSN
 	}
 	if *speed < 1 {
 		log.Fatal("nightly: -speed must be positive")
@@ -86,7 +86,7 @@ type story struct {
 	runner *queue.Runner
 }
 
-func run(ctx context.Context, dsn string, speed int) error {
+func run(ctx context.Context, dsn string, speed int) (err error) {
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
 		return err
@@ -94,12 +94,12 @@ func run(ctx context.Context, dsn string, speed int) error {
 	// The pool: the runner's four connections (listener, claims,
 	// completions, maintenance), one per worker for its handler, and one for
 	// this program's own queries.
-	db, sqlDB, err := freshSchema(ctx, dsn, 4+workers+1)
+	db, where, closeDB, err := openDB(ctx, dsn, 4+workers+1)
 	if err != nil {
 		return err
 	}
-	defer sqlDB.Close()
-	if err := seed(ctx, db); err != nil {
+	defer func() { err = errors.Join(err, closeDB()) }()
+	if err := fillSources(ctx, db); err != nil {
 		return err
 	}
 	s := &story{loc: loc, db: db, clock: newFastClock(time.Date(2025, 11, 30, 22, 59, 50, 0, loc), speed)}
@@ -126,7 +126,7 @@ func run(ctx context.Context, dsn string, speed int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("schema %s: %d counties of timesheet entries, October to December 2025\n", schema, len(counties))
+	fmt.Printf("%s: %d counties of timesheet entries, October to December 2025\n", where, len(counties))
 	fmt.Printf("simulated clock in %s, %d× real time; batch window %v for the weekly, monthly and consolidated reports\n\n",
 		zone, speed, window)
 
@@ -193,33 +193,65 @@ func (s *story) registry() (*queue.Registry, queue.Window, error) {
 	return reg, window, err
 }
 
+// openDB opens the database the program works in, on a pool of conns
+// connections that all stay open between uses (database/sql keeps 2 by
+// default), and returns it with where it is and a function that closes it.
+// With no dsn, that is a new SQLite file in a temporary folder, which
+// closeDB removes; with one, PostgreSQL (see freshSchema).
+func openDB(ctx context.Context, dsn string, conns int) (db *gorm.DB, where string, closeDB func() error, err error) {
+	dir := ""
+	if dsn == "" {
+		if dir, err = os.MkdirTemp("", "sheaf-nightly-db-"); err != nil {
+			return nil, "", nil, err
+		}
+		path := filepath.Join(dir, "sheaf.db")
+		fmt.Printf("sheaf: no -dsn or DATABASE_URL given; using an SQLite database at %s (pass -dsn postgres://… for PostgreSQL)\n", path)
+		where = filepath.Base(path)
+		db, err = sqlitedb.Open(path)
+	} else {
+		where = "schema " + schema
+		db, err = freshSchema(ctx, dsn)
+	}
+	removeDir := func() error {
+		if dir == "" {
+			return nil
+		}
+		return os.RemoveAll(dir)
+	}
+	var sqlDB *sql.DB
+	if err == nil {
+		sqlDB, err = db.DB()
+	}
+	if err != nil {
+		return nil, "", nil, errors.Join(err, removeDir())
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	return db, where, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
+}
+
 // freshSchema drops and recreates the example's schema and returns a gorm
 // handle whose connections work in it (the URL's search_path parameter is
-// sent as a setting of every connection), on a pool of conns connections
-// that all stay open between uses.
-func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, *sql.DB, error) {
+// sent as a setting of every connection).
+func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, nil, errors.New("the DSN must be a postgres:// URL")
+		return nil, errors.New("the DSN must be a postgres:// URL (or none, for SQLite)")
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, nil, err
-	}
-	sqlDB.SetMaxOpenConns(conns)
-	sqlDB.SetMaxIdleConns(conns) // keep them all open; database/sql keeps 2 by default
 	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			_ = sqlDB.Close()
-			return nil, nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+			if sqlDB, dbErr := db.DB(); dbErr == nil {
+				_ = sqlDB.Close()
+			}
+			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
 		}
 	}
-	return db, sqlDB, nil
+	return db, nil
 }

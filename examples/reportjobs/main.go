@@ -8,8 +8,10 @@
 //
 //	go run ./examples/reportjobs [-dsn URL] [-out DIR] [-workers 2]
 //
-// It works in a schema of its own, sheaf_example_reportjobs, which it drops
-// and recreates at start.
+// Without -dsn or DATABASE_URL, it works in a new SQLite file in a
+// temporary folder, which it removes at the end. With a postgres:// URL, it
+// works in a schema of its own, sheaf_example_reportjobs, which it drops and
+// recreates at start.
 package main
 
 import (
@@ -23,6 +25,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -30,12 +34,12 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 const (
-	defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	schema     = "sheaf_example_reportjobs"
-	chunkSize  = 1000
+	schema    = "sheaf_example_reportjobs"
+	chunkSize = 1000
 )
 
 // plan is the night's work, in the order it is submitted. The IDs follow
@@ -61,15 +65,12 @@ const (
 )
 
 func main() {
-	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
+	dsn := flag.String("dsn", "", "PostgreSQL URL (default $DATABASE_URL, else an SQLite file in a new temporary folder)")
 	out := flag.String("out", "", "directory for the report files (default a new temporary directory)")
 	workers := flag.Int("workers", 2, "jobs the runner works at once")
 	flag.Parse()
 	if *dsn == "" {
 		*dsn = os.Getenv("DATABASE_URL")
-	}
-	if *dsn == "" {
-		*dsn = defaultDSN
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -85,9 +86,8 @@ type submission struct {
 	entries  int
 }
 
-func run(ctx context.Context, dsn, out string, workers int) error {
+func run(ctx context.Context, dsn, out string, workers int) (err error) {
 	if out == "" {
-		var err error
 		if out, err = os.MkdirTemp("", "sheaf-reportjobs-"); err != nil {
 			return err
 		}
@@ -98,15 +98,15 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 	// The pool: the runner's four connections (listener, claims,
 	// completions, maintenance), one per worker for its handler, and one for
 	// this program's own queries.
-	db, sqlDB, err := freshSchema(ctx, dsn, 4+workers+1)
+	db, where, closeDB, err := openDB(ctx, dsn, 4+workers+1)
 	if err != nil {
 		return err
 	}
-	defer sqlDB.Close()
-	if err := seed(ctx, db); err != nil {
+	defer func() { err = errors.Join(err, closeDB()) }()
+	if err := fillEntries(ctx, db); err != nil {
 		return err
 	}
-	fmt.Printf("schema %s: %d counties of timesheet entries; reports go to %s\n", schema, len(plan), out)
+	fmt.Printf("%s: %d counties of timesheet entries; reports go to %s\n", where, len(plan), out)
 
 	reg := queue.NewRegistry()
 	h := &reports{db: db, out: out, chunkSize: chunkSize, renderCost: 25 * time.Millisecond, flaky: flakyCounty, say: con.printf}
@@ -150,14 +150,13 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 
 	// The handler says when the job to cancel is half written, so that the
 	// cancel lands mid-run however busy the machine is; polling alone could
-	// notice too late on a slow day.
+	// notice too late on a slow day. It says so once: a chunk written
+	// before the cancel lands would otherwise have the job cancelled again.
 	halfway := make(chan written, 1)
+	var told sync.Once
 	h.wrote = func(job *queue.Job[CountyReport], records int64) {
 		if job.ID == cancelID && 2*records >= int64(jobs[job.ID].entries) {
-			select {
-			case halfway <- written{job.ID, records}:
-			default: // already told
-			}
+			told.Do(func() { halfway <- written{job.ID, records} }) // buffered: never blocks
 		}
 	}
 
@@ -193,60 +192,103 @@ func run(ctx context.Context, dsn, out string, workers int) error {
 	return checkOutput(recs, jobs, out, cancelID, flakyID)
 }
 
+// openDB opens the database the program works in, on a pool of conns
+// connections that all stay open between uses (database/sql keeps 2 by
+// default), and returns it with where it is and a function that closes it.
+// With no dsn, that is a new SQLite file in a temporary folder, which
+// closeDB removes; with one, PostgreSQL (see freshSchema).
+func openDB(ctx context.Context, dsn string, conns int) (db *gorm.DB, where string, closeDB func() error, err error) {
+	dir := ""
+	if dsn == "" {
+		if dir, err = os.MkdirTemp("", "sheaf-reportjobs-db-"); err != nil {
+			return nil, "", nil, err
+		}
+		path := filepath.Join(dir, "sheaf.db")
+		fmt.Printf("sheaf: no -dsn or DATABASE_URL given; using an SQLite database at %s (pass -dsn postgres://… for PostgreSQL)\n", path)
+		where = filepath.Base(path)
+		db, err = sqlitedb.Open(path)
+	} else {
+		where = "schema " + schema
+		db, err = freshSchema(ctx, dsn)
+	}
+	removeDir := func() error {
+		if dir == "" {
+			return nil
+		}
+		return os.RemoveAll(dir)
+	}
+	var sqlDB *sql.DB
+	if err == nil {
+		sqlDB, err = db.DB()
+	}
+	if err != nil {
+		return nil, "", nil, errors.Join(err, removeDir())
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	return db, where, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
+}
+
 // freshSchema drops and recreates the example's schema and returns a
-// gorm handle whose connections work in it (pgx passes the URL's search_path
-// parameter to the server as a setting of every connection it opens), on a
-// pool of conns connections that stay open between uses.
-func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, *sql.DB, error) {
+// gorm handle whose connections work in it (pgx passes the URL's
+// search_path parameter to the server as a setting of every connection it
+// opens).
+func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, nil, errors.New("the DSN must be a postgres:// URL")
+		return nil, errors.New("the DSN must be a postgres:// URL (or none, for SQLite)")
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, nil, err
-	}
-	sqlDB.SetMaxOpenConns(conns)
-	sqlDB.SetMaxIdleConns(conns) // keep them all open between uses; database/sql keeps 2 by default
 	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			_ = sqlDB.Close()
-			return nil, nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+			if sqlDB, dbErr := db.DB(); dbErr == nil {
+				_ = sqlDB.Close()
+			}
+			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
 		}
 	}
-	return db, sqlDB, nil
+	return db, nil
 }
 
-// seed fills the source table: every county's entries, made up but the same
-// on every run.
-func seed(ctx context.Context, db *gorm.DB) error {
+// fillEntries creates the source table and fills it: every county's
+// entries, made up but the same on every run. The SQL is the same on both
+// databases: plain column types (the date is ISO text, 2025-12-01, which
+// compares as the date does), and rows numbered by a recursive query, for
+// SQLite has no generate_series.
+func fillEntries(ctx context.Context, db *gorm.DB) error {
 	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Exec(`CREATE TABLE timesheet_entries (
-			id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			id        bigint       PRIMARY KEY,
 			county    text         NOT NULL,
 			employee  integer      NOT NULL,
-			work_date date         NOT NULL,
+			work_date text         NOT NULL,
 			hours     numeric(4,2) NOT NULL,
 			project   text         NOT NULL
 		)`).Error
 		if err != nil {
 			return err
 		}
+		lastID := 0
 		for _, p := range plan {
-			err := tx.Exec(`INSERT INTO timesheet_entries (county, employee, work_date, hours, project)
-				SELECT ?, 1000 + g * 7 % 250, date '2025-12-01' + g % 7, 4 + g * 37 % 9 * 0.5, 'P-' || lpad((g % 12)::text, 2, '0')
-				FROM generate_series(1, ?) AS g`, p.county, p.entries).Error
+			// Entry n of the county: day 1 to 7 of December, project P-00
+			// to P-11. (The parentheses matter: SQLite's || binds tighter
+			// than %.)
+			err := tx.Exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
+				INSERT INTO timesheet_entries (id, county, employee, work_date, hours, project)
+				SELECT ? + n, ?, 1000 + n * 7 % 250, '2025-12-0' || (1 + n % 7), 4 + n * 37 % 9 * 0.5,
+					CASE WHEN n % 12 < 10 THEN 'P-0' ELSE 'P-' END || (n % 12)
+				FROM g`, p.entries, lastID, p.county).Error
 			if err != nil {
 				return err
 			}
+			lastID += p.entries
 		}
-		return tx.Exec("CREATE INDEX ON timesheet_entries (county, id)").Error
+		return tx.Exec("CREATE INDEX timesheet_entries_county_id ON timesheet_entries (county, id)").Error
 	})
 }

@@ -82,7 +82,7 @@ func (h *reports) Records(ctx context.Context, job *queue.Job[CountyReport]) (in
 		}
 		var page []Entry
 		err := h.db.WithContext(ctx).Raw(`
-			SELECT id, employee, to_char(work_date, 'YYYY-MM-DD') AS day, hours::float8 AS hours, project
+			SELECT id, employee, work_date AS day, hours, project
 			FROM timesheet_entries WHERE county = ? ORDER BY id LIMIT ? OFFSET ?`,
 			job.Args.County, limit, offset).Scan(&page).Error
 		return page, err

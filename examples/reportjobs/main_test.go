@@ -1,0 +1,34 @@
+// SQLite is C translated to Go, and the race detector slows it some
+// twentyfold: under -race, this run takes most of a minute rather than
+// seconds, so it is left out there.
+
+//go:build !race
+
+package main
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestRunOnSQLite runs the program on its default database, a new SQLite
+// file in a temporary folder: the run goes as planned (run checks the jobs
+// and the report files), and the folder is gone at the end.
+func TestRunOnSQLite(t *testing.T) {
+	tmp, out := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp makes the database's folder
+	if err := run(t.Context(), "", out, 2); err != nil {
+		t.Fatal(err)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in the temporary folder: %s", e.Name())
+	}
+}
