@@ -16,25 +16,20 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/queue"
-	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 const (
@@ -98,11 +93,12 @@ func run(ctx context.Context, dsn, out string, workers int) (err error) {
 	// The pool: the runner's four connections (listener, claims,
 	// completions, maintenance), one per worker for its handler, and one for
 	// this program's own queries.
-	db, where, closeDB, err := openDB(ctx, dsn, 4+workers+1)
+	edb, err := exampledb.Open(ctx, schema, dsn, 4+workers+1)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeDB()) }()
+	defer func() { err = errors.Join(err, edb.Close()) }()
+	db, where := edb.DB, edb.Where
 	if err := fillEntries(ctx, db); err != nil {
 		return err
 	}
@@ -190,70 +186,6 @@ func run(ctx context.Context, dsn, out string, workers int) (err error) {
 	}
 	fmt.Printf("\nreports in %s:\n", out)
 	return checkOutput(recs, jobs, out, cancelID, flakyID)
-}
-
-// openDB opens the database the program works in, on a pool of conns
-// connections that all stay open between uses (database/sql keeps 2 by
-// default), and returns it with where it is and a function that closes it.
-// With no dsn, that is a new SQLite file in a temporary folder, which
-// closeDB removes; with one, PostgreSQL (see freshSchema).
-func openDB(ctx context.Context, dsn string, conns int) (db *gorm.DB, where string, closeDB func() error, err error) {
-	dir := ""
-	if dsn == "" {
-		if dir, err = os.MkdirTemp("", "sheaf-reportjobs-db-"); err != nil {
-			return nil, "", nil, err
-		}
-		path := filepath.Join(dir, "sheaf.db")
-		fmt.Printf("sheaf: no -dsn or DATABASE_URL given; using an SQLite database at %s (pass -dsn postgres://… for PostgreSQL)\n", path)
-		where = filepath.Base(path)
-		db, err = sqlitedb.Open(path)
-	} else {
-		where = "schema " + schema
-		db, err = freshSchema(ctx, dsn)
-	}
-	removeDir := func() error {
-		if dir == "" {
-			return nil
-		}
-		return os.RemoveAll(dir)
-	}
-	var sqlDB *sql.DB
-	if err == nil {
-		sqlDB, err = db.DB()
-	}
-	if err != nil {
-		return nil, "", nil, errors.Join(err, removeDir())
-	}
-	sqlDB.SetMaxOpenConns(conns)
-	sqlDB.SetMaxIdleConns(conns)
-	return db, where, func() error { return errors.Join(sqlDB.Close(), removeDir()) }, nil
-}
-
-// freshSchema drops and recreates the example's schema and returns a
-// gorm handle whose connections work in it (pgx passes the URL's
-// search_path parameter to the server as a setting of every connection it
-// opens).
-func freshSchema(ctx context.Context, dsn string) (*gorm.DB, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, errors.New("the DSN must be a postgres:// URL (or none, for SQLite)")
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
-	}
-	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
-		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			if sqlDB, dbErr := db.DB(); dbErr == nil {
-				_ = sqlDB.Close()
-			}
-			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
-		}
-	}
-	return db, nil
 }
 
 // fillEntries creates the source table and fills it: every county's
