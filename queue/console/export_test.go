@@ -1,0 +1,10 @@
+package console
+
+// Routes returns the patterns the mux of h registers, for tests.
+func Routes(h any) []string {
+	var out []string
+	for _, rt := range h.(*console).routes {
+		out = append(out, rt.Method+" "+rt.Pattern)
+	}
+	return out
+}

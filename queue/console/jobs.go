@@ -1,0 +1,232 @@
+package console
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// Listing limits.
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+)
+
+var listParams = []param{
+	{Name: "status", Type: "list", Doc: "Statuses, repeated or separated by commas: QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED."},
+	{Name: "kind", Type: "list", Doc: "Kinds, repeated or separated by commas."},
+	{Name: "queue", Doc: "A queue's name."},
+	{Name: "run", Doc: "A run ID: a schedule's tick and the jobs it released."},
+	{Name: "period", Doc: "A period, such as a tick's local date (2006-01-02)."},
+	{Name: "correlation", Doc: "A correlation ID."},
+	{Name: "since", Format: "date-time", Doc: "Jobs created after this time (RFC 3339)."},
+	{Name: "until", Format: "date-time", Doc: "Jobs created before this time (RFC 3339)."},
+	{Name: "cursor", Doc: "The next_cursor of the previous page."},
+	{Name: "limit", Type: "integer", Doc: "Jobs per page: 1 to 500, default 50."},
+}
+
+// jobResponse is one job.
+type jobResponse struct {
+	Job jobView `json:"job"`
+}
+
+// enqueueResponse is a submitted job, or the job that already had its
+// idempotency key (Duplicate; nothing was created).
+type enqueueResponse struct {
+	Job       jobView `json:"job"`
+	Duplicate bool    `json:"duplicate"`
+}
+
+// jobsResponse is a page of jobs; NextCursor is absent on the last.
+type jobsResponse struct {
+	Jobs       []jobView `json:"jobs"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// enqueueRequest submits a job; see Client.EnqueueRaw. Absent fields take
+// the kind's defaults.
+type enqueueRequest struct {
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	Queue       string          `json:"queue,omitempty"`
+	Priority    *int            `json:"priority,omitempty"`
+	RunAt       *time.Time      `json:"run_at,omitempty"`
+	MaxAttempts *int            `json:"max_attempts,omitempty"`
+	// CorrelationID defaults to the request's traceparent trace ID, or its
+	// X-Correlation-ID header.
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// IdempotencyKey may be given in the Idempotency-Key header instead.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+func (c *console) jobRoutes() []route {
+	return []route{
+		{Method: "GET", Pattern: "/api/jobs", Action: ActionRead, Query: listParams, Response: jobsResponse{},
+			Summary: "Jobs that match the filters, a page at a time (keyset pages: hand next_cursor back as cursor).",
+			handle:  c.listJobs},
+		{Method: "POST", Pattern: "/api/jobs", Action: ActionSubmit, Body: enqueueRequest{}, Response: enqueueResponse{},
+			Statuses: []int{http.StatusCreated, http.StatusOK},
+			Summary: "Submit a job: 201 when created, 200 with the existing job when its idempotency key " +
+				"(field or Idempotency-Key header) was taken.",
+			handle: c.enqueue},
+		{Method: "GET", Pattern: "/api/jobs/{id}", Action: ActionRead, Response: jobResponse{},
+			Summary: "One job, with its output and the IDs of the jobs its completion released.",
+			handle:  c.getJob},
+	}
+}
+
+// pathID reads the {id} of a job's path.
+func pathID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "a job ID is a positive whole number"}
+	}
+	return id, nil
+}
+
+func (c *console) getJob(r *http.Request, _ Access) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec, err := c.client.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	kids, err := c.client.Children(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	v := c.view(rec)
+	for _, k := range kids {
+		v.ChildIDs = append(v.ChildIDs, k.ID)
+	}
+	if len(rec.Output) > 0 {
+		v.Output = rec.Output
+	}
+	return http.StatusOK, jobResponse{Job: v}, nil
+}
+
+func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, listParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	f, err := readFilter(q)
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
+	if err != nil {
+		return 0, nil, err
+	}
+	var cur *jobCursor
+	if s := q.str("cursor"); s != "" {
+		cur = new(jobCursor)
+		if err := decodeCursor("cursor", s, cur); err != nil {
+			return 0, nil, err
+		}
+	}
+	pageJobs(&f, cur)
+	f.Limit = limit + 1 // one more tells whether there is a next page
+	recs, err := c.client.List(r.Context(), f)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := jobsResponse{}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		out.NextCursor = encodeCursor(nextJobs(recs[limit-1]))
+	}
+	out.Jobs = c.views(recs)
+	return http.StatusOK, out, nil
+}
+
+// readFilter reads the filters of a listing of jobs.
+func readFilter(q query) (queue.Filter, error) {
+	f := queue.Filter{Kinds: q.list("kind"), Queue: q.str("queue"), RunID: q.str("run"),
+		Period: q.str("period"), CorrelationID: q.str("correlation")}
+	for _, s := range q.list("status") {
+		st := queue.Status(strings.ToUpper(s))
+		if !slices.Contains(queue.Statuses, st) {
+			return f, badParam("status", "%q is not a status (QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED)", s)
+		}
+		f.Statuses = append(f.Statuses, st)
+	}
+	var err error
+	if f.CreatedAfter, err = q.time("since"); err != nil {
+		return f, err
+	}
+	if f.CreatedBefore, err = q.time("until"); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func (c *console) enqueue(r *http.Request, acc Access) (int, any, error) {
+	var req enqueueRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Kind == "" {
+		return 0, nil, badRequest("kind is required")
+	}
+	if len(req.Args) == 0 || string(req.Args) == "null" {
+		req.Args = json.RawMessage("{}")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key != "" && req.IdempotencyKey != "" && key != req.IdempotencyKey:
+		return 0, nil, badRequest("the Idempotency-Key header and the idempotency_key field differ")
+	case key == "":
+		key = req.IdempotencyKey
+	}
+	var opts []queue.JobOption
+	if req.Queue != "" {
+		opts = append(opts, queue.OnQueue(req.Queue))
+	}
+	if req.Priority != nil {
+		opts = append(opts, queue.Priority(*req.Priority))
+	}
+	if req.RunAt != nil {
+		opts = append(opts, queue.RunAt(*req.RunAt))
+	}
+	if req.MaxAttempts != nil {
+		opts = append(opts, queue.MaxAttempts(*req.MaxAttempts))
+	}
+	if key != "" {
+		opts = append(opts, queue.IdempotencyKey(key))
+	}
+	corr := req.CorrelationID
+	if corr == "" {
+		corr = requestCorrelation(r)
+	}
+	if corr != "" {
+		opts = append(opts, queue.CorrelationID(corr))
+	}
+	if c.cfg.submitter != nil {
+		claims, err := c.cfg.submitter(r)
+		if err != nil {
+			return 0, nil, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: err.Error()}
+		}
+		if claims != nil {
+			opts = append(opts, queue.AuthContext(claims))
+		}
+	}
+	res, err := c.client.EnqueueRaw(r.Context(), req.Kind, req.Args, opts...)
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	} else {
+		c.logChange(r, acc, ActionSubmit, res.Job.ID, 1)
+	}
+	return status, enqueueResponse{Job: c.view(res.Job), Duplicate: res.Duplicate}, nil
+}

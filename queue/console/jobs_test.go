@@ -1,0 +1,254 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/console"
+)
+
+func TestSubmitAndGet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll),
+		console.WithSubmitter(func(r *http.Request) (queue.Auth, error) {
+			return queue.Auth{"user": r.Header.Get("X-User"), "role": "ops"}, nil
+		}))
+	runAt := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	res := e.do(t, "POST", "/api/jobs", jsonBody(t, map[string]any{
+		"kind": "report", "args": map[string]any{"county": "Travis"}, "queue": "nightly", "priority": 8,
+		"run_at": runAt, "max_attempts": 7, "correlation_id": "req-1",
+	}), "X-User", "ana")
+	require.Equal(t, http.StatusCreated, res.status, "body: %s", res.body)
+	job := jobOf(t, res)
+	require.Equal(t, false, res.json(t)["duplicate"])
+	require.Equal(t, "report", job["kind"])
+	require.Equal(t, "nightly", job["queue"])
+	require.Equal(t, float64(8), job["priority"])
+	require.Equal(t, float64(7), job["max_attempts"])
+	require.Equal(t, "req-1", job["correlation_id"])
+	require.Equal(t, "QUEUED", job["status"])
+	require.Equal(t, map[string]any{"county": "Travis"}, job["args"])
+	got, err := time.Parse(time.RFC3339Nano, job["run_at"].(string))
+	require.NoError(t, err)
+	require.True(t, got.Equal(runAt))
+	require.NotContains(t, string(res.body), "auth", "a job's auth context is never shown")
+
+	id := idOf(job)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.Auth{"user": "ana", "role": "ops"}, rec.Auth, "the submitter's claims are the job's auth")
+
+	res = e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", id), "")
+	require.Equal(t, http.StatusOK, res.status)
+	job = jobOf(t, res)
+	require.Equal(t, float64(id), job["id"])
+	require.Equal(t, map[string]any{"processed": float64(0), "total": nil}, job["progress"])
+	require.Equal(t, []any{}, job["parent_ids"])
+	require.Nil(t, job["started_at"])
+	require.NotContains(t, string(res.body), "ana")
+
+	e.expectError(t, http.StatusNotFound, "not_found", "GET", "/api/jobs/99999999", "")
+	e.expectError(t, http.StatusBadRequest, "bad_request", "GET", "/api/jobs/abc", "")
+	e.expectError(t, http.StatusBadRequest, "bad_request", "GET", "/api/jobs/0", "")
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	for _, c := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"unknown kind", `{"kind":"nope"}`, 422, "unknown_kind"},
+		{"args of the wrong type", `{"kind":"report","args":{"county":5}}`, 422, "invalid_payload"},
+		{"args with a NUL", `{"kind":"report","args":{"county":"a\u0000b"}}`, 422, "invalid_payload"},
+		{"bad priority", `{"kind":"report","priority":99}`, 400, "invalid_option"},
+		{"bad max attempts", `{"kind":"report","max_attempts":0}`, 400, "invalid_option"},
+		{"bad queue", `{"kind":"report","queue":"` + strings.Repeat("q", 200) + `"}`, 400, "invalid_option"},
+		{"no kind", `{"args":{}}`, 400, "bad_request"},
+		{"unknown field", `{"kind":"report","prio":3}`, 400, "unknown_field"},
+		{"not JSON", `{"kind":`, 400, "bad_request"},
+		{"two values", `{"kind":"report"} {}`, 400, "bad_request"},
+		{"wrong type", `{"kind":7}`, 400, "bad_request"},
+		{"bad time", `{"kind":"report","run_at":"tomorrow"}`, 400, "bad_request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.expectError(t, c.status, c.code, "POST", "/api/jobs", c.body)
+		})
+	}
+	e.expectError(t, http.StatusBadRequest, "bad_request", "POST", "/api/jobs", "")
+	e.expectError(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "POST", "/api/jobs", `{"kind":"report"}`,
+		"Content-Type", "application/x-www-form-urlencoded")
+	big := `{"kind":"report","args":{"county":"` + strings.Repeat("x", 1<<20) + `"}}`
+	e.expectError(t, http.StatusRequestEntityTooLarge, "body_too_large", "POST", "/api/jobs", big)
+	e.expectError(t, http.StatusBadRequest, "bad_request", "POST", "/api/jobs", `{"kind":"report","idempotency_key":"a"}`,
+		"Idempotency-Key", "b")
+	jobs, err := e.client.List(context.Background(), queue.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "nothing refused was stored")
+}
+
+func TestSubmitterError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll), console.WithSubmitter(func(*http.Request) (queue.Auth, error) {
+		return nil, fmt.Errorf("no session")
+	}))
+	e.expectError(t, http.StatusUnauthorized, "unauthorized", "POST", "/api/jobs", `{"kind":"report"}`)
+}
+
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	body := `{"kind":"report","args":{"county":"Harris"}}`
+	first := e.do(t, "POST", "/api/jobs", body, "Idempotency-Key", "harris-2025-12-08")
+	require.Equal(t, http.StatusCreated, first.status, "body: %s", first.body)
+	second := e.do(t, "POST", "/api/jobs", body, "Idempotency-Key", "harris-2025-12-08")
+	require.Equal(t, http.StatusOK, second.status, "body: %s", second.body)
+	require.Equal(t, true, second.json(t)["duplicate"])
+	require.Equal(t, idOf(jobOf(t, first)), idOf(jobOf(t, second)))
+	require.Equal(t, "harris-2025-12-08", jobOf(t, second)["idempotency_key"])
+
+	third := e.do(t, "POST", "/api/jobs", `{"kind":"report","idempotency_key":"harris-2025-12-08"}`)
+	require.Equal(t, http.StatusOK, third.status, "the field works as the header does")
+	require.Equal(t, idOf(jobOf(t, first)), idOf(jobOf(t, third)))
+}
+
+func TestCorrelationFromHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	corr := func(res response) any { return jobOf(t, res)["correlation_id"] }
+
+	res := e.do(t, "POST", "/api/jobs", `{"kind":"report"}`, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01",
+		"X-Correlation-ID", "ignored")
+	require.Equal(t, trace, corr(res), "the traceparent's trace ID wins over X-Correlation-ID")
+	res = e.do(t, "POST", "/api/jobs", `{"kind":"report"}`, "X-Correlation-ID", "req-42")
+	require.Equal(t, "req-42", corr(res))
+	res = e.do(t, "POST", "/api/jobs", `{"kind":"report","correlation_id":"mine"}`, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	require.Equal(t, "mine", corr(res), "a correlation ID in the body wins")
+	for _, bad := range []string{
+		"00-" + strings.Repeat("0", 32) + "-00f067aa0ba902b7-01", // all-zero trace ID
+		"00-" + strings.ToUpper(trace) + "-00f067aa0ba902b7-01",  // upper case
+		"ff-" + trace + "-00f067aa0ba902b7-01",                   // forbidden version
+		"00-" + trace + "-0000000000000000-01",                   // all-zero parent
+		"00-" + trace + "-00f067aa0ba902b7-01-extra",             // version 00 has four parts
+		"garbage",
+	} {
+		res = e.do(t, "POST", "/api/jobs", `{"kind":"report"}`, "traceparent", bad, "X-Correlation-ID", "fallback")
+		require.Equal(t, "fallback", corr(res), bad)
+	}
+	res = e.do(t, "POST", "/api/jobs", `{"kind":"report"}`, "traceparent", "01-"+trace+"-00f067aa0ba902b7-01-future")
+	require.Equal(t, trace, corr(res), "a later version may carry more parts")
+	res = e.do(t, "POST", "/api/jobs", `{"kind":"report"}`)
+	require.Nil(t, corr(res))
+}
+
+func TestArgsFormatter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll), console.WithArgsFormatter(func(kind string, args json.RawMessage) json.RawMessage {
+		return json.RawMessage(`{"redacted":"` + kind + `"}`)
+	}))
+	res := e.do(t, "POST", "/api/jobs", `{"kind":"report","args":{"county":"Secret"}}`)
+	require.Equal(t, http.StatusCreated, res.status)
+	id := idOf(jobOf(t, res))
+	want := map[string]any{"redacted": "report"}
+	require.Equal(t, want, jobOf(t, res)["args"])
+	require.Equal(t, want, jobOf(t, e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", id), ""))["args"])
+	list := e.do(t, "GET", "/api/jobs", "")
+	require.NotContains(t, string(list.body), "Secret")
+	require.NotContains(t, string(e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", id), "").body), "Secret")
+}
+
+// listIDs lists jobs with the query and returns their IDs and the next
+// cursor.
+func (e *env) listIDs(t *testing.T, query string) ([]int64, string) {
+	t.Helper()
+	res := e.do(t, "GET", "/api/jobs?"+query, "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	var out struct {
+		Jobs []struct {
+			ID int64 `json:"id"`
+		} `json:"jobs"`
+		NextCursor string `json:"next_cursor"`
+	}
+	res.decode(t, &out)
+	ids := []int64{}
+	for _, j := range out.Jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids, out.NextCursor
+}
+
+func TestListJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.enqueue(t, report{County: "A"}, queue.InRun("nightly@1"), queue.InPeriod("2025-12-08"), queue.CorrelationID("c1"))
+	b := e.enqueue(t, report{County: "B"}, queue.OnQueue("other"))
+	mid := e.db.Now(t)
+	time.Sleep(10 * time.Millisecond)
+	c := e.enqueue(t, report{County: "C"})
+	_, err := e.client.Cancel(ctx, c)
+	require.NoError(t, err)
+
+	ids, next := e.listIDs(t, "")
+	require.Equal(t, []int64{a, b, c}, ids)
+	require.Empty(t, next)
+	for q, want := range map[string][]int64{
+		"status=CANCELLED":                    {c},
+		"status=queued,cancelled":             {a, b, c},
+		"status=QUEUED&status=FAILED":         {a, b},
+		"kind=report":                         {a, b, c},
+		"kind=other":                          {},
+		"queue=other":                         {b},
+		"run=" + url.QueryEscape("nightly@1"): {a},
+		"period=2025-12-08":                   {a},
+		"correlation=c1":                      {a},
+		"since=" + url.QueryEscape(mid.Format(time.RFC3339Nano)): {c},
+		"until=" + url.QueryEscape(mid.Format(time.RFC3339Nano)): {a, b},
+	} {
+		ids, _ := e.listIDs(t, q)
+		require.Equal(t, want, ids, q)
+	}
+
+	// Pages: two, then one, then the cursor is gone.
+	ids, next = e.listIDs(t, "limit=2")
+	require.Equal(t, []int64{a, b}, ids)
+	require.NotEmpty(t, next)
+	ids, next2 := e.listIDs(t, "limit=2&cursor="+next)
+	require.Equal(t, []int64{c}, ids)
+	require.Empty(t, next2)
+	ids, _ = e.listIDs(t, "limit=1&status=QUEUED&cursor="+next)
+	require.Empty(t, ids, "a cursor combines with filters")
+
+	for q, param := range map[string]string{
+		"status=DONE":                     "status",
+		"since=yesterday":                 "since",
+		"until=2025-13-01":                "until",
+		"limit=0":                         "limit",
+		"limit=501":                       "limit",
+		"limit=x":                         "limit",
+		"cursor=%%%":                      "query",
+		"cursor=bm90IGpzb24":              "cursor",
+		"queue=a&queue=b":                 "queue",
+		"colour=blue":                     "colour",
+		"queue=%00":                       "queue",
+		"queue=%ff":                       "queue",
+		"run=" + strings.Repeat("r", 600): "run",
+	} {
+		res := e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/jobs?"+q, "")
+		var body struct{ Error struct{ Param string } }
+		res.decode(t, &body)
+		require.Equal(t, param, body.Error.Param, q)
+	}
+}

@@ -1,0 +1,234 @@
+package console
+
+import (
+	"cmp"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+var runParams = []param{
+	{Name: "period", Doc: "Runs with jobs of this period."},
+	{Name: "since", Format: "date-time", Doc: "Runs whose first job was created at or after this time."},
+	{Name: "until", Format: "date-time", Doc: "Runs whose first job was created before this time."},
+	{Name: "cursor", Doc: "The next_cursor of the previous page."},
+	{Name: "limit", Type: "integer", Doc: "Runs per page: 1 to 500, default 50."},
+}
+
+var reviewParams = []param{
+	{Name: "slow_factor", Type: "number", Doc: "Flag completed jobs that took this many times their kind's median. Default 1.5."},
+	{Name: "history", Type: "integer", Doc: "How many earlier jobs of a kind make its median. Default 20."},
+}
+
+// runView is one run, newest first in listings.
+type runView struct {
+	RunID          string                 `json:"run_id"`
+	Period         string                 `json:"period,omitempty"`
+	Total          int64                  `json:"total"`
+	Counts         map[queue.Status]int64 `json:"counts"`
+	FirstCreatedAt time.Time              `json:"first_created_at"`
+	LastCreatedAt  time.Time              `json:"last_created_at"`
+}
+
+type runsResponse struct {
+	Runs       []runView `json:"runs"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// reviewView is queue.Review in JSON, with the failures grouped by their
+// error.
+type reviewView struct {
+	RunID       string                 `json:"run_id"`
+	Total       int64                  `json:"total"`
+	Counts      map[queue.Status]int64 `json:"counts"`
+	Failed      []jobView              `json:"failed"`
+	Failures    []failureGroup         `json:"failure_groups"`
+	Slow        []slowView             `json:"slow"`
+	NeverRan    []jobView              `json:"never_ran"`
+	MissedTicks []tickView             `json:"missed_ticks"`
+	Stopped     []stoppedView          `json:"stopped"`
+}
+
+type reviewResponse struct {
+	Review reviewView `json:"review"`
+}
+
+// failureGroup is the failed jobs whose errors read the same once numbers,
+// UUIDs and hex are taken out.
+type failureGroup struct {
+	Message      string   `json:"message"`
+	Count        int      `json:"count"`
+	Kinds        []string `json:"kinds"`
+	ExampleJobID int64    `json:"example_job_id"`
+}
+
+type slowView struct {
+	Job            jobView `json:"job"`
+	Seconds        float64 `json:"seconds"`
+	TypicalSeconds float64 `json:"typical_seconds"`
+}
+
+type tickView struct {
+	Schedule string    `json:"schedule"`
+	At       time.Time `json:"at"`
+	RunID    string    `json:"run_id"`
+	Period   string    `json:"period"`
+}
+
+type stoppedView struct {
+	Rule         string    `json:"rule"`
+	ChildKind    string    `json:"child_kind"`
+	Group        string    `json:"group"`
+	Blocking     []jobView `json:"blocking"`
+	MissingKinds []string  `json:"missing_kinds"`
+}
+
+func (c *console) runRoutes() []route {
+	return []route{
+		{Method: "GET", Pattern: "/api/runs", Action: ActionRead, Query: runParams, Response: runsResponse{},
+			Summary: "Runs (the jobs of a schedule's tick and those they released), newest first, a page at a time.",
+			handle:  c.listRuns},
+		{Method: "GET", Pattern: "/api/runs/{id}/review", Action: ActionRead, Query: reviewParams, Response: reviewResponse{},
+			Summary: "The morning review of a run: counts, failures (also grouped by error), slow jobs, jobs that never ran, " +
+				"ticks that created nothing, dependency chains that stopped.",
+			handle: c.review},
+	}
+}
+
+func (c *console) listRuns(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, runParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	rq := queue.RunsQuery{Period: q.str("period")}
+	if rq.FirstFrom, err = q.time("since"); err != nil {
+		return 0, nil, err
+	}
+	if rq.FirstBefore, err = q.time("until"); err != nil {
+		return 0, nil, err
+	}
+	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
+	if err != nil {
+		return 0, nil, err
+	}
+	if s := q.str("cursor"); s != "" {
+		var cur runCursor
+		if err := decodeCursor("cursor", s, &cur); err != nil {
+			return 0, nil, err
+		}
+		if cur.RunID == "" {
+			return 0, nil, badParam("cursor", "not a cursor this server wrote")
+		}
+		rq.After = &queue.RunSummary{RunID: cur.RunID, FirstCreated: cur.First}
+	}
+	rq.Limit = limit + 1
+	runs, err := c.client.Runs(r.Context(), rq)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := runsResponse{Runs: []runView{}}
+	if len(runs) > limit {
+		runs = runs[:limit]
+		last := runs[limit-1]
+		out.NextCursor = encodeCursor(runCursor{First: last.FirstCreated, RunID: last.RunID})
+	}
+	for _, s := range runs {
+		out.Runs = append(out.Runs, runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
+			FirstCreatedAt: s.FirstCreated, LastCreatedAt: s.LastCreated})
+	}
+	return http.StatusOK, out, nil
+}
+
+func (c *console) review(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, reviewParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	rq := queue.ReviewQuery{RunID: r.PathValue("id")}
+	if err := checkParam("id", rq.RunID); err != nil {
+		return 0, nil, err
+	}
+	if rq.SlowFactor, err = q.float("slow_factor", 1); err != nil {
+		return 0, nil, err
+	}
+	if rq.History, err = q.int("history", 0, 1, 10_000); err != nil {
+		return 0, nil, err
+	}
+	rv, err := c.client.Review(r.Context(), rq)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
+		Failures: groupFailures(rv.Failed), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
+		MissedTicks: []tickView{}, Stopped: []stoppedView{}}
+	for _, s := range rv.Slow {
+		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds()})
+	}
+	for _, t := range rv.MissedTicks {
+		out.MissedTicks = append(out.MissedTicks, tickView{Schedule: t.Schedule, At: t.At, RunID: t.RunID, Period: t.Period})
+	}
+	for _, s := range rv.Stopped {
+		missing := s.MissingKinds
+		if missing == nil {
+			missing = []string{}
+		}
+		out.Stopped = append(out.Stopped, stoppedView{Rule: s.Rule, ChildKind: s.ChildKind, Group: s.Group,
+			Blocking: c.views(s.Blocking), MissingKinds: missing})
+	}
+	return http.StatusOK, reviewResponse{Review: out}, nil
+}
+
+// What normalise takes out of an error message, in this order.
+var (
+	uuidRE = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	hexRE  = regexp.MustCompile(`(?i)\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b`)
+	numRE  = regexp.MustCompile(`\d+`)
+)
+
+// normalise reduces an error message to its shape: UUIDs become <uuid>,
+// hex strings (0x…, or eight or more hex digits) <hex> and numbers <n>, so that errors that differ only in
+// IDs, addresses and counts read the same.
+func normalise(msg string) string {
+	msg = uuidRE.ReplaceAllString(msg, "<uuid>")
+	msg = hexRE.ReplaceAllStringFunc(msg, func(s string) string {
+		if strings.HasPrefix(strings.ToLower(s), "0x") || strings.ContainsAny(s, "0123456789") {
+			return "<hex>"
+		}
+		return s // letters only, such as "acceded": a word, not an ID
+	})
+	return numRE.ReplaceAllString(msg, "<n>")
+}
+
+// groupFailures groups failed jobs by their normalised last error, the
+// largest group first.
+func groupFailures(failed []queue.JobRecord) []failureGroup {
+	groups := map[string]*failureGroup{}
+	for _, j := range failed {
+		msg := ""
+		if j.LastError != nil {
+			msg = normalise(*j.LastError)
+		}
+		g := groups[msg]
+		if g == nil {
+			g = &failureGroup{Message: msg, ExampleJobID: j.ID, Kinds: []string{}}
+			groups[msg] = g
+		}
+		g.Count++
+		if !slices.Contains(g.Kinds, j.Kind) {
+			g.Kinds = append(g.Kinds, j.Kind)
+		}
+	}
+	out := make([]failureGroup, 0, len(groups))
+	for _, g := range groups {
+		slices.Sort(g.Kinds)
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b failureGroup) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Message, b.Message))
+	})
+	return out
+}

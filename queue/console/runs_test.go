@@ -1,0 +1,174 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+func TestRunsAndReview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	run := "nightly@2025-12-08T23:00:00+05:30"
+	in := []queue.JobOption{queue.InRun(run), queue.InPeriod("2025-12-08")}
+	ok := e.enqueue(t, report{County: "A"}, in...)
+	f1 := e.enqueue(t, report{County: "B", Fail: true}, in...)
+	f2 := e.enqueue(t, report{County: "C", Fail: true}, in...)
+	e.work(t, ok, f1, f2)
+	time.Sleep(5 * time.Millisecond)
+	later := e.enqueue(t, report{County: "D"}, queue.InRun("other@1"))
+
+	var runs struct {
+		Runs []struct {
+			RunID  string           `json:"run_id"`
+			Period string           `json:"period"`
+			Total  int64            `json:"total"`
+			Counts map[string]int64 `json:"counts"`
+		} `json:"runs"`
+		NextCursor string `json:"next_cursor"`
+	}
+	res := e.do(t, "GET", "/api/runs", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res.decode(t, &runs)
+	require.Len(t, runs.Runs, 2)
+	require.Equal(t, "other@1", runs.Runs[0].RunID, "newest first")
+	require.Equal(t, run, runs.Runs[1].RunID)
+	require.Equal(t, "2025-12-08", runs.Runs[1].Period)
+	require.Equal(t, int64(3), runs.Runs[1].Total)
+	require.Equal(t, map[string]int64{"COMPLETED": 1, "FAILED": 2}, runs.Runs[1].Counts)
+
+	res = e.do(t, "GET", "/api/runs?limit=1", "")
+	res.decode(t, &runs)
+	require.Len(t, runs.Runs, 1)
+	require.NotEmpty(t, runs.NextCursor)
+	res = e.do(t, "GET", "/api/runs?limit=1&cursor="+runs.NextCursor, "")
+	runs.NextCursor = ""
+	res.decode(t, &runs)
+	require.Equal(t, run, runs.Runs[0].RunID)
+	require.Empty(t, runs.NextCursor)
+	res = e.do(t, "GET", "/api/runs?period=2025-12-08", "")
+	res.decode(t, &runs)
+	require.Len(t, runs.Runs, 1)
+	rec, err := e.client.Get(context.Background(), later)
+	require.NoError(t, err)
+	res = e.do(t, "GET", "/api/runs?since="+url.QueryEscape(rec.CreatedAt.Format(time.RFC3339Nano)), "")
+	res.decode(t, &runs)
+	require.Len(t, runs.Runs, 1)
+	require.Equal(t, "other@1", runs.Runs[0].RunID)
+	for q, param := range map[string]string{"limit=0": "limit", "since=x": "since", "until=x": "until",
+		"cursor=e30": "cursor", "cursor=!": "cursor", "run=x": "run"} {
+		res := e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs?"+q, "")
+		require.Equal(t, param, res.json(t)["error"].(map[string]any)["param"], q)
+	}
+
+	var rv struct {
+		Review struct {
+			RunID    string           `json:"run_id"`
+			Total    int64            `json:"total"`
+			Counts   map[string]int64 `json:"counts"`
+			Failed   []map[string]any `json:"failed"`
+			Failures []struct {
+				Message      string   `json:"message"`
+				Count        int      `json:"count"`
+				Kinds        []string `json:"kinds"`
+				ExampleJobID int64    `json:"example_job_id"`
+			} `json:"failure_groups"`
+			Slow        []any `json:"slow"`
+			NeverRan    []any `json:"never_ran"`
+			MissedTicks []any `json:"missed_ticks"`
+			Stopped     []any `json:"stopped"`
+		} `json:"review"`
+	}
+	res = e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review?slow_factor=2&history=5", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res.decode(t, &rv)
+	require.Equal(t, run, rv.Review.RunID)
+	require.Equal(t, int64(3), rv.Review.Total)
+	require.Len(t, rv.Review.Failed, 2)
+	require.Len(t, rv.Review.Failures, 2, "the counties differ, so the messages do")
+	for _, g := range rv.Review.Failures {
+		require.Equal(t, 1, g.Count)
+		require.Equal(t, []string{"report"}, g.Kinds)
+		require.Contains(t, []int64{f1, f2}, g.ExampleJobID)
+		require.Contains(t, g.Message, "upstream returned <n> for request <hex>")
+	}
+	require.NotNil(t, rv.Review.Slow)
+	require.NotNil(t, rv.Review.MissedTicks)
+	require.NotNil(t, rv.Review.Stopped)
+	require.NotNil(t, rv.Review.NeverRan)
+
+	res = e.do(t, "GET", "/api/runs/none@1/review", "")
+	require.Equal(t, http.StatusOK, res.status, "a run with no jobs has an empty review")
+	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?slow_factor=0.5", "")
+	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?history=0", "")
+	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/%ff/review", "")
+}
+
+func TestSchedulesStatsHealthKinds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	require.NoError(t, err)
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "county-daily", Spec: queue.Daily(23, 0), Location: kolkata,
+		Missed: queue.RunMissedOnce, Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	var sc struct {
+		Schedules []struct {
+			Name, Expression, Zone, Missed string
+			Next                           []string
+		}
+	}
+	res := e.do(t, "GET", "/api/schedules", "")
+	require.Equal(t, http.StatusOK, res.status)
+	res.decode(t, &sc)
+	require.Len(t, sc.Schedules, 1)
+	s := sc.Schedules[0]
+	require.Equal(t, "county-daily", s.Name)
+	require.Equal(t, "0 23 * * *", s.Expression)
+	require.Equal(t, "Asia/Kolkata", s.Zone)
+	require.Equal(t, "run_once", s.Missed)
+	require.Len(t, s.Next, 5)
+	var prev time.Time
+	for _, n := range s.Next {
+		at, err := time.Parse(time.RFC3339, n)
+		require.NoError(t, err)
+		require.Contains(t, n, "T23:00:00+05:30", "ticks are shown in the schedule's zone")
+		require.True(t, at.After(prev))
+		prev = at
+	}
+
+	e.enqueue(t, report{County: "A"})
+	var st struct {
+		ByStatus map[string]int64            `json:"by_status"`
+		ByKind   map[string]map[string]int64 `json:"by_kind"`
+		Ready    int64                       `json:"ready"`
+	}
+	res = e.do(t, "GET", "/api/stats", "")
+	require.Equal(t, http.StatusOK, res.status)
+	res.decode(t, &st)
+	require.Equal(t, map[string]int64{"QUEUED": 1}, st.ByStatus)
+	require.Equal(t, int64(1), st.ByKind["report"]["QUEUED"])
+	require.Equal(t, int64(1), st.Ready)
+
+	res = e.do(t, "GET", "/api/health", "")
+	require.Equal(t, http.StatusOK, res.status)
+	h := res.json(t)
+	require.Equal(t, "ok", h["status"])
+	require.Equal(t, true, h["database"].(map[string]any)["reachable"])
+
+	res = e.do(t, "GET", "/api/kinds", "")
+	require.Equal(t, []any{"report"}, res.json(t)["kinds"])
+
+	require.NoError(t, e.db.SQL.Close()) // the database goes away
+	res = e.do(t, "GET", "/api/health", "")
+	require.Equal(t, http.StatusServiceUnavailable, res.status)
+	h = res.json(t)
+	require.Equal(t, "unavailable", h["status"])
+	require.Equal(t, false, h["database"].(map[string]any)["reachable"])
+	e.expectError(t, http.StatusInternalServerError, "internal", "GET", "/api/stats", "")
+}

@@ -1,0 +1,150 @@
+package queue
+
+// Read-only views of a client's registry and database for operators'
+// tools, such as queue/console.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Registry returns the registry the client was built with.
+func (c *Client) Registry() *Registry { return c.reg }
+
+// Schedules returns the registered schedules, sorted by name, each with its
+// Location set (UTC where none was given). Their Next method lists their
+// ticks.
+func (r *Registry) Schedules() []Periodic {
+	scheds, _ := r.schedulesNow()
+	out := make([]Periodic, 0, len(scheds))
+	for _, s := range scheds {
+		out = append(out, s.Periodic)
+	}
+	slices.SortFunc(out, func(a, b Periodic) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+// Ping checks that the database answers, and returns how long it took.
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
+	sqlDB, err := c.db.DB()
+	if err != nil {
+		return 0, fmt.Errorf("queue: ping: %w", err)
+	}
+	start := time.Now()
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return 0, fmt.Errorf("queue: ping: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// Children returns the jobs that dependency rules released when job id
+// completed, in ID order: the child of each one-to-one rule of its kind,
+// and the child of each many-to-one rule of its period that lists it among
+// its parents. It returns ErrNotFound if there is no such job.
+func (c *Client) Children(ctx context.Context, id int64) ([]JobRecord, error) {
+	job, err := c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, ru := range c.reg.rulesFor(job.Kind) {
+		switch {
+		case ru.Each:
+			keys = append(keys, fmt.Sprint("sheaf-dep:", ru.Name, ":job:", id))
+		case job.Period != nil:
+			keys = append(keys, "sheaf-dep:"+ru.Name+":period:"+*job.Period)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var found []JobRecord
+	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &found); err != nil {
+		return nil, fmt.Errorf("queue: children of %d: %w", id, notMigrated(err))
+	}
+	out := found[:0]
+	for _, j := range found {
+		if slices.Contains(j.ParentIDs, id) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// RunsQuery selects runs for Client.Runs. Zero fields select everything.
+type RunsQuery struct {
+	// Period keeps the runs with jobs of that period.
+	Period string
+	// FirstFrom (inclusive) and FirstBefore (exclusive) bound when each
+	// run's first job was created.
+	FirstFrom, FirstBefore time.Time
+	// After continues a listing after this run, the last of the previous
+	// page: only its RunID and FirstCreated are read.
+	After *RunSummary
+	// Limit caps the runs returned; 0 means 100, the most is 10,000.
+	Limit int
+}
+
+// RunSummary is one run: the jobs that share a run ID, as a schedule's tick
+// and the jobs its jobs released do.
+type RunSummary struct {
+	RunID string
+	// Period is the period of the run's jobs, if they have one.
+	Period string
+	// Total and Counts count the run's jobs, by status.
+	Total  int64
+	Counts map[Status]int64
+	// FirstCreated and LastCreated are when the run's first and latest
+	// jobs were created.
+	FirstCreated, LastCreated time.Time
+}
+
+// Runs lists runs, newest first (by when their first job was created, then
+// by run ID descending). It groups every job that has a run ID, so, like
+// Stats, it is for dashboards, not hot paths.
+func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > 10_000:
+		return nil, invalid("limit %d not in [0, 10000]", limit)
+	}
+	if err := checkText("RunsQuery.Period", q.Period); err != nil {
+		return nil, err
+	}
+	sq := store.RunsQuery{Period: q.Period, FirstFrom: q.FirstFrom, FirstBefore: q.FirstBefore, Limit: limit}
+	if q.After != nil {
+		if q.After.RunID == "" {
+			return nil, invalid("RunsQuery.After has no RunID")
+		}
+		if err := checkText("RunsQuery.After.RunID", q.After.RunID); err != nil {
+			return nil, err
+		}
+		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
+	}
+	counts, err := store.Runs(ctx, c.st, c.db, sq)
+	if err != nil {
+		return nil, fmt.Errorf("queue: runs: %w", notMigrated(err))
+	}
+	var out []RunSummary
+	for _, rc := range counts {
+		if len(out) == 0 || out[len(out)-1].RunID != rc.RunID {
+			out = append(out, RunSummary{RunID: rc.RunID, Counts: map[Status]int64{}, FirstCreated: rc.First})
+		}
+		s := &out[len(out)-1]
+		s.Total += rc.N
+		s.Counts[Status(rc.Status)] = rc.N
+		if rc.Period.Valid && rc.Period.String > s.Period {
+			s.Period = rc.Period.String
+		}
+		if rc.Last.After(s.LastCreated) {
+			s.LastCreated = rc.Last
+		}
+	}
+	return out, nil
+}
