@@ -311,8 +311,18 @@ type Filter struct {
 	Period string
 	// CreatedAfter and CreatedBefore bound created_at (exclusive).
 	CreatedAfter, CreatedBefore time.Time
+	// Search selects the jobs whose last error or args (their JSON text)
+	// hold it, ignoring case (on SQLite, the case of ASCII letters only).
+	// It is matched as it is: % and _ are not wildcards. It reads every
+	// row the other fields select, so narrow it on a large table.
+	Search string
 	// AfterID pages through results: List returns jobs with larger IDs.
 	AfterID int64
+	// BeforeID pages through results from the newest: List returns jobs
+	// with smaller IDs. It goes with Newest.
+	BeforeID int64
+	// Newest makes List return the newest jobs first, by descending ID.
+	Newest bool
 	// Limit caps List's results; 0 means 100, the most is 10,000.
 	Limit int
 }
@@ -320,14 +330,16 @@ type Filter struct {
 // store converts f for the store.
 func (f Filter) store() store.Filter {
 	sf := store.Filter{Kinds: f.Kinds, Queue: f.Queue, CorrelationID: f.CorrelationID, RunID: f.RunID, Period: f.Period,
-		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, AfterID: f.AfterID}
+		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, AfterID: f.AfterID, BeforeID: f.BeforeID,
+		Search: f.Search, Newest: f.Newest}
 	for _, s := range f.Statuses {
 		sf.Statuses = append(sf.Statuses, string(s))
 	}
 	return sf
 }
 
-// List returns the jobs that match f, by ascending ID.
+// List returns the jobs that match f, by ascending ID, or newest first
+// with f.Newest.
 func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
@@ -353,7 +365,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
 func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
-		return c.st.Cancel(tx, id, was == StatusProcessing)
+		_, err := c.st.CancelJobs(tx, store.Filter{IDs: []int64{id}}, 1)
+		return err
 	})
 }
 
@@ -370,9 +383,10 @@ func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 
 // RetryFailed puts every FAILED job that matches f back in the queue, as
 // Retry does, in one statement, and returns how many it requeued. f.Statuses,
-// f.AfterID and f.Limit are ignored.
+// f.AfterID, f.BeforeID, f.Newest and f.Limit are ignored.
 func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
-	f.Statuses, f.AfterID = nil, 0
+	f.Statuses = nil
+	f.unpaged()
 	if err := f.check(); err != nil {
 		return 0, err
 	}

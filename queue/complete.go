@@ -66,7 +66,7 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		part := failed[start:min(start+store.MaxFailures, len(failed))]
 		n := len(part)
 		f := store.Failures{IDs: make([]int64, n), Keys: make([]int64, n), Statuses: make([]string, n),
-			Delays: make([]time.Duration, n), Errors: make([]string, n)}
+			Delays: make([]time.Duration, n), Errors: make([]string, n), Runner: r.cfg.runnerID}
 		for i, res := range part {
 			f.IDs[i], f.Keys[i], f.Statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
 			f.Delays[i], f.Errors[i] = res.delay, storable(res.err.Error())

@@ -102,6 +102,86 @@ func ExampleClient_Enqueue() {
 	// true
 }
 
+// A paused queue keeps its jobs QUEUED, in every runner, until it is
+// resumed; jobs that were running when it was paused finish.
+func ExampleClient_PauseQueue() {
+	ctx := context.Background()
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
+		return nil
+	})); err != nil {
+		log.Fatal(err)
+	}
+	db := connect()
+	client, err := queue.NewClient(db, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := client.PauseQueue(ctx, queue.DefaultQueue); err != nil {
+		log.Fatal(err)
+	}
+	_, runner := startOn(ctx, db, reg)
+	defer runner.Stop(ctx)
+	res, err := client.Enqueue(ctx, CountyReport{County: "Travis"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	qs, err := client.Queues(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(qs[0].Name, "paused:", qs[0].Paused, "queued:", qs[0].Counts[queue.StatusQueued])
+
+	if err := client.ResumeQueue(ctx, queue.DefaultQueue); err != nil {
+		log.Fatal(err)
+	}
+	recs, err := client.Wait(ctx, res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(recs[0].Status)
+	// Output:
+	// default paused: true queued: 1
+	// COMPLETED
+}
+
+// Attempts tells a job's story: each attempt's runner, times, outcome and
+// error.
+func ExampleClient_Attempts() {
+	ctx := context.Background()
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(ctx context.Context, j *queue.Job[CountyReport]) error {
+		if j.Attempt == 1 {
+			return errors.New("county server down")
+		}
+		return nil
+	}), queue.Retry(queue.Delays{0})); err != nil {
+		log.Fatal(err)
+	}
+	client, runner := startOn(ctx, connect(), reg)
+	defer runner.Stop(ctx)
+	res, err := client.Enqueue(ctx, CountyReport{County: "Harris"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.Wait(ctx, res.Job.ID); err != nil {
+		log.Fatal(err)
+	}
+	attempts, err := client.Attempts(ctx, res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, a := range attempts {
+		fmt.Println(a.Number, a.Outcome, a.Runner == runner.ID(), a.Error)
+	}
+	// Output:
+	// 1 retried true county server down
+	// 2 completed true
+}
+
 // A runner works the jobs of its registry's kinds; Wait returns when they
 // are done, and Stop lets running jobs finish.
 func Example_runner() {

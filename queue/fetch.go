@@ -40,6 +40,8 @@ type fetcher struct {
 	turn      int             // which queue goes first, so one busy queue does not starve the others
 	lastClaim time.Time
 	cursors   map[string]*cursor
+	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
+	pausedAt  time.Time
 }
 
 // fetch claims until the slots are full or the queues have nothing due,
@@ -47,11 +49,41 @@ type fetcher struct {
 // come back when that is before the next poll: it held back (see
 // claimCooldown), or a job claimed ahead will have waited too long.
 func (f *fetcher) fetch(ctx context.Context) time.Duration {
+	f.readPaused(ctx)
 	wait := f.claimAll(ctx, f.jobsCtx)
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
 	return wait
+}
+
+// readPaused reads the paused queues when a pause or resume was notified
+// (Runner.pausedStale), and once a poll interval otherwise, whether or not
+// the poll's timer fires: on a busy runner, fetches come sooner. When it
+// cannot, it keeps what it knew and reads again at the next fetch.
+func (f *fetcher) readPaused(ctx context.Context) {
+	r := f.r
+	if !r.pausedStale.Swap(false) && time.Since(f.pausedAt) < r.cfg.poll {
+		return
+	}
+	f.pausedAt = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
+	defer cancel()
+	names, err := f.conn.Paused(ctx)
+	if err != nil {
+		r.pausedStale.Store(true)
+		if ctx.Err() == nil {
+			r.log.Error("queue: could not read the paused queues", "err", err)
+		}
+		return
+	}
+	paused := map[string]bool{}
+	for _, q := range names {
+		if slices.Contains(r.cfg.queues, q) {
+			paused[q] = true
+		}
+	}
+	f.paused = paused
 }
 
 // claimAll claims until the slots are full or the queues have nothing due.
@@ -73,6 +105,9 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		}
 		got := 0
 		closedQueues, closedKinds := r.c.reg.closedNow(r.cfg.clock.Now(), r.cfg.queues)
+		for q := range f.paused {
+			closedQueues[q] = true
+		}
 		if r.suspects.Load() {
 			if err := f.claimSuspect(ctx, jobsCtx, closedQueues, closedKinds); err != nil {
 				if ctx.Err() == nil {

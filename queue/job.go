@@ -92,6 +92,8 @@ type JobRecord struct {
 
 	RunAt       time.Time  `gorm:"column:run_at"`
 	LockedUntil *time.Time `gorm:"column:locked_until"`
+	// LockedBy names the runner that holds the job while it is PROCESSING,
+	// and the runner that completed it once it is COMPLETED.
 	LockedBy    *string    `gorm:"column:locked_by"`
 	CreatedAt   time.Time  `gorm:"column:created_at"`
 	StartedAt   *time.Time `gorm:"column:started_at"`

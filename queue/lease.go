@@ -36,7 +36,33 @@ func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
 	for _, ex := range exs {
 		r.lost(ctx, ex)
 	}
+	r.seen(ctx, conn, false)
 	return r.putBack(ctx, conn, orphans)
+}
+
+// seen writes the runner's row in the runners table (see Client.Runners),
+// starting or at a renewal. A failure is logged, at Debug when renewing:
+// the row is only for people to look at.
+func (r *Runner) seen(ctx context.Context, conn store.Conn, starting bool) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
+	defer cancel()
+	err := conn.SeeRunner(ctx, store.RunnerRow{ID: r.cfg.runnerID, Queues: r.cfg.queues, Workers: r.cfg.workers}, starting)
+	switch {
+	case err == nil:
+	case starting:
+		r.log.Warn("queue: could not write the runner's row", "err", err)
+	default:
+		r.log.Debug("queue: could not write the runner's row", "err", err)
+	}
+}
+
+// forget deletes the runner's row as it stops.
+func (r *Runner) forget(conn store.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.renew)
+	defer cancel()
+	if err := conn.ForgetRunner(ctx, r.cfg.runnerID); err != nil {
+		r.log.Warn("queue: could not delete the runner's row", "err", err)
+	}
 }
 
 // putBack puts back the orphans that renew found, but only those that the

@@ -14,7 +14,10 @@ import (
 // connection breaks, waking the claims for new jobs of the runner's queues
 // and cancelling running jobs.
 func (r *Runner) listen(ctx context.Context) error {
-	ready := func() { r.wakeFetch() } // jobs may have arrived while the listener was down
+	ready := func() { // jobs may have arrived, and queues paused, while the listener was down
+		r.pausedStale.Store(true)
+		r.wakeFetch()
+	}
 	return r.c.st.Listen(ctx, ready, func(channel, payload string) {
 		switch channel {
 		case store.JobsChannel:
@@ -28,6 +31,11 @@ func (r *Runner) listen(ctx context.Context) error {
 				r.noteArrival(q, prio)
 			}
 			r.wakeFetch()
+		case store.QueuesChannel:
+			if slices.Contains(r.cfg.queues, payload) {
+				r.pausedStale.Store(true)
+				r.wakeFetch()
+			}
 		case store.CancelChannel:
 			if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
 				r.cancelRunning(id, ErrCancelled)

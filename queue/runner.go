@@ -44,6 +44,9 @@ type Runner struct {
 	// suspects is set when suspects may be waiting: at start, at every
 	// poll, when one is notified, and when this runner's suspect finishes.
 	suspects atomic.Bool
+	// pausedStale is set when a pause or resume is notified (see
+	// fetcher.readPaused).
+	pausedStale atomic.Bool
 	// claiming is held from sending a claim until its jobs are in held, so
 	// that the lease keeper, which takes it too, never mistakes a claim in
 	// flight for jobs nobody runs (see store.Held.Renew).
@@ -77,7 +80,7 @@ const (
 )
 
 type runnerCounters struct {
-	claimed, completed, retried, failed, cancelled, rescued, requeued, rejected atomic.Int64
+	claimed, completed, retried, failed, cancelled, rescued, requeued, rejected, polls atomic.Int64
 }
 
 // RunnerStats counts what a runner has done since it started.
@@ -91,6 +94,7 @@ type RunnerStats struct {
 	Requeued  int64 // jobs put back without their attempt counting: by Stop, claimed ahead and kept waiting (see WithWorkers), or found locked under this runner's name and not running
 	Rejected  int64 // results dropped because the job was no longer this runner's
 	Running   int   // attempts claimed and not finished: running, or claimed ahead and waiting for a worker
+	Polls     int64 // polls begun: one every WithPollInterval that the runner was not woken sooner
 }
 
 // NewRunner returns a runner that works jobs of c's registry. Options:
@@ -134,7 +138,10 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	}
 	r.pool = run.NewPool(r.execute)
 	r.poller = run.Poller[retryDue]{Every: cfg.poll, Clock: cfg.clock,
-		Polled: func() { r.suspects.Store(true) }, // rescued by another process, perhaps unnotified
+		Polled: func() {
+			r.stats.polls.Add(1)
+			r.suspects.Store(true) // rescued by another process, perhaps unnotified
+		},
 		Due: func(d retryDue) {
 			// The retry is due: claim now, and look above the cursor for it.
 			r.noteArrival(d.queue, d.priority)
@@ -207,6 +214,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.poller.Fetch = f.fetch
 	r.completer.Flush = func(batch []result) { r.flush(results, batch) }
 	r.renewer.Renew = func(ctx context.Context) error { return r.renew(ctx, leases) }
+	r.seen(ctx, leases, true)
 
 	r.completer.Start(4 * r.cfg.workers) // a few claims' worth; see run.Batcher
 	r.pool.Start(r.cfg.workers)
@@ -215,7 +223,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.scheduler.Start(values)
 	r.renewer.Start(values)
 	r.rescuer.Start(values)
-	go r.supervise(ctx, cancelJobs, func() { f.conn.Close(); results.Close(); leases.Close() })
+	go r.supervise(ctx, cancelJobs, func() { r.forget(leases); f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.workers, "queues", r.cfg.queues)
 	return nil
 }
@@ -305,7 +313,7 @@ func (r *Runner) Stats() RunnerStats {
 	return RunnerStats{
 		Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(), Retried: r.stats.retried.Load(),
 		Failed: r.stats.failed.Load(), Cancelled: r.stats.cancelled.Load(), Rescued: r.stats.rescued.Load(),
-		Requeued: r.stats.requeued.Load(), Rejected: r.stats.rejected.Load(), Running: n,
+		Requeued: r.stats.requeued.Load(), Rejected: r.stats.rejected.Load(), Running: n, Polls: r.stats.polls.Load(),
 	}
 }
 

@@ -42,7 +42,7 @@ func TestJobRunsAndCompletes(t *testing.T) {
 		return j.SetProgress(ctx, 3, 3)
 	}))
 	id := enqueue(t, e, report{County: "Travis"}, queue.CorrelationID("req-1"), queue.AuthContext(queue.Auth{"role": "ADMIN"}))
-	e.runner(t)
+	r := e.runner(t)
 	e.events.wait(t, queue.EventCompleted, id, 1)
 	require.Equal(t, report{County: "Travis"}, got.Args)
 	require.Equal(t, 1, got.Attempt)
@@ -54,7 +54,7 @@ func TestJobRunsAndCompletes(t *testing.T) {
 	require.Equal(t, int64(3), rec.Processed)
 	require.Equal(t, int64(3), *rec.Total)
 	require.Nil(t, rec.LockedUntil)
-	require.Nil(t, rec.LockedBy)
+	require.Equal(t, r.ID(), *rec.LockedBy, "the runner that completed it")
 	require.False(t, rec.StartedAt.Before(rec.CreatedAt))
 	require.False(t, rec.CompletedAt.Before(*rec.StartedAt))
 	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.of(id))
@@ -270,6 +270,15 @@ func TestLateResultAfterRescueIsRejected(t *testing.T) {
 	require.Equal(t, 1, rec.Attempts, "the rescue gave the lost attempt back")
 	require.Zero(t, rec.Rescues, "a finished attempt clears the suspicion")
 	require.Equal(t, int64(1), a.Stats().Rejected)
+	// The history has the rescued attempt, with the runner that lost it.
+	as, err := e.client.Attempts(context.Background(), id)
+	require.NoError(t, err)
+	require.Len(t, as, 2)
+	require.Equal(t, queue.OutcomeRescued, as[0].Outcome)
+	require.Equal(t, "runner-a", as[0].Runner)
+	require.Contains(t, as[0].Error, "lease expired")
+	require.Equal(t, queue.OutcomeCompleted, as[1].Outcome)
+	require.Equal(t, *rec.LockedBy, as[1].Runner)
 }
 
 // The same, when the rescued job is claimed again by the runner whose

@@ -94,8 +94,12 @@ func (f Filter) check() error {
 		}
 	}
 	return checkTexts("Filter.Queue", f.Queue, "Filter.CorrelationID", f.CorrelationID,
-		"Filter.RunID", f.RunID, "Filter.Period", f.Period)
+		"Filter.RunID", f.RunID, "Filter.Period", f.Period, "Filter.Search", f.Search)
 }
+
+// unpaged clears the fields of f that page through results, for the
+// operations that act on every job f selects.
+func (f *Filter) unpaged() { f.AfterID, f.BeforeID, f.Newest, f.Limit = 0, 0, false, 0 }
 
 // A jsonFlaw is something in encoded JSON that jsonb refuses.
 type jsonFlaw struct {

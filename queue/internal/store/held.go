@@ -109,15 +109,18 @@ func (h *held) ids(ctx context.Context, query string, args ...any) (_ []int64, e
 }
 
 // scanIDs reads the one-column rows of IDs and closes rows.
-func scanIDs(rows *sql.Rows) ([]int64, error) {
+func scanIDs(rows *sql.Rows) ([]int64, error) { return scanColumn[int64](rows) }
+
+// scanColumn reads one-column rows and closes rows.
+func scanColumn[T any](rows *sql.Rows) ([]T, error) {
 	defer rows.Close()
-	var out []int64
+	var out []T
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

@@ -17,7 +17,7 @@ const (
 	CancelChannel = "sheaf_cancel" // a job was cancelled: its ID
 )
 
-// Listen takes a connection from db and listens on both channels until ctx
+// Listen takes a connection from db and listens on the channels until ctx
 // ends or the connection breaks, calling ready once it listens and each
 // with the channel and the payload, schema removed, of every notification
 // for the connection's schema. The connection is never handed back to the
@@ -38,7 +38,7 @@ func (s *postgres) Listen(ctx context.Context, ready func(), each func(channel, 
 		if err := pc.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
 			return err
 		}
-		if _, err := pc.Exec(ctx, "LISTEN "+JobsChannel+"; LISTEN "+CancelChannel); err != nil {
+		if _, err := pc.Exec(ctx, "LISTEN "+JobsChannel+"; LISTEN "+CancelChannel+"; LISTEN "+QueuesChannel); err != nil {
 			return errors.Join(err, driver.ErrBadConn)
 		}
 		ready()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // The client's management of single jobs runs inside a transaction of the
@@ -29,14 +30,40 @@ func (*postgres) Attempts(tx *gorm.DB, id int64) (attempts, max int, err error) 
 	return attempts, max, err
 }
 
-// Cancel marks job id CANCELLED and, if it was running, tells its runner.
-func (*postgres) Cancel(tx *gorm.DB, id int64, running bool) error {
-	err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = now(),
-		locked_until = NULL, locked_by = NULL WHERE id = ?`, id).Error
-	if err == nil && running {
-		err = tx.Exec("SELECT pg_notify('"+CancelChannel+"', current_schema() || ':' || ?)", fmt.Sprint(id)).Error
+// CancelJobs cancels the first limit QUEUED or PROCESSING jobs f selects,
+// locking them in ID order, records the attempts of those that were
+// running, tells their runners, and returns the IDs it cancelled.
+func (*postgres) CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error) {
+	f.Newest = false
+	sub := f.apply(tx.Session(&gorm.Session{NewDB: true}).Table(JobsTable).
+		Select("id, status AS was, claims, locked_by, started_at").Where("status IN ('QUEUED', 'PROCESSING')"), pgTime).
+		Order("id").Limit(limit).Clauses(clause.Locking{Strength: "UPDATE"})
+	rows, err := tx.Raw(`WITH c AS (?), cancelled AS (
+		UPDATE sheaf_jobs j SET status = 'CANCELLED', completed_at = now(), locked_until = NULL, locked_by = NULL
+		FROM c WHERE j.id = c.id
+	), `+recordAttempts(`SELECT id, claims, locked_by, started_at, 'cancelled', NULL::text FROM c WHERE was = 'PROCESSING'`)+`,
+	notified AS (
+		SELECT count(pg_notify('`+CancelChannel+`', current_schema() || ':' || id)) FROM c WHERE was = 'PROCESSING'
+	)
+	SELECT c.id FROM c, notified ORDER BY c.id`, sub).Rows()
+	if err != nil {
+		return nil, err
 	}
-	return err
+	return scanIDs(rows)
+}
+
+// recordAttempts returns CTEs that record the attempts that sel yields
+// (job_id, claim, runner, started_at, outcome, error) in the history, and
+// drop the job's attempts that fall out of it.
+func recordAttempts(sel string) string {
+	return `attempt (job_id, claim, runner, started_at, outcome, error) AS (` + sel + `),
+	recorded AS (
+		INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, outcome, error) SELECT * FROM attempt
+		ON CONFLICT (job_id, claim) DO NOTHING
+	), dropped AS (
+		DELETE FROM sheaf_attempts a USING attempt
+		WHERE a.job_id = attempt.job_id AND a.claim <= attempt.claim - ` + fmt.Sprint(KeptAttempts) + `
+	)`
 }
 
 // restartSQL gives a failed or cancelled job a new start, due now, with as

@@ -17,7 +17,7 @@ import (
 // and returns the job's period and run ID; completed is false if the claim
 // no longer holds the job.
 func (*postgres) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
-	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL,
+	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL,
 		rescues = 0 WHERE id = @id AND claims = @claims AND status = 'PROCESSING' RETURNING period, run_id`,
 		sql.Named("id", id), sql.Named("claims", claims)).Row().Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -22,9 +22,11 @@ func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".cla
 
 // completeSQL finishes successful attempts: the bulk of all results, so it
 // carries nothing per row but the IDs and their claim keys, and the planner
-// reaches the rows through the primary key.
+// reaches the rows through the primary key. It writes no history: locked_by
+// is kept, naming the runner that completed the job, and the completed
+// attempt is read from the job's row.
 var completeSQL = `
-UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, locked_by = NULL, rescues = 0
+UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, rescues = 0
 WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
 RETURNING j.id`
 
@@ -38,7 +40,10 @@ WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'COMPLET
 // delay, or fails for good, with its error. Rows look up their values by
 // position in the arrays rather than by a join, which the planner would get
 // wrong; batches are kept small for that (MaxFailures).
+//
+// Each attempt goes in the history too: retried or failed, by runner $6.
 var failSQL = `
+WITH f AS (
 UPDATE sheaf_jobs j SET
 	status = ($3::text[])[array_position($1::bigint[], j.id)],
 	run_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED'
@@ -47,7 +52,10 @@ UPDATE sheaf_jobs j SET
 	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
 	locked_until = NULL, locked_by = NULL, rescues = 0
 WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
-RETURNING j.id`
+RETURNING j.id, j.claims, j.started_at, j.status, j.last_error
+), ` + recordAttempts(`SELECT id, claims, $6::text, started_at, CASE WHEN status = 'QUEUED' THEN 'retried' ELSE 'failed' END, last_error
+	FROM f`) + `
+SELECT id FROM f`
 
 // failedSQL is completedSQL for failSQL: the job has the claim's key, the
 // status it was sent and the error it was sent.
@@ -62,12 +70,13 @@ const MaxFailures = 200
 
 // Failures are failed attempts to write, by position: the job, its claim's
 // key, the status it goes to (QUEUED to retry, FAILED), the delay before a
-// retry, and the error.
+// retry, and the error; and the runner that ran them all.
 type Failures struct {
 	IDs, Keys []int64
 	Statuses  []string
 	Delays    []time.Duration
 	Errors    []string
+	Runner    string
 }
 
 func (f Failures) args() []any {
@@ -93,7 +102,7 @@ func (h *held) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, 
 // Fail writes failed attempts (at most MaxFailures), each only while its
 // claim holds its job, and returns the IDs it wrote.
 func (h *held) Fail(ctx context.Context, f Failures) ([]int64, error) {
-	return h.ids(ctx, failSQL, f.args()...)
+	return h.ids(ctx, failSQL, append(f.args(), f.Runner)...)
 }
 
 // FailLanded is CompleteLanded for Fail.
@@ -240,8 +249,9 @@ WITH expired AS (
 		locked_until = NULL, locked_by = NULL
 	FROM expired WHERE j.id = expired.id
 	RETURNING j.id, j.kind, j.queue, j.status, j.attempts, j.max_attempts, j.correlation_id, j.priority, j.run_at,
-		j.last_error, j.rescues, expired.locked_by AS lost_by
-), notified AS (` + notifyDue("rescued") + `)
+		j.last_error, j.rescues, expired.locked_by AS lost_by, j.claims, j.started_at
+), ` + recordAttempts(`SELECT id, claims, lost_by, started_at, 'rescued', last_error FROM rescued`) + `,
+notified AS (` + notifyDue("rescued") + `)
 SELECT rescued.id, rescued.kind, rescued.queue, rescued.status, rescued.attempts, rescued.max_attempts, rescued.correlation_id,
 	rescued.last_error, rescued.rescues, rescued.lost_by
 FROM rescued, notified`

@@ -98,10 +98,53 @@ DROP INDEX sheaf_jobs_claim;
 CREATE INDEX sheaf_jobs_claim ON sheaf_jobs (queue, priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues = 0;
 CREATE INDEX sheaf_jobs_suspect ON sheaf_jobs (priority DESC, run_at, id) WHERE status = 'QUEUED' AND rescues > 0;
 `,
+	4: `
+-- Queues paused by hand: runners read the paused ones at every poll, and
+-- at once when notified on sheaf_queues. A resumed queue keeps its row,
+-- paused_at NULL.
+CREATE TABLE sheaf_queues (
+	name       text        PRIMARY KEY,
+	paused_at  timestamptz,
+	updated_at timestamptz NOT NULL DEFAULT now()
+);
+-- The attempts that did not complete (retried, failed, cancelled while
+-- running, rescued), written by the statements that end them, the last 20
+-- of each job. An attempt that completes, or is running, is read from the
+-- job's row: completions write nothing more.
+CREATE TABLE sheaf_attempts (
+	job_id      bigint      NOT NULL,
+	claim       integer     NOT NULL,
+	runner      text,
+	started_at  timestamptz,
+	finished_at timestamptz NOT NULL DEFAULT now(),
+	outcome     text        NOT NULL,
+	error       text,
+	PRIMARY KEY (job_id, claim)
+);
+-- Runners that are up: each writes its row as it starts and at every lease
+-- renewal, and deletes it as it stops. queues is a JSON array.
+CREATE TABLE sheaf_runners (
+	id         text        PRIMARY KEY,
+	queues     text        NOT NULL,
+	workers    integer     NOT NULL,
+	started_at timestamptz NOT NULL DEFAULT now(),
+	seen_at    timestamptz NOT NULL DEFAULT now()
+);
+-- What operators did to the queue, as an application records it.
+CREATE TABLE sheaf_audit (
+	id      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at      timestamptz NOT NULL DEFAULT now(),
+	actor   text        NOT NULL,
+	action  text        NOT NULL,
+	target  jsonb,
+	result  text        NOT NULL,
+	changed bigint      NOT NULL DEFAULT 0
+);
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

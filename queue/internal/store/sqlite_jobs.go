@@ -198,13 +198,49 @@ func (s *sqlite) Attempts(tx *gorm.DB, id int64) (attempts, max int, err error) 
 	return attempts, max, err
 }
 
-func (s *sqlite) Cancel(tx *gorm.DB, id int64, running bool) error {
-	err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = ?, locked_until = NULL, locked_by = NULL
-		WHERE id = ?`, sqliteTime(now()), id).Error
-	if err == nil && running {
-		s.shared.hub.publish(CancelChannel, strconv.FormatInt(id, 10))
+// CancelJobs first writes the rows, changing nothing, to hold the write
+// lock and read their status, as FOR UPDATE would.
+func (s *sqlite) CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error) {
+	f.Newest = false
+	sub := f.apply(tx.Session(&gorm.Session{NewDB: true}).Table(JobsTable).Select("id").
+		Where("status IN ('QUEUED', 'PROCESSING')"), sqliteTime).Order("id").Limit(limit)
+	rows, err := tx.Raw(`UPDATE sheaf_jobs SET status = status WHERE id IN (?)
+		RETURNING id, status, claims, locked_by, started_at`, sub).Rows()
+	if err != nil {
+		return nil, err
 	}
-	return err
+	defer rows.Close()
+	var ids []int64
+	var running []attemptRow
+	for rows.Next() {
+		var a attemptRow
+		var status string
+		var started sqlTime
+		if err := rows.Scan(&a.Job, &status, &a.Claim, &a.Runner, &started); err != nil {
+			return nil, err
+		}
+		ids = append(ids, a.Job)
+		if status == "PROCESSING" {
+			a.Started, a.Outcome = startedAt(started), "cancelled"
+			running = append(running, a)
+		}
+	}
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	slices.Sort(ids)
+	t := sqliteTime(now())
+	if err := tx.Exec(`UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = ?, locked_until = NULL, locked_by = NULL
+		WHERE `+inList("id", "?"), t, jsonIDs(ids)).Error; err != nil {
+		return nil, err
+	}
+	if err := recordSQLite(tx.Statement.ConnPool, tx.Statement.Context, running, t); err != nil {
+		return nil, err
+	}
+	for _, a := range running {
+		s.shared.hub.publish(CancelChannel, strconv.FormatInt(a.Job, 10))
+	}
+	return ids, nil
 }
 
 const sqliteRestart = `UPDATE sheaf_jobs SET status = 'QUEUED',
@@ -257,7 +293,7 @@ func (s *sqlite) SetLastTick(tx *gorm.DB, name string, at time.Time) error {
 }
 
 func (s *sqlite) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
-	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?, locked_until = NULL, locked_by = NULL,
+	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?, locked_until = NULL,
 		rescues = 0 WHERE id = ? AND claims = ? AND status = 'PROCESSING' RETURNING period, run_id`,
 		sqliteTime(now()), id, claims).Row().Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {

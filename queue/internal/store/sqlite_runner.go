@@ -100,7 +100,7 @@ func bytesOf(s sql.NullString) []byte {
 
 func (c sqliteConn) Complete(ctx context.Context, ids, keys []int64) (out []int64, err error) {
 	err = c.s.writing(ctx, func() error {
-		out, err = c.s.ids(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?1, locked_until = NULL, locked_by = NULL,
+		out, err = c.s.ids(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?1, locked_until = NULL,
 			rescues = 0 WHERE `+inList("id", "?2")+` AND `+inList(sqliteKey, "?3")+` AND status = 'PROCESSING' RETURNING id`,
 			sqliteTime(now()), jsonIDs(ids), jsonIDs(keys))
 		return err
@@ -146,17 +146,47 @@ func sqliteFailures(param string) string {
 	value ->> 'run_at' AS run_at, value ->> 'err' AS err FROM json_each(` + param + `)) AS d`
 }
 
+// Fail writes the failures and records their attempts in one transaction.
 func (c sqliteConn) Fail(ctx context.Context, f Failures) (out []int64, err error) {
 	t := now()
 	err = c.s.writing(ctx, func() error {
-		out, err = c.s.ids(ctx, `UPDATE sheaf_jobs AS j SET status = d.status,
+		tx, err := c.s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		rows, err := tx.QueryContext(ctx, `UPDATE sheaf_jobs AS j SET status = d.status,
 			run_at = CASE WHEN d.status = 'QUEUED' THEN d.run_at ELSE j.run_at END,
 			completed_at = CASE WHEN d.status = 'QUEUED' THEN NULL ELSE ?1 END,
 			last_error = d.err, locked_until = NULL, locked_by = NULL, rescues = 0
 			FROM `+sqliteFailures("?2")+`
 			WHERE j.id = d.id AND (j.id * 1048576 + j.claims % 1048576) = d.key AND j.status = 'PROCESSING'
-			RETURNING id`, sqliteTime(t), f.json(t))
-		return err
+			RETURNING id, claims, started_at, status, last_error`, sqliteTime(t), f.json(t))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var attempts []attemptRow
+		for rows.Next() {
+			a := attemptRow{Runner: &f.Runner, Outcome: "failed"}
+			var started sqlTime
+			var status string
+			if err := rows.Scan(&a.Job, &a.Claim, &started, &status, &a.Error); err != nil {
+				return err
+			}
+			if status == "QUEUED" {
+				a.Outcome = "retried"
+			}
+			a.Started = startedAt(started)
+			out, attempts = append(out, a.Job), append(attempts, a)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if err := recordSQLite(tx, ctx, attempts, sqliteTime(t)); err != nil {
+			return err
+		}
+		return tx.Commit()
 	})
 	return out, err
 }
@@ -318,28 +348,36 @@ func (s *sqlite) Rescue(ctx context.Context, runner string) (out []Rescued, err 
 				' did not renew it in time (it stopped, froze, or lost the database); rescued by runner ' || ?2,
 			locked_until = NULL, locked_by = NULL
 			WHERE `+inList("id", "?3")+` AND status = 'PROCESSING'
-			RETURNING id, kind, queue, status, attempts, max_attempts, correlation_id, last_error, rescues, priority, run_at`,
+			RETURNING id, kind, queue, status, attempts, max_attempts, correlation_id, last_error, rescues, priority, run_at,
+				claims, started_at`,
 			t, runner, jsonIDs(ids))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		var attempts []attemptRow
 		for rows.Next() {
 			var j Rescued
 			var d due
-			var runAt sqlTime
+			var runAt, started sqlTime
+			var claims int
 			if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Status, &j.Attempts, &j.MaxAttempts, &j.CorrelationID,
-				&j.LastError, &j.Rescues, &d.priority, &runAt); err != nil {
+				&j.LastError, &j.Rescues, &d.priority, &runAt, &claims, &started); err != nil {
 				return err
 			}
 			j.LostBy = lostBy[j.ID]
 			out = append(out, j)
+			attempts = append(attempts, attemptRow{Job: j.ID, Claim: claims, Runner: &j.LostBy, Started: startedAt(started),
+				Outcome: "rescued", Error: j.LastError})
 			if j.Status == "QUEUED" {
 				d.queue, d.runAt, d.rescues = j.Queue, runAt.t, j.Rescues
 				back = append(back, d)
 			}
 		}
 		if err := rows.Err(); err != nil {
+			return err
+		}
+		if err := recordSQLite(tx, ctx, attempts, t); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -391,4 +429,44 @@ func (s *sqlite) update(ctx context.Context, id int64, claims int, set string, a
 func (s *sqlite) State(ctx context.Context, id int64) (status string, claims int, err error) {
 	err = s.db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = ?1", id).Scan(&status, &claims)
 	return status, claims, err
+}
+
+// attemptRow is an attempt to record in the history, as recordSQLite
+// reads it.
+type attemptRow struct {
+	Job     int64   `json:"job"`
+	Claim   int     `json:"claim"`
+	Runner  *string `json:"runner"`
+	Started any     `json:"started"` // in timeLayout, or nil
+	Outcome string  `json:"outcome"`
+	Error   *string `json:"error"`
+}
+
+func startedAt(t sqlTime) any {
+	if !t.valid {
+		return nil
+	}
+	return sqliteTime(t.t)
+}
+
+// recordSQLite records attempts, finished at finished, in the history and
+// drops the attempts that fall out of it, inside the caller's transaction.
+func recordSQLite(db interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, ctx context.Context, attempts []attemptRow, finished any) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(attempts)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outcome, error)
+		SELECT value ->> 'job', value ->> 'claim', value ->> 'runner', value ->> 'started', ?2, value ->> 'outcome', value ->> 'error'
+		FROM json_each(?1) WHERE true ON CONFLICT (job_id, claim) DO NOTHING`, string(b), finished); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `DELETE FROM sheaf_attempts WHERE EXISTS (SELECT 1 FROM json_each(?1)
+		WHERE sheaf_attempts.job_id = value ->> 'job' AND sheaf_attempts.claim <= (value ->> 'claim') - ?2)`, string(b), KeptAttempts)
+	return err
 }

@@ -77,6 +77,39 @@ CREATE TRIGGER sheaf_jobs_insert_bytes AFTER INSERT ON sheaf_jobs
 	WHEN typeof(NEW.payload) = 'text' OR typeof(NEW.output) = 'text'
 BEGIN UPDATE sheaf_jobs SET payload = CAST(NEW.payload AS BLOB), output = CAST(NEW.output AS BLOB) WHERE id = NEW.id; END;
 `,
+	4: `
+CREATE TABLE sheaf_queues (
+	name       TEXT      PRIMARY KEY,
+	paused_at  TIMESTAMP,
+	updated_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
+);
+CREATE TABLE sheaf_attempts (
+	job_id      INTEGER   NOT NULL,
+	claim       INTEGER   NOT NULL,
+	runner      TEXT,
+	started_at  TIMESTAMP,
+	finished_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	outcome     TEXT      NOT NULL,
+	error       TEXT,
+	PRIMARY KEY (job_id, claim)
+);
+CREATE TABLE sheaf_runners (
+	id         TEXT      PRIMARY KEY,
+	queues     TEXT      NOT NULL,
+	workers    INTEGER   NOT NULL,
+	started_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	seen_at    TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
+);
+CREATE TABLE sheaf_audit (
+	id      INTEGER   PRIMARY KEY AUTOINCREMENT,
+	at      TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	actor   TEXT      NOT NULL,
+	action  TEXT      NOT NULL,
+	target  BLOB, -- JSON, as bytes
+	result  TEXT      NOT NULL,
+	changed INTEGER   NOT NULL DEFAULT 0
+);
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

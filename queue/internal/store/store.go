@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -44,8 +45,8 @@ type Store interface {
 	Analyze(ctx context.Context) error
 
 	// Jobs reads the jobs f selects on db (the store's, or a caller's
-	// transaction), by ascending ID, at most limit (0: no limit), into dest,
-	// a gorm model slice.
+	// transaction), by ascending ID (descending if f.Newest), at most limit
+	// (0: no limit), into dest, a gorm model slice.
 	Jobs(ctx context.Context, db *gorm.DB, f Filter, limit int, dest any) error
 	// Count counts the jobs f selects.
 	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
@@ -58,7 +59,10 @@ type Store interface {
 	// The client's management of one job, in tx, from LockStatus on.
 	LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error)
 	Attempts(tx *gorm.DB, id int64) (attempts, max int, err error)
-	Cancel(tx *gorm.DB, id int64, running bool) error
+	// CancelJobs cancels the first limit QUEUED or PROCESSING jobs f
+	// selects, by ID, tells the runners of those that were running, records
+	// those attempts, and returns the IDs it cancelled, in order.
+	CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error)
 	Retry(tx *gorm.DB, id int64) error
 	RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error)
 
@@ -84,8 +88,20 @@ type Store interface {
 	SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error)
 	State(ctx context.Context, id int64) (status string, claims int, err error)
 	// Listen calls ready once it listens, then each for every notification
-	// (channel JobsChannel or CancelChannel) until ctx ends or it fails.
+	// (channel JobsChannel, CancelChannel or QueuesChannel) until ctx ends or it fails.
 	Listen(ctx context.Context, ready func(), each func(channel, payload string)) error
+
+	// Queues, runners, attempt history and the audit log (queues.go).
+	SetPaused(ctx context.Context, name string, paused bool) error
+	Paused(ctx context.Context) ([]PausedQueue, error)
+	QueueCounts(ctx context.Context) ([]QueueCount, error)
+	// History reads job id's recorded attempts (those that did not
+	// complete), oldest first.
+	History(ctx context.Context, id int64) ([]Attempt, error)
+	Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error)
+	Version(ctx context.Context) (int, error)
+	RecordAudit(ctx context.Context, e AuditEntry) (int64, error)
+	AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
 
 	// Transient reports whether a statement that failed with err may
 	// succeed if tried again.
@@ -104,6 +120,10 @@ type Conn interface {
 	FailLanded(ctx context.Context, f Failures) ([]int64, error)
 	Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error)
 	PutBack(ctx context.Context, keys []int64, runner string) ([]JobRef, error)
+	// Paused returns the names of the paused queues.
+	Paused(ctx context.Context) ([]string, error)
+	SeeRunner(ctx context.Context, r RunnerRow, starting bool) error
+	ForgetRunner(ctx context.Context, id string) error
 	DropOn(err error)
 	Close()
 }
@@ -137,7 +157,12 @@ type Filter struct {
 	IdempotencyKeys             []string
 	CreatedFrom                 time.Time // inclusive
 	CreatedAfter, CreatedBefore time.Time // exclusive
-	AfterID                     int64
+	AfterID, BeforeID           int64     // exclusive
+	// Search is text that last_error or the payload's JSON text holds,
+	// in any case.
+	Search string
+	// Newest orders the jobs by descending ID.
+	Newest bool
 }
 
 // apply adds f's conditions to q; at converts a time for the database.
@@ -172,7 +197,29 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 	if f.AfterID > 0 {
 		q = q.Where("id > ?", f.AfterID)
 	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	if f.Search != "" {
+		like, payload := "ILIKE", "payload::text"
+		if q.Dialector.Name() != "postgres" {
+			like, payload = "LIKE", "CAST(payload AS TEXT)" // SQLite's LIKE ignores the case of ASCII letters
+		}
+		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
+		q = q.Where("(last_error "+like+" ? ESCAPE '\\' OR "+payload+" "+like+" ? ESCAPE '\\')", pattern, pattern)
+	}
 	return q
+}
+
+// likeEscaper escapes the wildcards of LIKE, and its escape character.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
+
+// order is the order of the jobs f selects.
+func (f Filter) order() string {
+	if f.Newest {
+		return "id DESC"
+	}
+	return "id"
 }
 
 // inTx reports whether db is inside a transaction.
@@ -184,7 +231,7 @@ func inTx(db *gorm.DB) bool {
 // The reads are the same on both databases but for how times are bound.
 
 func readJobs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any, limit int, dest any) error {
-	q := f.apply(db.WithContext(ctx).Table(JobsTable), at).Order("id")
+	q := f.apply(db.WithContext(ctx).Table(JobsTable), at).Order(f.order())
 	if limit > 0 {
 		q = q.Limit(limit)
 	}

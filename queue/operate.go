@@ -1,0 +1,325 @@
+package queue
+
+// Operating the queue: pausing queues, the queues and runners at a glance,
+// attempt history, cancelling by filter, and the audit log.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// PauseQueue pauses the queue name: runners, in every process, stop
+// claiming its jobs within a poll interval (WithPollInterval; at once on
+// PostgreSQL, which notifies them), and the jobs already running finish.
+// Enqueueing goes on; the jobs wait, QUEUED, until ResumeQueue. Pausing a
+// paused queue changes nothing; a queue that has no jobs yet may be paused.
+// A bad name returns an error wrapping ErrInvalidOption. The pause is
+// written at once, outside any transaction of Tx.
+func (c *Client) PauseQueue(ctx context.Context, name string) error {
+	return c.setPaused(ctx, "PauseQueue", name, true)
+}
+
+// ResumeQueue resumes a queue that PauseQueue paused: runners claim its
+// jobs again within a poll interval (at once on PostgreSQL). Resuming a
+// queue that is not paused changes nothing.
+func (c *Client) ResumeQueue(ctx context.Context, name string) error {
+	return c.setPaused(ctx, "ResumeQueue", name, false)
+}
+
+func (c *Client) setPaused(ctx context.Context, op, name string, paused bool) error {
+	if err := checkQueueName(op, name); err != nil {
+		return err
+	}
+	if err := c.st.SetPaused(ctx, name, paused); err != nil {
+		return fmt.Errorf("queue: %s %q: %w", op, name, notMigrated(err))
+	}
+	return nil
+}
+
+// QueueInfo describes a queue.
+type QueueInfo struct {
+	Name string
+	// Counts counts the queue's jobs by status; a status without jobs has
+	// no entry.
+	Counts map[Status]int64
+	// OldestDue is how long the longest-waiting due QUEUED job has waited;
+	// zero if none is due.
+	OldestDue time.Duration
+	// Paused is true when the queue is paused (PauseQueue), since PausedAt.
+	Paused   bool
+	PausedAt *time.Time
+}
+
+// Queues describes every queue that has jobs or is paused, by name. Like
+// Stats it reads the whole jobs table: it is for dashboards.
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
+	counts, err := c.st.QueueCounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
+	}
+	paused, err := c.st.Paused(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
+	}
+	byName := map[string]*QueueInfo{}
+	info := func(name string) *QueueInfo {
+		if byName[name] == nil {
+			byName[name] = &QueueInfo{Name: name, Counts: map[Status]int64{}}
+		}
+		return byName[name]
+	}
+	for _, qc := range counts {
+		q := info(qc.Queue)
+		q.Counts[Status(qc.Status)] = qc.N
+		q.OldestDue = max(q.OldestDue, qc.Oldest)
+	}
+	for _, p := range paused {
+		q := info(p.Name)
+		at := p.PausedAt
+		q.Paused, q.PausedAt = true, &at
+	}
+	out := make([]QueueInfo, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// The outcomes of attempts (Attempt.Outcome).
+const (
+	OutcomeCompleted = "completed"
+	OutcomeRetried   = "retried"   // failed, and the job was to run again
+	OutcomeFailed    = "failed"    // failed, and so did the job
+	OutcomeCancelled = "cancelled" // the job was cancelled while it ran
+	OutcomeRescued   = "rescued"   // its lease expired: the runner died, froze or lost the database
+	OutcomeRunning   = "running"
+)
+
+// Attempt is one attempt of a job: one claim of it by a runner.
+type Attempt struct {
+	// Number is the claim's number: 1 for the first claim of the job.
+	// Claims that were put back without running to an end (by Stop, or
+	// claimed ahead and given back) leave gaps.
+	Number int
+	// Runner is the runner that ran it (see WithRunnerID).
+	Runner string
+	// StartedAt is when it started; zero for a rescued job's attempt
+	// claimed and not started yet.
+	StartedAt time.Time
+	// FinishedAt is when it ended; nil while it runs.
+	FinishedAt *time.Time
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Error is the attempt's error, for retried, failed and rescued ones.
+	Error string
+}
+
+// Attempts returns the last 20 attempts of job id, oldest first, or
+// ErrNotFound. The history holds the attempts of jobs run since schema
+// version 4.
+func (c *Client) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
+	rec, err := c.Get(ctx, id) // first, so that an attempt that ends meanwhile is found in the history
+	if err != nil {
+		return nil, err
+	}
+	stored, err := c.st.History(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("queue: attempts of %d: %w", id, notMigrated(err))
+	}
+	out := make([]Attempt, 0, len(stored)+1)
+	for _, a := range stored {
+		at := Attempt{Number: a.Claim, Runner: a.Runner, FinishedAt: &a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
+		if a.StartedAt != nil {
+			at.StartedAt = *a.StartedAt
+		}
+		out = append(out, at)
+	}
+	// The attempt that completed, or runs, is the job's row's.
+	if rec.Status == StatusCompleted || rec.Status == StatusProcessing {
+		last := Attempt{Number: rec.Claims, Outcome: OutcomeRunning}
+		if rec.LockedBy != nil {
+			last.Runner = *rec.LockedBy
+		}
+		if rec.StartedAt != nil {
+			last.StartedAt = *rec.StartedAt
+		}
+		if rec.Status == StatusCompleted {
+			last.Outcome, last.FinishedAt = OutcomeCompleted, rec.CompletedAt
+		}
+		if len(out) == 0 || out[len(out)-1].Number < last.Number {
+			out = append(out, last)
+		}
+	}
+	return out[max(len(out)-store.KeptAttempts, 0):], nil
+}
+
+// cancelChunk is how many jobs CancelMatching cancels per transaction.
+const cancelChunk = 1000
+
+// CancelMatching cancels every QUEUED and PROCESSING job that f selects,
+// as Cancel does each (running jobs' contexts are cancelled on their
+// runners), and returns how many it cancelled. It works in transactions of
+// a thousand jobs, by ID, up to the newest job there was when it began. f's
+// Statuses narrow it further; f.AfterID, f.BeforeID, f.Newest and f.Limit
+// are ignored. When it fails part way, the count is of the jobs cancelled
+// until then.
+func (c *Client) CancelMatching(ctx context.Context, f Filter) (int64, error) {
+	f.unpaged()
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	sf := f.store()
+	if len(f.Statuses) > 0 {
+		sf.Statuses = slices.DeleteFunc(sf.Statuses, func(s string) bool {
+			return s != string(StatusQueued) && s != string(StatusProcessing)
+		})
+		if len(sf.Statuses) == 0 {
+			return 0, nil
+		}
+	}
+	var newest []JobRecord
+	if err := c.st.Jobs(ctx, c.db, store.Filter{Newest: true}, 1, &newest); err != nil || len(newest) == 0 {
+		return 0, wrapCancel(err)
+	}
+	sf.BeforeID = newest[0].ID + 1
+	var n int64
+	for {
+		var ids []int64
+		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
+			ids, err = c.st.CancelJobs(tx, sf, cancelChunk)
+			return err
+		})
+		if err != nil {
+			return n, wrapCancel(err)
+		}
+		n += int64(len(ids))
+		if len(ids) < cancelChunk {
+			return n, nil
+		}
+		sf.AfterID = ids[len(ids)-1]
+	}
+}
+
+func wrapCancel(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("queue: cancel matching: %w", notMigrated(err))
+}
+
+// RunnerInfo describes a runner, as it wrote itself down: it writes its row
+// as it starts and at every lease renewal (every third of WithLease), and
+// deletes it as it stops.
+type RunnerInfo struct {
+	ID      string
+	Queues  []string
+	Workers int
+	// StartedAt is when it started; SeenAt, when it last wrote its row.
+	StartedAt, SeenAt time.Time
+}
+
+// Runners returns the runners seen within the last within (every runner
+// whose row is kept, if within is not positive), by ID. A runner that died
+// leaves its row, which stops being seen; rows not seen for a day are
+// deleted as runners start.
+func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInfo, error) {
+	rows, err := c.st.Runners(ctx, within)
+	if err != nil {
+		return nil, fmt.Errorf("queue: runners: %w", notMigrated(err))
+	}
+	out := make([]RunnerInfo, len(rows))
+	for i, r := range rows {
+		out[i] = RunnerInfo{ID: r.ID, Queues: r.Queues, Workers: r.Workers, StartedAt: r.StartedAt, SeenAt: r.SeenAt}
+	}
+	return out, nil
+}
+
+// SchemaVersion returns the version of the database's schema: 0 if it
+// was never migrated, SchemaVersion once Migrate has run.
+func (c *Client) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := c.st.Version(ctx)
+	if errors.Is(notMigrated(err), ErrNotMigrated) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("queue: schema version: %w", err)
+	}
+	return v, nil
+}
+
+// AuditEntry is a line of the audit log: what an operator (Actor) did
+// (Action) to what (Target, JSON, such as a job ID or a Filter), and how
+// it went (Result), changing how many jobs (Changed).
+type AuditEntry struct {
+	ID            int64
+	At            time.Time
+	Actor, Action string
+	Target        json.RawMessage
+	Result        string
+	Changed       int64
+}
+
+// RecordAudit appends e to the audit log and returns its ID; e.ID is
+// ignored, and a zero e.At is the database's time now. Action must not be
+// empty, and Target, if set, must be JSON that PostgreSQL's jsonb stores as
+// given; errors wrap ErrInvalidOption. The log keeps what applications
+// record: the queue records nothing itself.
+func (c *Client) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
+	if e.Action == "" {
+		return 0, invalid("audit entry without an action")
+	}
+	if err := checkTexts("AuditEntry.Actor", e.Actor, "AuditEntry.Action", e.Action, "AuditEntry.Result", e.Result); err != nil {
+		return 0, err
+	}
+	if len(e.Target) > 0 {
+		if !json.Valid(e.Target) {
+			return 0, invalid("AuditEntry.Target is not JSON")
+		}
+		if err := checkRaw(e.Target); err != nil {
+			return 0, invalid("AuditEntry.Target: %v", err)
+		}
+	}
+	se := store.AuditEntry{At: e.At, Actor: e.Actor, Action: e.Action, Result: e.Result, Changed: e.Changed}
+	if len(e.Target) > 0 {
+		se.Target = e.Target
+	}
+	id, err := c.st.RecordAudit(ctx, se)
+	if err != nil {
+		return 0, fmt.Errorf("queue: record audit: %w", notMigrated(err))
+	}
+	return id, nil
+}
+
+// AuditLog returns the audit log newest first: up to limit entries (0
+// means 100, the most is 1000) with IDs below beforeID, or from the newest
+// if beforeID is 0. Pass the last ID returned to read on.
+func (c *Client) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > 1000:
+		return nil, invalid("limit %d not in [0, 1000]", limit)
+	}
+	rows, err := c.st.AuditLog(ctx, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("queue: audit log: %w", notMigrated(err))
+	}
+	out := make([]AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Result: r.Result, Changed: r.Changed}
+		if r.Target != nil {
+			out[i].Target = r.Target
+		}
+	}
+	return out, nil
+}
