@@ -106,7 +106,9 @@ func WithSubmitter(s Submitter) Option {
 
 // WithArgsFormatter sets the function that every job's arguments pass
 // through before any response shows them. Without one they are shown as
-// stored.
+// stored. It does not change what GET /api/jobs?q= searches, the
+// arguments as stored: a reader can still learn which jobs hold a value it
+// guesses.
 func WithArgsFormatter(f ArgsFormatter) Option {
 	return func(c *config) error {
 		if f == nil {

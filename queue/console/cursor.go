@@ -30,27 +30,32 @@ func decodeCursor(param, s string, v any) error {
 	return nil
 }
 
-// jobCursor is where a listing of jobs continues: after the last job of the
-// previous page.
+// jobCursor is where a listing of jobs continues: before the last job of
+// the previous page, since jobs are listed newest first (queue.Filter's
+// Newest and BeforeID).
 //
 // This and its two functions below are the one place that knows how jobs
-// are paged: by ascending ID, with queue.Filter.AfterID. When the queue
-// lists newest first (Filter.Newest, Filter.BeforeID), page there instead:
-// set Newest, take Before from the last job's ID, and refuse cursors of
-// the old kind (After set) with a bad-param error.
+// are paged. Cursors of the ascending listing this server once wrote (a
+// JSON field "a") have no Before, and are refused.
 type jobCursor struct {
-	After int64 `json:"a"`
+	Before int64 `json:"b"`
 }
 
-// pageJobs sets f to list the page that starts at cur (nil: the first).
-func pageJobs(f *queue.Filter, cur *jobCursor) {
+// pageJobs sets f to list the page that starts at cur (nil: the first),
+// newest first.
+func pageJobs(f *queue.Filter, cur *jobCursor) error {
+	f.Newest = true
 	if cur != nil {
-		f.AfterID = cur.After
+		if cur.Before < 1 {
+			return badParam("cursor", "not a cursor this server wrote (jobs are listed newest first now; start again without one)")
+		}
+		f.BeforeID = cur.Before
 	}
+	return nil
 }
 
 // nextJobs is the cursor of the page after one that ended at last.
-func nextJobs(last queue.JobRecord) jobCursor { return jobCursor{After: last.ID} }
+func nextJobs(last queue.JobRecord) jobCursor { return jobCursor{Before: last.ID} }
 
 // runCursor is where a listing of runs continues: after the last run of the
 // previous page (Client.Runs's order).

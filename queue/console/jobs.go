@@ -26,6 +26,7 @@ var listParams = []param{
 	{Name: "correlation", Doc: "A correlation ID."},
 	{Name: "since", Format: "date-time", Doc: "Jobs created after this time (RFC 3339)."},
 	{Name: "until", Format: "date-time", Doc: "Jobs created before this time (RFC 3339)."},
+	{Name: "q", Doc: "Text to find, ignoring case, in the job's last error or its arguments (as stored, before any ArgsFormatter)."},
 	{Name: "cursor", Doc: "The next_cursor of the previous page."},
 	{Name: "limit", Type: "integer", Doc: "Jobs per page: 1 to 500, default 50."},
 }
@@ -67,7 +68,7 @@ type enqueueRequest struct {
 func (c *console) jobRoutes() []route {
 	return []route{
 		{Method: "GET", Pattern: "/api/jobs", Action: ActionRead, Query: listParams, Response: jobsResponse{},
-			Summary: "Jobs that match the filters, a page at a time (keyset pages: hand next_cursor back as cursor).",
+			Summary: "Jobs that match the filters, newest first, a page at a time (keyset pages: hand next_cursor back as cursor).",
 			handle:  c.listJobs},
 		{Method: "POST", Pattern: "/api/jobs", Action: ActionSubmit, Body: enqueueRequest{}, Response: enqueueResponse{},
 			Statuses: []int{http.StatusCreated, http.StatusOK},
@@ -132,7 +133,9 @@ func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
 			return 0, nil, err
 		}
 	}
-	pageJobs(&f, cur)
+	if err := pageJobs(&f, cur); err != nil {
+		return 0, nil, err
+	}
 	f.Limit = limit + 1 // one more tells whether there is a next page
 	recs, err := c.client.List(r.Context(), f)
 	if err != nil {
@@ -150,7 +153,7 @@ func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
 // readFilter reads the filters of a listing of jobs.
 func readFilter(q query) (queue.Filter, error) {
 	f := queue.Filter{Kinds: q.list("kind"), Queue: q.str("queue"), RunID: q.str("run"),
-		Period: q.str("period"), CorrelationID: q.str("correlation")}
+		Period: q.str("period"), CorrelationID: q.str("correlation"), Search: q.str("q")}
 	for _, s := range q.list("status") {
 		st := queue.Status(strings.ToUpper(s))
 		if !slices.Contains(queue.Statuses, st) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,20 +203,20 @@ func TestListJobs(t *testing.T) {
 	require.NoError(t, err)
 
 	ids, next := e.listIDs(t, "")
-	require.Equal(t, []int64{a, b, c}, ids)
+	require.Equal(t, []int64{c, b, a}, ids, "newest first")
 	require.Empty(t, next)
 	for q, want := range map[string][]int64{
 		"status=CANCELLED":                    {c},
-		"status=queued,cancelled":             {a, b, c},
-		"status=QUEUED&status=FAILED":         {a, b},
-		"kind=report":                         {a, b, c},
+		"status=queued,cancelled":             {c, b, a},
+		"status=QUEUED&status=FAILED":         {b, a},
+		"kind=report":                         {c, b, a},
 		"kind=other":                          {},
 		"queue=other":                         {b},
 		"run=" + url.QueryEscape("nightly@1"): {a},
 		"period=2025-12-08":                   {a},
 		"correlation=c1":                      {a},
 		"since=" + url.QueryEscape(mid.Format(time.RFC3339Nano)): {c},
-		"until=" + url.QueryEscape(mid.Format(time.RFC3339Nano)): {a, b},
+		"until=" + url.QueryEscape(mid.Format(time.RFC3339Nano)): {b, a},
 	} {
 		ids, _ := e.listIDs(t, q)
 		require.Equal(t, want, ids, q)
@@ -223,12 +224,12 @@ func TestListJobs(t *testing.T) {
 
 	// Pages: two, then one, then the cursor is gone.
 	ids, next = e.listIDs(t, "limit=2")
-	require.Equal(t, []int64{a, b}, ids)
+	require.Equal(t, []int64{c, b}, ids)
 	require.NotEmpty(t, next)
 	ids, next2 := e.listIDs(t, "limit=2&cursor="+next)
-	require.Equal(t, []int64{c}, ids)
+	require.Equal(t, []int64{a}, ids)
 	require.Empty(t, next2)
-	ids, _ = e.listIDs(t, "limit=1&status=QUEUED&cursor="+next)
+	ids, _ = e.listIDs(t, "limit=1&status=CANCELLED&cursor="+next)
 	require.Empty(t, ids, "a cursor combines with filters")
 
 	for q, param := range map[string]string{
@@ -240,6 +241,7 @@ func TestListJobs(t *testing.T) {
 		"limit=x":                         "limit",
 		"cursor=%%%":                      "query",
 		"cursor=bm90IGpzb24":              "cursor",
+		"cursor=eyJhIjozfQ":               "cursor", // {"a":3}: a cursor of the old ascending listing
 		"queue=a&queue=b":                 "queue",
 		"colour=blue":                     "colour",
 		"queue=%00":                       "queue",
@@ -250,5 +252,59 @@ func TestListJobs(t *testing.T) {
 		var body struct{ Error struct{ Param string } }
 		res.decode(t, &body)
 		require.Equal(t, param, body.Error.Param, q)
+	}
+}
+
+// TestListJobsNewestFirstAcrossPages pages through more jobs than fit on a
+// page while new ones arrive: every job there was at the start is listed
+// once, newest first, and none that came later.
+func TestListJobsNewestFirstAcrossPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var want []int64
+	for i := range 23 {
+		want = append(want, e.enqueue(t, report{County: fmt.Sprint(i)}))
+	}
+	slices.Reverse(want)
+	var got []int64
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "the pages never end")
+		ids, next := e.listIDs(t, "limit=5&cursor="+cursor)
+		got = append(got, ids...)
+		if next == "" {
+			break
+		}
+		cursor = next
+		_, err := e.client.Enqueue(ctx, report{County: "later"}) // newer than the listing's first page
+		require.NoError(t, err)
+	}
+	require.Equal(t, want, got)
+}
+
+// TestListJobsSearch finds jobs by a word of their last error, or a value
+// of their arguments, and nothing else.
+func TestListJobsSearch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	travis := e.enqueue(t, report{County: "Travis"})
+	harris := e.enqueue(t, report{County: "Harris", Fail: true})
+	elPaso := e.enqueue(t, report{County: "El Paso", Fail: true})
+	other := e.enqueue(t, report{County: "Bexar"})
+	e.work(t, travis, harris, elPaso, other)
+	for q, want := range map[string][]int64{
+		"Travis":           {travis},
+		"travis":           {travis},
+		"upstream":         {elPaso, harris}, // the error text
+		"County+El+Paso:":  {elPaso},         // the error text, which names the county
+		"%22county%22":     {other, elPaso, harris, travis},
+		"no-such-thing":    {},
+		"100%25":           {}, // % is not a wildcard
+		"returned+503":     {elPaso, harris},
+		"Harris&kind=none": {},
+	} {
+		ids, _ := e.listIDs(t, "q="+q)
+		require.Equal(t, want, ids, q)
 	}
 }
