@@ -20,15 +20,17 @@ type retryRequest struct {
 	Filter *filterBody `json:"filter,omitempty"`
 }
 
-// cancelRequest names the jobs to cancel, each as by
-// POST /api/jobs/{id}/cancel.
+// cancelRequest names the jobs to cancel: IDs (each cancelled as by
+// POST /api/jobs/{id}/cancel), or a filter (every QUEUED and PROCESSING
+// job it selects; it must set a field). Give one.
 type cancelRequest struct {
-	IDs []int64 `json:"ids"`
+	IDs    []int64     `json:"ids,omitempty"`
+	Filter *filterBody `json:"filter,omitempty"`
 }
 
 // filterBody selects jobs in a request's body, as GET /api/jobs's
 // parameters do. Statuses are not among its fields: a bulk retry takes the
-// FAILED jobs.
+// FAILED jobs, a bulk cancel the QUEUED and PROCESSING ones.
 type filterBody struct {
 	Kinds       []string   `json:"kinds,omitempty"`
 	Queue       string     `json:"queue,omitempty"`
@@ -37,10 +39,19 @@ type filterBody struct {
 	Correlation string     `json:"correlation,omitempty"`
 	Since       *time.Time `json:"since,omitempty"`
 	Until       *time.Time `json:"until,omitempty"`
+	// Q is text in the last error or the arguments, as GET /api/jobs's q.
+	Q string `json:"q,omitempty"`
+}
+
+// empty reports whether fb selects every job.
+func (fb filterBody) empty() bool {
+	return len(fb.Kinds) == 0 && fb.Queue == "" && fb.Run == "" && fb.Period == "" && fb.Correlation == "" &&
+		fb.Since == nil && fb.Until == nil && fb.Q == ""
 }
 
 func (fb filterBody) filter() queue.Filter {
-	f := queue.Filter{Kinds: fb.Kinds, Queue: fb.Queue, RunID: fb.Run, Period: fb.Period, CorrelationID: fb.Correlation}
+	f := queue.Filter{Kinds: fb.Kinds, Queue: fb.Queue, RunID: fb.Run, Period: fb.Period, CorrelationID: fb.Correlation,
+		Search: fb.Q}
 	if fb.Since != nil {
 		f.CreatedAfter = *fb.Since
 	}
@@ -67,13 +78,14 @@ func (c *console) actionRoutes() []route {
 	return []route{
 		{Method: "POST", Pattern: "/api/jobs/{id}/cancel", Action: ActionCancel, Response: jobResponse{},
 			Summary: "Cancel a QUEUED or PROCESSING job (409 wrong_status otherwise).",
-			handle:  c.oneJob(ActionCancel, c.client.Cancel)},
+			handle:  c.oneJob(c.client.Cancel)},
 		{Method: "POST", Pattern: "/api/jobs/{id}/retry", Action: ActionRetry, Response: jobResponse{},
 			Summary: "Put a FAILED or CANCELLED job back in the queue (409 wrong_status otherwise).",
-			handle:  c.oneJob(ActionRetry, c.client.Retry)},
+			handle:  c.oneJob(c.client.Retry)},
 		{Method: "POST", Pattern: "/api/jobs/cancel", Action: ActionCancel, Body: cancelRequest{}, Response: bulkResponse{},
-			Summary: "Cancel jobs by ID; those that cannot be cancelled are listed as refused.",
-			handle:  c.cancelMany},
+			Summary: "Cancel jobs by ID (those that cannot be are listed as refused), or every QUEUED and PROCESSING job " +
+				"a filter selects (a filter that sets no field is refused).",
+			handle: c.cancelMany},
 		{Method: "POST", Pattern: "/api/jobs/retry", Action: ActionRetry, Body: retryRequest{}, Response: bulkResponse{},
 			Summary: "Retry jobs by ID (those that cannot be are listed as refused), or every FAILED job a filter selects.",
 			handle:  c.retryMany},
@@ -81,52 +93,65 @@ func (c *console) actionRoutes() []route {
 }
 
 // oneJob serves an action on the job of the path.
-func (c *console) oneJob(act Action, do func(context.Context, int64) (*queue.JobRecord, error)) handlerFunc {
-	return func(r *http.Request, acc Access) (int, any, error) {
+func (c *console) oneJob(do func(context.Context, int64) (*queue.JobRecord, error)) handlerFunc {
+	return func(r *http.Request, _ Access) (int, any, error) {
 		id, err := pathID(r)
 		if err != nil {
 			return 0, nil, err
 		}
+		ch := changeOf(r)
+		ch.target = map[string]any{"job": id}
 		rec, err := do(r.Context(), id)
 		if err != nil {
 			return 0, nil, err
 		}
-		c.logChange(r, acc, act, id, 1)
+		ch.changed = 1
 		return http.StatusOK, jobResponse{Job: c.view(rec)}, nil
 	}
 }
 
-func (c *console) cancelMany(r *http.Request, acc Access) (int, any, error) {
+func (c *console) cancelMany(r *http.Request, _ Access) (int, any, error) {
 	var req cancelRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
-	if err := checkIDs(req.IDs); err != nil {
-		return 0, nil, err
+	if req.Filter != nil && req.IDs == nil && req.Filter.empty() {
+		return 0, nil, badRequest("the filter sets no field, and would cancel every job; give at least one")
 	}
-	return c.each(r, acc, ActionCancel, req.IDs, c.client.Cancel)
+	return c.many(r, req.IDs, req.Filter, c.client.Cancel, c.client.CancelMatching)
 }
 
-func (c *console) retryMany(r *http.Request, acc Access) (int, any, error) {
+func (c *console) retryMany(r *http.Request, _ Access) (int, any, error) {
 	var req retryRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
-	switch {
-	case req.Filter != nil && req.IDs != nil:
+	return c.many(r, req.IDs, req.Filter, c.client.Retry, c.client.RetryFailed)
+}
+
+// many serves a bulk action: one on each job of ids, or one on every job
+// the filter fb selects.
+func (c *console) many(r *http.Request, ids []int64, fb *filterBody,
+	one func(context.Context, int64) (*queue.JobRecord, error),
+	matching func(context.Context, queue.Filter) (int64, error)) (int, any, error) {
+	if fb != nil && ids != nil {
 		return 0, nil, badRequest("give ids or filter, not both")
-	case req.Filter != nil:
-		n, err := c.client.RetryFailed(r.Context(), req.Filter.filter())
+	}
+	ch := changeOf(r)
+	if fb != nil {
+		ch.target = map[string]any{"filter": fb}
+		n, err := matching(r.Context(), fb.filter())
+		ch.changed = n
 		if err != nil {
 			return 0, nil, err
 		}
-		c.logChange(r, acc, ActionRetry, *req.Filter, n)
 		return http.StatusOK, bulkResponse{Changed: n}, nil
 	}
-	if err := checkIDs(req.IDs); err != nil {
+	if err := checkIDs(ids); err != nil {
 		return 0, nil, err
 	}
-	return c.each(r, acc, ActionRetry, req.IDs, c.client.Retry)
+	ch.target = map[string]any{"ids": ids}
+	return c.each(r, ch, ids, one)
 }
 
 func checkIDs(ids []int64) error {
@@ -142,7 +167,7 @@ func checkIDs(ids []int64) error {
 // each applies do to every job of ids. A job that is not there, or not in
 // a status do accepts, is listed as refused; any other error ends the
 // request, the jobs before it changed.
-func (c *console) each(r *http.Request, acc Access, act Action, ids []int64,
+func (c *console) each(r *http.Request, ch *change, ids []int64,
 	do func(context.Context, int64) (*queue.JobRecord, error)) (int, any, error) {
 	var out bulkResponse
 	for _, id := range ids {
@@ -150,20 +175,12 @@ func (c *console) each(r *http.Request, acc Access, act Action, ids []int64,
 		switch {
 		case err == nil:
 			out.Changed++
+			ch.changed = out.Changed
 		case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrWrongStatus), errors.Is(err, queue.ErrInvalidOption):
 			out.Refused = append(out.Refused, refusedJob{ID: id, Error: c.toAPIError(r, err)})
 		default:
-			c.logChange(r, acc, act, ids, out.Changed)
 			return 0, nil, err
 		}
 	}
-	c.logChange(r, acc, act, ids, out.Changed)
 	return http.StatusOK, out, nil
-}
-
-// logChange logs a change a caller made: who, what, to which jobs, and how
-// many changed.
-func (c *console) logChange(r *http.Request, acc Access, act Action, target any, changed int64) {
-	c.cfg.logger.Info("console: change", "actor", acc.Actor, "action", string(act), "target", target,
-		"changed", changed, "remote", r.RemoteAddr)
 }

@@ -68,7 +68,7 @@ func TestBulkCancelAndRetry(t *testing.T) {
 		e.expectError(t, http.StatusBadRequest, "bad_request", "POST", "/api/jobs/retry", body)
 	}
 	e.expectError(t, http.StatusBadRequest, "bad_request", "POST", "/api/jobs/cancel", `{"ids":[]}`)
-	e.expectError(t, http.StatusBadRequest, "unknown_field", "POST", "/api/jobs/cancel", `{"filter":{}}`)
+	e.expectError(t, http.StatusBadRequest, "unknown_field", "POST", "/api/jobs/cancel", `{"filter":{"status":"QUEUED"}}`)
 	e.expectError(t, http.StatusBadRequest, "unknown_field", "POST", "/api/jobs/retry", `{"filter":{"status":"FAILED"}}`)
 	many := make([]int64, 1001)
 	e.expectError(t, http.StatusBadRequest, "bad_request", "POST", "/api/jobs/cancel", jsonBody(t, map[string]any{"ids": many}))

@@ -29,7 +29,9 @@ type Access struct {
 	// and retrying them, one or in bulk; Pause allows pausing and resuming
 	// queues.
 	Submit, Cancel, Retry, Pause bool
-	// Actor names the caller in the console's log of the changes it makes.
+	// Actor names the caller in the audit log of the changes it makes
+	// (queue.Client.AuditLog); when empty, the request's remote address
+	// does.
 	Actor string
 }
 
@@ -119,8 +121,9 @@ func WithArgsFormatter(f ArgsFormatter) Option {
 	}
 }
 
-// WithLogger sets the logger of the console's notices, its errors and the
-// changes its callers make. Default slog.Default; nil discards.
+// WithLogger sets the logger of the console's notices and its errors,
+// among them the changes the audit log failed to take. Default
+// slog.Default; nil discards.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

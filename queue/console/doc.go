@@ -1,7 +1,10 @@
 // Package console serves an operations API for a queue over HTTP: jobs
-// listed, inspected, submitted, cancelled and retried; runs and their
-// morning reviews; schedules and their next ticks; counts and health. It
-// speaks JSON under /api/, and describes itself at /api/openapi.json.
+// listed (newest first), searched, inspected with their attempts,
+// submitted, cancelled and retried, one by one or in bulk; queues paused
+// and resumed; runners seen lately; runs and their morning reviews;
+// schedules and their next ticks; counts and health; and the audit log of
+// all the changes made through it. It speaks JSON under /api/, and
+// describes itself at /api/openapi.json.
 //
 // New returns an http.Handler that starts no goroutines and can be mounted
 // under any prefix with http.StripPrefix:
@@ -17,6 +20,19 @@
 // Requests that change state are also refused when a browser sends them
 // from another origin (http.CrossOriginProtection), and their JSON bodies
 // are limited to 1 MiB and may hold no field the endpoint does not know.
+//
+// # Audit
+//
+// Every request that would change state and passes the checks above is
+// recorded in the queue's audit log (queue.Client.RecordAudit), whether
+// it succeeds or is answered with an error: who (Access.Actor, else the
+// request's remote address), the action (submit, cancel, retry, pause,
+// resume), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
+// {"queue":…}), its result ("ok", or the error's code) and how many jobs
+// changed. Requests refused with 401 or 403 made no attempt, and are not
+// recorded. When the log cannot take an entry, the console logs the
+// failure (WithLogger) and answers the request as it went. GET /api/audit
+// reads the log, newest first.
 //
 // # Errors
 //

@@ -47,7 +47,41 @@ type healthResponse struct {
 	// not answer.
 	Status   string         `json:"status"`
 	Database databaseHealth `json:"database"`
+	// Schema is the version of the database's schema, and the one this
+	// build migrates to; absent when the database does not answer.
+	Schema *schemaHealth `json:"schema,omitempty"`
+	// RecentRunners counts the runners seen within the last minute
+	// (GET /api/runners lists them); absent when the database does not
+	// answer.
+	RecentRunners *int `json:"recent_runners,omitempty"`
 }
+
+type schemaHealth struct {
+	// Version is 0 when the database was never migrated.
+	Version int `json:"version"`
+	Latest  int `json:"latest"`
+}
+
+var runnerParams = []param{
+	{Name: "within", Doc: "Runners seen within this long, as a Go duration (90s, 5m, 24h): 1s to 24h, default 1m."},
+}
+
+// runnerView is a runner as it last wrote itself down: as it starts, and at
+// every lease renewal.
+type runnerView struct {
+	ID        string    `json:"id"`
+	Queues    []string  `json:"queues"`
+	Workers   int       `json:"workers"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
+}
+
+type runnersResponse struct {
+	Runners []runnerView `json:"runners"`
+}
+
+// recent is how lately a runner must have been seen to count as running.
+const recent = time.Minute
 
 type databaseHealth struct {
 	Reachable bool    `json:"reachable"`
@@ -65,7 +99,10 @@ func (c *console) infoRoutes() []route {
 			Summary: "Jobs counted by status and by kind, and the due jobs waiting (reads the whole table).", handle: c.stats},
 		{Method: "GET", Pattern: "/api/health", Action: ActionRead, Response: healthResponse{},
 			Statuses: []int{http.StatusOK, http.StatusServiceUnavailable},
-			Summary:  "Whether the database answers, and how fast: 200, or 503 when it does not.", handle: c.health},
+			Summary: "Whether the database answers, and how fast: 200, or 503 when it does not; " +
+				"its schema's version, and how many runners were seen within the last minute.", handle: c.health},
+		{Method: "GET", Pattern: "/api/runners", Action: ActionRead, Query: runnerParams, Response: runnersResponse{},
+			Summary: "The runners seen lately, each with its queues and workers, by ID.", handle: c.runners},
 	}
 }
 
@@ -111,6 +148,39 @@ func (c *console) health(r *http.Request, _ Access) (int, any, error) {
 		return http.StatusServiceUnavailable, healthResponse{Status: "unavailable",
 			Database: databaseHealth{Error: err.Error()}}, nil
 	}
-	return http.StatusOK, healthResponse{Status: "ok",
-		Database: databaseHealth{Reachable: true, PingMS: float64(d.Microseconds()) / 1000}}, nil
+	out := healthResponse{Status: "ok", Database: databaseHealth{Reachable: true, PingMS: float64(d.Microseconds()) / 1000}}
+	v, err := c.client.SchemaVersion(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	out.Schema = &schemaHealth{Version: v, Latest: queue.SchemaVersion}
+	if v >= queue.SchemaVersion {
+		rs, err := c.client.Runners(ctx, recent)
+		if err != nil {
+			return 0, nil, err
+		}
+		n := len(rs)
+		out.RecentRunners = &n
+	}
+	return http.StatusOK, out, nil
+}
+
+func (c *console) runners(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, runnerParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	within, err := q.duration("within", recent, time.Second, 24*time.Hour)
+	if err != nil {
+		return 0, nil, err
+	}
+	rs, err := c.client.Runners(r.Context(), within)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := runnersResponse{Runners: make([]runnerView, len(rs))}
+	for i, x := range rs {
+		out.Runners[i] = runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt}
+	}
+	return http.StatusOK, out, nil
 }

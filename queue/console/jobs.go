@@ -36,6 +36,13 @@ type jobResponse struct {
 	Job jobView `json:"job"`
 }
 
+// jobDetailResponse is one job, and its last 20 attempts (one per claim
+// by a runner), oldest first.
+type jobDetailResponse struct {
+	Job      jobView       `json:"job"`
+	Attempts []attemptView `json:"attempts"`
+}
+
 // enqueueResponse is a submitted job, or the job that already had its
 // idempotency key (Duplicate; nothing was created).
 type enqueueResponse struct {
@@ -75,8 +82,8 @@ func (c *console) jobRoutes() []route {
 			Summary: "Submit a job: 201 when created, 200 with the existing job when its idempotency key " +
 				"(field or Idempotency-Key header) was taken.",
 			handle: c.enqueue},
-		{Method: "GET", Pattern: "/api/jobs/{id}", Action: ActionRead, Response: jobResponse{},
-			Summary: "One job, with its output and the IDs of the jobs its completion released.",
+		{Method: "GET", Pattern: "/api/jobs/{id}", Action: ActionRead, Response: jobDetailResponse{},
+			Summary: "One job, with its output, the IDs of the jobs its completion released, and its last 20 attempts.",
 			handle:  c.getJob},
 	}
 }
@@ -103,6 +110,10 @@ func (c *console) getJob(r *http.Request, _ Access) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	attempts, err := c.client.Attempts(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
 	v := c.view(rec)
 	for _, k := range kids {
 		v.ChildIDs = append(v.ChildIDs, k.ID)
@@ -110,7 +121,14 @@ func (c *console) getJob(r *http.Request, _ Access) (int, any, error) {
 	if len(rec.Output) > 0 {
 		v.Output = rec.Output
 	}
-	return http.StatusOK, jobResponse{Job: v}, nil
+	out := jobDetailResponse{Job: v, Attempts: make([]attemptView, len(attempts))}
+	for i, a := range attempts {
+		out.Attempts[i] = attemptView{Number: a.Number, Runner: a.Runner, FinishedAt: a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
+		if !a.StartedAt.IsZero() {
+			out.Attempts[i].StartedAt = &a.StartedAt
+		}
+	}
+	return http.StatusOK, out, nil
 }
 
 func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
@@ -171,7 +189,7 @@ func readFilter(q query) (queue.Filter, error) {
 	return f, nil
 }
 
-func (c *console) enqueue(r *http.Request, acc Access) (int, any, error) {
+func (c *console) enqueue(r *http.Request, _ Access) (int, any, error) {
 	var req enqueueRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
@@ -221,15 +239,19 @@ func (c *console) enqueue(r *http.Request, acc Access) (int, any, error) {
 			opts = append(opts, queue.AuthContext(claims))
 		}
 	}
+	ch := changeOf(r)
+	ch.target = map[string]any{"kind": req.Kind}
 	res, err := c.client.EnqueueRaw(r.Context(), req.Kind, req.Args, opts...)
 	if err != nil {
 		return 0, nil, err
 	}
+	ch.target["job"] = res.Job.ID
 	status := http.StatusCreated
 	if res.Duplicate {
 		status = http.StatusOK
+		ch.target["duplicate"] = true
 	} else {
-		c.logChange(r, acc, ActionSubmit, res.Job.ID, 1)
+		ch.changed = 1
 	}
 	return status, enqueueResponse{Job: c.view(res.Job), Duplicate: res.Duplicate}, nil
 }

@@ -109,3 +109,17 @@ func (q query) float(name string, lo float64) (float64, error) {
 	}
 	return f, nil
 }
+
+// duration returns the parameter as a Go duration ("90s", "5m") from lo to
+// hi, or def if absent.
+func (q query) duration(name string, def, lo, hi time.Duration) (time.Duration, error) {
+	v := q.str(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		return 0, badParam(name, "not a duration such as 90s or 5m, from %v to %v", lo, hi)
+	}
+	return d, nil
+}

@@ -38,7 +38,8 @@ type handlerFunc func(r *http.Request, acc Access) (int, any, error)
 const maxBody = 1 << 20
 
 // serve wraps a route's handler with the checks every request passes:
-// origin (for changes), authorization, the body's size.
+// origin (for changes), authorization, the body's size; and records in the
+// audit log what each request that passed them and changes state did.
 func (c *console) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt.Action != ActionRead {
@@ -66,9 +67,21 @@ func (c *console) serve(rt route) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
+		var ch *change
+		if rt.Action != ActionRead {
+			ch = &change{action: string(rt.Action)}
+			r = withChange(r, ch)
+		}
 		status, body, err := rt.handle(r, acc)
+		var failed *apiError
 		if err != nil {
-			writeError(w, c.toAPIError(r, err))
+			failed = c.toAPIError(r, err)
+		}
+		if ch != nil {
+			c.audit(r, acc, ch, failed)
+		}
+		if failed != nil {
+			writeError(w, failed)
 			return
 		}
 		writeJSON(w, status, body)
@@ -80,8 +93,10 @@ func (c *console) table() []route {
 	var rs []route
 	rs = append(rs, c.jobRoutes()...)
 	rs = append(rs, c.actionRoutes()...)
+	rs = append(rs, c.queueRoutes()...)
 	rs = append(rs, c.runRoutes()...)
 	rs = append(rs, c.infoRoutes()...)
+	rs = append(rs, c.auditRoutes()...)
 	rs = append(rs, route{Method: "GET", Pattern: "/api/openapi.json", Action: ActionRead,
 		Summary:  "This document: every route, generated from the table the server is built from.",
 		Response: map[string]any{}, handle: c.openAPI})

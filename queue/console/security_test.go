@@ -20,6 +20,10 @@ var changes = []struct{ path, body string }{
 	{"/api/jobs/1/retry", ""},
 	{"/api/jobs/cancel", `{"ids":[1]}`},
 	{"/api/jobs/retry", `{"ids":[1]}`},
+	{"/api/jobs/cancel", `{"filter":{"queue":"default"}}`},
+	{"/api/jobs/retry", `{"filter":{"queue":"default"}}`},
+	{"/api/queues/default/pause", ""},
+	{"/api/queues/default/resume", ""},
 }
 
 func TestReadOnlyByDefault(t *testing.T) {

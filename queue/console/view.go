@@ -31,7 +31,8 @@ type jobView struct {
 	// its start; RunSeconds how long it ran, to completion.
 	WaitSeconds *float64 `json:"wait_seconds"`
 	RunSeconds  *float64 `json:"run_seconds"`
-	// LockedBy is the runner that holds the job, until LockedUntil.
+	// LockedBy is the runner that holds the job, until LockedUntil; for a
+	// COMPLETED job, the runner that completed it.
 	LockedBy       *string    `json:"locked_by"`
 	LockedUntil    *time.Time `json:"locked_until"`
 	LastError      *string    `json:"last_error"`
@@ -43,6 +44,20 @@ type jobView struct {
 	// ChildIDs and Output are shown for one job, not in lists.
 	ChildIDs []int64         `json:"child_ids,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
+}
+
+// attemptView is one attempt of a job: one claim of it by a runner.
+type attemptView struct {
+	// Number is the claim's number: 1 for the first.
+	Number int    `json:"number"`
+	Runner string `json:"runner"`
+	// StartedAt is null for an attempt claimed and not started.
+	StartedAt *time.Time `json:"started_at"`
+	// FinishedAt is null while it runs.
+	FinishedAt *time.Time `json:"finished_at"`
+	// Outcome is completed, retried, failed, cancelled, rescued or running.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
 }
 
 type progressView struct {

@@ -1,0 +1,153 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// auditTimeout bounds the write of an audit entry, which outlives a
+// request whose client has gone.
+const auditTimeout = 5 * time.Second
+
+// change is what a request that changes state did, for the audit log
+// (queue.Client.RecordAudit): serve makes one for the request, its handler
+// says what it acts on and how many jobs changed, and serve records it
+// with the result once the handler returns.
+type change struct {
+	// action is the route's Action, or what the handler names it
+	// ("resume" is done with ActionPause's leave).
+	action string
+	// target is what the request acts on, as JSON: {"job":…}, {"ids":[…]},
+	// {"filter":{…}}, {"queue":…}; nil until the handler knows.
+	target  map[string]any
+	changed int64
+}
+
+type changeKey struct{}
+
+// changeOf returns the change of a request, to fill in; a request that
+// changes nothing gets one that nobody records.
+func changeOf(r *http.Request) *change {
+	if ch, ok := r.Context().Value(changeKey{}).(*change); ok {
+		return ch
+	}
+	return &change{}
+}
+
+// withChange returns r carrying ch, for its handler to fill in.
+func withChange(r *http.Request, ch *change) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), changeKey{}, ch))
+}
+
+// audit records the change a request made, or tried to: who (the Actor of
+// its access, else its remote address), what, to which jobs, its result
+// ("ok", or the code of the error it was answered with) and how many jobs
+// changed. A failure to record is logged, and does not change the answer.
+func (c *console) audit(r *http.Request, acc Access, ch *change, failed *apiError) {
+	e := queue.AuditEntry{Actor: acc.Actor, Action: ch.action, Result: "ok", Changed: ch.changed}
+	if e.Actor == "" {
+		e.Actor = r.RemoteAddr
+	}
+	if failed != nil {
+		e.Result = failed.Code
+	}
+	if ch.target != nil {
+		e.Target, _ = json.Marshal(ch.target) // maps of IDs, names and filters always marshal
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
+	defer cancel()
+	_, err := c.client.RecordAudit(ctx, e)
+	if errors.Is(err, queue.ErrInvalidOption) && e.Target != nil {
+		// A target the database cannot store as given (a NUL in a refused
+		// filter): record the rest.
+		e.Target = nil
+		_, err = c.client.RecordAudit(ctx, e)
+	}
+	if err != nil {
+		c.cfg.logger.Error("console: the audit log did not take a change", "err", err, "actor", e.Actor,
+			"action", e.Action, "target", ch.target, "result", e.Result, "changed", e.Changed)
+	}
+}
+
+var auditParams = []param{
+	{Name: "cursor", Doc: "The next_cursor of the previous page."},
+	{Name: "limit", Type: "integer", Doc: "Entries per page: 1 to 500, default 50."},
+}
+
+// auditView is an entry of the audit log.
+type auditView struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	// Target is what the request acted on: {"job":…}, {"ids":[…]},
+	// {"filter":{…}}, {"queue":…}; null when the request was refused
+	// before that was known.
+	Target json.RawMessage `json:"target"`
+	// Result is "ok", or the code of the error the request was answered
+	// with.
+	Result  string `json:"result"`
+	Changed int64  `json:"changed"`
+}
+
+type auditResponse struct {
+	Entries    []auditView `json:"entries"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// auditCursor is where a listing of the audit log continues: before the
+// last entry of the previous page.
+type auditCursor struct {
+	Before int64 `json:"b"`
+}
+
+func (c *console) auditRoutes() []route {
+	return []route{
+		{Method: "GET", Pattern: "/api/audit", Action: ActionRead, Query: auditParams, Response: auditResponse{},
+			Summary: "The audit log, newest first: every request that changed state or tried to " +
+				"(not those refused with 401 or 403), who made it, on what, and how it went.",
+			handle: c.auditLog},
+	}
+}
+
+func (c *console) auditLog(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, auditParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
+	if err != nil {
+		return 0, nil, err
+	}
+	var cur auditCursor
+	if s := q.str("cursor"); s != "" {
+		if err := decodeCursor("cursor", s, &cur); err != nil {
+			return 0, nil, err
+		}
+		if cur.Before < 1 {
+			return 0, nil, badParam("cursor", "not a cursor this server wrote")
+		}
+	}
+	entries, err := c.client.AuditLog(r.Context(), cur.Before, limit+1)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := auditResponse{Entries: []auditView{}}
+	if len(entries) > limit {
+		entries = entries[:limit]
+		out.NextCursor = encodeCursor(auditCursor{Before: entries[limit-1].ID})
+	}
+	for _, e := range entries {
+		v := auditView{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, Changed: e.Changed}
+		if len(v.Target) == 0 {
+			v.Target = json.RawMessage("null")
+		}
+		out.Entries = append(out.Entries, v)
+	}
+	return http.StatusOK, out, nil
+}
