@@ -42,15 +42,17 @@ type runsResponse struct {
 // reviewView is queue.Review in JSON, with the failures grouped by their
 // error.
 type reviewView struct {
-	RunID       string                 `json:"run_id"`
-	Total       int64                  `json:"total"`
-	Counts      map[queue.Status]int64 `json:"counts"`
-	Failed      []jobView              `json:"failed"`
-	Failures    []failureGroup         `json:"failure_groups"`
-	Slow        []slowView             `json:"slow"`
-	NeverRan    []jobView              `json:"never_ran"`
-	MissedTicks []tickView             `json:"missed_ticks"`
-	Stopped     []stoppedView          `json:"stopped"`
+	RunID    string                 `json:"run_id"`
+	Total    int64                  `json:"total"`
+	Counts   map[queue.Status]int64 `json:"counts"`
+	Failed   []jobView              `json:"failed"`
+	Failures []failureGroup         `json:"failure_groups"`
+	Slow     []slowView             `json:"slow"`
+	NeverRan []jobView              `json:"never_ran"`
+	// Waiting says, for each job of NeverRan, why it has not started yet.
+	Waiting     []waitingView `json:"waiting"`
+	MissedTicks []tickView    `json:"missed_ticks"`
+	Stopped     []stoppedView `json:"stopped"`
 }
 
 type reviewResponse struct {
@@ -64,6 +66,22 @@ type failureGroup struct {
 	Count        int      `json:"count"`
 	Kinds        []string `json:"kinds"`
 	ExampleJobID int64    `json:"example_job_id"`
+}
+
+// waitingView is a job still waiting to start, and why, as far as the
+// console can tell: its reasons' codes are scheduled_later (its run time
+// is to come), queue_paused, window_closed (its queue's or its kind's
+// batch window), or due when none of those holds and it waits for a
+// runner on its queue to take it. A job that waits for its parents is not
+// among them: the rules create it once they have completed.
+type waitingView struct {
+	JobID   int64        `json:"job_id"`
+	Reasons []waitReason `json:"reasons"`
+}
+
+type waitReason struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
 }
 
 type slowView struct {
@@ -93,8 +111,8 @@ func (c *console) runRoutes() []route {
 			Summary: "Runs (the jobs of a schedule's tick and those they released), newest first, a page at a time.",
 			handle:  c.listRuns},
 		{Method: "GET", Pattern: "/api/runs/{id}/review", Action: ActionRead, Query: reviewParams, Response: reviewResponse{},
-			Summary: "The morning review of a run: counts, failures (also grouped by error), slow jobs, jobs that never ran, " +
-				"ticks that created nothing, dependency chains that stopped.",
+			Summary: "The morning review of a run: counts, failures (also grouped by error), slow jobs, jobs that never ran " +
+				"and why they wait, ticks that created nothing, dependency chains that stopped.",
 			handle: c.review},
 	}
 }
@@ -165,6 +183,9 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
 		Failures: groupFailures(rv.Failed), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
 		MissedTicks: []tickView{}, Stopped: []stoppedView{}}
+	if out.Waiting, err = c.waiting(r, rv.NeverRan); err != nil {
+		return 0, nil, err
+	}
 	for _, s := range rv.Slow {
 		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds()})
 	}
@@ -180,6 +201,40 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 			Blocking: c.views(s.Blocking), MissingKinds: missing})
 	}
 	return http.StatusOK, reviewResponse{Review: out}, nil
+}
+
+// waiting says why each of jobs, which have not started, waits.
+func (c *console) waiting(r *http.Request, jobs []queue.JobRecord) ([]waitingView, error) {
+	out := make([]waitingView, 0, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	qs, err := c.client.Queues(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	paused := map[string]bool{}
+	for _, q := range qs {
+		paused[q.Name] = q.Paused
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		w := waitingView{JobID: j.ID, Reasons: []waitReason{}}
+		if j.RunAt.After(now) {
+			w.Reasons = append(w.Reasons, waitReason{Code: "scheduled_later", Detail: "runs at " + j.RunAt.Format(time.RFC3339)})
+		}
+		if paused[j.Queue] {
+			w.Reasons = append(w.Reasons, waitReason{Code: "queue_paused", Detail: "queue " + j.Queue + " is paused"})
+		}
+		if win, ok := c.reg.ClosedWindow(j.Kind, j.Queue, now); ok {
+			w.Reasons = append(w.Reasons, waitReason{Code: "window_closed", Detail: "its window " + win.String() + " is closed"})
+		}
+		if len(w.Reasons) == 0 {
+			w.Reasons = append(w.Reasons, waitReason{Code: "due", Detail: "due: waiting for a runner of queue " + j.Queue + " to take it"})
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // What normalise takes out of an error message, in this order.

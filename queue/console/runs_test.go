@@ -172,3 +172,44 @@ func TestSchedulesStatsHealthKinds(t *testing.T) {
 	require.Equal(t, false, h["database"].(map[string]any)["reachable"])
 	e.expectError(t, http.StatusInternalServerError, "internal", "GET", "/api/stats", "")
 }
+
+// TestReviewSaysWhyJobsWait: the review says why each job that never ran
+// waits.
+func TestReviewSaysWhyJobsWait(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	closed, err := queue.DailyWindow(now.Add(2*time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04"), time.UTC)
+	require.NoError(t, err)
+	e.reg.QueueWindow("night", closed)
+	require.NoError(t, e.client.PauseQueue(ctx, "held"))
+	run := queue.InRun("wait@1")
+	later := e.enqueue(t, report{County: "A"}, run, queue.RunAt(now.Add(time.Hour)))
+	held := e.enqueue(t, report{County: "B"}, run, queue.OnQueue("held"))
+	night := e.enqueue(t, report{County: "C"}, run, queue.OnQueue("night"))
+	due := e.enqueue(t, report{County: "D"}, run)
+
+	var rv struct {
+		Review struct {
+			Waiting []struct {
+				JobID   int64 `json:"job_id"`
+				Reasons []struct {
+					Code   string `json:"code"`
+					Detail string `json:"detail"`
+				} `json:"reasons"`
+			} `json:"waiting"`
+		} `json:"review"`
+	}
+	res := e.do(t, "GET", "/api/runs/wait@1/review", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res.decode(t, &rv)
+	got := map[int64][]string{}
+	for _, w := range rv.Review.Waiting {
+		for _, r := range w.Reasons {
+			got[w.JobID] = append(got[w.JobID], r.Code)
+			require.NotEmpty(t, r.Detail)
+		}
+	}
+	require.Equal(t, map[int64][]string{later: {"scheduled_later"}, held: {"queue_paused"}, night: {"window_closed"}, due: {"due"}}, got)
+}
