@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+const (
+	workers     = 4
+	exportQueue = "exports"
+)
+
+// CountyReport is a county's report of a day's timesheets.
+type CountyReport struct {
+	County string `json:"county"`
+	Date   string `json:"date"`
+}
+
+func (CountyReport) Kind() string { return "county_report" }
+
+// CountySummary sums up a county's report; the report's completion
+// releases it (rule county-summary).
+type CountySummary struct {
+	County string `json:"county"`
+	Date   string `json:"date"`
+}
+
+func (CountySummary) Kind() string { return "county_summary" }
+
+// Export writes Rows rows of a table out, chunk by chunk, saving its
+// progress after each.
+type Export struct {
+	Table string `json:"table"`
+	Rows  int64  `json:"rows"`
+}
+
+func (Export) Kind() string { return "export" }
+
+// The demo's counties: one's feed is offline (its report fails for good),
+// one's times out (its report waits an hour for its retry).
+var counties = []string{"Travis", "Harris", "Dallas", "Bexar", "El Paso", "Tarrant", "Collin", "Denton"}
+
+const (
+	offlineCounty = "El Paso"
+	flakyCounty   = "Collin"
+)
+
+// registry registers the demo's kinds, its rule and its schedule.
+func registry() (*queue.Registry, error) {
+	reg := queue.NewRegistry()
+	err := errors.Join(
+		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.Retry(queue.Delays{time.Hour})),
+		queue.Register(reg, queue.HandlerFunc[CountySummary](func(ctx context.Context, j *queue.Job[CountySummary]) error {
+			return j.SetOutput(ctx, map[string]string{"summary": j.Args.County + " County, " + j.Args.Date + ": all entries in"})
+		})),
+		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return reg, errors.Join(
+		queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{CountyReport{}.Kind()}, Each: true},
+			func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+				var c CountySummary
+				_ = json.Unmarshal(parents[0].Payload, &c) // a CountyReport: the fields fit
+				return c, nil
+			}),
+		reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0),
+			Jobs: func(t queue.Tick) []queue.Params {
+				jobs := make([]queue.Params, len(counties))
+				for i, c := range counties {
+					jobs[i] = queue.Params{Args: CountyReport{County: c, Date: t.Period}}
+				}
+				return jobs
+			}}),
+	)
+}
+
+func countyReport(ctx context.Context, j *queue.Job[CountyReport]) error {
+	switch j.Args.County {
+	case offlineCounty:
+		return queue.Permanent(fmt.Errorf("the timesheet feed of %s County is offline", j.Args.County))
+	case flakyCounty:
+		return fmt.Errorf("read timesheets of %s County: upstream timed out after 30s", j.Args.County)
+	}
+	if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		return err
+	}
+	return j.SetOutput(ctx, map[string]int{"entries": 1000 + 37*len(j.Args.County)})
+}
+
+// exporter exports rows that it makes up, 20ms a chunk.
+type exporter struct{}
+
+func (exporter) Records(_ context.Context, j *queue.Job[Export]) (int64, iter.Seq2[int64, error], error) {
+	return j.Args.Rows, func(yield func(int64, error) bool) {
+		for i := range j.Args.Rows {
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (exporter) ProcessChunk(ctx context.Context, _ *queue.Job[Export], _ batch.Batch[int64]) error {
+	return sleep(ctx, 20*time.Millisecond)
+}
+
+func (exporter) Cleanup(context.Context, *queue.Job[Export]) error { return nil }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// fill submits last night's jobs, as the nightly schedule's tick at 23:00
+// UTC would have, and some of the day's: exports, one cancelled, one for
+// tomorrow. It returns how many it submitted.
+func fill(ctx context.Context, c *queue.Client) (int, error) {
+	night := time.Now().UTC().Add(-24 * time.Hour).Truncate(24 * time.Hour).Add(23 * time.Hour)
+	period := night.Format(time.DateOnly)
+	run := "nightly@" + night.Format(time.RFC3339)
+	var jobs []queue.Params
+	for _, county := range counties {
+		jobs = append(jobs, queue.Params{Args: CountyReport{County: county, Date: period},
+			Options: []queue.JobOption{queue.InRun(run), queue.InPeriod(period), queue.IdempotencyKey(run + "/" + county)}})
+	}
+	for _, table := range []string{"timesheet_entries", "employees", "payroll"} {
+		jobs = append(jobs, queue.Params{Args: Export{Table: table, Rows: 5000}})
+	}
+	tomorrow := queue.RunAt(night.Add(24 * time.Hour))
+	jobs = append(jobs,
+		queue.Params{Args: Export{Table: "audit_trail", Rows: 2000}, Options: []queue.JobOption{tomorrow}},
+		queue.Params{Args: Export{Table: "old_payroll", Rows: 9000}, Options: []queue.JobOption{tomorrow}},
+	)
+	for _, p := range jobs {
+		if _, err := c.Enqueue(ctx, p.Args, p.Options...); err != nil {
+			return 0, err
+		}
+	}
+	// The last export was a mistake: cancel it before it runs.
+	last, err := c.List(ctx, queue.Filter{Kinds: []string{Export{}.Kind()}, Newest: true, Limit: 1})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.Cancel(ctx, last[0].ID); err != nil {
+		return 0, err
+	}
+	return len(jobs), nil
+}
