@@ -13,13 +13,13 @@ import (
 // claim instead of walking the claim index.
 const analyzeAfter = 10_000
 
-// EnqueueBulk stores many jobs with COPY, the fastest way in: use it for
-// backfills and imports. Validation is as for EnqueueMany, and all jobs are
-// stored or none. Jobs with idempotency keys cannot be copied (COPY cannot
-// skip duplicates), so a bulk that has any goes through EnqueueMany's
-// statement, in slices, instead; so does a bulk given to a Client.Tx client,
-// because COPY needs a connection of its own. It returns how many jobs it
-// created.
+// EnqueueBulk stores many jobs with COPY (on SQLite, prepared multi-row
+// INSERTs), the fastest way in: use it for backfills and imports.
+// Validation is as for EnqueueMany, and all jobs are stored or none. Jobs
+// with idempotency keys cannot be copied (COPY cannot skip duplicates), so a
+// bulk that has any goes through EnqueueMany's statement, in slices,
+// instead; so does a bulk given to a Client.Tx client, because COPY needs a
+// connection of its own. It returns how many jobs it created.
 func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {

@@ -166,10 +166,14 @@ func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 }
 
 func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob, error) {
+	// o stays on the stack, and the job points at copies of the options it
+	// has: a bulk of jobs without options then costs no allocation here.
 	o := e.defaults
-	o.ownBackoff = false
-	if err := applyJobOptions(&o, atEnqueue, opts); err != nil {
-		return newJob{}, err
+	if len(opts) > 0 {
+		var err error
+		if o, err = withJobOptions(o, opts); err != nil {
+			return newJob{}, err
+		}
 	}
 	j := newJob{
 		Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts,
@@ -179,18 +183,8 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		t := o.runAt
 		j.RunAt = &t
 	}
-	if o.idempotencyKey != "" {
-		j.Key = &o.idempotencyKey
-	}
-	if o.correlationID != "" {
-		j.Correlation = &o.correlationID
-	}
-	if o.runID != "" {
-		j.RunID = &o.runID
-	}
-	if o.period != "" {
-		j.Period = &o.period
-	}
+	j.Key, j.Correlation = optional(o.idempotencyKey), optional(o.correlationID)
+	j.RunID, j.Period = optional(o.runID), optional(o.period)
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {
@@ -212,6 +206,21 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		j.Auth = &s
 	}
 	return j, nil
+}
+
+// withJobOptions returns a kind's defaults o with a job's options applied.
+func withJobOptions(o jobOptions, opts []JobOption) (jobOptions, error) {
+	o.ownBackoff = false
+	err := applyJobOptions(&o, atEnqueue, opts)
+	return o, err
+}
+
+// optional points at s, or is nil for "".
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {

@@ -1,6 +1,6 @@
-// Command queuebench measures sheaf's job queue on a PostgreSQL server, in
-// the spirit of River's "river bench": how fast jobs go in, and how fast a
-// runner works them.
+// Command queuebench measures sheaf's job queue on a PostgreSQL server, or
+// with -store sqlite on an SQLite file, in the spirit of River's "river
+// bench": how fast jobs go in, and how fast a runner works them.
 //
 // By default it inserts -jobs no-op jobs in one EnqueueBulk call (a COPY),
 // then starts one runner with -workers workers and times it until every job
@@ -8,15 +8,15 @@
 // time for that long: a producer enqueues bulks of jobs back to back while
 // the runner works, and the report gives both rates and the backlog left.
 //
-//	go run ./examples/queuebench [-jobs 200000] [-workers 100] [-duration 0] [-dsn URL]
+//	go run ./examples/queuebench [-store postgres|sqlite] [-jobs 200000] [-workers 100] [-duration 0] [-dsn URL]
 //
-// It works in a schema of its own, sheaf_bench, which it drops and recreates
-// at start.
+// On PostgreSQL it works in a schema of its own, sheaf_bench, which it drops
+// and recreates at start; on SQLite, in a file of a temporary folder that it
+// removes at the end.
 package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 const (
@@ -55,6 +57,7 @@ type Noop struct{}
 func (Noop) Kind() string { return "bench_noop" }
 
 type options struct {
+	store    string
 	dsn      string
 	jobs     int
 	workers  int
@@ -63,6 +66,7 @@ type options struct {
 
 func main() {
 	var o options
+	flag.StringVar(&o.store, "store", "postgres", "postgres, or sqlite for a file in a temporary folder opened with sqlitedb.Open")
 	flag.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
 	flag.IntVar(&o.jobs, "jobs", 200_000, "jobs to insert and work (fixed-count mode)")
 	flag.IntVar(&o.workers, "workers", queue.DefaultWorkers, "jobs the runner works at once")
@@ -77,6 +81,9 @@ func main() {
 	if o.jobs < 1 || o.duration < 0 {
 		log.Fatal("queuebench: -jobs must be positive and -duration not negative")
 	}
+	if o.store != "postgres" && o.store != "sqlite" {
+		log.Fatalf("queuebench: -store is postgres or sqlite, not %q", o.store)
+	}
 	// Ctrl-C ends the window of -duration early, or abandons a fixed-count
 	// run; either way the runner is stopped cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -90,20 +97,19 @@ func main() {
 // observer has counted.
 type bench struct {
 	db      *gorm.DB
+	table   string // where the jobs are, for the report
 	client  *queue.Client
 	workers int
 	worked  atomic.Int64 // completions observed
 }
 
 func run(ctx context.Context, o options) error {
-	// The pool: the runner's four connections (listener, claims,
-	// completions, maintenance), one for inserting and one for the checks;
-	// the no-op handlers use none.
-	db, sqlDB, err := freshSchema(ctx, o.dsn, 4+2)
+	d, err := open(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer sqlDB.Close()
+	defer d.close()
+	db := d.db
 	reg := queue.NewRegistry()
 	err = queue.Register(reg, queue.HandlerFunc[Noop](func(context.Context, *queue.Job[Noop]) error { return nil }))
 	if err != nil {
@@ -117,14 +123,9 @@ func run(ctx context.Context, o options) error {
 	if err := client.Migrate(ctx); err != nil {
 		return err
 	}
-	var version string
-	if err := db.WithContext(ctx).Raw("SHOW server_version").Scan(&version).Error; err != nil {
-		return err
-	}
-	fmt.Printf("queuebench: PostgreSQL %s, %s, %d CPUs, schema %s, %d workers\n",
-		version, runtime.Version(), runtime.NumCPU(), schema, o.workers)
+	fmt.Printf("queuebench: %s, %s, %d CPUs, %d workers\n", d.about, runtime.Version(), runtime.NumCPU(), o.workers)
 
-	b := &bench{db: db, client: client, workers: o.workers}
+	b := &bench{db: db, table: d.table, client: client, workers: o.workers}
 	if o.duration > 0 {
 		return b.concurrent(ctx, o.duration)
 	}
@@ -193,7 +194,7 @@ wait:
 		thousands(inserted), insertTook.Seconds(), rate(inserted, insertTook))
 	fmt.Printf("work    %9s jobs in %7.3fs  %9s jobs/s  (one runner, %d workers)\n",
 		thousands(inserted), workTook.Seconds(), rate(inserted, workTook), b.workers)
-	fmt.Printf("check   %9s jobs COMPLETED in %s.sheaf_jobs\n", thousands(completed), schema)
+	fmt.Printf("check   %9s jobs COMPLETED in %s\n", thousands(completed), b.table)
 	if completed != inserted {
 		return fmt.Errorf("%d jobs inserted but %d COMPLETED", inserted, completed)
 	}
@@ -280,7 +281,7 @@ wait:
 		thousands(in), took.Seconds(), rate(in, took), thousands(producerBulk))
 	fmt.Printf("work    %9s jobs in %7.3fs  %9s jobs/s  (one runner, %d workers)\n",
 		thousands(worked), took.Seconds(), rate(worked, took), b.workers)
-	fmt.Printf("backlog %9s jobs QUEUED in %s.sheaf_jobs after the runner stopped\n", thousands(queued), schema)
+	fmt.Printf("backlog %9s jobs QUEUED in %s after the runner stopped\n", thousands(queued), b.table)
 	return nil
 }
 
@@ -306,35 +307,96 @@ func (b *bench) stop(r *queue.Runner) error {
 	return r.Stop(ctx)
 }
 
+// database is the benchmark's database, empty at start.
+type database struct {
+	db    *gorm.DB
+	table string // where the jobs are, for the report
+	about string // the database and its version
+	close func()
+}
+
+// open opens the database o names: a fresh schema on PostgreSQL, or a file
+// in a temporary folder on SQLite, opened as sqlitedb.Open opens it (its
+// pool as the queue's README has it).
+func open(ctx context.Context, o options) (*database, error) {
+	if o.store == "sqlite" {
+		dir, err := os.MkdirTemp("", "queuebench")
+		if err != nil {
+			return nil, err
+		}
+		d := &database{table: filepath.Join(dir, "jobs.db")}
+		if d.db, err = sqlitedb.Open(d.table); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		d.close = closeDB(d.db, func() { _ = os.RemoveAll(dir) })
+		var version string
+		if err := d.db.WithContext(ctx).Raw("SELECT sqlite_version()").Scan(&version).Error; err != nil {
+			d.close()
+			return nil, err
+		}
+		d.about = "SQLite " + version
+		return d, nil
+	}
+	// The pool: the runner's four connections (listener, claims,
+	// completions, maintenance), one for inserting and one for the checks;
+	// the no-op handlers use none.
+	db, err := freshSchema(ctx, o.dsn, 4+2)
+	if err != nil {
+		return nil, err
+	}
+	d := &database{db: db, table: schema + ".sheaf_jobs", close: closeDB(db, nil)}
+	var version string
+	if err := db.WithContext(ctx).Raw("SHOW server_version").Scan(&version).Error; err != nil {
+		d.close()
+		return nil, err
+	}
+	d.about = "PostgreSQL " + version + ", schema " + schema
+	return d, nil
+}
+
+// closeDB returns a function that closes db's pool, then calls after, if
+// given.
+func closeDB(db *gorm.DB, after func()) func() {
+	return func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+		if after != nil {
+			after()
+		}
+	}
+}
+
 // freshSchema drops and recreates the benchmark's schema and returns a
 // gorm handle whose connections work in it (pgx passes the URL's search_path
 // parameter to the server as a setting of every connection it opens), on a
 // pool of conns connections that stay open between uses.
-func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, *sql.DB, error) {
+func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, nil, errors.New("the DSN must be a postgres:// URL")
+		return nil, errors.New("the DSN must be a postgres:// URL")
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sqlDB.SetMaxOpenConns(conns)
 	sqlDB.SetMaxIdleConns(conns) // keep them all open between uses; database/sql keeps 2 by default
 	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
 			_ = sqlDB.Close()
-			return nil, nil, fmt.Errorf("recreate schema %s: %w", schema, err)
+			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
 		}
 	}
-	return db, sqlDB, nil
+	return db, nil
 }
 
 func rate(n int64, d time.Duration) string {

@@ -16,16 +16,14 @@ import (
 // on SQLite.
 
 // sqliteInsertSQL inserts the jobs of a JSON array (?1), in its order, all
-// created at ?2. Add sqliteSkipTaken to skip a taken idempotency key.
+// created at ?2, skipping those whose idempotency key is taken.
 const sqliteInsertSQL = `
 INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts, backoff,
 	run_at, created_at, auth, run_id, period, parent_ids)
 SELECT value ->> 'kind', value ->> 'queue', value ->> 'priority', CAST(value ->> 'payload' AS BLOB), value ->> 'key', value ->> 'corr',
 	value ->> 'attempts', value ->> 'backoff', value ->> 'run_at', ?2, value ->> 'auth', value ->> 'run_id', value ->> 'period',
 	value ->> 'parents'
-FROM json_each(?1) WHERE true ORDER BY key`
-
-const sqliteSkipTaken = `
+FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, queue, priority, run_at, rescues`
 
@@ -82,7 +80,7 @@ func (s *sqlite) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.Raw(sqliteInsertSQL+sqliteSkipTaken, in, sqliteTime(t)).Rows()
+	rows, err := tx.Raw(sqliteInsertSQL, in, sqliteTime(t)).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -94,35 +92,6 @@ func (s *sqlite) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, e
 	// take the write lock it holds.
 	s.notify(back)
 	return ids, nil
-}
-
-// copyChunk bounds the JSON one insert statement parses.
-const copyChunk = 10_000
-
-// Copy inserts jobs in chunks in one transaction: SQLite has no COPY, and
-// one statement per chunk spends its time in SQLite rather than in calls.
-func (s *sqlite) Copy(ctx context.Context, jobs []NewJob) (n int64, err error) {
-	t := now()
-	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
-		for start := 0; start < len(jobs); start += copyChunk {
-			in, err := insertJSON(jobs[start:min(start+copyChunk, len(jobs))], t, nil)
-			if err != nil {
-				return err
-			}
-			res := tx.Exec(sqliteInsertSQL, in, sqliteTime(t))
-			if res.Error != nil {
-				return res.Error
-			}
-			n += res.RowsAffected
-		}
-		back := make([]due, len(jobs))
-		for i, j := range jobs {
-			back[i] = due{queue: j.Queue, priority: j.Priority, runAt: runAt(j, t)}
-		}
-		s.notify(back)
-		return nil
-	})
-	return n, err
 }
 
 func (*sqlite) Jobs(ctx context.Context, db *gorm.DB, f Filter, limit int, dest any) error {
