@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,10 +31,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
@@ -341,9 +339,13 @@ func open(ctx context.Context, o options) (*database, error) {
 	// The pool: the runner's four connections (listener, claims,
 	// completions, maintenance), one for inserting and one for the checks;
 	// the no-op handlers use none.
-	db, err := freshSchema(ctx, o.dsn, 4+2)
+	db, err := exampledb.FreshSchema(ctx, schema, o.dsn)
 	if err != nil {
 		return nil, err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.SetMaxOpenConns(4 + 2)
+		sqlDB.SetMaxIdleConns(4 + 2) // keep them all open between uses; database/sql keeps 2 by default
 	}
 	d := &database{db: db, table: schema + ".sheaf_jobs", close: closeDB(db, nil)}
 	var version string
@@ -366,37 +368,6 @@ func closeDB(db *gorm.DB, after func()) func() {
 			after()
 		}
 	}
-}
-
-// freshSchema drops and recreates the benchmark's schema and returns a
-// gorm handle whose connections work in it (pgx passes the URL's search_path
-// parameter to the server as a setting of every connection it opens), on a
-// pool of conns connections that stay open between uses.
-func freshSchema(ctx context.Context, dsn string, conns int) (*gorm.DB, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, errors.New("the DSN must be a postgres:// URL")
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	db, err := gorm.Open(postgres.Open(u.String()), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
-	sqlDB.SetMaxOpenConns(conns)
-	sqlDB.SetMaxIdleConns(conns) // keep them all open between uses; database/sql keeps 2 by default
-	for _, stmt := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
-		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			_ = sqlDB.Close()
-			return nil, fmt.Errorf("recreate schema %s: %w", schema, err)
-		}
-	}
-	return db, nil
 }
 
 func rate(n int64, d time.Duration) string {

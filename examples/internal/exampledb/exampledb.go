@@ -46,7 +46,7 @@ func Open(ctx context.Context, name, dsn string, conns int) (*DB, error) {
 		d.DB, err = sqlitedb.Open(path)
 	} else {
 		d.Where = "schema " + name
-		d.DB, err = freshSchema(ctx, name, dsn)
+		d.DB, err = FreshSchema(ctx, name, dsn)
 	}
 	if err == nil {
 		d.sql, err = d.DB.DB()
@@ -69,10 +69,11 @@ func (d *DB) removeDir() error {
 	return os.RemoveAll(d.dir)
 }
 
-// freshSchema drops and recreates the schema and returns a gorm handle
-// whose connections work in it (pgx sends the URL's search_path parameter
-// to the server as a setting of every connection it opens).
-func freshSchema(ctx context.Context, schema, dsn string) (*gorm.DB, error) {
+// FreshSchema drops and recreates schema on the PostgreSQL server that dsn,
+// a postgres:// URL, names, and returns a gorm handle whose connections
+// work in it (pgx sends the URL's search_path parameter to the server as a
+// setting of every connection it opens).
+func FreshSchema(ctx context.Context, schema, dsn string) (*gorm.DB, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return nil, errors.New("the DSN must be a postgres:// URL (or none, for SQLite)")
