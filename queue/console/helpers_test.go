@@ -28,7 +28,20 @@ func TestMain(m *testing.M) {
 		// The tests skip themselves, saying why; the examples cannot.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(dropAfter{m})
+}
+
+// dropAfter runs the tests and benchmarks, then drops the table the
+// benchmarks share, before goleak looks for goroutines left running.
+type dropAfter struct{ m *testing.M }
+
+func (d dropAfter) Run() int {
+	code := d.m.Run()
+	if err := dropBenchTable(); err != nil {
+		fmt.Fprintln(os.Stderr, "console benchmarks: drop their table:", err)
+		return max(code, 1)
+	}
+	return code
 }
 
 // report is the tests' job kind: a county report that fails for good when
