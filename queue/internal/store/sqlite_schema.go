@@ -111,7 +111,7 @@ CREATE TABLE sheaf_audit (
 );
 `,
 	5: `
-CREATE INDEX sheaf_jobs_status ON sheaf_jobs (status, id);
+CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAILED', 'CANCELLED');
 `,
 }
 
