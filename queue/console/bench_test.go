@@ -57,11 +57,12 @@ const (
 	benchRare = "handshake timeout"
 )
 
-// benchTable is the shared table: its console, and how many jobs it has.
+// benchTable is the shared table: its console, the same without the
+// counts cache, and how many jobs it has.
 type benchTable struct {
-	h    http.Handler
-	jobs int
-	err  error
+	h, uncached http.Handler
+	jobs        int
+	err         error
 	// close closes the database and removes it.
 	close func() error
 }
@@ -210,7 +211,10 @@ func fillTable(t *benchTable) error {
 	if err := analyze(db); err != nil {
 		return err
 	}
-	t.h, err = console.New(c, console.WithLogger(quiet()))
+	if t.h, err = console.New(c, console.WithLogger(quiet())); err != nil {
+		return err
+	}
+	t.uncached, err = console.New(c, console.WithLogger(quiet()), console.WithCountsCache(0))
 	return err
 }
 
@@ -223,16 +227,20 @@ func analyze(db *gorm.DB) error {
 	return db.Exec("ANALYZE").Error
 }
 
-// timeRequests serves GET path b.N times, reporting ms/op and the median
-// (p50-ms).
-func timeRequests(b *testing.B, path string) {
+// timeRequests serves GET path b.N times, by the console with the
+// counts cache or without, reporting ms/op and the median (p50-ms).
+func timeRequests(b *testing.B, path string, cache bool) {
 	t := sharedTable(b)
+	h := t.h
+	if !cache {
+		h = t.uncached
+	}
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		w := httptest.NewRecorder()
 		start := time.Now()
-		t.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 		took = append(took, time.Since(start))
 		if w.Code != http.StatusOK {
 			b.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
@@ -248,13 +256,16 @@ func timeRequests(b *testing.B, path string) {
 // BenchmarkConsoleListJobs times the first page of a filtered listing, and
 // of a search, on the big table.
 func BenchmarkConsoleListJobs(b *testing.B) {
-	b.Run("filtered", func(b *testing.B) { timeRequests(b, "/api/jobs?status=failed&kind="+benchKind) })
-	b.Run("search", func(b *testing.B) { timeRequests(b, "/api/jobs?q=handshake") })
+	b.Run("filtered", func(b *testing.B) { timeRequests(b, "/api/jobs?status=failed&kind="+benchKind, true) })
+	b.Run("search", func(b *testing.B) { timeRequests(b, "/api/jobs?q=handshake", true) })
 }
 
 // BenchmarkConsoleStats times the counts, by status and kind and by queue,
-// on the big table.
+// on the big table, as served (read at most once per DefaultCountsTTL)
+// and read afresh for every request.
 func BenchmarkConsoleStats(b *testing.B) {
-	b.Run("stats", func(b *testing.B) { timeRequests(b, "/api/stats") })
-	b.Run("queues", func(b *testing.B) { timeRequests(b, "/api/queues") })
+	b.Run("stats", func(b *testing.B) { timeRequests(b, "/api/stats", true) })
+	b.Run("queues", func(b *testing.B) { timeRequests(b, "/api/queues", true) })
+	b.Run("stats-uncached", func(b *testing.B) { timeRequests(b, "/api/stats", false) })
+	b.Run("queues-uncached", func(b *testing.B) { timeRequests(b, "/api/queues", false) })
 }

@@ -68,6 +68,7 @@ type env struct {
 	reg    *queue.Registry
 	client *queue.Client
 	srv    *httptest.Server
+	h      http.Handler
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -77,16 +78,16 @@ func allowAll(*http.Request) (console.Access, error) {
 	return console.Access{Read: true, Submit: true, Cancel: true, Retry: true, Pause: true, Actor: "tester"}, nil
 }
 
-// newEnv serves a console with opts (quiet unless they set a logger) on a
-// fresh database.
+// newEnv serves a console with opts (quiet, and reading the counts afresh
+// for every request, unless they say otherwise) on a fresh database.
 func newEnv(t *testing.T, opts ...console.Option) *env {
 	t.Helper()
 	db, reg, c := newClient(t)
-	h, err := console.New(c, append([]console.Option{console.WithLogger(quiet())}, opts...)...)
+	h, err := console.New(c, append([]console.Option{console.WithLogger(quiet()), console.WithCountsCache(0)}, opts...)...)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{db: db, reg: reg, client: c, srv: srv}
+	return &env{db: db, reg: reg, client: c, srv: srv, h: h}
 }
 
 // newClient returns a migrated client, with the report kind, on a fresh
