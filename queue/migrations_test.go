@@ -72,7 +72,7 @@ func TestMigrationsAppliedByHandMatchMigrate(t *testing.T) {
 		require.NoError(t, tx.Commit())
 	}
 	require.Equal(t, schemaOf(t, byMigrate.db), schemaOf(t, byHand))
-	require.Contains(t, schemaOf(t, byHand), "version 4")
+	require.Contains(t, schemaOf(t, byHand), "version 5")
 
 	require.NoError(t, c.Migrate(context.Background()), "Migrate finds nothing left to do")
 	r, err := queue.NewRunner(c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
 )
@@ -78,6 +79,7 @@ type config struct {
 	formatArgs ArgsFormatter
 	logger     *slog.Logger
 	origins    []string
+	countsTTL  time.Duration
 }
 
 // WithAuthorizer sets the function that decides what each request's caller
@@ -152,6 +154,12 @@ type console struct {
 	csrf   *http.CrossOriginProtection
 	mux    *http.ServeMux
 	routes []route
+	// statsCache and queuesCache are the counts that GET /api/stats and
+	// GET /api/queues reuse (WithCountsCache).
+	statsCache  cached[queue.Stats]
+	queuesCache cached[[]queue.QueueInfo]
+	// window is SearchWindow, but in tests.
+	window int64
 }
 
 // New returns the console of client. Without WithAuthorizer it is
@@ -160,7 +168,7 @@ func New(client *queue.Client, opts ...Option) (http.Handler, error) {
 	if client == nil {
 		return nil, errors.New("console: nil *queue.Client")
 	}
-	cfg := config{logger: slog.Default()}
+	cfg := config{logger: slog.Default(), countsTTL: DefaultCountsTTL}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("console: nil Option")
@@ -169,7 +177,7 @@ func New(client *queue.Client, opts ...Option) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	c := &console{client: client, reg: client.Registry(), cfg: cfg, csrf: http.NewCrossOriginProtection()}
+	c := &console{client: client, reg: client.Registry(), cfg: cfg, csrf: http.NewCrossOriginProtection(), window: SearchWindow}
 	for _, o := range cfg.origins {
 		if err := c.csrf.AddTrustedOrigin(o); err != nil {
 			return nil, errors.New("console: " + err.Error())

@@ -34,6 +34,16 @@
 // failure (WithLogger) and answers the request as it went. GET /api/audit
 // reads the log, newest first.
 //
+// # Large tables
+//
+// The reads stay quick on a table of millions of jobs: a page of jobs of a
+// status (FAILED or CANCELLED: others are found by walking back from the
+// newest) comes from an index; a page of a search (q) examines only the
+// SearchWindow jobs below its cursor, and may come back short, or empty,
+// with a next_cursor to older jobs; GET /api/stats and GET /api/queues,
+// which count every job, reuse their counts for a few seconds
+// (WithCountsCache), and say when they were read (as_of).
+//
 // # Errors
 //
 // Errors are JSON, {"error":{"code":"…","message":"…"}}, with the HTTP

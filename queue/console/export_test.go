@@ -8,3 +8,6 @@ func Routes(h any) []string {
 	}
 	return out
 }
+
+// SetSearchWindow makes the pages of h's searches examine n jobs, for tests.
+func SetSearchWindow(h any, n int64) { h.(*console).window = n }

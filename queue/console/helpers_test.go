@@ -28,7 +28,20 @@ func TestMain(m *testing.M) {
 		// The tests skip themselves, saying why; the examples cannot.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(dropAfter{m})
+}
+
+// dropAfter runs the tests and benchmarks, then drops the table the
+// benchmarks share, before goleak looks for goroutines left running.
+type dropAfter struct{ m *testing.M }
+
+func (d dropAfter) Run() int {
+	code := d.m.Run()
+	if err := dropBenchTable(); err != nil {
+		fmt.Fprintln(os.Stderr, "console benchmarks: drop their table:", err)
+		return max(code, 1)
+	}
+	return code
 }
 
 // report is the tests' job kind: a county report that fails for good when
@@ -55,6 +68,7 @@ type env struct {
 	reg    *queue.Registry
 	client *queue.Client
 	srv    *httptest.Server
+	h      http.Handler
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -64,16 +78,16 @@ func allowAll(*http.Request) (console.Access, error) {
 	return console.Access{Read: true, Submit: true, Cancel: true, Retry: true, Pause: true, Actor: "tester"}, nil
 }
 
-// newEnv serves a console with opts (quiet unless they set a logger) on a
-// fresh database.
+// newEnv serves a console with opts (quiet, and reading the counts afresh
+// for every request, unless they say otherwise) on a fresh database.
 func newEnv(t *testing.T, opts ...console.Option) *env {
 	t.Helper()
 	db, reg, c := newClient(t)
-	h, err := console.New(c, append([]console.Option{console.WithLogger(quiet())}, opts...)...)
+	h, err := console.New(c, append([]console.Option{console.WithLogger(quiet()), console.WithCountsCache(0)}, opts...)...)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{db: db, reg: reg, client: c, srv: srv}
+	return &env{db: db, reg: reg, client: c, srv: srv, h: h}
 }
 
 // newClient returns a migrated client, with the report kind, on a fresh

@@ -40,6 +40,9 @@ type statsResponse struct {
 	ByKind             map[string]map[queue.Status]int64 `json:"by_kind"`
 	Ready              int64                             `json:"ready"`
 	OldestReadySeconds float64                           `json:"oldest_ready_seconds"`
+	// AsOf is when the counts were read: they are reused for a few
+	// seconds (console.WithCountsCache).
+	AsOf time.Time `json:"as_of"`
 }
 
 type healthResponse struct {
@@ -96,7 +99,8 @@ func (c *console) infoRoutes() []route {
 		{Method: "GET", Pattern: "/api/kinds", Action: ActionRead, Response: kindsResponse{},
 			Summary: "The registered job kinds, which POST /api/jobs accepts.", handle: c.kinds},
 		{Method: "GET", Pattern: "/api/stats", Action: ActionRead, Response: statsResponse{},
-			Summary: "Jobs counted by status and by kind, and the due jobs waiting (reads the whole table).", handle: c.stats},
+			Summary: "Jobs counted by status and by kind, and the due jobs waiting (reads the whole table, " +
+				"at most once every few seconds: see as_of).", handle: c.stats},
 		{Method: "GET", Pattern: "/api/health", Action: ActionRead, Response: healthResponse{},
 			Statuses: []int{http.StatusOK, http.StatusServiceUnavailable},
 			Summary: "Whether the database answers, and how fast: 200, or 503 when it does not; " +
@@ -132,12 +136,12 @@ func (c *console) kinds(*http.Request, Access) (int, any, error) {
 }
 
 func (c *console) stats(r *http.Request, _ Access) (int, any, error) {
-	s, err := c.client.Stats(r.Context())
+	s, at, err := c.statsCache.get(r.Context(), c.cfg.countsTTL, c.client.Stats)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, statsResponse{ByStatus: s.ByStatus, ByKind: s.ByKind, Ready: s.Ready,
-		OldestReadySeconds: s.OldestReady.Seconds()}, nil
+		OldestReadySeconds: s.OldestReady.Seconds(), AsOf: at}, nil
 }
 
 func (c *console) health(r *http.Request, _ Access) (int, any, error) {

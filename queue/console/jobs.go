@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -17,6 +18,15 @@ const (
 	maxLimit     = 500
 )
 
+// SearchWindow is how many jobs, by ID, one page of GET /api/jobs?q=
+// examines: the text is searched for in the SearchWindow jobs below the
+// page's cursor (the newest, on the first page), whatever the other
+// filters. A page may then hold fewer jobs than its limit, or none, and
+// still have a next_cursor, which goes on below the jobs examined. It
+// bounds a page's time (about 40 ms on PostgreSQL on two cores) on a
+// table of any size.
+const SearchWindow = 25_000
+
 var listParams = []param{
 	{Name: "status", Type: "list", Doc: "Statuses, repeated or separated by commas: QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED."},
 	{Name: "kind", Type: "list", Doc: "Kinds, repeated or separated by commas."},
@@ -26,7 +36,8 @@ var listParams = []param{
 	{Name: "correlation", Doc: "A correlation ID."},
 	{Name: "since", Format: "date-time", Doc: "Jobs created after this time (RFC 3339)."},
 	{Name: "until", Format: "date-time", Doc: "Jobs created before this time (RFC 3339)."},
-	{Name: "q", Doc: "Text to find, ignoring case, in the job's last error or its arguments (as stored, before any ArgsFormatter)."},
+	{Name: "q", Doc: "Text to find, ignoring case, in the job's last error or its arguments (as stored, before any ArgsFormatter). " +
+		"A page examines the 25,000 jobs (by ID) below its cursor: it may hold fewer jobs than limit, or none, and still have a next_cursor."},
 	{Name: "cursor", Doc: "The next_cursor of the previous page."},
 	{Name: "limit", Type: "integer", Doc: "Jobs per page: 1 to 500, default 50."},
 }
@@ -154,18 +165,41 @@ func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
 	if err := pageJobs(&f, cur); err != nil {
 		return 0, nil, err
 	}
+	if f.Search != "" {
+		if err := c.searchWindow(r.Context(), &f); err != nil {
+			return 0, nil, err
+		}
+	}
 	f.Limit = limit + 1 // one more tells whether there is a next page
 	recs, err := c.client.List(r.Context(), f)
 	if err != nil {
 		return 0, nil, err
 	}
 	out := jobsResponse{}
-	if len(recs) > limit {
+	switch {
+	case len(recs) > limit:
 		recs = recs[:limit]
 		out.NextCursor = encodeCursor(nextJobs(recs[limit-1]))
+	case f.AfterID > 0: // the search's window ended above the oldest jobs
+		out.NextCursor = encodeCursor(jobCursor{Before: f.AfterID + 1})
 	}
 	out.Jobs = c.views(recs)
 	return http.StatusOK, out, nil
+}
+
+// searchWindow bounds a search to the SearchWindow jobs below f's
+// BeforeID, or below the newest job's ID.
+func (c *console) searchWindow(ctx context.Context, f *queue.Filter) error {
+	top := f.BeforeID // exclusive
+	if top == 0 {
+		newest, err := c.client.List(ctx, queue.Filter{Newest: true, Limit: 1})
+		if err != nil || len(newest) == 0 {
+			return err
+		}
+		top = newest[0].ID + 1
+	}
+	f.AfterID = max(top-c.window-1, 0)
+	return nil
 }
 
 // readFilter reads the filters of a listing of jobs.

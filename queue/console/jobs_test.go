@@ -308,3 +308,78 @@ func TestListJobsSearch(t *testing.T) {
 		require.Equal(t, want, ids, q)
 	}
 }
+
+// TestSearchWindow: a page of a search examines a window of jobs below its
+// cursor; a page that found fewer than its limit there still leads on to
+// the older jobs, until the oldest.
+func TestSearchWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	console.SetSearchWindow(e.h, 10)
+	var ids []int64
+	for i := range 25 {
+		county := "Bexar"
+		if i == 2 || i == 19 || i == 21 {
+			county = "Travis"
+		}
+		ids = append(ids, e.enqueue(t, report{County: county}))
+	}
+	// The pages' windows: ids[15:25] (a full page: the next starts below
+	// its job), ids[11:21], ids[1:11], ids[0:1].
+	var pages [][]int64
+	cursor := ""
+	for {
+		require.Less(t, len(pages), 10, "the pages never end")
+		got, next := e.listIDs(t, "q=travis&limit=1&cursor="+cursor)
+		pages = append(pages, got)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, [][]int64{{ids[21]}, {ids[19]}, {ids[2]}, {}}, pages)
+}
+
+// TestCountsCache: the counts are reused within the cache's time, saying
+// when they were read, but for the console's own pauses.
+func TestCountsCache(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll), console.WithCountsCache(time.Hour))
+	type stats struct {
+		ByStatus map[string]int64 `json:"by_status"`
+		AsOf     time.Time        `json:"as_of"`
+	}
+	type queues struct {
+		Queues []struct {
+			Name   string           `json:"name"`
+			Counts map[string]int64 `json:"counts"`
+			Paused bool             `json:"paused"`
+		} `json:"queues"`
+		AsOf time.Time `json:"as_of"`
+	}
+	read := func(path string, v any) {
+		res := e.do(t, "GET", path, "")
+		require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+		res.decode(t, v)
+	}
+	e.enqueue(t, report{County: "A"})
+	var s1, s2 stats
+	var q1, q2, q3 queues
+	read("/api/stats", &s1)
+	read("/api/queues", &q1)
+	e.enqueue(t, report{County: "B"})
+	read("/api/stats", &s2)
+	read("/api/queues", &q2)
+	require.Equal(t, map[string]int64{"QUEUED": 1}, s2.ByStatus, "reused")
+	require.Equal(t, s1.AsOf, s2.AsOf)
+	require.False(t, s2.AsOf.IsZero())
+	require.Equal(t, q1, q2)
+
+	res := e.do(t, "POST", "/api/queues/default/pause", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	read("/api/queues", &q3)
+	require.Len(t, q3.Queues, 1)
+	require.True(t, q3.Queues[0].Paused, "the console's own pause is shown at once")
+	require.Equal(t, int64(2), q3.Queues[0].Counts["QUEUED"])
+	require.True(t, q3.AsOf.After(q2.AsOf))
+}

@@ -23,6 +23,10 @@ type queueView struct {
 
 type queuesResponse struct {
 	Queues []queueView `json:"queues"`
+	// AsOf is when the queues were read: they are reused for a few
+	// seconds (console.WithCountsCache), but for this console's own
+	// pauses and resumes.
+	AsOf time.Time `json:"as_of"`
 }
 
 type queueResponse struct {
@@ -33,7 +37,7 @@ func (c *console) queueRoutes() []route {
 	return []route{
 		{Method: "GET", Pattern: "/api/queues", Action: ActionRead, Response: queuesResponse{},
 			Summary: "Every queue that has jobs or is paused: its jobs by status, how long its oldest due job has waited, " +
-				"whether it is paused (reads the whole table).",
+				"whether it is paused (reads the whole table, at most once every few seconds: see as_of).",
 			handle: c.listQueues},
 		{Method: "POST", Pattern: "/api/queues/{name}/pause", Action: ActionPause, Response: queueResponse{},
 			Summary: "Pause a queue: runners everywhere stop claiming its jobs within a poll interval; those running " +
@@ -46,11 +50,11 @@ func (c *console) queueRoutes() []route {
 }
 
 func (c *console) listQueues(r *http.Request, _ Access) (int, any, error) {
-	qs, err := c.client.Queues(r.Context())
+	qs, at, err := c.queuesCache.get(r.Context(), c.cfg.countsTTL, c.client.Queues)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := queuesResponse{Queues: make([]queueView, 0, len(qs))}
+	out := queuesResponse{Queues: make([]queueView, 0, len(qs)), AsOf: at}
 	for _, q := range qs {
 		out.Queues = append(out.Queues, queueOf(q))
 	}
@@ -78,6 +82,7 @@ func (c *console) pauseQueue(pause bool) handlerFunc {
 		if err := do(r.Context(), name); err != nil {
 			return 0, nil, err
 		}
+		c.queuesCache.clear()
 		v, err := c.queue(r.Context(), name)
 		if err != nil {
 			return 0, nil, err

@@ -110,6 +110,9 @@ CREATE TABLE sheaf_audit (
 	changed INTEGER   NOT NULL DEFAULT 0
 );
 `,
+	5: `
+CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAILED', 'CANCELLED');
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
