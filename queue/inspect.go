@@ -148,3 +148,44 @@ func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	}
 	return out, nil
 }
+
+// ScheduleState is a registered schedule with what the database says of
+// it.
+type ScheduleState struct {
+	Periodic
+	// LastTick is the latest tick a runner fired (or, for a schedule just
+	// started, the time it started from); zero if no runner has started
+	// the schedule yet.
+	LastTick time.Time
+	// MissedTicks counts the ticks after LastTick that were due more than
+	// a minute ago and have not fired: no runner was running, or none
+	// could reach the database. LatestMissed is the latest of them. A
+	// runner that starts applies the schedule's Missed policy to them.
+	MissedTicks  int
+	LatestMissed time.Time
+}
+
+// missedAfter is how old a due tick must be to count as missed rather than
+// about to fire: a runner fires a tick within a poll interval.
+const missedAfter = time.Minute
+
+// ScheduleStates returns the registry's schedules, sorted by name, each
+// with its last fired tick and the ticks it has missed, as of now.
+func (c *Client) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
+	last, err := store.LastTicks(ctx, c.db)
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule states: %w", err)
+	}
+	scheds, _ := c.reg.schedulesNow()
+	cutoff := time.Now().Add(-missedAfter)
+	out := make([]ScheduleState, 0, len(scheds))
+	for _, s := range scheds {
+		st := ScheduleState{Periodic: s.Periodic, LastTick: last[s.Name]}
+		if !st.LastTick.IsZero() {
+			st.LatestMissed, st.MissedTicks = s.latest(st.LastTick, cutoff)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ScheduleState) int { return cmpString(a.Name, b.Name) })
+	return out, nil
+}

@@ -20,9 +20,16 @@ type scheduleView struct {
 	Expression string `json:"expression"`
 	// Zone is the IANA time zone of the expression and of Next.
 	Zone string `json:"zone"`
-	// Missed is what the schedule does about ticks missed while no runner
-	// ran: skip, or run_once.
-	Missed string `json:"missed"`
+	// MissedPolicy is what the schedule does about ticks missed while no
+	// runner ran: skip, or run_once.
+	MissedPolicy string `json:"missed_policy"`
+	// LastTick is the latest tick a runner fired, in the schedule's zone;
+	// absent if no runner has started the schedule yet.
+	LastTick *time.Time `json:"last_tick,omitempty"`
+	// Missed counts the ticks after LastTick that were due more than a
+	// minute ago and did not fire; MissedLatest is the latest of them.
+	Missed       int        `json:"missed"`
+	MissedLatest *time.Time `json:"missed_latest,omitempty"`
 	// Next are its next ticks, in its zone.
 	Next []time.Time `json:"next"`
 }
@@ -110,13 +117,26 @@ func (c *console) infoRoutes() []route {
 	}
 }
 
-func (c *console) schedules(*http.Request, Access) (int, any, error) {
+func (c *console) schedules(r *http.Request, _ Access) (int, any, error) {
+	states, err := c.client.ScheduleStates(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
 	out := schedulesResponse{Schedules: []scheduleView{}}
 	now := time.Now()
-	for _, p := range c.reg.Schedules() {
-		v := scheduleView{Name: p.Name, Expression: p.Spec.String(), Zone: p.Location.String(), Missed: "skip", Next: []time.Time{}}
-		if p.Missed == queue.RunMissedOnce {
-			v.Missed = "run_once"
+	for _, p := range states {
+		v := scheduleView{Name: p.Name, Expression: p.Spec.String(), Zone: p.Location.String(), MissedPolicy: "skip",
+			Missed: p.MissedTicks, Next: []time.Time{}}
+		if p.Periodic.Missed == queue.RunMissedOnce {
+			v.MissedPolicy = "run_once"
+		}
+		if !p.LastTick.IsZero() {
+			last := p.LastTick.In(p.Location)
+			v.LastTick = &last
+		}
+		if p.MissedTicks > 0 {
+			latest := p.LatestMissed.In(p.Location)
+			v.MissedLatest = &latest
 		}
 		for t := now; len(v.Next) < nextTicks; {
 			next, err := p.Next(t)

@@ -117,12 +117,15 @@ func TestSchedulesStatsHealthKinds(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "county-daily", Spec: queue.Daily(23, 0), Location: kolkata,
 		Missed: queue.RunMissedOnce, Jobs: func(queue.Tick) []queue.Params { return nil }}))
-	var sc struct {
-		Schedules []struct {
-			Name, Expression, Zone, Missed string
-			Next                           []string
-		}
+	type scheduleView struct {
+		Name, Expression, Zone string
+		MissedPolicy           string     `json:"missed_policy"`
+		LastTick               *time.Time `json:"last_tick"`
+		Missed                 int
+		MissedLatest           *time.Time `json:"missed_latest"`
+		Next                   []string
 	}
+	var sc struct{ Schedules []scheduleView }
 	res := e.do(t, "GET", "/api/schedules", "")
 	require.Equal(t, http.StatusOK, res.status)
 	res.decode(t, &sc)
@@ -131,8 +134,29 @@ func TestSchedulesStatsHealthKinds(t *testing.T) {
 	require.Equal(t, "county-daily", s.Name)
 	require.Equal(t, "0 23 * * *", s.Expression)
 	require.Equal(t, "Asia/Kolkata", s.Zone)
-	require.Equal(t, "run_once", s.Missed)
+	require.Equal(t, "run_once", s.MissedPolicy)
+	require.Nil(t, s.LastTick, "no runner has started the schedule")
+	require.Zero(t, s.Missed)
 	require.Len(t, s.Next, 5)
+
+	// The schedule last fired three nights ago: the two nights since are
+	// missed, the latest of them last night at 23:00 in Kolkata.
+	now := time.Now().In(kolkata)
+	lastNight := time.Date(now.Year(), now.Month(), now.Day(), 23, 0, 0, 0, kolkata)
+	if lastNight.After(now.Add(-time.Minute)) {
+		lastNight = lastNight.AddDate(0, 0, -1)
+	}
+	fired := lastNight.AddDate(0, 0, -2)
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick, updated_at) VALUES (?, ?, ?)",
+		"county-daily", e.db.Time(fired), e.db.Time(fired)).Error)
+	sc.Schedules = nil
+	e.do(t, "GET", "/api/schedules", "").decode(t, &sc)
+	s = sc.Schedules[0]
+	require.NotNil(t, s.LastTick)
+	require.True(t, s.LastTick.Equal(fired), "last tick %v, want %v", s.LastTick, fired)
+	require.Equal(t, 2, s.Missed)
+	require.NotNil(t, s.MissedLatest)
+	require.True(t, s.MissedLatest.Equal(lastNight), "latest missed %v, want %v", s.MissedLatest, lastNight)
 	var prev time.Time
 	for _, n := range s.Next {
 		at, err := time.Parse(time.RFC3339, n)
