@@ -116,6 +116,22 @@ func sum(t *testing.T, ms map[string]metricdata.Aggregation, name string, attrs 
 	return 0
 }
 
+// want is the expected value of a counter for a set of attributes.
+type want struct {
+	name  string
+	n     int64
+	attrs []attribute.KeyValue
+}
+
+func checkSums(t *testing.T, ms map[string]metricdata.Aggregation, wants ...want) {
+	t.Helper()
+	for _, w := range wants {
+		if n := sum(t, ms, w.name, w.attrs...); n != w.n {
+			t.Errorf("%s %v = %d, want %d", w.name, w.attrs, n, w.n)
+		}
+	}
+}
+
 func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
 	m := map[attribute.Key]attribute.Value{}
 	for _, kv := range kvs {
@@ -167,15 +183,10 @@ func TestCompleted(t *testing.T) {
 	}
 
 	ms := h.metrics(t)
-	if n := sum(t, ms, "sheaf.batch.batches", otelbatch.AttrOutcome.String("completed")); n != 1 {
-		t.Errorf("completed batches %d", n)
-	}
-	if n := sum(t, ms, "sheaf.batch.items.processed"); n != 5 {
-		t.Errorf("items processed %d", n)
-	}
-	if n := sum(t, ms, "sheaf.batch.items.discarded"); n != 0 {
-		t.Errorf("items discarded %d", n)
-	}
+	checkSums(t, ms,
+		want{"sheaf.batch.batches", 1, []attribute.KeyValue{otelbatch.AttrOutcome.String("completed")}},
+		want{"sheaf.batch.items.processed", 5, nil},
+		want{"sheaf.batch.items.discarded", 0, nil})
 	if _, ok := ms["sheaf.batch.cleanups"]; ok {
 		t.Errorf("cleanups reported for a completed batch")
 	}
@@ -218,18 +229,11 @@ func TestFailedAndCleanedUp(t *testing.T) {
 	}
 
 	ms := h.metrics(t)
-	if n := sum(t, ms, "sheaf.batch.batches", otelbatch.AttrOutcome.String("failed"), otelbatch.AttrErrorType.String("*errors.errorString")); n != 1 {
-		t.Errorf("failed batches %d", n)
-	}
-	if n := sum(t, ms, "sheaf.batch.items.processed"); n != 2 {
-		t.Errorf("items processed %d", n)
-	}
-	if n := sum(t, ms, "sheaf.batch.items.discarded"); n != 5 {
-		t.Errorf("items discarded %d", n)
-	}
-	if n := sum(t, ms, "sheaf.batch.cleanups"); n != 1 {
-		t.Errorf("cleanups %d", n)
-	}
+	checkSums(t, ms,
+		want{"sheaf.batch.batches", 1, []attribute.KeyValue{otelbatch.AttrOutcome.String("failed"), otelbatch.AttrErrorType.String("*errors.errorString")}},
+		want{"sheaf.batch.items.processed", 2, nil},
+		want{"sheaf.batch.items.discarded", 5, nil},
+		want{"sheaf.batch.cleanups", 1, nil})
 	if _, ok := ms["sheaf.batch.cleanup.failures"]; ok {
 		t.Errorf("cleanup failures reported")
 	}
