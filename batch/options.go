@@ -43,7 +43,8 @@ type options struct {
 	cleanup        cleanup.Strategy
 	cleanupTimeout time.Duration
 	logger         *slog.Logger
-	observer       func(Outcome)
+	observers      []func(Outcome)
+	subObservers   []func(SubBatchResult)
 	reuse          bool
 }
 
@@ -153,14 +154,53 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithObserver sets a function that receives every batch's [Outcome], exactly
+// WithObserver adds a function that receives every batch's [Outcome], exactly
 // once per batch. It is called from worker goroutines, possibly concurrently,
 // so it must be safe for concurrent use; it delays the worker that calls it,
 // so it should be quick. A panic or runtime.Goexit in it is recovered and
-// logged. Default none.
+// logged. Given more than once, every observer is called, in the order given,
+// so that telemetry and the application can each have one. A nil f adds
+// nothing. Default none.
 func WithObserver(f func(Outcome)) Option {
 	return optionFunc(func(o *options) error {
-		o.observer = f
+		if f != nil {
+			o.observers = append(o.observers, f)
+		}
+		return nil
+	})
+}
+
+// WithSubBatchObserver adds a function that receives a [SubBatchResult] each
+// time a call to Process ends, successfully or not (a panic or
+// runtime.Goexit included), before the batch's outcome if the call failed it.
+// Sub-batches that never reach Process (skipped after a failure or a stop)
+// are not reported. Like an outcome observer, it runs on worker goroutines,
+// possibly concurrently, delays the worker, and has its panics recovered and
+// logged; given more than once, every observer is called in the order given;
+// a nil f adds nothing. When none is set, the engine does not read the clock
+// for it. Default none.
+func WithSubBatchObserver(f func(SubBatchResult)) Option {
+	return optionFunc(func(o *options) error {
+		if f != nil {
+			o.subObservers = append(o.subObservers, f)
+		}
+		return nil
+	})
+}
+
+// Options bundles options into one, applied in the order given, so that a
+// package can hand out a set of options as a single Option. Nil options are
+// refused by NewCoordinator as they would be on their own.
+func Options(opts ...Option) Option {
+	return optionFunc(func(o *options) error {
+		for _, opt := range opts {
+			if opt == nil {
+				return invalid("nil Option")
+			}
+			if err := opt.apply(o); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

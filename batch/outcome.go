@@ -54,9 +54,28 @@ type Outcome struct {
 	// (ErrIncomplete; after a hard stop, an error wrapping ErrStopped, and
 	// ErrIncomplete as well if the end had not arrived); nil when completed.
 	Err error
+	// CleanedUp reports whether the cleanup strategy's Cleanup was called
+	// for the batch. It is false for completed batches, and for failed or
+	// incomplete ones whose first step never ran, as nothing was written.
+	CleanedUp bool
 	// CleanupErr is the cleanup strategy's error. nil means cleanup
 	// succeeded, or was not needed because nothing had been processed.
 	CleanupErr error
+}
+
+// SubBatchResult is how one call to Process ended, as reported to the
+// observers set with [WithSubBatchObserver].
+type SubBatchResult struct {
+	BatchID string
+	// Seq is the sub-batch's 1-based position in its batch.
+	Seq int
+	// Items is the number of items handed to Process.
+	Items int
+	// Duration is how long Process took.
+	Duration time.Duration
+	// Err is nil if Process succeeded. Otherwise it is Process's error, or
+	// a *PanicError for a panic or runtime.Goexit; the batch has failed.
+	Err error
 }
 
 // Stats is a snapshot of a coordinator's counters. Each field is read

@@ -53,13 +53,28 @@ func (c *Coordinator[T]) begin(ctx context.Context, r *run[T]) bool {
 // op "process" and 0 for the others, whose failures, like panics, are
 // cleaned up with cleanup.SeqUnknown.
 func (c *Coordinator[T]) step(ctx context.Context, r *run[T], op string, seq int, fn func() error) bool {
+	return c.observedStep(ctx, r, op, seq, fn, nil)
+}
+
+// observedStep is step, calling observe, if not nil, with fn's error and
+// with the function that fails the batch, which observe must call.
+func (c *Coordinator[T]) observedStep(ctx context.Context, r *run[T], op string, seq int, fn func() error, observe func(error, func())) bool {
 	return worker.Try(fn, func(err error) {
-		cseq := seq
-		if _, ok := err.(*PanicError); ok || seq == 0 {
-			cseq = cleanup.SeqUnknown // an unexpected error: no sub-batch to blame
+		if observe != nil {
+			observe(err, func() { c.failStep(ctx, r, op, seq, err) })
+			return
 		}
-		c.fail(ctx, r, cseq, &ProcessError{BatchID: r.id, Op: op, Seq: seq, Err: err})
+		c.failStep(ctx, r, op, seq, err)
 	})
+}
+
+// failStep fails batch r after step op failed with err.
+func (c *Coordinator[T]) failStep(ctx context.Context, r *run[T], op string, seq int, err error) {
+	cseq := seq
+	if _, ok := err.(*PanicError); ok || seq == 0 {
+		cseq = cleanup.SeqUnknown // an unexpected error: no sub-batch to blame
+	}
+	c.fail(ctx, r, cseq, &ProcessError{BatchID: r.id, Op: op, Seq: seq, Err: err})
 }
 
 func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.SubBatch[T]) {
@@ -77,7 +92,17 @@ func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.
 		return
 	}
 	b := Batch[T]{ID: sb.BatchID, Seq: sb.Seq, Offset: sb.Offset, Items: sb.Items}
-	if !c.begin(ctx, r) || !c.step(ctx, r, "process", sb.Seq, func() error { return c.proc.Process(ctx, b) }) {
+	if !c.begin(ctx, r) {
+		return
+	}
+	var observe func(error, func())
+	if len(c.o.subObservers) > 0 {
+		t0 := time.Now()
+		observe = func(err error, then func()) {
+			c.observeSubBatch(SubBatchResult{BatchID: b.ID, Seq: b.Seq, Items: n, Duration: time.Since(t0), Err: err}, 0, then)
+		}
+	}
+	if !c.observedStep(ctx, r, "process", sb.Seq, func() error { return c.proc.Process(ctx, b) }, observe) {
 		return
 	}
 	r.inHand = 0
@@ -85,7 +110,16 @@ func (c *Coordinator[T]) process(ctx context.Context, r *run[T], sb accumulator.
 	r.items += int64(n)
 	c.stats.subBatches.Add(1)
 	c.stats.processed.Add(int64(n))
-	c.logSafely(slog.LevelDebug, "batch: sub-batch processed", "batch_id", r.id, "seq", sb.Seq, "items", n)
+	// After the batch's state is up to date: a Goexit in an observer then
+	// costs only the log line.
+	done := func() {
+		c.logSafely(slog.LevelDebug, "batch: sub-batch processed", "batch_id", r.id, "seq", sb.Seq, "items", n)
+	}
+	if observe != nil {
+		observe(nil, done)
+		return
+	}
+	done()
 }
 
 // finish runs after the last sub-batch of a batch whose end-of-batch arrived.
@@ -154,6 +188,7 @@ func (c *Coordinator[T]) cleanUpAndReport(ctx context.Context, r *run[T], o Outc
 		return
 	}
 	c.stats.cleanups.Add(1)
+	o.CleanedUp = true
 	cctx, cancel := c.strategyContext(ctx)
 	if !worker.Try(func() error { defer cancel(); return c.o.cleanup.Cleanup(cctx, r.id, o.Seq) }, func(err error) {
 		c.stats.cleanupFailures.Add(1)
@@ -187,13 +222,41 @@ func (c *Coordinator[T]) report(r *run[T], o Outcome) {
 	case Incomplete:
 		c.stats.incomplete.Add(1)
 	}
-	if c.o.observer != nil && !worker.Try(func() error { c.o.observer(o); return nil }, func(err error) {
-		c.logSafely(slog.LevelError, "batch: observer panicked", "batch_id", r.id, "err", err)
-		c.logOutcome(r, o)
-	}) {
-		return
+	c.observe(r, o, 0)
+}
+
+// observe hands o to the observers from the i-th on, and then logs it. Each
+// observer runs under worker.Try, and what follows it runs in Try's failed
+// function too, so that a Goexit in one observer loses neither the others
+// nor the log.
+func (c *Coordinator[T]) observe(r *run[T], o Outcome, i int) {
+	for ; i < len(c.o.observers); i++ {
+		f, next := c.o.observers[i], i+1
+		if !worker.Try(func() error { f(o); return nil }, func(err error) {
+			c.logSafely(slog.LevelError, "batch: observer panicked", "batch_id", r.id, "err", err)
+			c.observe(r, o, next)
+		}) {
+			return
+		}
 	}
 	c.logOutcome(r, o)
+}
+
+// observeSubBatch hands res to the sub-batch observers from the i-th on,
+// recovering and logging their panics, and then calls then. As in observe,
+// what follows an observer runs in Try's failed function too, so a Goexit in
+// one loses neither the others nor then.
+func (c *Coordinator[T]) observeSubBatch(res SubBatchResult, i int, then func()) {
+	for ; i < len(c.o.subObservers); i++ {
+		f, next := c.o.subObservers[i], i+1
+		if !worker.Try(func() error { f(res); return nil }, func(err error) {
+			c.logSafely(slog.LevelError, "batch: sub-batch observer panicked", "batch_id", res.BatchID, "seq", res.Seq, "err", err)
+			c.observeSubBatch(res, next, then)
+		}) {
+			return
+		}
+	}
+	then()
 }
 
 func (c *Coordinator[T]) logOutcome(r *run[T], o Outcome) {
