@@ -15,6 +15,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 // examples gives the runnable examples their schemas (see connect).
@@ -85,16 +86,7 @@ func newEnv(t *testing.T, register func(*queue.Registry)) *env {
 
 // runner starts a runner on the env and stops it when the test ends.
 func (e *env) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
-	t.Helper()
-	r, err := queue.NewRunner(e.client, append([]queue.Option{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, r.Stop(ctx))
-	})
-	return r
+	return queuetest.StartRunner(t, e.client, append([]queue.Option{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 }
 
 // waitStatus waits until job id has status st, looking every 5 ms, and

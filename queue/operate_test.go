@@ -11,28 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
-
-// waitPolls waits until each runner has begun n more polls than it had
-// when called: every fetch but the last of them has run in full.
-func waitPolls(t *testing.T, n int64, rs ...*queue.Runner) {
-	t.Helper()
-	from := make([]int64, len(rs))
-	for i, r := range rs {
-		from[i] = r.Stats().Polls
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for i, r := range rs {
-		for r.Stats().Polls < from[i]+n {
-			if time.Now().After(deadline) {
-				t.Fatalf("runner %s polled %d times; waited for %d", r.ID(), r.Stats().Polls-from[i], n)
-			}
-			<-tick.C
-		}
-	}
-}
 
 // A paused queue is claimed by no runner while the runners go on polling,
 // the job running when it was paused finishes, and its jobs run once it is
@@ -54,14 +34,14 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 
 	require.NoError(t, e.client.PauseQueue(ctx, queue.DefaultQueue))
 	require.NoError(t, e.client.PauseQueue(ctx, queue.DefaultQueue), "pausing twice is harmless")
-	waitPolls(t, 2, r1, r2) // both have read the pause by now, notified or not
+	queuetest.WaitPolls(t, 2, r1, r2) // both have read the pause by now, notified or not
 	var ids []int64
 	for range 5 {
 		ids = append(ids, enqueue(t, e, noop{}))
 	}
 	close(release)
 	e.events.wait(t, queue.EventCompleted, running, 1) // the running job finished
-	waitPolls(t, 3, r1, r2)
+	queuetest.WaitPolls(t, 3, r1, r2)
 	for _, id := range ids {
 		require.Equal(t, queue.StatusQueued, e.status(t, id), "job %d of a paused queue", id)
 	}

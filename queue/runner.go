@@ -150,7 +150,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		// A closed batch window wakes the claims when it opens.
 		Opens: func(now time.Time) time.Time { return c.reg.nextOpening(now, cfg.queues) }}
 	r.completer = run.Batcher[result]{Max: maxFlush, LingerBatch: completeLinger.batch, Linger: completeLinger.wait,
-		Busy: func() bool { return r.Stats().Running > 0 }}
+		Busy: func() bool { return r.runningNow() > 0 }}
 	r.renewer = run.Renewer{Every: cfg.lease / 3, MaxPause: r.timeouts.renewPause, Lease: cfg.lease, Log: r.log}
 	r.rescuer = run.Periodic{Every: cfg.rescueEvery, Do: r.rescue}
 	r.listener = run.Reconnect{Listen: r.listen, Pause: time.Second, Log: r.log}
@@ -307,14 +307,19 @@ func (r *Runner) Done() <-chan struct{} { return r.done }
 
 // Stats returns the runner's counters.
 func (r *Runner) Stats() RunnerStats {
-	r.mu.Lock()
-	n := len(r.running)
-	r.mu.Unlock()
+	n := r.runningNow()
 	return RunnerStats{
 		Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(), Retried: r.stats.retried.Load(),
 		Failed: r.stats.failed.Load(), Cancelled: r.stats.cancelled.Load(), Rescued: r.stats.rescued.Load(),
 		Requeued: r.stats.requeued.Load(), Rejected: r.stats.rejected.Load(), Running: n, Polls: r.stats.polls.Load(),
 	}
+}
+
+// runningNow is how many attempts are claimed and not finished.
+func (r *Runner) runningNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
 }
 
 // releaseRunning, for a runner stopping out of time, marks the attempts

@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -74,8 +75,7 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 // file in a temporary folder, reads and changes a few things over HTTP,
 // stops, and leaves the folder clean.
 func TestDemoOnSQLite(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp makes the database's folder
+	exampledb.NoLeftovers(t)
 	base, stop := start(t, options{demo: true})
 	stopped := false
 	defer func() {
@@ -108,13 +108,6 @@ func TestDemoOnSQLite(t *testing.T) {
 	stopped = true
 	if err := stop(); err != nil {
 		t.Fatal(err)
-	}
-	left, err := os.ReadDir(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range left {
-		t.Errorf("left behind in the temporary folder: %s", e.Name())
 	}
 }
 

@@ -7,10 +7,11 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,16 +20,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // file in a temporary folder, at its default speed: the night goes as
 // planned (run checks it), and the folder is gone at the end.
 func TestRunOnSQLite(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp makes the database's folder
+	exampledb.NoLeftovers(t)
 	if err := run(t.Context(), "", 60); err != nil {
 		t.Fatal(err)
-	}
-	left, err := os.ReadDir(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range left {
-		t.Errorf("left behind in the temporary folder: %s", e.Name())
 	}
 }

@@ -7,10 +7,11 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,16 +20,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // file in a temporary folder: the run goes as planned (run checks the jobs
 // and the report files), and the folder is gone at the end.
 func TestRunOnSQLite(t *testing.T) {
-	tmp, out := t.TempDir(), t.TempDir()
-	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp makes the database's folder
+	exampledb.NoLeftovers(t)
+	out := t.TempDir()
 	if err := run(t.Context(), "", out, 2); err != nil {
 		t.Fatal(err)
-	}
-	left, err := os.ReadDir(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range left {
-		t.Errorf("left behind in the temporary folder: %s", e.Name())
 	}
 }

@@ -14,42 +14,13 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 // startRunner starts a runner that polls every 20ms, stopped at the
 // test's end.
 func (e *env) startRunner(t *testing.T, opts ...queue.Option) *queue.Runner {
-	t.Helper()
-	r, err := queue.NewRunner(e.client, append([]queue.Option{queue.WithPollInterval(20 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, r.Stop(ctx))
-	})
-	return r
-}
-
-// waitPolls waits until each runner has begun n more polls than it had
-// when called: every fetch but the last of them has run in full.
-func waitPolls(t *testing.T, n int64, rs ...*queue.Runner) {
-	t.Helper()
-	from := make([]int64, len(rs))
-	for i, r := range rs {
-		from[i] = r.Stats().Polls
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for i, r := range rs {
-		for r.Stats().Polls < from[i]+n {
-			if time.Now().After(deadline) {
-				t.Fatalf("runner %s polled %d times; waited for %d", r.ID(), r.Stats().Polls-from[i], n)
-			}
-			<-tick.C
-		}
-	}
+	return queuetest.StartRunner(t, e.client, append([]queue.Option{queue.WithPollInterval(20 * time.Millisecond)}, opts...)...)
 }
 
 // status returns the status of job id.
@@ -118,13 +89,13 @@ func TestPauseAcrossRunners(t *testing.T) {
 	require.True(t, one.Queue.Paused)
 	require.NotNil(t, one.Queue.PausedAt)
 
-	waitPolls(t, 1, r1, r2) // both have begun a poll since the pause was written
+	queuetest.WaitPolls(t, 1, r1, r2) // both have begun a poll since the pause was written
 	var ids []int64
 	for i := range 4 {
 		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint(i)}))
 	}
 	elsewhere := e.enqueue(t, report{County: "elsewhere"}, queue.OnQueue("other"))
-	waitPolls(t, 3, r1, r2) // two full polls each, at least, after the jobs were there
+	queuetest.WaitPolls(t, 3, r1, r2) // two full polls each, at least, after the jobs were there
 	for _, id := range ids {
 		require.Equal(t, queue.StatusQueued, e.status(t, id), "job %d of the paused queue", id)
 	}
@@ -240,7 +211,7 @@ func TestRunnersAndHealth(t *testing.T) {
 	require.Zero(t, *health.RecentRunners)
 
 	r := e.startRunner(t, queue.WithRunnerID("night-1"), queue.WithQueues("default", "other"), queue.WithWorkers(3))
-	waitPolls(t, 1, r)
+	queuetest.WaitPolls(t, 1, r)
 	var out struct {
 		Runners []struct {
 			ID      string    `json:"id"`

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"testing"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -94,4 +95,22 @@ func FreshSchema(ctx context.Context, schema, dsn string) (*gorm.DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// NoLeftovers points TMPDIR, where Open makes its folders, at a folder of
+// the test's own, and fails the test if anything is left in it when the
+// test ends: an example must remove what it made.
+func NoLeftovers(t testing.TB) {
+	t.Helper()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Cleanup(func() {
+		left, err := os.ReadDir(tmp)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, e := range left {
+			t.Errorf("left behind in the temporary folder: %s", e.Name())
+		}
+	})
 }
