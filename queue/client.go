@@ -368,6 +368,21 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	return out, nil
 }
 
+// Count counts the jobs that match f; f.AfterID, f.BeforeID, f.Newest and
+// f.Limit are ignored. With f.Search it reads every row the other fields
+// select.
+func (c *Client) Count(ctx context.Context, f Filter) (int64, error) {
+	f.unpaged()
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	n, err := c.st.Count(ctx, c.db, f.store())
+	if err != nil {
+		return 0, fmt.Errorf("queue: count: %w", notMigrated(err))
+	}
+	return n, nil
+}
+
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is
 // cancelled (with cause ErrCancelled) on the runner that works it, and
 // whatever it returns afterwards is ignored. Cancelling a job that is already

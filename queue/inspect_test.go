@@ -127,3 +127,43 @@ func TestRuns(t *testing.T) {
 	_, err = e.client.Runs(ctx, queue.RunsQuery{Period: "\x00"})
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 }
+
+func TestCount(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	ctx := context.Background()
+	for _, county := range []string{"Travis", "Harris", "Dallas"} {
+		enqueue(t, e, countyDaily{County: county}, queue.InRun("r1"))
+	}
+	enqueue(t, e, countyDaily{County: "Bexar"})
+	for f, want := range map[string]queue.Filter{"run": {RunID: "r1"}, "search": {Search: "harris"}, "all": {}} {
+		n, err := e.client.Count(ctx, want)
+		require.NoError(t, err, f)
+		list, err := e.client.List(ctx, want)
+		require.NoError(t, err, f)
+		require.EqualValues(t, len(list), n, f)
+	}
+	n, err := e.client.Count(ctx, queue.Filter{RunID: "r1", Statuses: []queue.Status{queue.StatusFailed}})
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = e.client.Count(ctx, queue.Filter{Queue: "bad\x00queue"})
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+func TestWindows(t *testing.T) {
+	t.Parallel()
+	reg := queue.NewRegistry()
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	require.NoError(t, err)
+	night, err := queue.DailyWindow("23:00", "05:00", kolkata)
+	require.NoError(t, err)
+	reg.QueueWindow("exports", night)
+	require.NoError(t, queue.Register(reg, queue.HandlerFunc[countyDaily](func(context.Context, *queue.Job[countyDaily]) error { return nil }),
+		queue.During(night)))
+	got := reg.Windows()
+	require.Equal(t, []queue.WindowRule{{Queue: "exports", Window: night}, {Kind: countyDaily{}.Kind(), Window: night}}, got)
+	noon := time.Date(2025, 12, 8, 12, 0, 0, 0, kolkata)
+	require.False(t, night.Open(noon))
+	require.Equal(t, time.Date(2025, 12, 8, 23, 0, 0, 0, kolkata), night.NextOpen(noon))
+	require.Empty(t, queue.NewRegistry().Windows())
+}

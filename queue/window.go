@@ -56,9 +56,9 @@ func (w Window) Open(t time.Time) bool {
 	return since >= w.start || since < w.end // across midnight
 }
 
-// nextOpen returns when the window next opens after t (t itself if it is
+// NextOpen returns when the window next opens after t (t itself if it is
 // open), on the window's local clock.
-func (w Window) nextOpen(t time.Time) time.Time {
+func (w Window) NextOpen(t time.Time) time.Time {
 	if w.Open(t) {
 		return t
 	}
@@ -115,7 +115,7 @@ func (r *Registry) nextOpening(now time.Time, qs []string) time.Time {
 		if w.loc == nil || w.Open(now) {
 			return
 		}
-		if t := w.nextOpen(now); next.IsZero() || t.Before(next) {
+		if t := w.NextOpen(now); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}

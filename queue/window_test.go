@@ -17,11 +17,11 @@ func TestWindowOpensByTheWallClockAcrossDST(t *testing.T) {
 	require.NoError(t, err)
 	for _, day := range []int{9, 10} { // 2025-03-09 is 23 hours long in New York
 		noon := time.Date(2025, 3, day, 12, 0, 0, 0, ny)
-		require.Equal(t, time.Date(2025, 3, day, 23, 0, 0, 0, ny), night.nextOpen(noon), "March %d", day)
+		require.Equal(t, time.Date(2025, 3, day, 23, 0, 0, 0, ny), night.NextOpen(noon), "March %d", day)
 	}
 	fallBack := time.Date(2025, 11, 2, 12, 0, 0, 0, ny) // 25 hours long
-	require.Equal(t, time.Date(2025, 11, 2, 23, 0, 0, 0, ny), night.nextOpen(fallBack))
-	require.Equal(t, time.Date(2025, 11, 3, 23, 0, 0, 0, ny), night.nextOpen(time.Date(2025, 11, 3, 5, 0, 0, 0, ny)), "just closed")
+	require.Equal(t, time.Date(2025, 11, 2, 23, 0, 0, 0, ny), night.NextOpen(fallBack))
+	require.Equal(t, time.Date(2025, 11, 3, 23, 0, 0, 0, ny), night.NextOpen(time.Date(2025, 11, 3, 5, 0, 0, 0, ny)), "just closed")
 	open := time.Date(2025, 11, 2, 23, 30, 0, 0, ny)
-	require.Equal(t, open, night.nextOpen(open), "open now")
+	require.Equal(t, open, night.NextOpen(open), "open now")
 }
