@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -29,16 +30,21 @@ type cancelRequest struct {
 }
 
 // filterBody selects jobs in a request's body, as GET /api/jobs's
-// parameters do. Statuses are not among its fields: a bulk retry takes the
-// FAILED jobs, a bulk cancel the QUEUED and PROCESSING ones.
+// parameters do. A bulk retry takes the FAILED jobs it selects, a bulk
+// cancel the QUEUED and PROCESSING ones.
 type filterBody struct {
-	Kinds       []string   `json:"kinds,omitempty"`
-	Queue       string     `json:"queue,omitempty"`
-	Run         string     `json:"run,omitempty"`
-	Period      string     `json:"period,omitempty"`
-	Correlation string     `json:"correlation,omitempty"`
-	Since       *time.Time `json:"since,omitempty"`
-	Until       *time.Time `json:"until,omitempty"`
+	// Statuses narrows the jobs further: a bulk cancel takes those of its
+	// statuses that are QUEUED or PROCESSING, a bulk retry the FAILED jobs
+	// if it lists FAILED. It alone does not make a filter that sets a
+	// field, which a bulk cancel needs.
+	Statuses    []queue.Status `json:"statuses,omitempty"`
+	Kinds       []string       `json:"kinds,omitempty"`
+	Queue       string         `json:"queue,omitempty"`
+	Run         string         `json:"run,omitempty"`
+	Period      string         `json:"period,omitempty"`
+	Correlation string         `json:"correlation,omitempty"`
+	Since       *time.Time     `json:"since,omitempty"`
+	Until       *time.Time     `json:"until,omitempty"`
 	// Q is text in the last error or the arguments, as GET /api/jobs's q.
 	Q string `json:"q,omitempty"`
 }
@@ -51,7 +57,7 @@ func (fb filterBody) empty() bool {
 
 func (fb filterBody) filter() queue.Filter {
 	f := queue.Filter{Kinds: fb.Kinds, Queue: fb.Queue, RunID: fb.Run, Period: fb.Period, CorrelationID: fb.Correlation,
-		Search: fb.Q}
+		Search: fb.Q, Statuses: fb.Statuses}
 	if fb.Since != nil {
 		f.CreatedAfter = *fb.Since
 	}
@@ -126,7 +132,11 @@ func (c *console) retryMany(r *http.Request, _ Access) (int, any, error) {
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
-	return c.many(r, req.IDs, req.Filter, c.client.Retry, c.client.RetryFailed)
+	retry := c.client.RetryFailed
+	if req.Filter != nil && len(req.Filter.Statuses) > 0 && !slices.Contains(req.Filter.Statuses, queue.StatusFailed) {
+		retry = func(context.Context, queue.Filter) (int64, error) { return 0, nil } // no FAILED job is selected
+	}
+	return c.many(r, req.IDs, req.Filter, c.client.Retry, retry)
 }
 
 // many serves a bulk action: one on each job of ids, or one on every job
@@ -139,6 +149,9 @@ func (c *console) many(r *http.Request, ids []int64, fb *filterBody,
 	}
 	ch := changeOf(r)
 	if fb != nil {
+		if err := checkStatuses(fb.Statuses); err != nil {
+			return 0, nil, err
+		}
 		ch.target = map[string]any{"filter": fb}
 		n, err := matching(r.Context(), fb.filter())
 		ch.changed = n
@@ -152,6 +165,16 @@ func (c *console) many(r *http.Request, ids []int64, fb *filterBody,
 	}
 	ch.target = map[string]any{"ids": ids}
 	return c.each(r, ch, ids, one)
+}
+
+// checkStatuses refuses what is not a status.
+func checkStatuses(ss []queue.Status) error {
+	for _, s := range ss {
+		if !slices.Contains(queue.Statuses, s) {
+			return badRequest("filter.statuses: %q is not a status (QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED)", s)
+		}
+	}
+	return nil
 }
 
 func checkIDs(ids []int64) error {

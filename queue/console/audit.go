@@ -111,31 +111,28 @@ func (c *console) auditRoutes() []route {
 		{Method: "GET", Pattern: "/api/audit", Action: ActionRead, Query: auditParams, Response: auditResponse{},
 			Summary: "The audit log, newest first: every request that changed state or tried to " +
 				"(not those refused with 401 or 403), who made it, on what, and how it went.",
-			handle: c.auditLog},
+			handle: reads(auditParams, c.auditPage)},
 	}
 }
 
-func (c *console) auditLog(r *http.Request, _ Access) (int, any, error) {
-	q, err := parseQuery(r, auditParams)
-	if err != nil {
-		return 0, nil, err
-	}
+// auditPage is the page of the audit log that q (auditParams) selects.
+func (c *console) auditPage(ctx context.Context, q query) (auditResponse, error) {
 	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
 	if err != nil {
-		return 0, nil, err
+		return auditResponse{}, err
 	}
 	var cur auditCursor
 	if s := q.str("cursor"); s != "" {
 		if err := decodeCursor("cursor", s, &cur); err != nil {
-			return 0, nil, err
+			return auditResponse{}, err
 		}
 		if cur.Before < 1 {
-			return 0, nil, badParam("cursor", "not a cursor this server wrote")
+			return auditResponse{}, badParam("cursor", "not a cursor this server wrote")
 		}
 	}
-	entries, err := c.client.AuditLog(r.Context(), cur.Before, limit+1)
+	entries, err := c.client.AuditLog(ctx, cur.Before, limit+1)
 	if err != nil {
-		return 0, nil, err
+		return auditResponse{}, err
 	}
 	out := auditResponse{Entries: []auditView{}}
 	if len(entries) > limit {
@@ -149,5 +146,5 @@ func (c *console) auditLog(r *http.Request, _ Access) (int, any, error) {
 		}
 		out.Entries = append(out.Entries, v)
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -191,14 +192,22 @@ func New(client *queue.Client, opts ...Option) (http.Handler, error) {
 	for _, rt := range c.routes {
 		c.mux.Handle(rt.Method+" "+rt.Pattern, c.serve(rt))
 	}
+	if err := c.mountPages(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
-// ServeHTTP serves the API, and answers requests for what it does not
-// serve with a JSON error, as it does every other.
+// ServeHTTP serves the API and the dashboard, and answers requests for
+// what it does not serve with an error: in JSON under /api/, as every
+// other of the API's; a page elsewhere.
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := c.mux.Handler(r); pattern != "" {
 		c.mux.ServeHTTP(w, r)
+		return
+	}
+	if !strings.HasPrefix(r.URL.Path, "/api/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		c.writePageError(w, r, &apiError{Status: http.StatusNotFound, Code: "no_page", Message: "There is no such page."})
 		return
 	}
 	// The mux would answer 404, 405 or a redirect to a clean path: learn

@@ -118,11 +118,20 @@ func (c *console) infoRoutes() []route {
 }
 
 func (c *console) schedules(r *http.Request, _ Access) (int, any, error) {
-	states, err := c.client.ScheduleStates(r.Context())
+	vs, err := c.scheduleViews(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
-	out := schedulesResponse{Schedules: []scheduleView{}}
+	return http.StatusOK, schedulesResponse{Schedules: vs}, nil
+}
+
+// scheduleViews shows the registered schedules and their ticks.
+func (c *console) scheduleViews(ctx context.Context) ([]scheduleView, error) {
+	states, err := c.client.ScheduleStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []scheduleView{}
 	now := time.Now()
 	for _, p := range states {
 		v := scheduleView{Name: p.Name, Expression: p.Spec.String(), Zone: p.Location.String(), MissedPolicy: "skip",
@@ -146,9 +155,9 @@ func (c *console) schedules(r *http.Request, _ Access) (int, any, error) {
 			v.Next = append(v.Next, next)
 			t = next
 		}
-		out.Schedules = append(out.Schedules, v)
+		out = append(out, v)
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
 func (c *console) kinds(*http.Request, Access) (int, any, error) {

@@ -32,9 +32,9 @@ func TestGroupFailures(t *testing.T) {
 		{ID: 4, Kind: "a"},
 	})
 	require.Equal(t, []failureGroup{
-		{Message: "timeout after <n>s on shard <n>", Count: 2, Kinds: []string{"a", "b"}, ExampleJobID: 1},
-		{Message: "", Count: 1, Kinds: []string{"a"}, ExampleJobID: 4},
-		{Message: "disk full", Count: 1, Kinds: []string{"a"}, ExampleJobID: 3},
+		{Message: "timeout after <n>s on shard <n>", Count: 2, Kinds: []string{"a", "b"}, ExampleJobID: 1, JobIDs: []int64{1, 2}},
+		{Message: "", Count: 1, Kinds: []string{"a"}, ExampleJobID: 4, JobIDs: []int64{4}},
+		{Message: "disk full", Count: 1, Kinds: []string{"a"}, ExampleJobID: 3, JobIDs: []int64{3}},
 	}, groups)
 }
 

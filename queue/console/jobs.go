@@ -42,6 +42,14 @@ var listParams = []param{
 	{Name: "limit", Type: "integer", Doc: "Jobs per page: 1 to 500, default 50."},
 }
 
+// countParams are listParams but for the page's.
+var countParams = slices.DeleteFunc(slices.Clone(listParams), func(p param) bool { return p.Name == "cursor" || p.Name == "limit" })
+
+// countResponse is how many jobs match.
+type countResponse struct {
+	Count int64 `json:"count"`
+}
+
 // jobResponse is one job.
 type jobResponse struct {
 	Job jobView `json:"job"`
@@ -87,12 +95,15 @@ func (c *console) jobRoutes() []route {
 	return []route{
 		{Method: "GET", Pattern: "/api/jobs", Action: ActionRead, Query: listParams, Response: jobsResponse{},
 			Summary: "Jobs that match the filters, newest first, a page at a time (keyset pages: hand next_cursor back as cursor).",
-			handle:  c.listJobs},
+			handle:  reads(listParams, c.jobsPage)},
 		{Method: "POST", Pattern: "/api/jobs", Action: ActionSubmit, Body: enqueueRequest{}, Response: enqueueResponse{},
 			Statuses: []int{http.StatusCreated, http.StatusOK},
 			Summary: "Submit a job: 201 when created, 200 with the existing job when its idempotency key " +
 				"(field or Idempotency-Key header) was taken.",
 			handle: c.enqueue},
+		{Method: "GET", Pattern: "/api/jobs/count", Action: ActionRead, Query: countParams, Response: countResponse{},
+			Summary: "How many jobs match the filters of GET /api/jobs (with q, it reads every job the other filters select).",
+			handle:  c.countJobs},
 		{Method: "GET", Pattern: "/api/jobs/{id}", Action: ActionRead, Response: jobDetailResponse{},
 			Summary: "One job, with its output, the IDs of the jobs its completion released, and its last 20 attempts.",
 			handle:  c.getJob},
@@ -113,17 +124,26 @@ func (c *console) getJob(r *http.Request, _ Access) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rec, err := c.client.Get(r.Context(), id)
+	out, err := c.jobDetail(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
-	kids, err := c.client.Children(r.Context(), id)
+	return http.StatusOK, out, nil
+}
+
+// jobDetail is job id with its children, output and attempts.
+func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, error) {
+	rec, err := c.client.Get(ctx, id)
 	if err != nil {
-		return 0, nil, err
+		return jobDetailResponse{}, err
 	}
-	attempts, err := c.client.Attempts(r.Context(), id)
+	kids, err := c.client.Children(ctx, id)
 	if err != nil {
-		return 0, nil, err
+		return jobDetailResponse{}, err
+	}
+	attempts, err := c.client.Attempts(ctx, id)
+	if err != nil {
+		return jobDetailResponse{}, err
 	}
 	v := c.view(rec)
 	for _, k := range kids {
@@ -139,41 +159,38 @@ func (c *console) getJob(r *http.Request, _ Access) (int, any, error) {
 			out.Attempts[i].StartedAt = &a.StartedAt
 		}
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
-func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
-	q, err := parseQuery(r, listParams)
-	if err != nil {
-		return 0, nil, err
-	}
+// jobsPage is the page of jobs that q (listParams) selects.
+func (c *console) jobsPage(ctx context.Context, q query) (jobsResponse, error) {
 	f, err := readFilter(q)
 	if err != nil {
-		return 0, nil, err
+		return jobsResponse{}, err
 	}
 	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
 	if err != nil {
-		return 0, nil, err
+		return jobsResponse{}, err
 	}
 	var cur *jobCursor
 	if s := q.str("cursor"); s != "" {
 		cur = new(jobCursor)
 		if err := decodeCursor("cursor", s, cur); err != nil {
-			return 0, nil, err
+			return jobsResponse{}, err
 		}
 	}
 	if err := pageJobs(&f, cur); err != nil {
-		return 0, nil, err
+		return jobsResponse{}, err
 	}
 	if f.Search != "" {
-		if err := c.searchWindow(r.Context(), &f); err != nil {
-			return 0, nil, err
+		if err := c.searchWindow(ctx, &f); err != nil {
+			return jobsResponse{}, err
 		}
 	}
 	f.Limit = limit + 1 // one more tells whether there is a next page
-	recs, err := c.client.List(r.Context(), f)
+	recs, err := c.client.List(ctx, f)
 	if err != nil {
-		return 0, nil, err
+		return jobsResponse{}, err
 	}
 	out := jobsResponse{}
 	switch {
@@ -184,7 +201,23 @@ func (c *console) listJobs(r *http.Request, _ Access) (int, any, error) {
 		out.NextCursor = encodeCursor(jobCursor{Before: f.AfterID + 1})
 	}
 	out.Jobs = c.views(recs)
-	return http.StatusOK, out, nil
+	return out, nil
+}
+
+func (c *console) countJobs(r *http.Request, _ Access) (int, any, error) {
+	q, err := parseQuery(r, countParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	f, err := readFilter(q)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := c.client.Count(r.Context(), f)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, countResponse{Count: n}, nil
 }
 
 // searchWindow bounds a search to the SearchWindow jobs below f's

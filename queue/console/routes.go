@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 )
 
@@ -33,6 +34,22 @@ type param struct {
 // handlerFunc serves one route for a caller with acc: it returns the
 // status and the value to write, or an error to map (toAPIError).
 type handlerFunc func(r *http.Request, acc Access) (int, any, error)
+
+// reads is the handler of a GET route whose response f makes from its
+// query, read by params.
+func reads[T any](params []param, f func(context.Context, query) (T, error)) handlerFunc {
+	return func(r *http.Request, _ Access) (int, any, error) {
+		q, err := parseQuery(r, params)
+		if err != nil {
+			return 0, nil, err
+		}
+		out, err := f(r.Context(), q)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, out, nil
+	}
+}
 
 // maxBody bounds the JSON body of a request.
 const maxBody = 1 << 20

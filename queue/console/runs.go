@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"regexp"
 	"slices"
@@ -66,6 +67,8 @@ type failureGroup struct {
 	Count        int      `json:"count"`
 	Kinds        []string `json:"kinds"`
 	ExampleJobID int64    `json:"example_job_id"`
+	// JobIDs are the group's jobs, by ascending ID.
+	JobIDs []int64 `json:"job_ids"`
 }
 
 // waitingView is a job still waiting to start, and why, as far as the
@@ -109,7 +112,7 @@ func (c *console) runRoutes() []route {
 	return []route{
 		{Method: "GET", Pattern: "/api/runs", Action: ActionRead, Query: runParams, Response: runsResponse{},
 			Summary: "Runs (the jobs of a schedule's tick and those they released), newest first, a page at a time.",
-			handle:  c.listRuns},
+			handle:  reads(runParams, c.runsPage)},
 		{Method: "GET", Pattern: "/api/runs/{id}/review", Action: ActionRead, Query: reviewParams, Response: reviewResponse{},
 			Summary: "The morning review of a run: counts, failures (also grouped by error), slow jobs, jobs that never ran " +
 				"and why they wait, ticks that created nothing, dependency chains that stopped.",
@@ -117,36 +120,34 @@ func (c *console) runRoutes() []route {
 	}
 }
 
-func (c *console) listRuns(r *http.Request, _ Access) (int, any, error) {
-	q, err := parseQuery(r, runParams)
-	if err != nil {
-		return 0, nil, err
-	}
+// runsPage is the page of runs that q (runParams) selects.
+func (c *console) runsPage(ctx context.Context, q query) (runsResponse, error) {
 	rq := queue.RunsQuery{Period: q.str("period")}
+	var err error
 	if rq.FirstFrom, err = q.time("since"); err != nil {
-		return 0, nil, err
+		return runsResponse{}, err
 	}
 	if rq.FirstBefore, err = q.time("until"); err != nil {
-		return 0, nil, err
+		return runsResponse{}, err
 	}
 	limit, err := q.int("limit", defaultLimit, 1, maxLimit)
 	if err != nil {
-		return 0, nil, err
+		return runsResponse{}, err
 	}
 	if s := q.str("cursor"); s != "" {
 		var cur runCursor
 		if err := decodeCursor("cursor", s, &cur); err != nil {
-			return 0, nil, err
+			return runsResponse{}, err
 		}
 		if cur.RunID == "" {
-			return 0, nil, badParam("cursor", "not a cursor this server wrote")
+			return runsResponse{}, badParam("cursor", "not a cursor this server wrote")
 		}
 		rq.After = &queue.RunSummary{RunID: cur.RunID, FirstCreated: cur.First}
 	}
 	rq.Limit = limit + 1
-	runs, err := c.client.Runs(r.Context(), rq)
+	runs, err := c.client.Runs(ctx, rq)
 	if err != nil {
-		return 0, nil, err
+		return runsResponse{}, err
 	}
 	out := runsResponse{Runs: []runView{}}
 	if len(runs) > limit {
@@ -158,7 +159,7 @@ func (c *console) listRuns(r *http.Request, _ Access) (int, any, error) {
 		out.Runs = append(out.Runs, runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
 			FirstCreatedAt: s.FirstCreated, LastCreatedAt: s.LastCreated})
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
 func (c *console) review(r *http.Request, _ Access) (int, any, error) {
@@ -176,15 +177,24 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 	if rq.History, err = q.int("history", 0, 1, 10_000); err != nil {
 		return 0, nil, err
 	}
-	rv, err := c.client.Review(r.Context(), rq)
+	out, err := c.reviewOf(r.Context(), rq)
 	if err != nil {
 		return 0, nil, err
+	}
+	return http.StatusOK, reviewResponse{Review: out}, nil
+}
+
+// reviewOf is the morning review rq asks for.
+func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewView, error) {
+	rv, err := c.client.Review(ctx, rq)
+	if err != nil {
+		return reviewView{}, err
 	}
 	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
 		Failures: groupFailures(rv.Failed), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
 		MissedTicks: []tickView{}, Stopped: []stoppedView{}}
-	if out.Waiting, err = c.waiting(r, rv.NeverRan); err != nil {
-		return 0, nil, err
+	if out.Waiting, err = c.waiting(ctx, rv.NeverRan); err != nil {
+		return reviewView{}, err
 	}
 	for _, s := range rv.Slow {
 		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds()})
@@ -200,16 +210,16 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 		out.Stopped = append(out.Stopped, stoppedView{Rule: s.Rule, ChildKind: s.ChildKind, Group: s.Group,
 			Blocking: c.views(s.Blocking), MissingKinds: missing})
 	}
-	return http.StatusOK, reviewResponse{Review: out}, nil
+	return out, nil
 }
 
 // waiting says why each of jobs, which have not started, waits.
-func (c *console) waiting(r *http.Request, jobs []queue.JobRecord) ([]waitingView, error) {
+func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitingView, error) {
 	out := make([]waitingView, 0, len(jobs))
 	if len(jobs) == 0 {
 		return out, nil
 	}
-	qs, err := c.client.Queues(r.Context())
+	qs, err := c.client.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -273,6 +283,7 @@ func groupFailures(failed []queue.JobRecord) []failureGroup {
 			groups[msg] = g
 		}
 		g.Count++
+		g.JobIDs = append(g.JobIDs, j.ID)
 		if !slices.Contains(g.Kinds, j.Kind) {
 			g.Kinds = append(g.Kinds, j.Kind)
 		}

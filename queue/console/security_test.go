@@ -109,7 +109,7 @@ func TestUnroutedRequests(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.expectError(t, http.StatusNotFound, "no_route", "GET", "/api/nothing", "")
-	e.expectError(t, http.StatusNotFound, "no_route", "GET", "/", "")
+	e.expectError(t, http.StatusNotFound, "no_route", "POST", "/nothing", "")
 	res := e.expectError(t, http.StatusMethodNotAllowed, "method_not_allowed", "DELETE", "/api/jobs/1", "")
 	require.Contains(t, res.header.Get("Allow"), "GET")
 	e.expectError(t, http.StatusMethodNotAllowed, "method_not_allowed", "POST", "/api/stats", "")

