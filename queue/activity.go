@@ -63,9 +63,10 @@ type ActivityBucket struct {
 // Completed jobs are read through the index of their completion times,
 // failed ones through the attempt history: a call costs in proportion to the
 // jobs that finished in the span, plus a scan of the attempt history. On a
-// table of a million jobs over a week, the last hour in minutes takes some
-// 20 ms on PostgreSQL and the last day in quarter hours some 200 ms (see
-// BenchmarkActivity): a dashboard should cache the series for a few seconds.
+// table of a million jobs over a week (BenchmarkActivity, two shared cores),
+// the last hour in minutes takes some 25 ms on PostgreSQL and 90 ms on
+// SQLite, the last day in quarter hours (150,000 jobs) some 200 to 300 ms
+// on PostgreSQL and 2 s on SQLite: a dashboard should cache the series.
 //
 // A query without a positive Bucket of at least a second, or with more than
 // MaxActivityBuckets buckets, returns an error wrapping ErrInvalidOption.
