@@ -19,12 +19,15 @@ import (
 
 // poolSize is the pool the README's queue section sizes; SHEAF_BENCH_POOL
 // overrides it, to compare sizes.
-var poolSize = func() int {
-	if n, err := strconv.Atoi(os.Getenv("SHEAF_BENCH_POOL")); err == nil {
+var poolSize = envInt("SHEAF_BENCH_POOL", 20)
+
+// envInt is the number environment variable name holds, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return n
 	}
-	return 20
-}()
+	return def
+}
 
 // BenchmarkQueueThroughput inserts b.N no-op jobs with EnqueueBulk (reported
 // as insert_jobs/s) and then works them with one runner under default options,

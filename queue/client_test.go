@@ -532,6 +532,10 @@ func TestClientOnAnUnmigratedSchema(t *testing.T) {
 		"RetryFailed": func() error { _, err := c.RetryFailed(ctx, queue.Filter{}); return err },
 		"Stats":       func() error { _, err := c.Stats(ctx); return err },
 		"Review":      func() error { _, err := c.Review(ctx, queue.ReviewQuery{RunID: "r"}); return err },
+		"Activity": func() error {
+			_, err := c.Activity(ctx, queue.ActivityQuery{Since: time.Now().Add(-time.Hour), Bucket: time.Minute})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()

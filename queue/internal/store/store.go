@@ -55,6 +55,10 @@ type Store interface {
 	CountByKind(ctx context.Context) ([]KindCount, error)
 	Ready(ctx context.Context) (n int64, oldest time.Duration, err error)
 	TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
+	// Activity reads the buckets of width bucket, from start on, in which
+	// jobs of queue ("": every queue) finished COMPLETED or FAILED, in order
+	// (activity.go); buckets without such jobs are left out.
+	Activity(ctx context.Context, start time.Time, bucket time.Duration, queue string) ([]ActivityRow, error)
 
 	// The client's management of one job, in tx, from LockStatus on.
 	LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error)

@@ -1,0 +1,109 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxActivityBuckets caps the buckets one Activity call returns: a day of
+// minutes. Ask for a longer span with wider buckets.
+const MaxActivityBuckets = 1440
+
+// ActivityQuery selects the series Activity returns.
+type ActivityQuery struct {
+	// Since is where the series starts: its first bucket starts at Since
+	// truncated to Bucket (Time.Truncate: whole minutes, hours, UTC days).
+	Since time.Time
+	// Bucket is each bucket's width, at least a second: time.Minute for
+	// the last hour, 15*time.Minute for the last day. From Since to now
+	// there may be at most MaxActivityBuckets buckets.
+	Bucket time.Duration
+	// Queue, if not empty, selects that queue's jobs; empty selects all.
+	Queue string
+}
+
+// ActivityBucket is one bucket of the series: the jobs that finished in
+// [Start, Start+Bucket).
+type ActivityBucket struct {
+	Start time.Time
+	// Completed and Failed count the jobs that finished COMPLETED and
+	// FAILED (for good: an attempt that is retried is not counted) in the
+	// bucket.
+	Completed, Failed int64
+	// WaitP50 and WaitP95 are the median and 95th percentile of the queue
+	// wait of the jobs counted: from the time the job's last attempt became
+	// due (JobRecord.RunAt) to the time it started. For a job that was
+	// retried, that is the last attempt's wait only: a retry is due when the
+	// failed attempt's backoff delay ends (or when Retry or RetryFailed
+	// requeues the job, or a rescue takes it back from a runner that died),
+	// so the delay and the earlier attempts are not part of it; a job
+	// scheduled for later waits from when it became due, not from when it
+	// was enqueued. Zero if no job counted.
+	WaitP50, WaitP95 time.Duration
+	// RunP50 and RunP95 are the median and 95th percentile of the run time
+	// of the jobs counted, from the start of their last attempt to their
+	// finish. Jobs that failed without starting (rescued from a runner
+	// before they started) count in Failed, not in the percentiles.
+	RunP50, RunP95 time.Duration
+}
+
+// Activity returns the throughput and latency of finished jobs in buckets
+// of q.Bucket, from q.Since to now (by this process's clock): every bucket,
+// in order, those without finished jobs zero; none if Since is in the
+// future. Percentiles are interpolated between the two nearest jobs, as
+// PostgreSQL's percentile_cont.
+//
+// The series reads the jobs as they are now: a job that failed and was
+// retried with Retry has left its bucket, cancelled jobs are not counted,
+// and on a database upgraded from schema version 3 or older, jobs that
+// failed before the upgrade are not counted (failed jobs are found through
+// the attempt history, which began with version 4).
+//
+// Completed jobs are read through the index of their completion times,
+// failed ones through the attempt history: a call costs in proportion to the
+// jobs that finished in the span, plus a scan of the attempt history. On a
+// table of a million jobs over a week (BenchmarkActivity, two shared cores),
+// the last hour in minutes takes some 25 ms on PostgreSQL and 90 ms on
+// SQLite, the last day in quarter hours (150,000 jobs) some 200 to 300 ms
+// on PostgreSQL and 2 s on SQLite: a dashboard should cache the series.
+//
+// A query without a positive Bucket of at least a second, or with more than
+// MaxActivityBuckets buckets, returns an error wrapping ErrInvalidOption.
+func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucket, error) {
+	if q.Bucket < time.Second {
+		return nil, invalid("Activity: Bucket must be at least a second, not %v", q.Bucket)
+	}
+	if q.Queue != "" {
+		if err := checkQueueName("Activity", q.Queue); err != nil {
+			return nil, err
+		}
+	}
+	start := q.Since.Truncate(q.Bucket)
+	now := time.Now()
+	if start.After(now) {
+		return []ActivityBucket{}, nil
+	}
+	n := int64(now.Sub(start)/q.Bucket) + 1
+	if n > MaxActivityBuckets {
+		return nil, invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
+			n, q.Bucket, start, MaxActivityBuckets)
+	}
+	out := make([]ActivityBucket, n)
+	for i := range out {
+		out[i].Start = start.Add(time.Duration(i) * q.Bucket)
+	}
+	rows, err := c.st.Activity(ctx, start, q.Bucket, q.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("queue: activity: %w", notMigrated(err))
+	}
+	for _, r := range rows {
+		i := int64(r.Start.Sub(start) / q.Bucket)
+		if i < 0 || i >= n {
+			continue // finished after now by this process's clock, which lags the database's
+		}
+		out[i] = ActivityBucket{Start: out[i].Start, Completed: r.Completed, Failed: r.Failed,
+			WaitP50: r.WaitP50, WaitP95: r.WaitP95, RunP50: r.RunP50, RunP95: r.RunP95}
+	}
+	return out, nil
+}
