@@ -28,9 +28,8 @@ type series struct {
 // chart is a chart's frame: title, time axis and value axis.
 type chart struct {
 	Title string
-	// Times are the buckets' starts; Step is a bucket's length.
+	// Times are the buckets' starts.
 	Times []time.Time
-	Step  time.Duration
 	// Unit formats a value of the value axis.
 	Unit func(float64) string
 }
@@ -111,8 +110,9 @@ func (c chart) bars(ss []series) template.HTML {
 	return template.HTML(b.String())
 }
 
-// lines draws each of ss as a line through its buckets' middles; a bucket
-// without a value (NaN) breaks the line.
+// lines draws each of ss as a line through its buckets' middles, with a
+// dot on each value (a lone value has no line); a bucket without a value
+// (NaN) breaks the line.
 func (c chart) lines(ss []series) template.HTML {
 	var top float64
 	for _, s := range ss {
@@ -135,6 +135,8 @@ func (c chart) lines(ss []series) template.HTML {
 			}
 			fmt.Fprintf(&d, "%s%.1f %.1f ", pen, c.x(i)+c.w()/2, y(v, top))
 			pen = "L"
+			fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="2.5"><title>%s %s</title></circle>`,
+				s.Class, c.x(i)+c.w()/2, y(v, top), esc(s.Name), esc(c.Unit(v)))
 		}
 		if d.Len() > 0 {
 			fmt.Fprintf(&b, `<path class="line %s" d="%s"/>`, s.Class, strings.TrimSpace(d.String()))

@@ -159,6 +159,8 @@ type console struct {
 	// GET /api/queues reuse (WithCountsCache).
 	statsCache  cached[queue.Stats]
 	queuesCache cached[[]queue.QueueInfo]
+	// activity is the overview's series of each of spans.
+	activity [2]cached[[]queue.ActivityBucket]
 	// window is SearchWindow, but in tests.
 	window int64
 }

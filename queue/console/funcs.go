@@ -108,6 +108,8 @@ func dur(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "-" + dur(-d)
+	case d == 0:
+		return "0s"
 	case d < time.Millisecond:
 		return fmt.Sprintf("%dµs", d.Microseconds())
 	case d < time.Second:

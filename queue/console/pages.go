@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -261,7 +262,7 @@ func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
 		CanCancel: acc.Cancel && (st == queue.StatusQueued || st == queue.StatusProcessing),
 		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled)}
 	live := liveSlow
-	if st == queue.StatusProcessing {
+	if !jd.Final {
 		live = liveFast
 	}
 	return pageBody{Title: "Job " + strconv.FormatInt(id, 10), Data: jd, LiveMS: live}, nil
@@ -409,8 +410,70 @@ func (c *console) auditHTML(r *http.Request, _ Access) (pageBody, error) {
 	return pageBody{Title: "Audit log", Data: d, LiveMS: liveSlow}, nil
 }
 
-// activityCharts draws the last hour's and the last day's activity.
+// The overview's two spans of activity: the last hour by the minute, the
+// last day by the quarter hour. The day's series costs far more to read
+// (every job that finished that day) and changes slowly, so it is reused
+// for dayTTLs times as long as the counts.
+var spans = []struct {
+	name, per      string
+	length, bucket time.Duration
+}{
+	{"last hour", "minute", time.Hour, time.Minute},
+	{"last day", "15 minutes", 24 * time.Hour, 15 * time.Minute},
+}
+
+const dayTTLs = 12
+
+// activityCharts draws the activity of the last hour and day: jobs finished
+// per bucket, and their wait and run times.
 func (c *console) activityCharts(ctx context.Context) ([]template.HTML, error) {
-	_ = ctx
-	return nil, nil
+	var out []template.HTML
+	for i, span := range spans {
+		ttl := c.cfg.countsTTL
+		if i > 0 {
+			ttl *= dayTTLs
+		}
+		series, _, err := c.activity[i].get(ctx, ttl, func(ctx context.Context) ([]queue.ActivityBucket, error) {
+			return c.client.Activity(ctx, queue.ActivityQuery{Since: time.Now().Add(-span.length), Bucket: span.bucket})
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, throughputChart(span.name, span.per, series), latencyChart(span.name, series))
+	}
+	return out, nil
+}
+
+// throughputChart draws the jobs that completed and failed per bucket.
+func throughputChart(span, per string, bs []queue.ActivityBucket) template.HTML {
+	ch := chart{Title: "Jobs finished per " + per + ", " + span,
+		Unit: func(v float64) string { return num(int64(v)) }}
+	done, failed := series{Name: "completed", Class: "completed"}, series{Name: "failed", Class: "failed"}
+	for _, b := range bs {
+		ch.Times = append(ch.Times, b.Start)
+		done.Values = append(done.Values, float64(b.Completed))
+		failed.Values = append(failed.Values, float64(b.Failed))
+	}
+	return ch.bars([]series{done, failed})
+}
+
+// latencyChart draws the median and 95th percentile of the queue wait and
+// the run time per bucket; a bucket without finished jobs has none.
+func latencyChart(span string, bs []queue.ActivityBucket) template.HTML {
+	ch := chart{Title: "Wait and run time, " + span,
+		Unit: func(v float64) string { return dur(time.Duration(v * float64(time.Second))) }}
+	ss := []series{{Name: "wait p50", Class: "wait50"}, {Name: "wait p95", Class: "wait95"},
+		{Name: "run p50", Class: "run50"}, {Name: "run p95", Class: "run95"}}
+	for _, b := range bs {
+		ch.Times = append(ch.Times, b.Start)
+		vals := []time.Duration{b.WaitP50, b.WaitP95, b.RunP50, b.RunP95}
+		for i := range ss {
+			v := math.NaN()
+			if b.Completed+b.Failed > 0 {
+				v = vals[i].Seconds()
+			}
+			ss[i].Values = append(ss[i].Values, v)
+		}
+	}
+	return ch.lines(ss)
 }

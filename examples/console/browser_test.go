@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
+	"github.com/sheaf-dev/sheaf/internal/browsertest"
+)
+
+// TestBrowserDemo opens every page of the demo's dashboard in Chromium,
+// once its night has run, and saves a screenshot of each: with
+// SHEAF_SCREENSHOTS=. the README's pictures are made afresh.
+func TestBrowserDemo(t *testing.T) {
+	exampledb.NoLeftovers(t)
+	base, stop := start(t, options{demo: true})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	b := browsertest.New(t, 1280, 900)
+	b.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitReady("#totals"))
+	// The night's county reports and their summaries, and the day's
+	// three exports: the page refreshes itself until they are done.
+	const completed = 6 + 6 + 3
+	b.Run(t, chromedp.Poll(`document.querySelector('#totals td[data-status="COMPLETED"]').textContent.trim() === "`+
+		strconv.Itoa(completed)+`" && document.querySelector('#totals td[data-status="PROCESSING"]').textContent.trim() === "0"`,
+		nil, chromedp.WithPollingTimeout(time.Minute)))
+	b.Screenshot(t, "overview")
+
+	var failed int
+	b.Run(t, chromedp.Navigate(base+"/jobs?status=FAILED"), chromedp.WaitReady("#jobs-region"),
+		chromedp.Evaluate(`Number(document.querySelector("tr[data-job]").dataset.job)`, &failed))
+	b.Run(t, chromedp.Navigate(base+"/jobs"), chromedp.WaitReady("#jobs-region"))
+	b.Screenshot(t, "jobs")
+	b.Run(t, chromedp.Navigate(base+fmt.Sprintf("/jobs/%d", failed)), chromedp.WaitReady("#attempts"))
+	b.Screenshot(t, "job")
+	b.Run(t, chromedp.Navigate(base+"/runs"), chromedp.WaitReady("#runs-region"),
+		chromedp.Click(`tr[data-run] a`), chromedp.WaitVisible(`#stopped svg.chain`))
+	b.Screenshot(t, "review")
+	b.Run(t, chromedp.Navigate(base+"/schedules"), chromedp.WaitReady("#schedules-region"))
+	b.Screenshot(t, "schedules")
+	b.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitReady(`button[data-post="api/queues/exports/pause"]`),
+		chromedp.Click(`button[data-post="api/queues/exports/pause"]`),
+		chromedp.WaitReady(`button[data-post="api/queues/exports/resume"]`),
+		chromedp.Navigate(base+"/audit"), chromedp.WaitReady(`tr[data-audit]`))
+	b.Screenshot(t, "audit")
+}

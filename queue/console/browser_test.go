@@ -1,0 +1,335 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/internal/browsertest"
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/console"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
+)
+
+// The browser tests drive the dashboard in a headless Chromium
+// (internal/browsertest), at 1280 pixels wide unless they say otherwise.
+
+const desktopW, desktopH = 1280, 900
+
+// open loads a page of the console and waits for its script to have run
+// (the zone line names the browser's zone).
+func open(t *testing.T, b *browsertest.Browser, e *env, path string) {
+	t.Helper()
+	b.Run(t, chromedp.Navigate(e.srv.URL+path),
+		chromedp.WaitReady("#main"),
+		chromedp.Poll(`document.getElementById("zone").textContent.includes("`+browsertest.Zone+`")`, nil))
+}
+
+// texts returns the text of every element sel matches.
+func texts(t *testing.T, b *browsertest.Browser, sel string) []string {
+	t.Helper()
+	var out []string
+	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].map(e => e.textContent.trim())`, &out))
+	return out
+}
+
+// jobIDs returns the IDs of the jobs listed on the page.
+func jobIDs(t *testing.T, b *browsertest.Browser) []int64 {
+	t.Helper()
+	var out []int64
+	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll("tr[data-job]")].map(e => Number(e.dataset.job))`, &out))
+	return out
+}
+
+// waitFor waits until the JavaScript expression is true on the page.
+func waitFor(t *testing.T, b *browsertest.Browser, expr string) {
+	t.Helper()
+	b.Run(t, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond)))
+}
+
+func TestBrowserOverviewShowsTheCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("ok", i)}))
+	}
+	ids = append(ids, e.enqueue(t, report{County: "bad", Fail: true}), e.enqueue(t, report{County: "bad2", Fail: true}))
+	e.work(t, ids...)
+	for i := range 3 {
+		e.enqueue(t, report{County: fmt.Sprint("later", i)}, queue.OnQueue("exports"))
+	}
+	_, err := e.client.Cancel(context.Background(), e.enqueue(t, report{County: "mistake"}, queue.OnQueue("exports")))
+	require.NoError(t, err)
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/")
+	qs, err := e.client.Queues(context.Background())
+	require.NoError(t, err)
+	require.Len(t, qs, 2)
+	total := map[queue.Status]int64{}
+	for _, q := range qs {
+		for _, s := range queue.Statuses {
+			got := texts(t, b, fmt.Sprintf(`tr[data-queue=%q] td[data-status=%q]`, q.Name, s))
+			require.Equal(t, []string{strconv.FormatInt(q.Counts[s], 10)}, got, "queue %s, %s", q.Name, s)
+			total[s] += q.Counts[s]
+		}
+	}
+	for _, s := range queue.Statuses {
+		require.Equal(t, []string{strconv.FormatInt(total[s], 10)}, texts(t, b, fmt.Sprintf(`#totals td[data-status=%q]`, s)), "all, %s", s)
+	}
+	require.EqualValues(t, 2, total[queue.StatusFailed])
+	// Times are in the viewer's zone, named.
+	seen := texts(t, b, "#runners time")
+	require.Empty(t, seen, "no runner runs now")
+	stamp := texts(t, b, "#counts .note time")
+	require.Len(t, stamp, 1)
+	require.Regexp(t, `E[SD]T`, stamp[0])
+	b.Screenshot(t, "overview")
+}
+
+func TestBrowserSearchFindsTheError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var ids []int64
+	for i := range 12 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprintf("county-%02d", i), Fail: i%3 == 0}))
+	}
+	e.work(t, ids...)
+	want, err := e.client.List(context.Background(), queue.Filter{Search: "upstream returned 503", Newest: true})
+	require.NoError(t, err)
+	require.Len(t, want, 4)
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/jobs")
+	b.Run(t, chromedp.SendKeys(`input[name="q"]`, "upstream returned 503"),
+		chromedp.Click(`#filters button[type="submit"]`),
+		chromedp.WaitReady(`#jobs-region`))
+	waitFor(t, b, `location.search.includes("q=upstream")`)
+	got := jobIDs(t, b)
+	var wantIDs []int64
+	for _, j := range want {
+		wantIDs = append(wantIDs, j.ID)
+	}
+	require.Equal(t, wantIDs, got)
+	var search string
+	b.Run(t, chromedp.Evaluate(`location.search`, &search))
+	require.NotContains(t, search, "kind=", "empty fields are not sent")
+	b.Screenshot(t, "search")
+}
+
+// flaky is a kind whose first attempt fails for good; a retry succeeds.
+type flaky struct{}
+
+func (flaky) Kind() string { return "flaky" }
+
+func TestBrowserRetryFromTheJobPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[flaky](func(_ context.Context, j *queue.Job[flaky]) error {
+		if j.Attempt == 1 {
+			return queue.Permanent(errors.New("the ledger was locked"))
+		}
+		return nil
+	})))
+	res, err := e.client.Enqueue(context.Background(), flaky{})
+	require.NoError(t, err)
+	id := res.Job.ID
+	e.work(t, id)
+	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
+	require.Equal(t, []string{"FAILED"}, texts(t, b, "#status"))
+	b.Run(t, chromedp.Click("#retry"))
+	waitFor(t, b, `document.getElementById("status").textContent === "COMPLETED"`)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Len(t, texts(t, b, "#attempts li"), 2, "the failed attempt and the one that completed")
+	require.Contains(t, texts(t, b, "#flash")[0], "queued again")
+	b.Screenshot(t, "job-retried")
+}
+
+func TestBrowserBulkCancelByFilter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	var inA, inB []int64
+	for i := range 5 {
+		inA = append(inA, e.enqueue(t, report{County: fmt.Sprint("a", i)}, queue.OnQueue("exports"), later))
+		inB = append(inB, e.enqueue(t, report{County: fmt.Sprint("b", i)}, later))
+	}
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/jobs?queue=exports")
+	b.Run(t, chromedp.Click("#cancel-matching"))
+	waitFor(t, b, `document.getElementById("flash").textContent.includes("changed")`)
+	require.Equal(t, []string{"Cancel all 5 queued or running jobs that match the filters?"}, b.Dialogs())
+	for _, id := range inA {
+		rec, err := e.client.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusCancelled, rec.Status, "job %d of the filter", id)
+	}
+	for _, id := range inB {
+		rec, err := e.client.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, rec.Status, "job %d outside the filter", id)
+	}
+	waitFor(t, b, `[...document.querySelectorAll("tr[data-job] .badge")].every(e => e.textContent === "CANCELLED")`)
+	audit, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "cancel", audit[0].Action)
+	require.EqualValues(t, 5, audit[0].Changed)
+	b.Screenshot(t, "bulk-cancelled")
+}
+
+func TestBrowserReadOnlyCallerSeesNoButtons(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bad := e.enqueue(t, report{County: "bad", Fail: true}, queue.InRun("night"))
+	e.work(t, bad)
+	b := browsertest.New(t, desktopW, desktopH)
+	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs/night"} {
+		open(t, b, e, p)
+		var n int
+		b.Run(t, chromedp.Evaluate(`document.querySelectorAll("button[data-post], button[data-bulk], button[data-match], input[name=id]").length`, &n))
+		require.Zero(t, n, "buttons on %s", p)
+	}
+	// A request forged from the page itself is refused.
+	var status int
+	b.Run(t, chromedp.Evaluate(fmt.Sprintf(`fetch("api/jobs/%d/retry", {method: "POST"}).then(r => r.status)`, bad), &status,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	require.Equal(t, 403, status)
+	rec, err := e.client.Get(context.Background(), bad)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusFailed, rec.Status)
+	b.Screenshot(t, "read-only")
+}
+
+// slowExport is a chunked kind whose chunks each wait for the test's word.
+type slowExport struct{ Rows int64 }
+
+func (slowExport) Kind() string { return "slow_export" }
+
+type gatedExport struct{ gate chan struct{} }
+
+func (g gatedExport) Records(_ context.Context, j *queue.Job[slowExport]) (int64, iter.Seq2[int64, error], error) {
+	return j.Args.Rows, func(yield func(int64, error) bool) {
+		for i := range j.Args.Rows {
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (g gatedExport) ProcessChunk(ctx context.Context, _ *queue.Job[slowExport], _ batch.Batch[int64]) error {
+	select {
+	case <-g.gate:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (gatedExport) Cleanup(context.Context, *queue.Job[slowExport]) error { return nil }
+
+func TestBrowserProgressBarMoves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gate := make(chan struct{})
+	require.NoError(t, queue.RegisterChunked[slowExport, int64](e.reg, gatedExport{gate: gate}, queue.ChunkSize(1)))
+	res, err := e.client.Enqueue(context.Background(), slowExport{Rows: 4})
+	require.NoError(t, err)
+	id := res.Job.ID
+	r := queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
+	gate <- struct{}{} // the first chunk
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
+	waitFor(t, b, `Number(document.getElementById("progress")?.value) === 1`)
+	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
+	b.Screenshot(t, "progress")
+	gate <- struct{}{}
+	gate <- struct{}{}
+	// The page moves by itself: no reload.
+	waitFor(t, b, `Number(document.getElementById("progress").value) === 3`)
+	require.Equal(t, []string{"3 of 4 (75%)"}, texts(t, b, "#progress-text"))
+	gate <- struct{}{}
+	waitFor(t, b, `document.getElementById("status").textContent === "COMPLETED"`)
+	_ = r
+}
+
+// countyRollup is released by the rule rollup once every county report
+// of a group has completed.
+type countyRollup struct{}
+
+func (countyRollup) Kind() string { return "county_rollup" }
+
+func TestBrowserMorningReview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
+	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "rollup", Parents: []string{report{}.Kind()}, Each: true},
+		func([]queue.JobRecord) (countyRollup, []queue.JobOption) { return countyRollup{}, nil }))
+	run := []queue.JobOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("county", i), Fail: i >= 4}, run...))
+	}
+	e.work(t, ids...)
+	rv, err := e.client.Review(context.Background(), queue.ReviewQuery{RunID: "nightly@2025-12-08"})
+	require.NoError(t, err)
+	require.NotEmpty(t, rv.Stopped)
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/runs?period=2025-12-08")
+	b.Run(t, chromedp.Click(`tr[data-run="nightly@2025-12-08"] a`), chromedp.WaitVisible(`#failures`))
+	groups := texts(t, b, "#failures summary code")
+	require.Equal(t, []string{"permanent: county county<n>: upstream returned <n> for request <hex>"}, groups)
+	require.Equal(t, []string{"2"}, texts(t, b, "#failures summary .count"))
+	failed := texts(t, b, "#failures .ids a")
+	require.Len(t, failed, 2)
+	var stoppers int
+	b.Run(t, chromedp.Evaluate(`document.querySelectorAll("#stopped svg.chain .stopper").length`, &stoppers))
+	require.Equal(t, len(rv.Stopped), stoppers, "each stopped chain marks the parent that stopped it")
+	captions := texts(t, b, "#stopped figcaption")
+	require.Len(t, captions, len(rv.Stopped))
+	require.True(t, slices.ContainsFunc(captions, func(s string) bool { return strings.Contains(s, "county_rollup was not created") }))
+	b.Screenshot(t, "review")
+}
+
+func TestBrowserPagesFitAPhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	bad := e.enqueue(t, report{County: "a county with a rather long name", Fail: true}, queue.InRun("night"))
+	e.work(t, bad)
+	b := browsertest.New(t, 390, 844)
+	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/night", "/schedules", "/audit"} {
+		open(t, b, e, p)
+		var wide []string
+		b.Run(t, chromedp.Evaluate(`document.documentElement.scrollWidth > window.innerWidth + 1 ?
+			[...document.querySelectorAll("body *")].filter(el => el.getBoundingClientRect().right > window.innerWidth + 1 &&
+				!(el.parentElement && el.parentElement.closest(".scroll"))).map(el => el.tagName + "." + el.className).slice(0, 5) : []`, &wide))
+		require.Empty(t, wide, "%s is wider than the phone", p)
+	}
+	open(t, b, e, "/jobs")
+	b.Screenshot(t, "phone-jobs")
+	// Every control is labelled.
+	var unlabelled []string
+	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll("input:not([type=hidden]), select, button")]
+		.filter(el => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.textContent.trim())
+		.map(el => el.outerHTML)`, &unlabelled))
+	require.Empty(t, unlabelled)
+}
