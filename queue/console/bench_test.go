@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,6 +56,12 @@ func (resize) Kind() string  { return "resize" }
 const (
 	benchKind = "invoice"
 	benchRare = "handshake timeout"
+)
+
+// The oldest benchRunJobs jobs are a night's run, benchRun.
+const (
+	benchRunJobs = 500
+	benchRun     = "nightly@bench"
 )
 
 // benchTable is the shared table: its console, the same without the
@@ -189,19 +196,27 @@ func fillTable(t *benchTable) error {
 			default:
 				args = resize{Image: fmt.Sprintf("img/%d.png", k)}
 			}
-			jobs[i] = queue.Params{Args: args, Options: []queue.JobOption{queue.OnQueue(queues[(k/5)%len(queues)])}}
+			opts := []queue.JobOption{queue.OnQueue(queues[(k/5)%len(queues)])}
+			if k < benchRunJobs {
+				opts = append(opts, queue.InRun(benchRun), queue.InPeriod("2025-12-08"))
+			}
+			jobs[i] = queue.Params{Args: args, Options: opts}
 		}
 		if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
 			return err
 		}
 	}
 	// Age the older four fifths by hand: their runs as the runner would
-	// leave them, a failure in twenty.
+	// leave them, a failure in twenty, spread over the last week.
 	queued := n / 5
+	ago := "now() - make_interval(secs => (id * 7919) %% 604800)"
+	if db.Dialector.Name() != "postgres" {
+		ago = "strftime('%%Y-%%m-%%d %%H:%%M:%%S', 'now', '-' || ((id * 7919) %% 604800) || ' seconds') || '.000000000+00:00'"
+	}
 	if err := db.Exec(fmt.Sprintf(`UPDATE sheaf_jobs SET
 		status = CASE WHEN id %% 20 = 7 THEN 'FAILED' ELSE 'COMPLETED' END,
 		attempts = 1, claims = 1, locked_by = 'bench-runner',
-		started_at = run_at, completed_at = run_at,
+		run_at = `+ago+`, started_at = `+ago+`, completed_at = `+ago+`,
 		last_error = CASE WHEN id %% 20 <> 7 THEN NULL
 			WHEN id %% 1000 = 7 THEN 'dial tcp 10.0.0.' || (id %% 250) || ':443: %s'
 			ELSE 'upstream returned 503 for request 0x' || id END
@@ -268,4 +283,50 @@ func BenchmarkConsoleStats(b *testing.B) {
 	b.Run("queues", func(b *testing.B) { timeRequests(b, "/api/queues", true) })
 	b.Run("stats-uncached", func(b *testing.B) { timeRequests(b, "/api/stats", false) })
 	b.Run("queues-uncached", func(b *testing.B) { timeRequests(b, "/api/queues", false) })
+}
+
+// BenchmarkConsolePages times each page of the dashboard on the big table,
+// as served (with the counts cache: the first request of a run reads the
+// counts and the activity, the others reuse them), and reports its weight:
+// the page and the assets it loads, in KB. overview-uncached reads the
+// counts and the activity for every request.
+func BenchmarkConsolePages(b *testing.B) {
+	b.Run("overview-uncached", func(b *testing.B) { timeRequests(b, "/", false) })
+	for _, p := range []struct{ name, path string }{
+		{"overview", "/"},
+		{"jobs", "/jobs"},
+		{"jobs-failed", "/jobs?status=FAILED&kind=" + benchKind},
+		{"jobs-search", "/jobs?q=handshake"},
+		{"job", "/jobs/7"},
+		{"runs", "/runs"},
+		{"review", "/runs/" + benchRun},
+		{"schedules", "/schedules"},
+		{"audit", "/audit"},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			timeRequests(b, p.path, true)
+			b.ReportMetric(float64(weigh(b, sharedTable(b).h, p.path))/1024, "page-KB")
+		})
+	}
+}
+
+// assetRefs finds the stylesheet and script a page loads.
+var assetRefs = regexp.MustCompile(`assets/[a-z.]+\?v=[0-9a-f]+`)
+
+// weigh returns the bytes of the page at path and of its assets.
+func weigh(b *testing.B, h http.Handler, path string) int {
+	get := func(p string) []byte {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, p, nil))
+		if w.Code != http.StatusOK {
+			b.Fatalf("GET %s: %d", p, w.Code)
+		}
+		return w.Body.Bytes()
+	}
+	page := get(path)
+	n := len(page)
+	for _, a := range assetRefs.FindAll(page, -1) {
+		n += len(get("/" + string(a)))
+	}
+	return n
 }

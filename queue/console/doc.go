@@ -4,7 +4,8 @@
 // and resumed; runners seen lately; runs and their morning reviews;
 // schedules and their next ticks; counts and health; and the audit log of
 // all the changes made through it. It speaks JSON under /api/, and
-// describes itself at /api/openapi.json.
+// describes itself at /api/openapi.json. Under / it serves the same as a
+// dashboard for people (see Dashboard).
 //
 // New returns an http.Handler that starts no goroutines and can be mounted
 // under any prefix with http.StripPrefix:
@@ -43,6 +44,22 @@
 // with a next_cursor to older jobs; GET /api/stats and GET /api/queues,
 // which count every job, reuse their counts for a few seconds
 // (WithCountsCache), and say when they were read (as_of).
+//
+// # Dashboard
+//
+// GET / is an overview (jobs by queue and status, queues with their
+// oldest due job and a pause button, the last hour's and day's activity
+// as charts, the runners); /jobs lists jobs by the API's filters, with
+// bulk retry and cancel of a selection or of every job that matches;
+// /jobs/{id} is one job with its attempts and progress; /runs and
+// /runs/{id} are the runs of a night and a run's morning review;
+// /schedules shows the schedules and batch windows; /audit the audit log.
+// The pages are rendered on the server from templates embedded in the
+// package, with one stylesheet and one small script and nothing loaded
+// from elsewhere. The script shows times in the viewer's zone, refreshes
+// the live parts of a page while its tab is shown, and sends every action
+// to the API, through the same authorizer, origin check and audit log; a
+// caller who may not act sees no action buttons.
 //
 // # Errors
 //
