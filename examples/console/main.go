@@ -51,7 +51,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to serve the API on")
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to serve the dashboard and the API on")
 	flag.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default $DATABASE_URL, else an SQLite file in a new temporary folder)")
 	flag.BoolVar(&o.demo, "demo", false, "fill the queue with a night's worth of jobs first")
 	flag.BoolVar(&o.readOnly, "read-only", false, "refuse every change with 403 (no authorizer)")
@@ -145,9 +145,11 @@ func serve(ctx context.Context, o options, api http.Handler, out io.Writer) erro
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if o.readOnly {
-		fmt.Fprintf(out, "console: serving http://%s/api/ read-only: every change is refused with 403\n", addr)
+		fmt.Fprintf(out, "console: serving the dashboard at http://%s/ and the API under /api/, read-only: "+
+			"every change is refused with 403\n", addr)
 	} else {
-		fmt.Fprintf(out, "console: serving http://%s/api/ as a local demo: callers on loopback may do everything "+
+		fmt.Fprintf(out, "console: serving the dashboard at http://%s/ and the API under /api/, as a local demo: "+
+			"callers on loopback may do everything "+
 			"(submit, cancel, retry, pause); -read-only refuses changes\n", addr)
 	}
 	if o.ready != nil {
