@@ -25,6 +25,17 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 	if err != nil {
 		return 0, err
 	}
+	if len(c.cfg.hooks) == 0 {
+		return c.enqueueBulk(ctx, rows)
+	}
+	res := c.hooked(ctx, opEnqueueBulk, rows, func(ctx context.Context) EnqueueResult {
+		n, err := c.enqueueBulk(ctx, rows)
+		return EnqueueResult{Created: n, Err: err}
+	})
+	return res.Created, res.Err
+}
+
+func (c *Client) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 	keyed := false
 	for _, r := range rows {
 		keyed = keyed || r.Key != nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/cleanup"
@@ -68,6 +69,18 @@ type chunkProcessor[A Args, R any] struct {
 }
 
 func (p *chunkProcessor[A, R]) Process(ctx context.Context, b batch.Batch[R]) error {
+	ex := p.job.exec
+	if ex == nil || len(ex.r.cfg.hooks) == 0 {
+		return p.process(ctx, b)
+	}
+	start := time.Now()
+	err := p.process(ctx, b)
+	chunkDone(ctx, ex, ChunkInfo{JobID: p.job.ID, Kind: p.job.Kind, Queue: p.job.Queue, Seq: b.Seq, Offset: b.Offset,
+		Records: len(b.Items), Duration: time.Since(start), Err: err, Processed: p.processed, Total: p.total})
+	return err
+}
+
+func (p *chunkProcessor[A, R]) process(ctx context.Context, b batch.Batch[R]) error {
 	if err := p.c.ProcessChunk(ctx, p.job, b); err != nil {
 		return err
 	}

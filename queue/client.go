@@ -87,7 +87,7 @@ type Params struct {
 // stores is checked, and a payload that PostgreSQL would store altered is
 // refused, not changed.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enqueued, error) {
-	out, err := c.EnqueueMany(ctx, []Params{{Args: args, Options: opts}})
+	out, err := c.enqueueMany(ctx, opEnqueue, []Params{{Args: args, Options: opts}})
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -114,7 +114,7 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMe
 	if err != nil {
 		return Enqueued{}, err
 	}
-	out, err := c.insert(ctx, []newJob{row})
+	out, err := c.insertHooked(ctx, opEnqueue, []newJob{row})
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -125,11 +125,33 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMe
 // (duplicates by idempotency key aside, which are returned as such). The
 // result is in the order of jobs.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
+	return c.enqueueMany(ctx, opEnqueueMany, jobs)
+}
+
+func (c *Client) enqueueMany(ctx context.Context, op string, jobs []Params) ([]Enqueued, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return nil, err
 	}
-	return c.insert(ctx, rows)
+	return c.insertHooked(ctx, op, rows)
+}
+
+// insertHooked inserts rows, through the Enqueue hooks if there are any.
+func (c *Client) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {
+	if len(c.cfg.hooks) == 0 {
+		return c.insert(ctx, rows)
+	}
+	res := c.hooked(ctx, op, rows, func(ctx context.Context) EnqueueResult {
+		out, err := c.insert(ctx, rows)
+		res := EnqueueResult{Enqueued: out, Err: err}
+		for _, e := range out {
+			if !e.Duplicate {
+				res.Created++
+			}
+		}
+		return res
+	})
+	return res.Enqueued, res.Err
 }
 
 // newJob is a validated job ready to insert.
@@ -185,6 +207,13 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 	}
 	j.Key, j.Correlation = optional(o.idempotencyKey), optional(o.correlationID)
 	j.RunID, j.Period = optional(o.runID), optional(o.period)
+	if o.traceParent != "" {
+		m := map[string]string{"traceparent": o.traceParent}
+		if o.traceState != "" {
+			m["tracestate"] = o.traceState
+		}
+		j.Metadata = encodeMetadata(m)
+	}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {

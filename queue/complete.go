@@ -169,25 +169,35 @@ func (r *Runner) landed(ctx context.Context, ex *execution) (bool, error) {
 	return len(found) > 0, err
 }
 
-func (r *Runner) report(res result, accepted bool) {
+// event is the event of res, as the runner reports it once it is written.
+func (res result) event() Event {
 	ev := res.ex.event(EventCompleted)
 	ev.Duration, ev.Err = res.took, res.err
+	switch res.status {
+	case StatusQueued:
+		ev.Type, ev.RetryIn = EventRetrying, res.delay
+	case StatusFailed:
+		ev.Type = EventFailed
+	}
+	return ev
+}
+
+func (r *Runner) report(res result, accepted bool) {
+	ev := res.event()
 	switch {
 	case !accepted:
 		r.stats.rejected.Add(1)
-		ev.Type = EventRejected
+		ev.Type, ev.RetryIn = EventRejected, 0
 		r.jobLogger(&res.ex.row).Warn("queue: job finished after it stopped being this runner's (rescued or cancelled); result dropped", "status", res.status)
 	case res.status == StatusCompleted:
 		r.stats.completed.Add(1)
 		r.debug(res.ex, "queue: job completed", "duration", res.took)
 	case res.status == StatusQueued:
 		r.stats.retried.Add(1)
-		ev.Type, ev.RetryIn = EventRetrying, res.delay
 		r.poller.Later(time.Now().Add(res.delay), retryDue{queue: res.ex.row.Queue, priority: res.ex.row.Priority})
 		r.jobLogger(&res.ex.row).Warn("queue: job failed; will retry", "err", res.err, "retry_in", res.delay)
 	default:
 		r.stats.failed.Add(1)
-		ev.Type = EventFailed
 		r.jobLogger(&res.ex.row).Error("queue: job failed for good", "err", res.err, "permanent", IsPermanent(res.err))
 	}
 	r.observe(ev)

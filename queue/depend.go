@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,6 +100,18 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 	return nil
 }
 
+// Rules returns the registered dependency rules, sorted by name.
+func (r *Registry) Rules() []Rule {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Rule, len(r.rules))
+	for i, ru := range r.rules {
+		out[i] = Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
+	}
+	slices.SortFunc(out, func(a, b Rule) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
 // reachesLocked reports whether any of targets is from, or is released,
 // through rules, by a job of kind from.
 func (r *Registry) reachesLocked(from string, targets []string) bool {
@@ -148,6 +161,30 @@ func cmpString(a, b string) int {
 	return 0
 }
 
+// hookRelease stores with child the metadata the Release hooks make of its
+// parents, over the child's own; attempt completed the last of them.
+func (rel releaser) hookRelease(child *newJob, attempt *execution, completed *JobRecord, parents []JobRecord) {
+	ctx := attempt.hooked
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var meta map[string]string
+	for _, h := range rel.hooks {
+		if h.Release == nil {
+			continue
+		}
+		if m := h.Release(ctx, completed, parents); len(m) > 0 {
+			if meta == nil && child.Metadata != nil {
+				_ = json.Unmarshal([]byte(*child.Metadata), &meta)
+			}
+			meta = merged(meta, m)
+		}
+	}
+	if meta != nil {
+		child.Metadata = encodeMetadata(meta)
+	}
+}
+
 // releasedJob is a child job a rule released.
 type releasedJob struct {
 	rule string
@@ -157,8 +194,9 @@ type releasedJob struct {
 // releaser is the part of a runner that completes parents and releases
 // their dependants, in one transaction (see Rule).
 type releaser struct {
-	c   *Client
-	log *slog.Logger
+	c     *Client
+	log   *slog.Logger
+	hooks []Hooks
 }
 
 // completeReleasing completes one successful attempt of a job that is a
@@ -174,7 +212,7 @@ func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*
 		}
 		accepted = true
 		for _, ru := range rules {
-			child, err := rel.release(tx, ru, res.ex.row.ID, period, runID)
+			child, err := rel.release(tx, ru, res.ex, period, runID)
 			if err != nil {
 				return fmt.Errorf("rule %q: %w", ru.Name, err)
 			}
@@ -191,7 +229,9 @@ func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*
 }
 
 // release creates a rule's child if its parents are now all complete.
-func (rel releaser) release(tx *gorm.DB, ru *rule, parentID int64, period, runID sql.NullString) (*JobRecord, error) {
+func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *execution, period, runID sql.NullString) (*JobRecord, error) {
+	completed := &attempt.row
+	parentID := completed.ID
 	group := fmt.Sprint("job:", parentID)
 	if !ru.Each {
 		if !period.Valid {
@@ -259,6 +299,9 @@ func (rel releaser) release(tx *gorm.DB, ru *rule, parentID int64, period, runID
 		}
 		return err
 	})
+	if err == nil && len(rel.hooks) > 0 {
+		rel.hookRelease(&nj, attempt, completed, full)
+	}
 	if err != nil {
 		// The child cannot be built: a panic, or a job Enqueue refuses.
 		// The parent's work is done, so it completes; running it again

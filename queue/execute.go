@@ -32,6 +32,10 @@ type execution struct {
 	// result must be dropped; finished means its result is written or on
 	// its way.
 	released, finished bool
+	// ends are the functions the Attempt hooks returned, and hooked the
+	// context they made, for the Release hooks (see Hooks).
+	ends   []func(Event)
+	hooked context.Context
 }
 
 func (ex *execution) suspect() bool { return ex.row.Rescues > 0 }
@@ -114,6 +118,9 @@ func (r *Runner) execute(ex *execution) {
 	}
 	r.observe(ex.event(EventStarted))
 	r.debug(ex, "queue: job started")
+	if len(r.cfg.hooks) > 0 {
+		ctx = r.attemptHooks(ctx, ex)
+	}
 	if lookupErr != nil {
 		err = fmt.Errorf("runner %s cannot work it: %w", r.cfg.runnerID, lookupErr)
 	} else {
@@ -192,21 +199,28 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	cause := context.Cause(ctx)
 	switch {
 	case released: // the runner is stopping: back to the queue, now the handler has returned
+		ex.endedAs(EventRequeued, err, took)
 		r.requeue([]*execution{ex}, "the runner stopped before it finished")
 	case errors.Is(cause, ErrCancelled):
 		r.unhold(ex)
 		r.stats.cancelled.Add(1)
 		ev := ex.event(EventCancelled)
 		ev.Duration = took
+		ex.endedAs(EventCancelled, err, took)
 		r.observe(ev)
 		r.jobLogger(&ex.row).Info("queue: job cancelled while running", "duration", took)
 	case errors.Is(cause, ErrLeaseLost):
 		r.unhold(ex)
 		r.stats.rejected.Add(1)
+		ex.endedAs(EventRejected, err, took)
 		r.observe(ex.event(EventRejected))
 		r.jobLogger(&ex.row).Warn("queue: job lost its lease while running; its result is dropped")
 	default:
-		r.completer.Send(r.resultOf(ex, e, err, took))
+		res := r.resultOf(ex, e, err, took)
+		if len(ex.ends) > 0 {
+			ex.ended(res.event())
+		}
+		r.completer.Send(res)
 	}
 	r.mu.Lock()
 	delete(r.running, ex)

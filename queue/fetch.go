@@ -3,6 +3,7 @@ package queue
 // Claiming: the fetch loop, the claim statements and the claim cursor.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -320,8 +321,9 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 		return nil, err
 	}
 	out = make([]JobRecord, len(claimed))
+	var meta metadataCache
 	for i, c := range claimed {
-		out[i] = r.claimedRecord(c)
+		out[i] = r.claimedRecord(c, &meta)
 	}
 	// In claim order: priority, run time, ID. Workers start them in this
 	// order, and the last one is the cursor.
@@ -339,7 +341,7 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 }
 
 // claimedRecord is the JobRecord of a claimed job.
-func (r *Runner) claimedRecord(c store.Claimed) JobRecord {
+func (r *Runner) claimedRecord(c store.Claimed, meta *metadataCache) JobRecord {
 	j := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Status: StatusProcessing, Priority: c.Priority, Payload: c.Payload,
 		CorrelationID: c.CorrelationID, Attempts: c.Attempts, Claims: c.Claims, Rescues: c.Rescues, MaxAttempts: c.MaxAttempts,
 		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, RunAt: c.RunAt, RunID: c.RunID, Period: c.Period, ParentIDs: c.ParentIDs,
@@ -352,7 +354,31 @@ func (r *Runner) claimedRecord(c store.Claimed) JobRecord {
 	if len(c.Backoff) > 0 {
 		j.backoffJSON = c.Backoff
 	}
+	if len(c.Metadata) > 0 {
+		j.Metadata = meta.decode(r, j.ID, c.Metadata)
+	}
 	return j
+}
+
+// metadataCache decodes the metadata of a claim's jobs, once for a run of
+// jobs that have the same, as the jobs of one enqueue call do: they share
+// the map, which the hooks only read.
+type metadataCache struct {
+	raw []byte
+	m   map[string]string
+}
+
+func (mc *metadataCache) decode(r *Runner, id int64, raw []byte) map[string]string {
+	if mc.m != nil && bytes.Equal(mc.raw, raw) {
+		return mc.m
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		r.log.Warn("queue: job has metadata that does not decode", "job_id", id, "err", err)
+		return nil
+	}
+	mc.raw, mc.m = raw, m
+	return m
 }
 
 // parseNotice reads a new-jobs notification, schema removed: "queue:priority",

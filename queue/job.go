@@ -116,6 +116,11 @@ type JobRecord struct {
 	ParentIDs IDs `gorm:"column:parent_ids;type:bigint[]"`
 	// Output is what the job's handler left for its children (SetOutput).
 	Output json.RawMessage `gorm:"column:output;type:jsonb"`
+	// Metadata is carried with the job from its enqueue to its attempts:
+	// the W3C trace context (keys traceparent and tracestate) of the call
+	// that enqueued it (see TraceContext and Hooks), or what Hooks.Release
+	// made of its parents'. Nil for a job without.
+	Metadata map[string]string `gorm:"column:metadata;serializer:json"`
 
 	backoffJSON []byte // the job's own backoff, as stored; set by claims
 }

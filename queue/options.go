@@ -42,6 +42,8 @@ type jobOptions struct {
 	runID          string
 	period         string
 	window         Window
+	traceParent    string
+	traceState     string
 }
 
 type jobOptionFunc func(*jobOptions, optionSite) error
@@ -248,6 +250,30 @@ func InPeriod(period string) JobOption {
 	})
 }
 
+// TraceContext stores a W3C trace context with the job (Enqueue only), the
+// traceparent and tracestate headers of the request that submitted it, as
+// queue/console does: the job's attempts then link to that trace. A
+// traceparent has 1 to 256 bytes, a tracestate up to 512 (empty for none),
+// both UTF-8 without NUL. Hooks that enqueue in a trace of their own (see
+// Hooks.Enqueue) take it as the parent of theirs.
+func TraceContext(traceparent, tracestate string) JobOption {
+	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+		return only("TraceContext", atEnqueue, s, func() error {
+			if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
+				return invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
+			}
+			if err := checkText("TraceContext", traceparent); err != nil {
+				return err
+			}
+			if err := checkText("TraceContext", tracestate); err != nil {
+				return err
+			}
+			o.traceParent, o.traceState = traceparent, tracestate
+			return nil
+		})
+	})
+}
+
 func applyJobOptions(o *jobOptions, site optionSite, opts []JobOption) error {
 	for _, opt := range opts {
 		if opt == nil {
@@ -286,6 +312,7 @@ type config struct {
 	rescueEvery   time.Duration
 	runnerID      string
 	clock         Clock
+	hooks         []Hooks
 	runnerOptions []string // names of runner options given, to reject them at NewClient
 }
 

@@ -155,7 +155,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	r.rescuer = run.Periodic{Every: cfg.rescueEvery, Do: r.rescue}
 	r.listener = run.Reconnect{Listen: r.listen, Pause: time.Second, Log: r.log}
 	r.scheduler = scheduler{c: c, cfg: cfg, log: r.log, observe: r.observe}
-	r.releaser = releaser{c: c, log: r.log}
+	r.releaser = releaser{c: c, log: r.log, hooks: cfg.hooks}
 	return r, nil
 }
 
@@ -400,10 +400,18 @@ func (r *Runner) jobLogger(row *JobRecord) *slog.Logger {
 }
 
 func (r *Runner) observe(e Event) {
-	if r.obs == nil {
-		return
+	if r.obs != nil {
+		r.observeSafely(r.obs.Observe, e)
 	}
-	if err := worker.Safely(func() error { r.obs.Observe(e); return nil }); err != nil {
+	for _, h := range r.cfg.hooks {
+		if h.Observe != nil {
+			r.observeSafely(h.Observe, e)
+		}
+	}
+}
+
+func (r *Runner) observeSafely(observe func(Event), e Event) {
+	if err := worker.Safely(func() error { observe(e); return nil }); err != nil {
 		r.log.Error("queue: observer panicked", "err", err)
 	}
 }

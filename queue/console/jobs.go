@@ -297,6 +297,17 @@ func (c *console) enqueue(r *http.Request, _ Access) (int, any, error) {
 	if corr != "" {
 		opts = append(opts, queue.CorrelationID(corr))
 	}
+	if tp := strings.TrimSpace(r.Header.Get("traceparent")); tp != "" {
+		if _, ok := traceID(tp); ok {
+			// The job's attempts link to the caller's trace. A tracestate
+			// too long to keep is dropped, as W3C allows.
+			state := r.Header.Get("tracestate")
+			if len(state) > 512 {
+				state = ""
+			}
+			opts = append(opts, queue.TraceContext(tp, state))
+		}
+	}
 	if c.cfg.submitter != nil {
 		claims, err := c.cfg.submitter(r)
 		if err != nil {

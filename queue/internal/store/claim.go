@@ -28,7 +28,7 @@ const claimSet = `status = 'PROCESSING', attempts = j.attempts + 1, claims = j.c
 	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
 
 const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts, j.claims, j.rescues,
-	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total`
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total, j.metadata`
 
 // claimFromSQL claims like claimSQL, but continues from a cursor (the last
 // position claimed) instead of scanning the claim index from its start. On a
@@ -93,6 +93,7 @@ type Claimed struct {
 	Kind, Queue               string
 	Priority                  int
 	Payload, Backoff, Auth    []byte // JSON; Backoff and Auth may be empty
+	Metadata                  []byte // JSON; empty for a job without
 	CorrelationID             *string
 	Attempts, Claims, Rescues int
 	MaxAttempts               int
@@ -159,7 +160,8 @@ func (h *held) claimed(ctx context.Context, query string, args ...any) (_ []Clai
 	for rows.Next() {
 		var j Claimed
 		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
-			&j.MaxAttempts, &j.Backoff, &j.CreatedAt, &j.StartedAt, &j.Auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total); err != nil {
+			&j.MaxAttempts, &j.Backoff, &j.CreatedAt, &j.StartedAt, &j.Auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
+			&j.Metadata); err != nil {
 			return nil, err
 		}
 		out = append(out, j)

@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// NewJob is a validated job to insert. Payload, Backoff and Auth are JSON;
-// a nil RunAt means Delay from now, on the database's clock.
+// NewJob is a validated job to insert. Payload, Backoff, Auth and Metadata
+// are JSON; a nil RunAt means Delay from now, on the database's clock.
 type NewJob struct {
 	Kind, Queue        string
 	Priority, Attempts int
@@ -22,6 +22,7 @@ type NewJob struct {
 	Key, Correlation   *string
 	Backoff, Auth      *string
 	RunID, Period      *string
+	Metadata           *string
 	RunAt              *time.Time
 	Delay              time.Duration
 }
@@ -32,15 +33,15 @@ type NewJob struct {
 var insertSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[])
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[])
 		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
-		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, ord)
+		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, metadata, ord)
 ), ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	                        max_attempts, backoff, run_at, auth, run_id, period)
+	                        max_attempts, backoff, run_at, auth, run_id, period, metadata)
 	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
 	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
-	       run_id, period
+	       run_id, period, metadata::jsonb
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
@@ -55,17 +56,17 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, attempts := make([]int32, n), make([]int32, n)
 	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	runIDs, periods := make([]*string, n), make([]*string, n)
+	runIDs, periods, metas := make([]*string, n), make([]*string, n), make([]*string, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
 	for i, r := range jobs {
 		kinds[i], queues[i], payloads[i] = r.Kind, r.Queue, r.Payload
 		prios[i], attempts[i] = int32(r.Priority), int32(r.Attempts)
 		keys[i], corrs[i], backoffs[i], auths[i] = r.Key, r.Correlation, r.Backoff, r.Auth
-		runIDs[i], periods[i] = r.RunID, r.Period
+		runIDs[i], periods[i], metas[i] = r.RunID, r.Period, r.Metadata
 		runAts[i], delays[i] = r.RunAt, r.Delay.Microseconds()
 	}
 	return db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
-		attempts, backoffs, runAts, delays, auths, runIDs, periods).Scan(dest).Error
+		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas).Scan(dest).Error
 }
 
 // insertChildSQL inserts a dependency rule's child, unless its idempotency
@@ -73,9 +74,9 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 var insertChildSQL = `
 WITH ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
-		backoff, run_at, auth, run_id, period, parent_ids)
+		backoff, run_at, auth, run_id, period, parent_ids, metadata)
 	VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, ?::jsonb, coalesce(?::timestamptz, now() + ? * interval '1 microsecond'),
-		?::jsonb, ?, ?, ?::bigint[])
+		?::jsonb, ?, ?, ?::bigint[], ?::jsonb)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (` + notifyDue("ins") + `)
@@ -94,12 +95,12 @@ func (*postgres) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, err
 	var c Child
 	err := tx.Raw(insertChildSQL,
 		j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts,
-		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents)).Row().Scan(
+		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents), j.Metadata).Row().Scan(
 		&c.ID, &c.Kind, &c.Queue, &c.Priority, &c.RunID)
 	return c, err
 }
 
-var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period"}
+var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period", "metadata"}
 
 // Copy inserts jobs, none with an idempotency key, with one binary COPY in
 // one transaction, notifies runners of the queues that got jobs due now,
@@ -133,7 +134,7 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 					due[r.Queue] = max(due[r.Queue], r.Priority)
 				}
 				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
-					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period}, nil
+					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, jsonOrNil(r.Metadata)}, nil
 			})
 			var err error
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {

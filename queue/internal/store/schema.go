@@ -150,10 +150,17 @@ CREATE TABLE sheaf_audit (
 -- migration's transaction, it holds writes back for as long as it takes.
 CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAILED', 'CANCELLED');
 `,
+	6: `
+-- Metadata carried with a job from its enqueue to its attempts, a JSON
+-- object of strings: the W3C trace context (traceparent, tracestate) of
+-- the call that enqueued it, or of the parents that released it. NULL for
+-- jobs enqueued without any, so a queue without telemetry stores nothing.
+ALTER TABLE sheaf_jobs ADD COLUMN metadata jsonb;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -49,6 +49,7 @@ var sqliteCopyColumns = []copyColumn{
 	optionalText("auth", func(j *NewJob) *string { return j.Auth }),
 	optionalText("run_id", func(j *NewJob) *string { return j.RunID }),
 	optionalText("period", func(j *NewJob) *string { return j.Period }),
+	optionalText("metadata", func(j *NewJob) *string { return j.Metadata }),
 }
 
 // optionalText is a column of text that a job may lack. Its value is the

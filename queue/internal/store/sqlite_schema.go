@@ -113,6 +113,9 @@ CREATE TABLE sheaf_audit (
 	5: `
 CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAILED', 'CANCELLED');
 `,
+	6: `
+ALTER TABLE sheaf_jobs ADD COLUMN metadata TEXT; -- JSON object of strings, as auth
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

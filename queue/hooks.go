@@ -1,0 +1,218 @@
+package queue
+
+// Hooks: callbacks into enqueues and attempts for instrumentation.
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Hooks are callbacks into a client's enqueues and a runner's attempts, for
+// instrumentation: package queue/otelqueue turns them into OpenTelemetry
+// traces and metrics. Install them with WithHooks. Every field may be nil;
+// a client or runner without hooks does none of this work.
+//
+// Hooks are called on the goroutines that enqueue and that run jobs, so they
+// must be quick and safe for concurrent use. Unlike handlers and observers,
+// they are trusted: a panic in Enqueue, Attempt, Chunk or Release is not
+// recovered (one in Observe is, as an observer's).
+type Hooks struct {
+	// Enqueue is called as Enqueue, EnqueueRaw, EnqueueMany or EnqueueBulk
+	// begins, once its jobs are valid. It may set call.Metadata, which is
+	// stored with each job of the call (over the job's own keys, such as
+	// TraceContext's), and returns the context to insert the jobs with and
+	// a function that is called, once, with the call's result.
+	Enqueue func(ctx context.Context, call *EnqueueCall) (context.Context, func(EnqueueResult))
+	// Attempt is called on the worker's goroutine as an attempt begins,
+	// after EventStarted, with the job as claimed. It returns the context
+	// to hand the handler (one that carries a span, say) and a function
+	// that is called, once, when the handler has returned: with the event
+	// the runner is about to report (EventCompleted, EventRetrying,
+	// EventFailed, EventCancelled, EventRequeued, or EventRejected for an
+	// attempt that lost its lease), its Duration and Err set. The database
+	// may still refuse a completion or a retry that the attempt's claim no
+	// longer holds; Observe then sees EventRejected. job, and its
+	// Metadata, which jobs of one enqueue call may share, must not be
+	// modified.
+	Attempt func(ctx context.Context, job *JobRecord) (context.Context, func(Event))
+	// Chunk is called after each chunk of a chunked job (RegisterChunked)
+	// has been processed, with the handler's context.
+	Chunk func(ctx context.Context, c ChunkInfo)
+	// Release is called as a dependency rule builds a child from its
+	// completed parents (with their metadata), on the runner that
+	// completed the last of them, completed: ctx is the context Attempt
+	// returned for the attempt that completed it (Background without an
+	// Attempt hook). What it returns is stored as the child's metadata.
+	Release func(ctx context.Context, completed *JobRecord, parents []JobRecord) map[string]string
+	// Observe receives every job event, as an Observer set with
+	// WithObserver does, besides it.
+	Observe func(Event)
+}
+
+// WithHooks adds hooks (client or runner). Hooks add up: a runner has its
+// client's and its own, and each call adds one set.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) error {
+		// Clip: a runner's hooks must not write into its client's array.
+		c.hooks = append(slices.Clip(c.hooks), h)
+		return nil
+	})
+}
+
+// EnqueueCall describes an enqueue call to Hooks.Enqueue.
+type EnqueueCall struct {
+	// Operation names the method: "enqueue" (Enqueue and EnqueueRaw),
+	// "enqueue_many" or "enqueue_bulk".
+	Operation string
+	// Jobs are the call's jobs, in order.
+	Jobs []EnqueueJob
+	// Metadata, if the hook sets it, is stored with every job of the call.
+	Metadata map[string]string
+}
+
+// EnqueueJob is one job of an EnqueueCall.
+type EnqueueJob struct {
+	Kind, Queue string
+	// Metadata is what the job's own options set (see TraceContext).
+	Metadata map[string]string
+}
+
+// EnqueueResult is the result of an enqueue call, for Hooks.Enqueue.
+type EnqueueResult struct {
+	// Enqueued is what Enqueue, EnqueueRaw or EnqueueMany returns; nil
+	// for EnqueueBulk.
+	Enqueued []Enqueued
+	// Created counts the jobs created: those enqueued, less duplicates.
+	Created int64
+	// Err is the call's error; nothing was stored when it is set.
+	Err error
+}
+
+// ChunkInfo describes a chunk of a chunked job, for Hooks.Chunk.
+type ChunkInfo struct {
+	JobID int64
+	// Seq counts chunks from 1; Offset is the number of records before
+	// the chunk, and Records the number in it.
+	Seq         int
+	Offset      int64
+	Records     int
+	Duration    time.Duration
+	Err         error
+	Processed   int64 // records processed by the attempt so far, this chunk's included if it succeeded
+	Total       int64 // the job's records, as Chunked.Records said
+	Kind, Queue string
+}
+
+// Operations of EnqueueCall.
+const (
+	opEnqueue     = "enqueue"
+	opEnqueueMany = "enqueue_many"
+	opEnqueueBulk = "enqueue_bulk"
+)
+
+// hooked runs an enqueue call through the client's Enqueue hooks. enqueue
+// inserts rows with the context the hooks returned.
+func (c *Client) hooked(ctx context.Context, op string, rows []newJob, enqueue func(context.Context) EnqueueResult) EnqueueResult {
+	call := &EnqueueCall{Operation: op, Jobs: make([]EnqueueJob, len(rows))}
+	for i, r := range rows {
+		call.Jobs[i] = EnqueueJob{Kind: r.Kind, Queue: r.Queue}
+		if r.Metadata != nil {
+			_ = json.Unmarshal([]byte(*r.Metadata), &call.Jobs[i].Metadata)
+		}
+	}
+	var dones []func(EnqueueResult)
+	for _, h := range c.cfg.hooks {
+		if h.Enqueue == nil {
+			continue
+		}
+		var done func(EnqueueResult)
+		ctx, done = h.Enqueue(ctx, call)
+		if done != nil {
+			dones = append(dones, done)
+		}
+	}
+	if len(call.Metadata) > 0 {
+		var shared *string // the jobs without metadata of their own share one encoding
+		for i := range rows {
+			if own := call.Jobs[i].Metadata; own != nil {
+				rows[i].Metadata = encodeMetadata(merged(own, call.Metadata))
+				continue
+			}
+			if shared == nil {
+				shared = encodeMetadata(call.Metadata)
+			}
+			rows[i].Metadata = shared
+		}
+	}
+	res := enqueue(ctx)
+	for _, done := range slices.Backward(dones) {
+		done(res)
+	}
+	return res
+}
+
+// merged returns own with over's keys set over it.
+func merged(own, over map[string]string) map[string]string {
+	m := make(map[string]string, len(own)+len(over))
+	maps.Copy(m, own)
+	maps.Copy(m, over)
+	return m
+}
+
+func encodeMetadata(m map[string]string) *string {
+	if len(m) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(m) // a map of strings always encodes
+	s := string(b)
+	return &s
+}
+
+// attemptHooks runs the runner's Attempt hooks for ex, and returns the
+// handler's context; ex.ended calls the functions they returned.
+func (r *Runner) attemptHooks(ctx context.Context, ex *execution) context.Context {
+	for _, h := range r.cfg.hooks {
+		if h.Attempt == nil {
+			continue
+		}
+		var done func(Event)
+		ctx, done = h.Attempt(ctx, &ex.row)
+		if done != nil {
+			ex.ends = append(ex.ends, done)
+		}
+	}
+	ex.hooked = ctx
+	return ctx
+}
+
+// ended tells the Attempt hooks that ex's handler returned.
+func (ex *execution) ended(ev Event) {
+	for _, done := range slices.Backward(ex.ends) {
+		done(ev)
+	}
+	ex.ends = nil
+}
+
+// endedAs tells the Attempt hooks that ex's handler returned, as an event
+// of type t.
+func (ex *execution) endedAs(t EventType, err error, took time.Duration) {
+	if len(ex.ends) == 0 {
+		return
+	}
+	ev := ex.event(t)
+	ev.Err, ev.Duration = err, took
+	ex.ended(ev)
+}
+
+// chunkDone tells the Chunk hooks of the runner of ex that a chunk was
+// processed.
+func chunkDone(ctx context.Context, ex *execution, info ChunkInfo) {
+	for _, h := range ex.r.cfg.hooks {
+		if h.Chunk != nil {
+			h.Chunk(ctx, info)
+		}
+	}
+}

@@ -1,0 +1,500 @@
+package otelqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/worker"
+)
+
+// ScopeName is the instrumentation scope of the tracer and meter.
+const ScopeName = "github.com/sheaf-dev/sheaf/queue/otelqueue"
+
+// System is the value of messaging.system.
+const System = "sheaf"
+
+// Attribute keys: the OpenTelemetry messaging conventions' and sheaf's own.
+const (
+	AttrSystem        = attribute.Key("messaging.system")
+	AttrOperationName = attribute.Key("messaging.operation.name")
+	AttrOperationType = attribute.Key("messaging.operation.type")
+	AttrDestination   = attribute.Key("messaging.destination.name")
+	AttrMessageID     = attribute.Key("messaging.message.id")
+	AttrBatchCount    = attribute.Key("messaging.batch.message_count")
+	AttrErrorType     = attribute.Key("error.type")
+	AttrKind          = attribute.Key("sheaf.job.kind")
+	AttrAttempt       = attribute.Key("sheaf.job.attempt")
+	AttrOutcome       = attribute.Key("sheaf.job.outcome")
+	AttrStatus        = attribute.Key("sheaf.job.status")
+	AttrChunkSeq      = attribute.Key("sheaf.chunk.seq")
+	AttrChunkOffset   = attribute.Key("sheaf.chunk.offset")
+	AttrChunkRecords  = attribute.Key("sheaf.chunk.records")
+	AttrChunkDuration = attribute.Key("sheaf.chunk.duration")
+	AttrRule          = attribute.Key("sheaf.rule")
+	AttrSchedule      = attribute.Key("sheaf.schedule")
+)
+
+// Operation names (messaging.operation.name).
+const (
+	OpProcess = "process"
+	// The enqueue operations are those of queue.EnqueueCall: "enqueue",
+	// "enqueue_many" and "enqueue_bulk".
+)
+
+// MetaParents is the metadata key under which a dependency child keeps
+// the W3C traceparents of its parents' spans, separated by spaces.
+// otelqueue stores nothing else with jobs but the traceparent and
+// tracestate of the span that enqueued them.
+const MetaParents = "sheaf.parents"
+
+const (
+	chunkEventName = "sheaf.chunk"
+	durationUnit   = "s"
+	errorTypePanic = "panic"
+)
+
+// durationBuckets are the histograms' bucket boundaries in seconds: those
+// OpenTelemetry's conventions use for request durations, and longer ones,
+// since jobs and their waits can take minutes.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300, 900, 3600}
+
+// DefaultGaugeInterval is how long the gauges reuse what they read from
+// the database, by default.
+const DefaultGaugeInterval = 15 * time.Second
+
+// An Option configures [New].
+type Option func(*config)
+
+type config struct {
+	mp       metric.MeterProvider
+	tp       trace.TracerProvider
+	prop     propagation.TextMapPropagator
+	interval time.Duration
+}
+
+// WithMeterProvider sets the meter provider. Default: the global one,
+// otel.GetMeterProvider. A nil provider keeps the default.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp != nil {
+			c.mp = mp
+		}
+	}
+}
+
+// WithTracerProvider sets the tracer provider. Default: the global one,
+// otel.GetTracerProvider. A nil provider keeps the default.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp != nil {
+			c.tp = tp
+		}
+	}
+}
+
+// WithPropagator sets how trace context is written into and read from a
+// job's metadata. Default: W3C trace context (propagation.TraceContext),
+// whatever the global propagator is, since the console and other sheaf
+// processes read and write traceparent. A nil propagator keeps the default.
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *config) {
+		if p != nil {
+			c.prop = p
+		}
+	}
+}
+
+// WithGaugeInterval sets how long the gauges of [Telemetry.Watch] reuse
+// what they last read from the database: collections within that time
+// after a read read nothing. Default DefaultGaugeInterval; values below
+// one second are taken as one second.
+func WithGaugeInterval(d time.Duration) Option {
+	return func(c *config) { c.interval = max(d, time.Second) }
+}
+
+// Telemetry turns a queue's enqueues, attempts and events into spans and
+// metrics. Create one with [New], install it with [Telemetry.Option], and
+// call [Telemetry.Watch] for the gauges. One Telemetry may serve several
+// clients and runners; its methods are safe for concurrent use.
+type Telemetry struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	meter  metric.Meter
+
+	sent, consumed                            metric.Int64Counter
+	processDuration, waitDuration, latency    metric.Float64Histogram
+	retries, rescues, leasesLost, deadLetters metric.Int64Counter
+	cancellations, chunkRecords               metric.Int64Counter
+
+	// sets caches the attribute sets of measurements by what they vary
+	// with, so a measurement allocates nothing once its set is known.
+	sets sync.Map // setKey → metric.MeasurementOption
+
+	gauges gauges
+}
+
+// New returns telemetry that reports to the given providers. It creates the
+// instruments, and returns an error if the meter refuses one.
+func New(opts ...Option) (*Telemetry, error) {
+	cfg := config{mp: otel.GetMeterProvider(), tp: otel.GetTracerProvider(), prop: propagation.TraceContext{},
+		interval: DefaultGaugeInterval}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	m := cfg.mp.Meter(ScopeName)
+	t := &Telemetry{tracer: cfg.tp.Tracer(ScopeName), prop: cfg.prop, meter: m}
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	histogram := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit(durationUnit), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBuckets...))
+		errs = append(errs, err)
+		return h
+	}
+	t.sent = counter("messaging.client.sent.messages", "{message}", "Jobs enqueued, by kind and queue.")
+	t.consumed = counter("messaging.client.consumed.messages", "{message}", "Attempts whose handler returned, by kind, queue and outcome.")
+	t.processDuration = histogram("messaging.process.duration", "How long each attempt's handler ran, by kind, queue and outcome.")
+	t.waitDuration = histogram("sheaf.queue.wait.duration", "How long jobs waited from due to started, by kind and queue.")
+	t.latency = histogram("sheaf.queue.latency", "How long jobs took from created to finished (completed, failed or cancelled), by kind, queue and outcome.")
+	t.retries = counter("sheaf.queue.retries", "{attempt}", "Attempts that failed and will be retried.")
+	t.rescues = counter("sheaf.queue.rescues", "{job}", "Jobs rescued from an expired lease (their runner died or froze).")
+	t.leasesLost = counter("sheaf.queue.leases.lost", "{attempt}", "Attempts whose result was dropped because the job was no longer the runner's.")
+	t.deadLetters = counter("sheaf.queue.dead_letters", "{job}", "Jobs that failed for good.")
+	t.cancellations = counter("sheaf.queue.cancellations", "{job}", "Running jobs stopped by a cancel.")
+	t.chunkRecords = counter("sheaf.queue.chunk.records", "{record}", "Records in chunks of chunked jobs processed successfully.")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("otelqueue: %w", err)
+	}
+	if err := t.gauges.init(m, cfg.interval); err != nil {
+		return nil, fmt.Errorf("otelqueue: %w", err)
+	}
+	return t, nil
+}
+
+// Option returns the queue option that installs the telemetry: give it to
+// queue.NewClient, and the client's runners have it too (giving it to a
+// runner of such a client as well would count everything twice). Giving it
+// to a runner alone traces attempts but not enqueues.
+func (t *Telemetry) Option() queue.Option {
+	return queue.WithHooks(queue.Hooks{
+		Enqueue: t.enqueue,
+		Attempt: t.attempt,
+		Chunk:   t.chunk,
+		Release: t.release,
+		Observe: t.observe,
+	})
+}
+
+// setKey is what a cached attribute set varies with.
+type setKey struct {
+	metric       int
+	kind, queue  string
+	outcome, typ string
+}
+
+const (
+	setSent = iota
+	setProcess
+	setWait
+	setEvent
+)
+
+// set returns the measurement option of k, building it once.
+func (t *Telemetry) set(k setKey) metric.MeasurementOption {
+	if o, ok := t.sets.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	attrs := []attribute.KeyValue{AttrSystem.String(System), AttrDestination.String(k.queue), AttrKind.String(k.kind)}
+	switch k.metric {
+	case setSent:
+		attrs = append(attrs, AttrOperationName.String(k.outcome))
+	case setProcess:
+		attrs = append(attrs, AttrOperationName.String(OpProcess), AttrOutcome.String(k.outcome))
+	}
+	if k.typ != "" {
+		attrs = append(attrs, AttrErrorType.String(k.typ))
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	t.sets.Store(k, o)
+	return o
+}
+
+// enqueue is the Enqueue hook: a PRODUCER span per call, whose context is
+// stored with every job of the call.
+func (t *Telemetry) enqueue(ctx context.Context, call *queue.EnqueueCall) (context.Context, func(queue.EnqueueResult)) {
+	parent := ctx
+	if !trace.SpanContextFromContext(ctx).IsValid() && len(call.Jobs) > 0 && call.Jobs[0].Metadata["traceparent"] != "" {
+		// A job submitted with the caller's trace context (the console's
+		// jobs): the enqueue joins the caller's trace.
+		parent = t.prop.Extract(ctx, propagation.MapCarrier(call.Jobs[0].Metadata))
+	}
+	dest := commonQueue(call.Jobs)
+	name := call.Operation
+	if dest != "" {
+		name += " " + dest
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, AttrSystem.String(System), AttrOperationName.String(call.Operation), AttrOperationType.String("send"))
+	if dest != "" {
+		attrs = append(attrs, AttrDestination.String(dest))
+	}
+	if call.Operation != "enqueue" {
+		attrs = append(attrs, AttrBatchCount.Int(len(call.Jobs)))
+	}
+	ctx, span := t.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	if span.SpanContext().IsValid() {
+		carrier := propagation.MapCarrier{}
+		t.prop.Inject(ctx, carrier)
+		call.Metadata = carrier
+	}
+	jobs, op := call.Jobs, call.Operation
+	return ctx, func(res queue.EnqueueResult) {
+		typ := ""
+		if res.Err != nil {
+			typ = errorType(res.Err)
+			span.SetStatus(codes.Error, res.Err.Error())
+			span.SetAttributes(AttrErrorType.String(typ))
+		} else if len(res.Enqueued) == 1 && res.Enqueued[0].Job != nil {
+			span.SetAttributes(AttrMessageID.String(strconv.FormatInt(res.Enqueued[0].Job.ID, 10)))
+		}
+		span.End()
+		t.countSent(ctx, op, jobs, typ)
+	}
+}
+
+// countSent adds the jobs to the sent counter, one measurement per run of
+// jobs of one kind and queue.
+func (t *Telemetry) countSent(ctx context.Context, op string, jobs []queue.EnqueueJob, typ string) {
+	for i := 0; i < len(jobs); {
+		j := i + 1
+		for j < len(jobs) && jobs[j].Kind == jobs[i].Kind && jobs[j].Queue == jobs[i].Queue {
+			j++
+		}
+		t.sent.Add(ctx, int64(j-i), t.set(setKey{metric: setSent, kind: jobs[i].Kind, queue: jobs[i].Queue, outcome: op, typ: typ}))
+		i = j
+	}
+}
+
+// commonQueue is the queue of every job, or "" if they have several.
+func commonQueue(jobs []queue.EnqueueJob) string {
+	if len(jobs) == 0 {
+		return ""
+	}
+	q := jobs[0].Queue
+	for _, j := range jobs[1:] {
+		if j.Queue != q {
+			return ""
+		}
+	}
+	return q
+}
+
+// attempt is the Attempt hook: a CONSUMER span per attempt, linked to the
+// span that enqueued the job (or, for a dependency child, its parents').
+func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.Context, func(queue.Event)) {
+	start := time.Now()
+	waitKey := setKey{metric: setWait, kind: job.Kind, queue: job.Queue}
+	started := start
+	if job.StartedAt != nil {
+		started = *job.StartedAt
+	}
+	t.waitDuration.Record(ctx, max(started.Sub(job.RunAt), 0).Seconds(), t.set(waitKey))
+
+	links := t.links(ctx, job.Metadata)
+	ctx, span := t.tracer.Start(ctx, OpProcess+" "+job.Queue,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(start),
+		trace.WithLinks(links...),
+		trace.WithAttributes(
+			AttrSystem.String(System),
+			AttrOperationName.String(OpProcess),
+			AttrOperationType.String(OpProcess),
+			AttrDestination.String(job.Queue),
+			AttrMessageID.String(strconv.FormatInt(job.ID, 10)),
+			AttrKind.String(job.Kind),
+			AttrAttempt.Int(job.Attempts),
+		))
+	created := job.CreatedAt
+	return ctx, func(ev queue.Event) {
+		end := time.Now()
+		outcome, typ := outcomeOf(ev)
+		span.SetAttributes(AttrOutcome.String(outcome))
+		if typ != "" {
+			msg := outcome
+			if ev.Err != nil {
+				msg = ev.Err.Error()
+			}
+			span.SetStatus(codes.Error, msg)
+			span.SetAttributes(AttrErrorType.String(typ))
+		}
+		span.End(trace.WithTimestamp(end))
+		set := t.set(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
+		t.consumed.Add(ctx, 1, set)
+		t.processDuration.Record(ctx, ev.Duration.Seconds(), set)
+		switch ev.Type {
+		case queue.EventCompleted, queue.EventFailed, queue.EventCancelled:
+			t.latency.Record(ctx, max(end.Sub(created), 0).Seconds(), set)
+		}
+	}
+}
+
+// links returns the links of an attempt's span: to the span that enqueued
+// the job, and to the spans of a dependency child's parents.
+func (t *Telemetry) links(ctx context.Context, meta map[string]string) []trace.Link {
+	if len(meta) == 0 {
+		return nil
+	}
+	var links []trace.Link
+	if sc := t.extract(ctx, meta); sc.IsValid() {
+		links = append(links, trace.Link{SpanContext: sc})
+	}
+	for _, tp := range strings.Fields(meta[MetaParents]) {
+		carrier := propagation.MapCarrier{"traceparent": tp}
+		if sc := trace.SpanContextFromContext(w3c.Extract(ctx, carrier)); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return links
+}
+
+// w3c reads the traceparents otelqueue writes itself (MetaParents),
+// whatever the propagator of the job's own trace context.
+var w3c propagation.TraceContext
+
+// traceparent writes sc as a W3C traceparent.
+func traceparent(sc trace.SpanContext) string {
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+func (t *Telemetry) extract(ctx context.Context, meta map[string]string) trace.SpanContext {
+	if meta["traceparent"] == "" {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(t.prop.Extract(ctx, propagation.MapCarrier(meta)))
+}
+
+// outcomeOf names how an attempt ended, and its error.type: empty when it
+// completed.
+func outcomeOf(ev queue.Event) (outcome, typ string) {
+	switch ev.Type {
+	case queue.EventCompleted:
+		return "completed", ""
+	case queue.EventRetrying:
+		return "retrying", errorType(ev.Err)
+	case queue.EventFailed:
+		return "failed", errorType(ev.Err)
+	case queue.EventCancelled:
+		return "cancelled", "cancelled"
+	case queue.EventRequeued:
+		return "requeued", "stopped"
+	case queue.EventRejected:
+		return "rejected", "lease_lost"
+	}
+	return ev.Type.String(), errorType(ev.Err)
+}
+
+// chunk is the Chunk hook: an event on the attempt's span, and the records.
+func (t *Telemetry) chunk(ctx context.Context, c queue.ChunkInfo) {
+	if c.Err == nil {
+		t.chunkRecords.Add(ctx, int64(c.Records), t.set(setKey{metric: setEvent, kind: c.Kind, queue: c.Queue}))
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		AttrChunkSeq.Int(c.Seq), AttrChunkOffset.Int64(c.Offset), AttrChunkRecords.Int(c.Records),
+		AttrChunkDuration.Float64(c.Duration.Seconds()),
+	}
+	if c.Err != nil {
+		attrs = append(attrs, AttrErrorType.String(errorType(c.Err)), attribute.String("exception.message", c.Err.Error()))
+	}
+	span.AddEvent(chunkEventName, trace.WithAttributes(attrs...))
+}
+
+// release is the Release hook: a child keeps its parents' span contexts:
+// that of the attempt that completed the last parent, and those that
+// enqueued the others.
+func (t *Telemetry) release(ctx context.Context, completed *queue.JobRecord, parents []queue.JobRecord) map[string]string {
+	var tps []string
+	for _, p := range parents {
+		if sc := trace.SpanContextFromContext(ctx); p.ID == completed.ID && sc.IsValid() {
+			tps = append(tps, traceparent(sc))
+		} else if tp := p.Metadata["traceparent"]; tp != "" {
+			tps = append(tps, tp)
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	return map[string]string{MetaParents: strings.Join(tps, " ")}
+}
+
+// observe is the Observe hook: the counters of what the database
+// confirmed.
+func (t *Telemetry) observe(ev queue.Event) {
+	var c metric.Int64Counter
+	switch ev.Type {
+	case queue.EventRetrying:
+		c = t.retries
+	case queue.EventRescued:
+		c = t.rescues
+	case queue.EventRejected:
+		c = t.leasesLost
+	case queue.EventFailed:
+		c = t.deadLetters
+	case queue.EventCancelled:
+		c = t.cancellations
+	default:
+		return
+	}
+	c.Add(context.Background(), 1, t.set(setKey{metric: setEvent, kind: ev.Kind, queue: ev.Queue}))
+}
+
+// errorType is the low-cardinality name of err: see the package's
+// documentation.
+func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	var pe *worker.PanicError
+	switch {
+	case errors.As(err, &pe):
+		return errorTypePanic
+	case errors.Is(err, queue.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, queue.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, queue.ErrCancelled):
+		return "cancelled"
+	case errors.Is(err, queue.ErrStopping):
+		return "stopped"
+	}
+	for {
+		var perm *queue.PermanentError
+		if !errors.As(err, &perm) || perm.Err == nil {
+			break
+		}
+		err = perm.Err
+	}
+	return fmt.Sprintf("%T", err)
+}
