@@ -48,7 +48,8 @@ type Hooks struct {
 	// Attempt hook). What it returns is stored as the child's metadata.
 	Release func(ctx context.Context, completed *JobRecord, parents []JobRecord) map[string]string
 	// Observe receives every job event, as an Observer set with
-	// WithObserver does, besides it.
+	// WithObserver does, besides it, and before it: an observer that sees
+	// an event finds what the hooks record of it already recorded.
 	Observe func(Event)
 }
 

@@ -399,14 +399,16 @@ func (r *Runner) jobLogger(row *JobRecord) *slog.Logger {
 	return l
 }
 
+// observe reports e to the hooks, then to the observer: an observer that
+// sees an event finds the hooks' instruments already updated.
 func (r *Runner) observe(e Event) {
-	if r.obs != nil {
-		r.observeSafely(r.obs.Observe, e)
-	}
 	for _, h := range r.cfg.hooks {
 		if h.Observe != nil {
 			r.observeSafely(h.Observe, e)
 		}
+	}
+	if r.obs != nil {
+		r.observeSafely(r.obs.Observe, e)
 	}
 }
 
