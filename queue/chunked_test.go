@@ -14,6 +14,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 type countyReport struct {
@@ -123,7 +124,7 @@ func TestChunkedJobWritesEveryRecordWithProgress(t *testing.T) {
 	e := chunkedEnv(t, w)
 	id := enqueue(t, e, countyReport{County: "Travis", Records: 2500})
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	require.Equal(t, int64(2500), e.outputRows(t, id))
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -153,7 +154,7 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 	}
 	e := chunkedEnv(t, w, queue.Retry(queue.Delays{0}))
 	var rowsAfterFailure int64 = -1
-	e.events = newEvents()
+	e.events = queuetest.NewEvents()
 	id := enqueue(t, e, countyReport{Records: 4200})
 	e.runner(t, queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
 		if ev.Type == queue.EventRetrying { // no require here: this is a runner goroutine
@@ -163,9 +164,9 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 		}
 		e.events.Observe(ev)
 	})))
-	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	retry := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.EqualError(t, retry.Err, "disk full")
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	require.Zero(t, rowsAfterFailure, "the failed attempt's two chunks were cleaned up")
 	require.Equal(t, int64(4200), e.outputRows(t, id), "the retry wrote every record, once")
 	require.Equal(t, 2, w.cleanups, "after the failure, and again before the retry in case a crash left output")
@@ -190,7 +191,7 @@ func TestChunkedCancelMidRunCleansUp(t *testing.T) {
 	require.Equal(t, int64(1000), e.outputRows(t, id), "chunk 1 is written")
 	_, err := e.client.Cancel(context.Background(), id)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventCancelled, id, 1)
+	e.events.Wait(t, queue.EventCancelled, id, 1)
 	require.Zero(t, e.outputRows(t, id), "cancelled: its partial output is gone")
 	require.Equal(t, queue.StatusCancelled, e.status(t, id))
 	require.Len(t, w.chunks, 2, "no chunk after the cancellation")
@@ -211,7 +212,7 @@ func TestChunkedUnnotifiedCancelStopsAtTheNextChunk(t *testing.T) {
 	e = chunkedEnv(t, w)
 	id := enqueue(t, e, countyReport{Records: 5000})
 	e.runner(t)
-	e.events.wait(t, queue.EventRejected, id, 1)
+	e.events.Wait(t, queue.EventRejected, id, 1)
 	require.Len(t, w.chunks, 2)
 	require.Zero(t, e.outputRows(t, id))
 	require.Equal(t, queue.StatusCancelled, e.status(t, id))
@@ -234,7 +235,7 @@ func TestChunkedRetryAfterACrashCleansFirst(t *testing.T) {
 	require.NoError(t, e.db.Gorm.Table("report_rows").Create(reportRows(id, first)).Error)
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET claims = 1, rescues = 1, total = 1500 WHERE id = ?", id).Error)
 	e.runner(t)
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 1, done.Attempt)
 	require.Equal(t, int64(1500), e.outputRows(t, id), "no leftovers, no duplicates (the table would have refused them)")
 	require.Equal(t, 1, w.cleanups)
@@ -259,11 +260,11 @@ func TestChunkedAttemptThatLostTheJobLeavesTheNextAttemptsOutput(t *testing.T) {
 	<-inChunk2
 	// What the rescuer does once the hung attempt's lease has expired.
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'QUEUED', locked_until = NULL, locked_by = NULL WHERE id = ?", id).Error)
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, int64(1500), e.outputRows(t, id))
 	close(release) // attempt 1 goes on, fails on rows attempt 2 wrote, and is refused
-	e.events.wait(t, queue.EventRejected, id, 1)
+	e.events.Wait(t, queue.EventRejected, id, 1)
 	require.Equal(t, int64(1500), e.outputRows(t, id), "the late attempt left the completed attempt's output alone")
 	require.Equal(t, queue.StatusCompleted, e.status(t, id))
 }
@@ -316,7 +317,7 @@ func TestChunkedStopOutOfTimeCleansUpBeforeTheJobGoesBack(t *testing.T) {
 	require.Zero(t, rec.Attempts, "the stopped attempt does not count")
 
 	e.runner(t)
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 1, done.Attempt)
 	require.Equal(t, []queue.Status{queue.StatusProcessing, queue.StatusProcessing}, statuses, "the next attempt cleaned up first")
 	require.Equal(t, int64(1500), e.outputRows(t, id))
@@ -333,7 +334,7 @@ func TestChunkedFinishAndRecordErrors(t *testing.T) {
 			e := chunkedEnv(t, w, queue.MaxAttempts(1))
 			id := enqueue(t, e, countyReport{Records: 2500})
 			e.runner(t)
-			ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+			ev := e.events.Wait(t, queue.EventFailed, id, 1)[0]
 			if name == "finish" {
 				require.ErrorContains(t, ev.Err, "rename failed")
 			} else {

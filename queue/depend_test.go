@@ -109,8 +109,8 @@ func TestOneToOneDependency(t *testing.T) {
 	a := enqueue(t, e, countyDaily{County: "Travis"}, run...)
 	b := enqueue(t, e, countyDaily{County: "Harris"}, run...)
 	e.runner(t)
-	released := e.events.wait(t, queue.EventReleased, 0, 2)
-	summaries := e.events.wait(t, queue.EventCompleted, 0, 4)
+	released := e.events.Wait(t, queue.EventReleased, 0, 2)
+	summaries := e.events.Wait(t, queue.EventCompleted, 0, 4)
 	require.Len(t, summaries, 4)
 	for _, ev := range released {
 		require.Equal(t, "summary", ev.Kind)
@@ -140,14 +140,14 @@ func TestManyToOneWaitsForEveryParentOfThePeriod(t *testing.T) {
 	w := enqueue(t, e, weekly{}, queue.InPeriod("2025-12-01"), queue.InRun("weekly@2025-12-01"))
 	other := enqueue(t, e, monthly{}, queue.InPeriod("2025-11-30")) // another night
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, w, 1)
-	e.events.wait(t, queue.EventCompleted, other, 1)
+	e.events.Wait(t, queue.EventCompleted, w, 1)
+	e.events.Wait(t, queue.EventCompleted, other, 1)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"), "the monthly of 12-01 has not run")
 	m := enqueue(t, e, monthly{}, queue.InPeriod("2025-12-01"), queue.InRun("monthly@2025-12-01"))
-	rel := e.events.wait(t, queue.EventReleased, 0, 1)[0]
+	rel := e.events.Wait(t, queue.EventReleased, 0, 1)[0]
 	require.Equal(t, []int64{w, m}, rel.ParentIDs)
 	require.Equal(t, "weekly@2025-12-01", rel.RunID, "the first parent's run, though the monthly completed last")
-	e.events.wait(t, queue.EventCompleted, rel.JobID, 1)
+	e.events.Wait(t, queue.EventCompleted, rel.JobID, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	require.Equal(t, []int{2}, n.consolid)
@@ -185,8 +185,8 @@ func TestConcurrentParentsReleaseOneChild(t *testing.T) {
 		require.NoError(t, r.Start(context.Background()))
 		t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 	}
-	e.events.wait(t, queue.EventReleased, 0, periods)
-	e.events.wait(t, queue.EventCompleted, 0, 3*periods)
+	e.events.Wait(t, queue.EventReleased, 0, periods)
+	e.events.Wait(t, queue.EventCompleted, 0, 3*periods)
 	require.Equal(t, int64(periods), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"))
 	require.Equal(t, int64(periods), e.db.Count(t, "SELECT count(DISTINCT period) FROM sheaf_jobs WHERE kind = 'consolidated'"))
 }
@@ -197,14 +197,14 @@ func TestFailedParentBlocksUntilRetriedCancelledParentBlocks(t *testing.T) {
 	ctx := context.Background()
 	bad := enqueue(t, e, countyDaily{County: "Bexar", Fail: true})
 	e.runner(t)
-	e.events.wait(t, queue.EventFailed, bad, 1)
+	e.events.Wait(t, queue.EventFailed, bad, 1)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'summary'"), "a failed parent releases nothing")
 
 	// Fix the cause and retry: the child is released then.
 	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET payload = '{"county":"Bexar"}' WHERE id = ?`, bad).Error)
 	_, err := e.client.Retry(ctx, bad)
 	require.NoError(t, err)
-	rel := e.events.wait(t, queue.EventReleased, 0, 1)[0]
+	rel := e.events.Wait(t, queue.EventReleased, 0, 1)[0]
 	require.Equal(t, []int64{bad}, rel.ParentIDs)
 
 	// A many-to-one rule with a cancelled parent waits for ever (until the
@@ -213,11 +213,11 @@ func TestFailedParentBlocksUntilRetriedCancelledParentBlocks(t *testing.T) {
 	_, err = e.client.Cancel(ctx, w)
 	require.NoError(t, err)
 	m := enqueue(t, e, monthly{}, queue.InPeriod("2025-12-01"))
-	e.events.wait(t, queue.EventCompleted, m, 1)
+	e.events.Wait(t, queue.EventCompleted, m, 1)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"))
 	_, err = e.client.Retry(ctx, w)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventReleased, 0, 2)
+	e.events.Wait(t, queue.EventReleased, 0, 2)
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"))
 }
 
@@ -286,8 +286,8 @@ func TestConcurrentParentsAtAGate(t *testing.T) {
 	}
 	_, err = keeper.ExecContext(ctx, "SELECT pg_advisory_unlock(hashtext($1))", gate)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventReleased, 0, 1)
-	e.events.wait(t, queue.EventCompleted, 0, 3)
+	e.events.Wait(t, queue.EventReleased, 0, 1)
+	e.events.Wait(t, queue.EventCompleted, 0, 3)
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'consolidated'"))
 }
 
@@ -308,7 +308,7 @@ func TestRuleFunctionPanic(t *testing.T) {
 	})
 	id := enqueue(t, e, weekly{}, queue.InRun("r1"))
 	e.runner(t)
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 1, done.Attempt, "completed at once, not re-run")
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'fragile'"))
 	rv, err := e.client.Review(context.Background(), queue.ReviewQuery{RunID: "r1"})

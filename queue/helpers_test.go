@@ -63,7 +63,7 @@ type env struct {
 	db     *pgtest.DB
 	reg    *queue.Registry
 	client *queue.Client
-	events *events
+	events *queuetest.Events
 }
 
 func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
@@ -77,7 +77,7 @@ func newEnv(t *testing.T, register func(*queue.Registry)) *env {
 	if register != nil {
 		register(reg)
 	}
-	ev := newEvents()
+	ev := queuetest.NewEvents()
 	c, err := queue.NewClient(db.Gorm, reg, quiet(), queue.WithObserver(ev))
 	require.NoError(t, err)
 	require.NoError(t, c.Migrate(context.Background()))
@@ -136,80 +136,6 @@ func (e *env) status(t *testing.T, id int64) queue.Status {
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	return rec.Status
-}
-
-// events records what an observer sees and lets a test wait for an event.
-// It keeps counts, so waiting costs the same however many events came.
-type events struct {
-	mu     sync.Mutex
-	all    []queue.Event
-	counts map[eventKey]int
-	cond   *sync.Cond
-}
-
-type eventKey struct {
-	typ queue.EventType
-	id  int64 // 0: any job
-}
-
-func newEvents() *events {
-	e := &events{counts: map[eventKey]int{}}
-	e.cond = sync.NewCond(&e.mu)
-	return e
-}
-
-func (e *events) Observe(ev queue.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-	e.counts[eventKey{ev.Type, 0}]++
-	if ev.JobID != 0 {
-		e.counts[eventKey{ev.Type, ev.JobID}]++
-	}
-	e.cond.Broadcast()
-}
-
-// wait blocks until n events of type typ for job id (0: any job) have been
-// observed, and returns them. It gives up after a generous deadline, which
-// only a broken runner reaches.
-func (e *events) wait(t *testing.T, typ queue.EventType, id int64, n int) []queue.Event {
-	t.Helper()
-	const limit = 90 * time.Second
-	timedOut := false
-	deadline := time.AfterFunc(limit, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		timedOut = true
-		e.cond.Broadcast()
-	})
-	defer deadline.Stop()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for e.counts[eventKey{typ, id}] < n {
-		if timedOut {
-			t.Fatalf("timed out waiting for events: want %d %v events for job %d, have %d", n, typ, id, e.counts[eventKey{typ, id}])
-		}
-		e.cond.Wait()
-	}
-	var out []queue.Event
-	for _, ev := range e.all {
-		if ev.Type == typ && (id == 0 || ev.JobID == id) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func (e *events) of(id int64) []queue.EventType {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []queue.EventType
-	for _, ev := range e.all {
-		if ev.JobID == id {
-			out = append(out, ev.Type)
-		}
-	}
-	return out
 }
 
 // newEnvB is newEnv for benchmarks, with client options.

@@ -44,8 +44,8 @@ func TestChildren(t *testing.T) {
 	m := enqueue(t, e, monthly{}, run...)
 	lone := enqueue(t, e, countyDaily{County: "Harris"}) // no rule has released anything for it yet
 	e.runner(t)
-	e.events.wait(t, queue.EventReleased, 0, 3)
-	e.events.wait(t, queue.EventCompleted, 0, 6)
+	e.events.Wait(t, queue.EventReleased, 0, 3)
+	e.events.Wait(t, queue.EventCompleted, 0, 6)
 
 	kids, err := e.client.Children(ctx, a)
 	require.NoError(t, err)

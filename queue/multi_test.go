@@ -86,7 +86,7 @@ func TestRunnersWithSeparatePoolsShareTheWork(t *testing.T) {
 		require.NoError(t, r.Start(context.Background()))
 		runners = append(runners, r)
 	}
-	e.events.wait(t, queue.EventCompleted, 0, n)
+	e.events.Wait(t, queue.EventCompleted, 0, n)
 	var total int64
 	for _, r := range runners {
 		require.NoError(t, r.Stop(context.Background()))
@@ -108,7 +108,7 @@ func TestRunnersInSeparateProcesses(t *testing.T) {
 	b := startChild(t, e.db.DSN, "proc-b", 30*time.Second, e.events)
 	enqueueLedger(t, e, n)
 	parent := e.runner(t, queue.WithRunnerID("proc-parent"), queue.WithWorkers(testWorkers))
-	e.events.wait(t, queue.EventCompleted, 0, n) // the children's completions arrive on their stdout
+	e.events.Wait(t, queue.EventCompleted, 0, n) // the children's completions arrive on their stdout
 	a.stop(t)
 	b.stop(t)
 	requireExactlyOnce(t, e, n)
@@ -130,9 +130,9 @@ func TestKilledProcessJobIsRescued(t *testing.T) {
 	require.Equal(t, queue.StatusProcessing, e.status(t, id), "the dead process still holds it")
 
 	rescuer := e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
-	rescued := e.events.wait(t, queue.EventRescued, id, 1)[0]
+	rescued := e.events.Wait(t, queue.EventRescued, id, 1)[0]
 	require.Zero(t, rescued.Attempt, "the attempt the dead process held is given back")
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status)
@@ -166,9 +166,9 @@ func TestJobThatKillsItsProcessEveryTimeFails(t *testing.T) {
 	}
 	// No process will try a fifth time: the next rescue fails it.
 	e.runner(t, queue.WithRescueInterval(100*time.Millisecond))
-	ev := e.events.wait(t, queue.EventRescued, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventRescued, id, 1)[0]
 	require.Equal(t, 3, ev.Attempt)
-	dead := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	dead := e.events.Wait(t, queue.EventFailed, id, 1)[0]
 	require.ErrorIs(t, dead.Err, queue.ErrLeaseLost, "dead-letter observers hear of it")
 	require.ErrorContains(t, dead.Err, "lease expired: runner doomed-4")
 	rec, err := e.client.Get(context.Background(), id)

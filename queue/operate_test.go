@@ -30,7 +30,7 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 	poll := queue.WithPollInterval(20 * time.Millisecond)
 	r1, r2 := e.runner(t, poll), e.runner(t, poll)
 	running := enqueue(t, e, report{County: "block"})
-	e.events.wait(t, queue.EventStarted, running, 1)
+	e.events.Wait(t, queue.EventStarted, running, 1)
 
 	require.NoError(t, e.client.PauseQueue(ctx, queue.DefaultQueue))
 	require.NoError(t, e.client.PauseQueue(ctx, queue.DefaultQueue), "pausing twice is harmless")
@@ -40,7 +40,7 @@ func TestPausedQueueIsNotClaimed(t *testing.T) {
 		ids = append(ids, enqueue(t, e, noop{}))
 	}
 	close(release)
-	e.events.wait(t, queue.EventCompleted, running, 1) // the running job finished
+	e.events.Wait(t, queue.EventCompleted, running, 1) // the running job finished
 	queuetest.WaitPolls(t, 3, r1, r2)
 	for _, id := range ids {
 		require.Equal(t, queue.StatusQueued, e.status(t, id), "job %d of a paused queue", id)
@@ -181,7 +181,7 @@ func TestAttemptsOfACancelledJob(t *testing.T) {
 	ctx := context.Background()
 	id := enqueue(t, e, report{})
 	r := e.runner(t)
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	as, err := e.client.Attempts(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, as, 1)
@@ -193,7 +193,7 @@ func TestAttemptsOfACancelledJob(t *testing.T) {
 	_, err = e.client.Cancel(ctx, id)
 	require.NoError(t, err)
 	close(release)
-	e.events.wait(t, queue.EventCancelled, id, 1)
+	e.events.Wait(t, queue.EventCancelled, id, 1)
 	_, err = e.client.Retry(ctx, id)
 	require.NoError(t, err)
 	e.waitStatus(t, id, queue.StatusCompleted)
@@ -261,7 +261,7 @@ func TestCancelMatching(t *testing.T) {
 	ctx := context.Background()
 	running := enqueue(t, e, report{County: "Travis"}, queue.OnQueue("x"))
 	r := e.runner(t, queue.WithQueues("x"))
-	e.events.wait(t, queue.EventStarted, running, 1)
+	e.events.Wait(t, queue.EventStarted, running, 1)
 
 	bulk := make([]queue.Params, 1500)
 	for i := range bulk {
@@ -284,7 +284,7 @@ func TestCancelMatching(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	require.ErrorIs(t, <-causes, queue.ErrCancelled)
-	e.events.wait(t, queue.EventCancelled, running, 1)
+	e.events.Wait(t, queue.EventCancelled, running, 1)
 	require.Equal(t, queue.StatusCancelled, e.status(t, running))
 	require.Equal(t, int64(1), r.Stats().Cancelled)
 	as, err := e.client.Attempts(ctx, running)

@@ -69,11 +69,11 @@ func TestClaimLostInAPartitionNeitherStrandsNorChargesTheJob(t *testing.T) {
 	id := enqueue(t, e, noop{})
 	co.logs.wait(t, "queue: claim failed", 1) // its claim is in flight, and the runner gave up on it
 	co.proxy.Heal()
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.Attempts)
-	require.NotContains(t, e.events.of(id), queue.EventRescued)
+	require.NotContains(t, e.events.Of(id), queue.EventRescued)
 }
 
 // The same, made deterministic: a job that is locked in a runner's name but
@@ -88,8 +88,8 @@ func TestJobsHeldInARunnersNameThatItDoesNotRunArePutBack(t *testing.T) {
 	id := enqueue(t, e, noop{}, queue.After(time.Hour)) // not claimable: only what the test does below makes it PROCESSING
 	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'PROCESSING', attempts = 1, claims = 1, run_at = now(),
 		locked_by = 'owner', locked_until = now() + interval '1 hour' WHERE id = ?`, id).Error)
-	e.events.wait(t, queue.EventRequeued, id, 1)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventRequeued, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.Attempts, "the orphaned claim's attempt was given back")
@@ -112,16 +112,16 @@ func TestCompletionWhoseReplyWasLostCountsAsWritten(t *testing.T) {
 	// A first job, so that the runner holds its result connection: a new
 	// one could not be opened without replies.
 	warm := enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, warm, 1)
+	e.events.Wait(t, queue.EventCompleted, warm, 1)
 	id := enqueue(t, e, report{})
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	co.proxy.DropReplies()
 	close(release)
 	e.waitStatus(t, id, queue.StatusCompleted)
 	co.logs.wait(t, "queue: bookkeeping statement failed; trying again", 1) // the completer gave up waiting for the reply
 	co.proxy.Heal()
-	e.events.wait(t, queue.EventCompleted, id, 1)
-	require.NotContains(t, e.events.of(id), queue.EventRejected)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
+	require.NotContains(t, e.events.Of(id), queue.EventRejected)
 	require.Zero(t, co.runner.Stats().Rejected)
 	require.Equal(t, int64(2), co.runner.Stats().Completed)
 }
@@ -144,15 +144,15 @@ func TestLeaseRenewedSoonAfterAPartitionHeals(t *testing.T) {
 	// claims would ask for renewals too.
 	co := startCutOff(t, e, queue.WithLease(9*time.Second), queue.WithPollInterval(time.Hour))
 	id := enqueue(t, e, report{})
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	e.runner(t, queue.WithRunnerID("rescuer"), queue.WithRescueInterval(50*time.Millisecond))
 	co.proxy.Partition()
 	co.logs.wait(t, "queue: lease renewal failed", 3) // the renewal at 3 s, and two more tries
 	co.proxy.Heal()
 	co.logs.wait(t, "queue: lease renewal works again", 1)
 	close(release)
-	e.events.wait(t, queue.EventCompleted, id, 1)
-	require.NotContains(t, e.events.of(id), queue.EventRescued)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
+	require.NotContains(t, e.events.Of(id), queue.EventRescued)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.Claims, "worked by the runner that claimed it")
@@ -170,7 +170,7 @@ func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
 	}))
 	co := startCutOff(t, e) // the default lease: 30 s of retries, were it not stopping
 	id := enqueue(t, e, report{})
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	co.proxy.Partition()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

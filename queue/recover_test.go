@@ -75,7 +75,7 @@ func TestScheduleTickWhoseJobsCannotBeBuiltIsSkipped(t *testing.T) {
 
 	clock.awaitWaiters(1)
 	clock.Set(start.Add(5 * time.Minute)) // 23:04:30: the ticks of 23:00 to 23:04 are due
-	ev := e.events.wait(t, queue.EventScheduled, 0, 1)[0]
+	ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 	require.Equal(t, "m@2025-12-08T23:04:00Z", ev.RunID, "the schedule moved on past the ticks it could not build")
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing of the skipped ticks, not even their good jobs")
 
@@ -136,7 +136,7 @@ func TestRuleWhoseChildCannotBeBuilt(t *testing.T) {
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 	for _, id := range []int64{w.Job.ID, m.Job.ID} {
-		done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+		done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 		require.Equal(t, 1, done.Attempt, "completed at once, not re-run")
 	}
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE kind = 'broken_child'"))
@@ -147,7 +147,7 @@ func TestRuleWhoseChildCannotBeBuilt(t *testing.T) {
 	require.Equal(t, 3, strings.Count(logs, "dependency rule failed to build its child"), logs)
 	other, err := c.Enqueue(context.Background(), weekly{})
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventCompleted, other.Job.ID, 1) // the runner lives on, results and all
+	e.events.Wait(t, queue.EventCompleted, other.Job.ID, 1) // the runner lives on, results and all
 }
 
 // A handler's error message is the user's text, written as the job's last
@@ -187,7 +187,7 @@ func TestSetOutputRefusesWhatPostgreSQLWouldNotStore(t *testing.T) {
 	}))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	for range 2 {
 		err := <-errs
 		require.ErrorIs(t, err, queue.ErrInvalidPayload)

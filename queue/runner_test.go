@@ -43,7 +43,7 @@ func TestJobRunsAndCompletes(t *testing.T) {
 	}))
 	id := enqueue(t, e, report{County: "Travis"}, queue.CorrelationID("req-1"), queue.AuthContext(queue.Auth{"role": "ADMIN"}))
 	r := e.runner(t)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	require.Equal(t, report{County: "Travis"}, got.Args)
 	require.Equal(t, 1, got.Attempt)
 	require.Equal(t, "req-1", got.CorrelationID)
@@ -57,7 +57,7 @@ func TestJobRunsAndCompletes(t *testing.T) {
 	require.Equal(t, r.ID(), *rec.LockedBy, "the runner that completed it")
 	require.False(t, rec.StartedAt.Before(rec.CreatedAt))
 	require.False(t, rec.CompletedAt.Before(*rec.StartedAt))
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.of(id))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.Of(id))
 }
 
 func TestPriorityOrder(t *testing.T) {
@@ -77,7 +77,7 @@ func TestPriorityOrder(t *testing.T) {
 		enqueue(t, e, report{County: p.name}, queue.Priority(p.prio))
 	}
 	e.runner(t, queue.WithWorkers(1))
-	e.events.wait(t, queue.EventCompleted, 0, 5)
+	e.events.Wait(t, queue.EventCompleted, 0, 5)
 	require.Equal(t, []string{"top", "high", "mid", "low-1", "low-2"}, order, "priority first, then age")
 }
 
@@ -88,8 +88,8 @@ func TestRunAtIsRespected(t *testing.T) {
 	past := enqueue(t, e, noop{}, queue.RunAt(time.Now().Add(-time.Minute)))
 	soon := enqueue(t, e, noop{}, queue.After(300*time.Millisecond))
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, past, 1)
-	e.events.wait(t, queue.EventCompleted, soon, 1)
+	e.events.Wait(t, queue.EventCompleted, past, 1)
+	e.events.Wait(t, queue.EventCompleted, soon, 1)
 	require.Equal(t, queue.StatusQueued, e.status(t, later))
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = 0`, later))
 	// The delayed job started no earlier than its run time, by the database's clock.
@@ -111,7 +111,7 @@ func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
 	}, queue.Retry(queue.Delays{5 * time.Second})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	ev := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.Equal(t, 5*time.Second, ev.RetryIn)
 	require.EqualError(t, ev.Err, "transient: connection reset")
 	rec, err := e.client.Get(context.Background(), id)
@@ -125,7 +125,7 @@ func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
 	require.False(t, rec.RunAt.After(now.Add(5*time.Second)), "run at %v, now %v", rec.RunAt, now)
 	// Bring the retry forward instead of waiting for it.
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET run_at = ? WHERE id = ?", e.db.Time(e.db.Now(t)), id).Error)
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, queue.StatusCompleted, e.status(t, id))
 }
@@ -137,9 +137,9 @@ func TestLastAttemptFailsIntoTheDeadLetter(t *testing.T) {
 	}, queue.MaxAttempts(3), queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	failed := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	failed := e.events.Wait(t, queue.EventFailed, id, 1)[0]
 	require.Equal(t, 3, failed.Attempt)
-	require.Len(t, e.events.wait(t, queue.EventRetrying, id, 2), 2)
+	require.Len(t, e.events.Wait(t, queue.EventRetrying, id, 2), 2)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFailed, rec.Status)
@@ -155,7 +155,7 @@ func TestPermanentErrorFailsAtOnce(t *testing.T) {
 	}, queue.MaxAttempts(5)))
 	id := enqueue(t, e, report{County: "Atlantis"})
 	e.runner(t)
-	ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventFailed, id, 1)[0]
 	require.True(t, queue.IsPermanent(ev.Err))
 	require.Equal(t, 1, ev.Attempt)
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ?
@@ -168,7 +168,7 @@ func TestPayloadThatDoesNotDecodeFailsPermanently(t *testing.T) {
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error { return nil }, queue.MaxAttempts(5)))
 	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, payload) VALUES ('report', '{"county": 42}')`).Error)
 	e.runner(t)
-	ev := e.events.wait(t, queue.EventFailed, 0, 1)[0]
+	ev := e.events.Wait(t, queue.EventFailed, 0, 1)[0]
 	require.ErrorIs(t, ev.Err, queue.ErrInvalidPayload)
 	require.Equal(t, 1, ev.Attempt, "no point retrying")
 }
@@ -184,8 +184,8 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, id, 1)
-	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	e.events.Wait(t, queue.EventCompleted, id, 1)
+	retry := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.ErrorContains(t, retry.Err, "panic: nil map in report writer")
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND attempts = 2
 		AND last_error LIKE 'panic: nil map%'`, id), "the error of the failed attempt is kept")
@@ -201,7 +201,7 @@ func TestKindTimeout(t *testing.T) {
 	}, queue.Timeout(100*time.Millisecond), queue.MaxAttempts(1)))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	ev := e.events.wait(t, queue.EventFailed, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventFailed, id, 1)[0]
 	require.ErrorIs(t, cause, queue.ErrTimeout)
 	require.ErrorIs(t, ev.Err, queue.ErrTimeout)
 	require.GreaterOrEqual(t, ev.Duration, 100*time.Millisecond)
@@ -212,7 +212,7 @@ func TestKindTheRunnerDoesNotKnow(t *testing.T) {
 	e := newEnv(t, basic(t))
 	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, max_attempts) VALUES ('ghost', 1)`).Error)
 	e.runner(t)
-	ev := e.events.wait(t, queue.EventFailed, 0, 1)[0]
+	ev := e.events.Wait(t, queue.EventFailed, 0, 1)[0]
 	require.ErrorIs(t, ev.Err, queue.ErrUnknownKind)
 	require.Equal(t, "ghost", ev.Kind)
 }
@@ -234,7 +234,7 @@ func TestCancelARunningJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCancelled, rec.Status)
 	require.ErrorIs(t, <-causes, queue.ErrCancelled, "the handler learns why")
-	ev := e.events.wait(t, queue.EventCancelled, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventCancelled, id, 1)[0]
 	require.Equal(t, 1, ev.Attempt)
 	require.Equal(t, queue.StatusCancelled, e.status(t, id), "the handler's nil did not complete it")
 }
@@ -254,14 +254,14 @@ func TestLateResultAfterRescueIsRejected(t *testing.T) {
 	}))
 	id := enqueue(t, e, report{})
 	a := e.runner(t, queue.WithRunnerID("runner-a"), queue.WithLease(time.Hour))
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	// Its lease expires (runner A is hung) and runner B rescues and runs it.
 	e.expireLease(t, id)
 	e.runner(t, queue.WithRunnerID("runner-b"), queue.WithRescueInterval(20*time.Millisecond))
-	e.events.wait(t, queue.EventRescued, id, 1)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventRescued, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	close(release) // runner A's first attempt finally returns
-	rejected := e.events.wait(t, queue.EventRejected, id, 1)[0]
+	rejected := e.events.Wait(t, queue.EventRejected, id, 1)[0]
 	require.Equal(t, 1, rejected.Attempt)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -295,11 +295,11 @@ func TestLateResultOnTheSameRunnerIsRejected(t *testing.T) {
 	}))
 	id := enqueue(t, e, report{})
 	e.runner(t, queue.WithRescueInterval(20*time.Millisecond), queue.WithLease(time.Hour))
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	e.expireLease(t, id)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	close(release)
-	e.events.wait(t, queue.EventRejected, id, 1)
+	e.events.Wait(t, queue.EventRejected, id, 1)
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE id = ? AND status = 'COMPLETED' AND claims = 2 AND attempts = 1", id))
 }
 
@@ -314,10 +314,10 @@ func TestLateResultAfterCancelIsRejected(t *testing.T) {
 	}))
 	id := enqueue(t, e, report{})
 	e.runner(t)
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'CANCELLED', completed_at = ? WHERE id = ?", e.db.Time(e.db.Now(t)), id).Error)
 	close(release)
-	e.events.wait(t, queue.EventRejected, id, 1)
+	e.events.Wait(t, queue.EventRejected, id, 1)
 	require.Equal(t, queue.StatusCancelled, e.status(t, id))
 }
 
@@ -337,15 +337,15 @@ func TestBackendTerminatedMidJob(t *testing.T) {
 	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{County: e.db.Schema})
 	e.runner(t)
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	var killed int64
 	for killed == 0 { // the query may not have reached the server yet; look again in 5 ms
 		require.NoError(t, e.db.Gorm.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity, pg_sleep(0.005)
 			WHERE query LIKE '%sheaf-test-victim-' || ? || '%' AND pid <> pg_backend_pid()`, e.db.Schema).Scan(&killed).Error)
 	}
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 2, done.Attempt)
-	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	retry := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.ErrorContains(t, retry.Err, "terminat")
 }
 
@@ -362,11 +362,11 @@ func TestHandlerGoexit(t *testing.T) {
 	}, queue.Retry(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	r := e.runner(t, queue.WithWorkers(1))
-	retry := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	retry := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.ErrorContains(t, retry.Err, "runtime.Goexit")
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	other := enqueue(t, e, report{})
-	e.events.wait(t, queue.EventCompleted, other, 1) // the one worker was replaced
+	e.events.Wait(t, queue.EventCompleted, other, 1) // the one worker was replaced
 	require.Zero(t, r.Stats().Running)
 }
 
@@ -406,9 +406,9 @@ func TestOtherSchemasDoNotCancelOurJobs(t *testing.T) {
 	require.Equal(t, probe, <-started)
 	_, err = e.client.Cancel(context.Background(), probe)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventCancelled, probe, 1)
+	e.events.Wait(t, queue.EventCancelled, probe, 1)
 	close(release)
-	e.events.wait(t, queue.EventCompleted, id, 1)
+	e.events.Wait(t, queue.EventCompleted, id, 1)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, causes, 1, "only our own cancellation reached a handler")
@@ -429,7 +429,7 @@ func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
-	done := e.events.wait(t, queue.EventCompleted, id, 1)[0]
+	done := e.events.Wait(t, queue.EventCompleted, id, 1)[0]
 	require.Equal(t, 2, done.Attempt)
 	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE id = ? AND last_error = 'transient'
 		AND status = 'COMPLETED'`, id), "the last error is kept after success")
@@ -456,7 +456,7 @@ func TestRunnerSurvivesItsConnectionsBeingTerminated(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 
 	first := enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, first, 1) // the runner holds its claim and result connections now
+	e.events.Wait(t, queue.EventCompleted, first, 1) // the runner holds its claim and result connections now
 	for e.db.Count(t, "SELECT count(*) FROM pg_stat_activity, pg_sleep(0.005) WHERE application_name = $1 AND query LIKE 'LISTEN%'", app) == 0 {
 	} // and its listener is listening
 	killed := e.db.Count(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app)
@@ -465,7 +465,7 @@ func TestRunnerSurvivesItsConnectionsBeingTerminated(t *testing.T) {
 	for range 20 {
 		enqueue(t, e, noop{})
 	}
-	e.events.wait(t, queue.EventCompleted, 0, 21)
+	e.events.Wait(t, queue.EventCompleted, 0, 21)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status <> 'COMPLETED'"))
 	require.Equal(t, int64(21), r.Stats().Completed)
 }

@@ -254,7 +254,7 @@ func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	for k := 1; k <= n; k++ {
 		clock.awaitWaiters(3)
 		clock.Set(start.Add(time.Duration(k) * time.Minute))
-		e.events.wait(t, queue.EventScheduled, 0, k)
+		e.events.Wait(t, queue.EventScheduled, 0, k)
 	}
 	require.Equal(t, int64(2*n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
 	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(DISTINCT run_id) FROM sheaf_jobs"))
@@ -276,11 +276,11 @@ func TestMissedTicksPolicies(t *testing.T) {
 			e.runner(t, queue.WithClock(clock))
 			clock.awaitWaiters(1)
 			if policy == queue.RunMissedOnce {
-				ev := e.events.wait(t, queue.EventScheduled, 0, 1)[0]
+				ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 				require.Equal(t, "hourly@2025-12-08T22:00:00Z", ev.RunID, "the latest missed tick, once")
 			}
 			clock.Set(start.Add(time.Minute)) // 23:00:30
-			evs := e.events.wait(t, queue.EventScheduled, 0, int(policy)+1)
+			evs := e.events.Wait(t, queue.EventScheduled, 0, int(policy)+1)
 			require.Equal(t, "hourly@2025-12-08T23:00:00Z", evs[len(evs)-1].RunID)
 			want := map[queue.MissedPolicy]int64{queue.SkipMissed: 1, queue.RunMissedOnce: 2}[policy]
 			require.Equal(t, want, e.db.Count(t, "SELECT count(DISTINCT run_id) FROM sheaf_jobs"))
@@ -298,7 +298,7 @@ func TestARecentTickIsDueNotMissed(t *testing.T) {
 		time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC)).Error)
 	clock := newManualClock(time.Date(2025, 12, 8, 23, 0, 10, 0, time.UTC))
 	e.runner(t, queue.WithClock(clock))
-	ev := e.events.wait(t, queue.EventScheduled, 0, 1)[0]
+	ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 	require.Equal(t, "hourly@2025-12-08T23:00:00Z", ev.RunID)
 	require.Equal(t, int64(2), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id = 'hourly@2025-12-08T23:00:00Z'"))
 }
@@ -311,13 +311,13 @@ func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
 	clock.Set(start.Add(time.Minute)) // 23:00:30: the 23:00 tick
-	e.events.wait(t, queue.EventScheduled, 0, 1)
+	e.events.Wait(t, queue.EventScheduled, 0, 1)
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "a", Spec: queue.Cron("*/5 * * * *"),
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
 	clock.awaitWaiters(2)                 // the old timetable's timer for 23:01, and the new one's
 	clock.Set(start.Add(2 * time.Minute)) // 23:01:30: a tick of the old spec only
 	clock.Set(start.Add(6 * time.Minute)) // 23:05:30
-	ev := e.events.wait(t, queue.EventScheduled, 0, 2)[1]
+	ev := e.events.Wait(t, queue.EventScheduled, 0, 2)[1]
 	require.Equal(t, "a@2025-12-08T23:05:00Z", ev.RunID, "no tick at 23:01")
 	require.Equal(t, int64(3), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "two jobs at 23:00, one at 23:05")
 }
@@ -329,14 +329,14 @@ func TestSchedulesChangeAtRunTime(t *testing.T) {
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
 	clock.Set(start.Add(time.Minute))
-	e.events.wait(t, queue.EventScheduled, 0, 1)
+	e.events.Wait(t, queue.EventScheduled, 0, 1)
 	require.True(t, e.reg.Unschedule("a"))
 	require.False(t, e.reg.Unschedule("a"))
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: queue.Cron("*/2 * * * *"),
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
 	clock.awaitWaiters(2)                 // a's old timer, and the one for b
 	clock.Set(start.Add(3 * time.Minute)) // 23:02:30: b's first tick is 23:02
-	ev := e.events.wait(t, queue.EventScheduled, 0, 2)[1]
+	ev := e.events.Wait(t, queue.EventScheduled, 0, 2)[1]
 	require.Equal(t, "b", ev.Schedule)
 	require.Equal(t, "b@2025-12-08T23:02:00Z", ev.RunID)
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id LIKE 'a@%' AND run_id <> 'a@2025-12-08T23:00:00Z'"),
@@ -444,11 +444,11 @@ func TestKindWindow(t *testing.T) {
 	light := enqueue(t, e, noop{})
 	// Polling once an hour: only the window's opening can wake the runner.
 	e.runner(t, queue.WithClock(clock), queue.WithPollInterval(time.Hour))
-	e.events.wait(t, queue.EventCompleted, light, 1)
+	e.events.Wait(t, queue.EventCompleted, light, 1)
 	require.Equal(t, queue.StatusQueued, e.status(t, h), "22:00 is outside 23:00-05:00")
 	clock.awaitWaiters(1) // the window's opening (no schedules here)
 	clock.Set(time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC))
-	e.events.wait(t, queue.EventCompleted, h, 1)
+	e.events.Wait(t, queue.EventCompleted, h, 1)
 }
 
 // A queue with a window is not claimed from while it is closed.
@@ -462,10 +462,10 @@ func TestQueueWindow(t *testing.T) {
 	in := enqueue(t, e, noop{}, queue.OnQueue("nightly"))
 	out := enqueue(t, e, noop{})
 	e.runner(t, queue.WithClock(clock), queue.WithQueues(queue.DefaultQueue, "nightly"))
-	e.events.wait(t, queue.EventCompleted, out, 1)
+	e.events.Wait(t, queue.EventCompleted, out, 1)
 	require.Equal(t, queue.StatusQueued, e.status(t, in))
 	clock.Set(time.Date(2025, 12, 9, 1, 0, 0, 0, time.UTC)) // the window crossed into the next day
-	e.events.wait(t, queue.EventCompleted, in, 1)
+	e.events.Wait(t, queue.EventCompleted, in, 1)
 }
 
 // A kind's window closing does not stop a job of the kind that is running:
@@ -504,7 +504,7 @@ func TestKindWindowClosesOnARunningJob(t *testing.T) {
 	t.Cleanup(releaseHeavy) // runs before the runner's Stop, should the test fail midway
 
 	first := enqueue(t, e, heavy{})
-	e.events.wait(t, queue.EventStarted, first, 1)
+	e.events.Wait(t, queue.EventStarted, first, 1)
 	require.Equal(t, first, <-started)
 
 	clock.Set(time.Date(2025, 12, 9, 5, 30, 0, 0, berlin)) // 04:30 UTC: the window has closed
@@ -512,12 +512,12 @@ func TestKindWindowClosesOnARunningJob(t *testing.T) {
 	// The one that claims the barrier ran after the barrier was enqueued,
 	// so every claim after it reads the moved clock.
 	barrier := enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, barrier, 1)
+	e.events.Wait(t, queue.EventCompleted, barrier, 1)
 	second := enqueue(t, e, heavy{})
 	// The marker comes after the second in claim order: the claim that took
 	// it passed over the second, whose kind is closed.
 	marker := enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, marker, 1)
+	e.events.Wait(t, queue.EventCompleted, marker, 1)
 	rec, err := e.client.Get(context.Background(), second)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusQueued, rec.Status, "05:30 is outside 23:00-05:00")
@@ -526,20 +526,20 @@ func TestKindWindowClosesOnARunningJob(t *testing.T) {
 	require.Equal(t, queue.StatusProcessing, e.status(t, first), "still running after the close")
 
 	releaseHeavy()
-	e.events.wait(t, queue.EventCompleted, first, 1)
+	e.events.Wait(t, queue.EventCompleted, first, 1)
 	rec, err = e.client.Get(context.Background(), first)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status, "a job running when the window closed finishes")
 	require.Equal(t, 1, rec.Attempts)
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.of(first))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventCompleted}, e.events.Of(first))
 	// Its freed slot does not let the second in either.
 	marker = enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, marker, 1)
+	e.events.Wait(t, queue.EventCompleted, marker, 1)
 	require.Equal(t, queue.StatusQueued, e.status(t, second))
-	require.Empty(t, e.events.of(second))
+	require.Empty(t, e.events.Of(second))
 
 	clock.Set(time.Date(2025, 12, 9, 23, 0, 0, 0, berlin)) // the next night's window
-	e.events.wait(t, queue.EventCompleted, second, 1)
+	e.events.Wait(t, queue.EventCompleted, second, 1)
 	require.Equal(t, second, <-started)
 	rec, err = e.client.Get(context.Background(), second)
 	require.NoError(t, err)

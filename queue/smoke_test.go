@@ -19,7 +19,7 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusQueued, res.Job.Status)
 	e.runner(t)
-	e.events.wait(t, queue.EventCompleted, res.Job.ID, 1)
+	e.events.Wait(t, queue.EventCompleted, res.Job.ID, 1)
 	rec, err := e.client.Get(ctx, res.Job.ID)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status)

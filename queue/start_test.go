@@ -128,7 +128,7 @@ func TestCancelledStartContextStopsTheRunner(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Start(ctx))
 	id := enqueue(t, e, report{})
-	e.events.wait(t, queue.EventStarted, id, 1)
+	e.events.Wait(t, queue.EventStarted, id, 1)
 	cancel()
 	require.ErrorIs(t, <-causes, queue.ErrStopping)
 	<-a.Done()
@@ -137,7 +137,7 @@ func TestCancelledStartContextStopsTheRunner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusQueued, rec.Status)
 	require.Zero(t, rec.Attempts, "not counted")
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(id))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.Of(id))
 
 	b := e.runner(t)
 	jobs := make([]queue.Params, 20)
@@ -146,7 +146,7 @@ func TestCancelledStartContextStopsTheRunner(t *testing.T) {
 	}
 	_, err = e.client.EnqueueMany(context.Background(), jobs)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventCompleted, 0, 21)
+	e.events.Wait(t, queue.EventCompleted, 0, 21)
 	require.Equal(t, int64(1), a.Stats().Claimed, "the stopped runner claimed nothing more")
 	require.Equal(t, int64(21), b.Stats().Completed, "the requeued job and the twenty")
 }
@@ -194,9 +194,9 @@ func TestPanickingBackoffFallsBackToTheDefault(t *testing.T) {
 	}, queue.Retry(panickyBackoff{})))
 	id := enqueue(t, e, report{})
 	r := e.runner(t)
-	ev := e.events.wait(t, queue.EventRetrying, id, 1)[0]
+	ev := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
 	require.InDelta(t, time.Second, ev.RetryIn, float64(150*time.Millisecond), "the default's first delay, 1 s ±10%")
 	other := enqueue(t, e, noop{})
-	e.events.wait(t, queue.EventCompleted, other, 1)
+	e.events.Wait(t, queue.EventCompleted, other, 1)
 	require.Equal(t, int64(1), r.Stats().Retried)
 }

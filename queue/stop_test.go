@@ -70,7 +70,7 @@ func TestStopOutOfTimeRequeuesWithoutBurningAnAttempt(t *testing.T) {
 	require.Equal(t, queue.StatusQueued, rec.Status)
 	require.Zero(t, rec.Attempts, "the interrupted attempt does not count")
 	require.Nil(t, rec.LockedBy)
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(id))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.Of(id))
 	require.Equal(t, int64(1), r.Stats().Requeued)
 }
 
@@ -105,7 +105,7 @@ func TestStopUnderContinuousEnqueue(t *testing.T) {
 			produced.Add(1)
 		}
 	})
-	e.events.wait(t, queue.EventCompleted, 0, 50) // it is busy
+	e.events.Wait(t, queue.EventCompleted, 0, 50) // it is busy
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	// nil, or a deadline error and the rest unwinds in the background:
@@ -166,7 +166,7 @@ func TestJobLogs(t *testing.T) {
 	r, err := queue.NewRunner(c)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
-	e.events.wait(t, queue.EventFailed, res.Job.ID, 1)
+	e.events.Wait(t, queue.EventFailed, res.Job.ID, 1)
 	require.NoError(t, r.Stop(context.Background()))
 	mu.Lock()
 	logs := buf.String()
@@ -206,7 +206,7 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 	}
 	_, err := e.client.EnqueueMany(context.Background(), short)
 	require.NoError(t, err)
-	e.events.wait(t, queue.EventCompleted, 0, 200) // A has learnt that jobs are short
+	e.events.Wait(t, queue.EventCompleted, 0, 200) // A has learnt that jobs are short
 
 	// Two slow jobs and four short ones, in one statement: A claims the
 	// slow two for its workers and two short ones ahead of need.
@@ -217,9 +217,9 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 	res, err := e.client.EnqueueMany(context.Background(), batch)
 	require.NoError(t, err)
 	for _, r := range res[:2] {
-		e.events.wait(t, queue.EventStarted, r.Job.ID, 1)
+		e.events.Wait(t, queue.EventStarted, r.Job.ID, 1)
 	}
-	requeued := e.events.wait(t, queue.EventRequeued, 0, 2)
+	requeued := e.events.Wait(t, queue.EventRequeued, 0, 2)
 	require.Equal(t, int64(2), a.Stats().Requeued)
 	for _, ev := range requeued {
 		require.Equal(t, "noop", ev.Kind, "only jobs that never started go back")
@@ -227,7 +227,7 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 
 	b := e.runner(t)
 	for _, r := range res[2:] {
-		e.events.wait(t, queue.EventCompleted, r.Job.ID, 1)
+		e.events.Wait(t, queue.EventCompleted, r.Job.ID, 1)
 	}
 	require.Equal(t, int64(4), b.Stats().Completed, "B worked the short jobs while A's workers were stuck")
 	for _, ev := range requeued {
@@ -237,7 +237,7 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 	}
 	close(release)
 	for _, r := range res[:2] {
-		e.events.wait(t, queue.EventCompleted, r.Job.ID, 1)
+		e.events.Wait(t, queue.EventCompleted, r.Job.ID, 1)
 	}
 }
 
@@ -278,6 +278,6 @@ func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
 	close(slow)
 	<-r.Done()
 	require.Equal(t, queue.StatusQueued, e.status(t, stubborn))
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.of(polite))
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.Of(polite))
 	require.Equal(t, int64(2), r.Stats().Requeued)
 }

@@ -88,7 +88,10 @@ var templates = sync.OnceValues(func() (map[string]*template.Template, error) {
 		if name == "ui/layout.html" {
 			continue
 		}
-		t, err := template.Must(base.Clone()).ParseFS(uiFiles, name)
+		t, err := base.Clone()
+		if err == nil {
+			t, err = t.ParseFS(uiFiles, name)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,14 +46,7 @@ var templateFuncs = template.FuncMap{
 		b, err := json.Marshal(v)
 		return string(b), err
 	},
-	"has": func(list []string, s string) bool {
-		for _, x := range list {
-			if x == s {
-				return true
-			}
-		}
-		return false
-	},
+	"has": slices.Contains[[]string],
 }
 
 // when shows a time (time.Time or *time.Time) as a <time> element: in UTC
@@ -154,7 +148,7 @@ func link(p string, kv ...any) string {
 				q.Add(k, s)
 			}
 		default:
-			if s := fmt.Sprint(v); s != "" && s != "0" {
+			if s := fmt.Sprint(v); s != "" {
 				q.Set(k, s)
 			}
 		}

@@ -20,9 +20,13 @@ const (
 )
 
 // pageQuery reads a page's query as the API route with params would, but
-// for the page's own parameters in extra.
+// for the page's own parameters in extra, returned apart, and the filter
+// form's empty fields, left out.
 func pageQuery(r *http.Request, params []param, extra ...string) (query, url.Values, error) {
-	vals := r.URL.Query()
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return query{}, nil, badParam("query", "%v", err)
+	}
 	own := url.Values{}
 	for _, k := range extra {
 		if v, ok := vals[k]; ok {
@@ -32,12 +36,10 @@ func pageQuery(r *http.Request, params []param, extra ...string) (query, url.Val
 	}
 	for k, v := range vals {
 		if len(v) == 1 && v[0] == "" {
-			delete(vals, k) // an empty field of the filter form
+			delete(vals, k)
 		}
 	}
-	r2 := r.Clone(r.Context())
-	r2.URL.RawQuery = vals.Encode()
-	q, err := parseQuery(r2, params)
+	q, err := readQuery(vals, params)
 	return q, own, err
 }
 
@@ -149,7 +151,7 @@ func (c *console) jobsHTML(r *http.Request, _ Access) (pageBody, error) {
 		return body, nil
 	}
 	f, _ := readFilter(q)
-	d.RetryAll, d.CancelAll = matchActions(f)
+	d.RetryAll, d.CancelAll = matchActions(f, q.vals)
 	d.Form.HasFilter = !filterOf(f).empty() || len(f.Statuses) > 0
 	return body, nil
 }
@@ -196,10 +198,10 @@ func filterOf(f queue.Filter) filterBody {
 	return fb
 }
 
-// matchActions are the bulk actions on every job f selects: retry, when
-// it may select FAILED jobs; cancel, when it sets a field and may select
-// QUEUED or PROCESSING jobs.
-func matchActions(f queue.Filter) (retry, cancel *matchAction) {
+// matchActions are the bulk actions on every job f selects, f read from
+// vals: retry, when it may select FAILED jobs; cancel, when it sets a
+// field and may select QUEUED or PROCESSING jobs.
+func matchActions(f queue.Filter, vals url.Values) (retry, cancel *matchAction) {
 	fb := filterOf(f)
 	in := func(take ...queue.Status) []queue.Status {
 		if len(f.Statuses) == 0 {
@@ -210,24 +212,17 @@ func matchActions(f queue.Filter) (retry, cancel *matchAction) {
 	action := func(ss []queue.Status) *matchAction {
 		body := fb
 		body.Statuses = ss
-		vals := url.Values{}
-		for _, s := range ss {
-			vals.Add("status", string(s))
-		}
-		vals["kind"] = f.Kinds
-		for k, v := range map[string]string{"queue": f.Queue, "run": f.RunID, "period": f.Period,
-			"correlation": f.CorrelationID, "q": f.Search} {
-			if v != "" {
-				vals.Set(k, v)
+		count := url.Values{}
+		for _, p := range countParams {
+			if v, ok := vals[p.Name]; ok {
+				count[p.Name] = v
 			}
 		}
-		if fb.Since != nil {
-			vals.Set("since", fb.Since.Format(time.RFC3339Nano))
+		count.Del("status")
+		for _, s := range ss {
+			count.Add("status", string(s))
 		}
-		if fb.Until != nil {
-			vals.Set("until", fb.Until.Format(time.RFC3339Nano))
-		}
-		return &matchAction{CountURL: "api/jobs/count?" + vals.Encode(), Filter: body}
+		return &matchAction{CountURL: "api/jobs/count?" + count.Encode(), Filter: body}
 	}
 	if ss := in(queue.StatusFailed); len(ss) > 0 {
 		retry = action(ss)

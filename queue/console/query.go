@@ -25,6 +25,11 @@ func parseQuery(r *http.Request, known []param) (query, error) {
 	if err != nil {
 		return query{}, badParam("query", "%v", err)
 	}
+	return readQuery(vals, known)
+}
+
+// readQuery reads vals as parseQuery reads a request's query.
+func readQuery(vals url.Values, known []param) (query, error) {
 	for name, vs := range vals {
 		i := slices.IndexFunc(known, func(p param) bool { return p.Name == name })
 		if i < 0 {

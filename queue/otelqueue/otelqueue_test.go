@@ -54,7 +54,7 @@ type harness struct {
 	reader   *sdkmetric.ManualReader
 	recorder *tracetest.SpanRecorder
 	tp       *sdktrace.TracerProvider
-	events   *events
+	events   *queuetest.Events
 }
 
 func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
@@ -62,7 +62,7 @@ func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler
 func newHarness(t *testing.T, register func(*queue.Registry)) *harness {
 	t.Helper()
 	h := &harness{db: pgtest.NewDB(t), reg: queue.NewRegistry(), reader: sdkmetric.NewManualReader(),
-		recorder: tracetest.NewSpanRecorder(), events: newEvents()}
+		recorder: tracetest.NewSpanRecorder(), events: queuetest.NewEvents()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
 	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.recorder), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	t.Cleanup(func() {
@@ -186,7 +186,7 @@ func TestJobThatCompletes(t *testing.T) {
 	caller.End()
 	id := res.Job.ID
 	h.runner(t)
-	h.events.wait(t, queue.EventCompleted, id, 1)
+	h.events.Wait(t, queue.EventCompleted, id, 1)
 
 	prod := h.spans("enqueue default")
 	require.Len(t, prod, 1)
@@ -253,7 +253,7 @@ func TestJobThatRetriesThenFails(t *testing.T) {
 	res, err := h.client.Enqueue(context.Background(), report{})
 	require.NoError(t, err)
 	h.runner(t)
-	h.events.wait(t, queue.EventFailed, res.Job.ID, 1)
+	h.events.Wait(t, queue.EventFailed, res.Job.ID, 1)
 
 	cons := h.spans("process default")
 	require.Len(t, cons, 2)
@@ -288,10 +288,10 @@ func TestJobCancelled(t *testing.T) {
 	res, err := h.client.Enqueue(context.Background(), report{})
 	require.NoError(t, err)
 	h.runner(t)
-	h.events.wait(t, queue.EventStarted, res.Job.ID, 1)
+	h.events.Wait(t, queue.EventStarted, res.Job.ID, 1)
 	_, err = h.client.Cancel(context.Background(), res.Job.ID)
 	require.NoError(t, err)
-	h.events.wait(t, queue.EventCancelled, res.Job.ID, 1)
+	h.events.Wait(t, queue.EventCancelled, res.Job.ID, 1)
 
 	cons := h.spans("process default")
 	require.Len(t, cons, 1)
@@ -335,12 +335,12 @@ func TestJobRescuedAfterItsRunnerDied(t *testing.T) {
 	queuetest.StartRunner(t, dead, queue.WithRunnerID("dead"), queue.WithWorkers(1), queue.WithLease(time.Hour),
 		queue.WithPollInterval(50*time.Millisecond))
 	t.Cleanup(func() { close(release) }) // runs before the dead runner's stop
-	h.events.wait(t, queue.EventStarted, id, 1)
+	h.events.Wait(t, queue.EventStarted, id, 1)
 	require.NoError(t, h.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE id = ?",
 		h.db.Time(h.db.Now(t).Add(-time.Second)), id).Error)
 
 	h.runner(t, queue.WithRunnerID("rescuer"), queue.WithRescueInterval(20*time.Millisecond))
-	h.events.wait(t, queue.EventCompleted, id, 1)
+	h.events.Wait(t, queue.EventCompleted, id, 1)
 
 	ms := h.metrics(t)
 	require.Equal(t, int64(1), sum(t, ms, "sheaf.queue.rescues", onDefault, ofReport))
@@ -378,7 +378,7 @@ func TestChunkedJob(t *testing.T) {
 	res, err := h.client.Enqueue(context.Background(), rows{N: 5})
 	require.NoError(t, err)
 	h.runner(t, queue.WithQueues("imports"))
-	h.events.wait(t, queue.EventCompleted, res.Job.ID, 1)
+	h.events.Wait(t, queue.EventCompleted, res.Job.ID, 1)
 
 	cons := h.spans("process imports")
 	require.Len(t, cons, 1)
@@ -417,7 +417,7 @@ func TestDependencyChild(t *testing.T) {
 	out, err := h.client.EnqueueMany(context.Background(), []queue.Params{{Args: report{County: "Travis"}}, {Args: report{County: "Bexar"}}})
 	require.NoError(t, err)
 	h.runner(t)
-	h.events.wait(t, queue.EventCompleted, 0, 4) // two parents, two children
+	h.events.Wait(t, queue.EventCompleted, 0, 4) // two parents, two children
 
 	prod := h.spans("enqueue_many default")
 	require.Len(t, prod, 1)
@@ -506,55 +506,4 @@ func TestTraceContextOption(t *testing.T) {
 	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", p[0].Parent().TraceID().String())
 	require.Equal(t, "00f067aa0ba902b7", p[0].Parent().SpanID().String())
 	require.True(t, p[0].Parent().IsRemote())
-}
-
-// events records what an observer sees and lets a test wait for events.
-type events struct {
-	mu   sync.Mutex
-	all  []queue.Event
-	cond *sync.Cond
-}
-
-func newEvents() *events {
-	e := &events{}
-	e.cond = sync.NewCond(&e.mu)
-	return e
-}
-
-func (e *events) Observe(ev queue.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-	e.cond.Broadcast()
-}
-
-// wait blocks until n events of type typ for job id (0: any) have been
-// observed; it gives up after a deadline only a broken runner reaches.
-func (e *events) wait(t *testing.T, typ queue.EventType, id int64, n int) {
-	t.Helper()
-	timedOut := false
-	deadline := time.AfterFunc(60*time.Second, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		timedOut = true
-		e.cond.Broadcast()
-	})
-	defer deadline.Stop()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for {
-		got := 0
-		for _, ev := range e.all {
-			if ev.Type == typ && (id == 0 || ev.JobID == id) {
-				got++
-			}
-		}
-		if got >= n {
-			return
-		}
-		if timedOut {
-			t.Fatalf("timed out waiting for %d %v events of job %d; have %d", n, typ, id, got)
-		}
-		e.cond.Wait()
-	}
 }

@@ -1,6 +1,6 @@
 // Package queuetest holds what the tests of package queue and of the
-// packages built on it share: starting a runner for a test, and waiting for
-// its polls.
+// packages built on it share: starting a runner for a test, waiting for
+// its polls, and recording the events an observer sees.
 package queuetest
 
 import (
