@@ -254,9 +254,12 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	res, err := e.client.Enqueue(context.Background(), slowExport{Rows: 4})
 	require.NoError(t, err)
 	id := res.Job.ID
+	b := browsertest.New(t, desktopW, desktopH) // first: it skips without Chromium
 	r := queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
+	// Cleanups run last-in first-out: the gate opens before the runner
+	// stops, so a test that fails half-way does not wait out Stop's deadline.
+	t.Cleanup(func() { close(gate) })
 	gate <- struct{}{} // the first chunk
-	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	waitFor(t, b, `Number(document.getElementById("progress")?.value) === 1`)
 	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))

@@ -39,10 +39,11 @@
 // Each attempt is a CONSUMER span, "process <queue>", started as the
 // attempt begins and ended when its handler returns, with
 // messaging.operation.name "process", messaging.message.id, sheaf.job.kind,
-// sheaf.job.attempt and sheaf.job.outcome ("completed", "retrying",
-// "failed", "cancelled", "requeued" when the runner stopped, or "rejected"
-// when the attempt lost its lease). An attempt that did not complete has
-// span status Error and error.type. The span starts a trace of its own and
+// and sheaf.job.attempt. An attempt that completed leaves its status
+// Unset; one that did not has status Error, error.type, and
+// sheaf.job.outcome ("retrying", "failed", "cancelled", "requeued" when
+// the runner stopped, or "rejected" when the attempt lost its lease). The
+// span starts a trace of its own and
 // links to the span that enqueued the job; the handler's context carries
 // it, so the handler's own spans are its children. A chunked job's span has
 // a "sheaf.chunk" event per chunk (sheaf.chunk.seq, .offset, .records,

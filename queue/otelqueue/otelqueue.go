@@ -132,6 +132,7 @@ func WithGaugeInterval(d time.Duration) Option {
 type Telemetry struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	w3c    bool // prop is W3C trace context, which extract reads by hand
 	meter  metric.Meter
 
 	sent, consumed                            metric.Int64Counter
@@ -141,7 +142,8 @@ type Telemetry struct {
 
 	// sets caches the attribute sets of measurements by what they vary
 	// with, so a measurement allocates nothing once its set is known.
-	sets sync.Map // setKey → metric.MeasurementOption
+	sets  sync.Map // setKey → metric.MeasurementOption
+	kinds sync.Map // setKey of a queue and kind → *kindTel
 
 	gauges gauges
 }
@@ -157,7 +159,8 @@ func New(opts ...Option) (*Telemetry, error) {
 		}
 	}
 	m := cfg.mp.Meter(ScopeName)
-	t := &Telemetry{tracer: cfg.tp.Tracer(ScopeName), prop: cfg.prop, meter: m}
+	_, w3c := cfg.prop.(propagation.TraceContext)
+	t := &Telemetry{tracer: cfg.tp.Tracer(ScopeName), prop: cfg.prop, w3c: w3c, meter: m}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -311,51 +314,91 @@ func commonQueue(jobs []queue.EnqueueJob) string {
 // attempt is the Attempt hook: a CONSUMER span per attempt, linked to the
 // span that enqueued the job (or, for a dependency child, its parents').
 func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.Context, func(queue.Event)) {
-	start := time.Now()
-	waitKey := setKey{metric: setWait, kind: job.Kind, queue: job.Queue}
-	started := start
+	// Measurements take the worker's context, not the span's: exemplars of
+	// a span per job would cost more than the rest of the telemetry.
+	mctx := ctx
+	started := time.Now()
 	if job.StartedAt != nil {
 		started = *job.StartedAt
 	}
-	t.waitDuration.Record(ctx, max(started.Sub(job.RunAt), 0).Seconds(), t.set(waitKey))
+	kt := t.kindOf(job.Queue, job.Kind)
+	t.waitDuration.Record(mctx, max(started.Sub(job.RunAt), 0).Seconds(), kt.wait)
 
 	links := t.links(ctx, job.Metadata)
-	ctx, span := t.tracer.Start(ctx, OpProcess+" "+job.Queue,
+	// The start options copy the attributes, so one buffer serves every
+	// attempt in turn.
+	buf := attrBufs.Get().(*[]attribute.KeyValue)
+	attrs := append((*buf)[:0],
+		AttrSystem.String(System),
+		AttrOperationName.String(OpProcess),
+		AttrOperationType.String(OpProcess),
+		AttrDestination.String(job.Queue),
+		AttrMessageID.String(strconv.FormatInt(job.ID, 10)),
+		AttrKind.String(job.Kind),
+		AttrAttempt.Int(job.Attempts))
+	ctx, span := t.tracer.Start(ctx, kt.name,
 		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(start),
 		trace.WithLinks(links...),
-		trace.WithAttributes(
-			AttrSystem.String(System),
-			AttrOperationName.String(OpProcess),
-			AttrOperationType.String(OpProcess),
-			AttrDestination.String(job.Queue),
-			AttrMessageID.String(strconv.FormatInt(job.ID, 10)),
-			AttrKind.String(job.Kind),
-			AttrAttempt.Int(job.Attempts),
-		))
+		trace.WithAttributes(attrs...))
+	clear(attrs)
+	*buf = attrs
+	attrBufs.Put(buf)
 	created := job.CreatedAt
 	return ctx, func(ev queue.Event) {
-		end := time.Now()
 		outcome, typ := outcomeOf(ev)
-		span.SetAttributes(AttrOutcome.String(outcome))
 		if typ != "" {
+			// Only an attempt that did not complete gets attributes at its
+			// end: growing a span's attributes costs more than the rest
+			// of its span, and a completed one says so by its Unset
+			// status.
 			msg := outcome
 			if ev.Err != nil {
 				msg = ev.Err.Error()
 			}
 			span.SetStatus(codes.Error, msg)
-			span.SetAttributes(AttrErrorType.String(typ))
+			span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(typ))
 		}
-		span.End(trace.WithTimestamp(end))
-		set := t.set(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
-		t.consumed.Add(ctx, 1, set)
-		t.processDuration.Record(ctx, ev.Duration.Seconds(), set)
+		span.End()
+		set := kt.completed
+		if ev.Type != queue.EventCompleted {
+			set = t.set(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
+		}
+		t.consumed.Add(mctx, 1, set)
+		t.processDuration.Record(mctx, ev.Duration.Seconds(), set)
 		switch ev.Type {
 		case queue.EventCompleted, queue.EventFailed, queue.EventCancelled:
-			t.latency.Record(ctx, max(end.Sub(created), 0).Seconds(), set)
+			t.latency.Record(mctx, max(time.Since(created), 0).Seconds(), set)
 		}
 	}
 }
+
+// kindTel is what the attempts of one kind on one queue share: their
+// span name and the attribute sets of their wait and of a completion.
+type kindTel struct {
+	name            string
+	wait, completed metric.MeasurementOption
+}
+
+// kindOf returns the kindTel of kind on queue q, building it once: one
+// lookup per attempt instead of one per measurement.
+func (t *Telemetry) kindOf(q, kind string) *kindTel {
+	k := setKey{queue: q, kind: kind}
+	if kt, ok := t.kinds.Load(k); ok {
+		return kt.(*kindTel)
+	}
+	outcome, _ := outcomeOf(queue.Event{Type: queue.EventCompleted})
+	kt := &kindTel{name: OpProcess + " " + q,
+		wait:      t.set(setKey{metric: setWait, kind: kind, queue: q}),
+		completed: t.set(setKey{metric: setProcess, kind: kind, queue: q, outcome: outcome})}
+	t.kinds.Store(k, kt)
+	return kt
+}
+
+// attrBufs holds the buffers attempt builds a span's attributes in.
+var attrBufs = sync.Pool{New: func() any {
+	b := make([]attribute.KeyValue, 0, 8)
+	return &b
+}}
 
 // links returns the links of an attempt's span: to the span that enqueued
 // the job, and to the spans of a dependency child's parents.
@@ -368,28 +411,72 @@ func (t *Telemetry) links(ctx context.Context, meta map[string]string) []trace.L
 		links = append(links, trace.Link{SpanContext: sc})
 	}
 	for _, tp := range strings.Fields(meta[MetaParents]) {
-		carrier := propagation.MapCarrier{"traceparent": tp}
-		if sc := trace.SpanContextFromContext(w3c.Extract(ctx, carrier)); sc.IsValid() {
+		if sc := parseTraceparent(tp, ""); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
 	return links
 }
 
-// w3c reads the traceparents otelqueue writes itself (MetaParents),
-// whatever the propagator of the job's own trace context.
-var w3c propagation.TraceContext
-
 // traceparent writes sc as a W3C traceparent.
 func traceparent(sc trace.SpanContext) string {
 	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
 }
 
+// extract reads the span context a job's metadata carries: by hand when
+// the propagator is W3C's, which saves the contexts Extract builds on
+// every attempt.
 func (t *Telemetry) extract(ctx context.Context, meta map[string]string) trace.SpanContext {
-	if meta["traceparent"] == "" {
+	tp := meta["traceparent"]
+	switch {
+	case tp == "":
 		return trace.SpanContext{}
+	case t.w3c:
+		return parseTraceparent(tp, meta["tracestate"])
 	}
 	return trace.SpanContextFromContext(t.prop.Extract(ctx, propagation.MapCarrier(meta)))
+}
+
+// parseTraceparent reads a W3C traceparent header, and tracestate if it is
+// valid, as propagation.TraceContext does; it returns an invalid span
+// context for a header that is not one.
+func parseTraceparent(tp, state string) trace.SpanContext {
+	// version-traceid-spanid-flags, each lowercase hex: 2-32-16-2. A later
+	// version may append fields after another dash; version ff is invalid.
+	const size = 55
+	if len(tp) < size || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !lowerHex(tp[:size]) ||
+		tp[:2] == "ff" || (tp[:2] == "00" && len(tp) != size) || (len(tp) > size && tp[size] != '-') {
+		return trace.SpanContext{}
+	}
+	tid, err := trace.TraceIDFromHex(tp[3:35])
+	if err != nil {
+		return trace.SpanContext{}
+	}
+	sid, err := trace.SpanIDFromHex(tp[36:52])
+	if err != nil {
+		return trace.SpanContext{}
+	}
+	flags, err := strconv.ParseUint(tp[53:55], 16, 8)
+	if err != nil {
+		return trace.SpanContext{}
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags), Remote: true}
+	if state != "" {
+		if ts, err := trace.ParseTraceState(state); err == nil {
+			cfg.TraceState = ts
+		}
+	}
+	return trace.NewSpanContext(cfg)
+}
+
+// lowerHex reports whether s is lowercase hex digits and dashes.
+func lowerHex(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // outcomeOf names how an attempt ended, and its error.type: empty when it

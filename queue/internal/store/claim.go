@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"strconv"
@@ -93,7 +95,7 @@ type Claimed struct {
 	Kind, Queue               string
 	Priority                  int
 	Payload, Backoff, Auth    []byte // JSON; Backoff and Auth may be empty
-	Metadata                  []byte // JSON; empty for a job without
+	Metadata                  []byte // JSON; empty for a job without; jobs with the same share it
 	CorrelationID             *string
 	Attempts, Claims, Rescues int
 	MaxAttempts               int
@@ -157,13 +159,15 @@ func (h *held) claimed(ctx context.Context, query string, args ...any) (_ []Clai
 	defer func() { h.DropOn(err) }()
 	defer rows.Close()
 	var out []Claimed
+	var meta sql.RawBytes
 	for rows.Next() {
 		var j Claimed
 		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &j.Payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
 			&j.MaxAttempts, &j.Backoff, &j.CreatedAt, &j.StartedAt, &j.Auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
-			&j.Metadata); err != nil {
+			&meta); err != nil {
 			return nil, err
 		}
+		j.Metadata = sharedBytes(out, meta)
 		out = append(out, j)
 	}
 	return out, rows.Err()
@@ -224,4 +228,17 @@ func IDListValue(ids []int64) driver.Value {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// sharedBytes is raw, as the metadata of the job claimed after those in
+// out: the previous job's if they are the same, as the jobs of one enqueue
+// call have, or else a copy.
+func sharedBytes(out []Claimed, raw sql.RawBytes) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	if len(out) > 0 && bytes.Equal(out[len(out)-1].Metadata, raw) {
+		return out[len(out)-1].Metadata
+	}
+	return bytes.Clone(raw)
 }

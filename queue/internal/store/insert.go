@@ -124,6 +124,10 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				return err
 			}
 			due := map[string]int{} // queue → highest due priority
+			// The jobs of one enqueue call share their metadata's string:
+			// one value serves them all.
+			var metaOf *string
+			var meta any
 			src := pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
 				r := jobs[i]
 				runAt := now.Add(r.Delay)
@@ -133,8 +137,11 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				if !runAt.After(now) {
 					due[r.Queue] = max(due[r.Queue], r.Priority)
 				}
+				if i == 0 || r.Metadata != metaOf {
+					metaOf, meta = r.Metadata, jsonOrNil(r.Metadata)
+				}
 				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
-					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, jsonOrNil(r.Metadata)}, nil
+					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, meta}, nil
 			})
 			var err error
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {
