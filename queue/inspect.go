@@ -153,10 +153,12 @@ func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 // it.
 type ScheduleState struct {
 	Periodic
-	// LastTick is the latest tick a runner fired (or, for a schedule just
-	// started, the time it started from); zero if no runner has started
-	// the schedule yet.
+	// LastTick is the latest tick a runner fired; zero if none has fired.
 	LastTick time.Time
+	// Started is, for a schedule a runner has started but that has not
+	// fired a tick yet, when it was started: it waits for its first tick
+	// after that. Zero otherwise.
+	Started time.Time
 	// MissedTicks counts the ticks after LastTick that were due more than
 	// a minute ago and have not fired: no runner was running, or none
 	// could reach the database. LatestMissed is the latest of them. A
@@ -183,6 +185,11 @@ func (c *Client) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 		st := ScheduleState{Periodic: s.Periodic, LastTick: last[s.Name]}
 		if !st.LastTick.IsZero() {
 			st.LatestMissed, st.MissedTicks = s.latest(st.LastTick, cutoff)
+			if !s.next(st.LastTick.Add(-time.Nanosecond)).Equal(st.LastTick) {
+				// Off the timetable: not a tick but where a runner that
+				// started the schedule began counting from.
+				st.Started, st.LastTick = st.LastTick, time.Time{}
+			}
 		}
 		out = append(out, st)
 	}

@@ -288,6 +288,32 @@ func TestMissedTicksPolicies(t *testing.T) {
 	}
 }
 
+// A schedule a runner has started but that has not fired yet has no last
+// tick: ScheduleStates says since when it waits, then its first tick.
+func TestScheduleStateBeforeAndAfterItsFirstTick(t *testing.T) {
+	t.Parallel()
+	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *")})
+	state := func() queue.ScheduleState {
+		states, err := e.client.ScheduleStates(context.Background())
+		require.NoError(t, err)
+		require.Len(t, states, 1)
+		return states[0]
+	}
+	st := state()
+	require.True(t, st.LastTick.IsZero() && st.Started.IsZero(), "no runner has started it: %+v", st)
+	clock := newManualClock(start) // 22:59:30
+	e.runner(t, queue.WithClock(clock))
+	clock.awaitWaiters(1)
+	st = state()
+	require.True(t, st.LastTick.IsZero(), "last tick %v before the first", st.LastTick)
+	require.True(t, st.Started.Equal(start), "started %v, want %v", st.Started, start)
+	clock.Set(start.Add(time.Minute))
+	e.events.Wait(t, queue.EventScheduled, 0, 1)
+	st = state()
+	require.True(t, st.LastTick.Equal(time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC)), "last tick %v", st.LastTick)
+	require.True(t, st.Started.IsZero())
+}
+
 // A runner that starts just after a tick fell due, before the live runner
 // that should fire it got round to it, fires it rather than skip it.
 func TestARecentTickIsDueNotMissed(t *testing.T) {

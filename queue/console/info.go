@@ -24,8 +24,11 @@ type scheduleView struct {
 	// runner ran: skip, or run_once.
 	MissedPolicy string `json:"missed_policy"`
 	// LastTick is the latest tick a runner fired, in the schedule's zone;
-	// absent if no runner has started the schedule yet.
+	// absent if none has fired.
 	LastTick *time.Time `json:"last_tick,omitempty"`
+	// Started is, for a schedule a runner has started but that has not
+	// fired yet, when it was started, in the schedule's zone.
+	Started *time.Time `json:"started,omitempty"`
 	// Missed counts the ticks after LastTick that were due more than a
 	// minute ago and did not fire; MissedLatest is the latest of them.
 	Missed       int        `json:"missed"`
@@ -125,6 +128,15 @@ func (c *console) schedules(r *http.Request, _ Access) (int, any, error) {
 	return http.StatusOK, schedulesResponse{Schedules: vs}, nil
 }
 
+// zonedOrNil is t in loc, or nil for the zero time.
+func zonedOrNil(t time.Time, loc *time.Location) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.In(loc)
+	return &t
+}
+
 // scheduleViews shows the registered schedules and their ticks.
 func (c *console) scheduleViews(ctx context.Context) ([]scheduleView, error) {
 	states, err := c.client.ScheduleStates(ctx)
@@ -139,13 +151,9 @@ func (c *console) scheduleViews(ctx context.Context) ([]scheduleView, error) {
 		if p.Periodic.Missed == queue.RunMissedOnce {
 			v.MissedPolicy = "run_once"
 		}
-		if !p.LastTick.IsZero() {
-			last := p.LastTick.In(p.Location)
-			v.LastTick = &last
-		}
+		v.LastTick, v.Started = zonedOrNil(p.LastTick, p.Location), zonedOrNil(p.Started, p.Location)
 		if p.MissedTicks > 0 {
-			latest := p.LatestMissed.In(p.Location)
-			v.MissedLatest = &latest
+			v.MissedLatest = zonedOrNil(p.LatestMissed, p.Location)
 		}
 		for t := now; len(v.Next) < nextTicks; {
 			next, err := p.Next(t)

@@ -121,6 +121,7 @@ func TestSchedulesStatsHealthKinds(t *testing.T) {
 		Name, Expression, Zone string
 		MissedPolicy           string     `json:"missed_policy"`
 		LastTick               *time.Time `json:"last_tick"`
+		Started                *time.Time `json:"started"`
 		Missed                 int
 		MissedLatest           *time.Time `json:"missed_latest"`
 		Next                   []string
@@ -136,8 +137,24 @@ func TestSchedulesStatsHealthKinds(t *testing.T) {
 	require.Equal(t, "Asia/Kolkata", s.Zone)
 	require.Equal(t, "run_once", s.MissedPolicy)
 	require.Nil(t, s.LastTick, "no runner has started the schedule")
+	require.Nil(t, s.Started)
 	require.Zero(t, s.Missed)
 	require.Len(t, s.Next, 5)
+
+	// A runner that starts the schedule stores the time it counts ticks
+	// from, which is not a tick: no last tick, but since when it waits.
+	started := time.Now().Add(-time.Hour).Truncate(time.Minute).Add(17 * time.Second)
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick, updated_at) VALUES (?, ?, ?)",
+		"county-daily", e.db.Time(started), e.db.Time(started)).Error)
+	sc.Schedules = nil
+	e.do(t, "GET", "/api/schedules", "").decode(t, &sc)
+	s = sc.Schedules[0]
+	require.Nil(t, s.LastTick, "where a schedule starts counting is not a tick")
+	require.NotNil(t, s.Started)
+	require.True(t, s.Started.Equal(started), "started %v, want %v", s.Started, started)
+	page := e.do(t, "GET", "/schedules", "")
+	require.Contains(t, string(page.body), "none yet; started")
+	require.NoError(t, e.db.Gorm.Exec("DELETE FROM sheaf_schedules").Error)
 
 	// The schedule last fired three nights ago: the two nights since are
 	// missed, the latest of them last night at 23:00 in Kolkata.
