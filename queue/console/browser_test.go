@@ -264,7 +264,30 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	waitFor(t, b, `Number(document.getElementById("progress")?.value) === 1`)
 	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
 	b.Screenshot(t, "progress")
-	gate <- struct{}{}
+
+	// While the tab is hidden the page asks the server nothing, though its
+	// timer keeps ticking (each tick reads document.hidden); shown again,
+	// it refreshes at once.
+	b.Run(t, chromedp.Evaluate(`(() => {
+		window.fetches = 0;
+		const f = window.fetch;
+		window.fetch = (...args) => { window.fetches++; return f(...args); };
+		window.hiddenReads = 0;
+		Object.defineProperty(document, "hidden", {configurable: true, get: () => { window.hiddenReads++; return true; }});
+		document.dispatchEvent(new Event("visibilitychange"));
+	})()`, nil))
+	gate <- struct{}{} // the second chunk, done while the tab is hidden
+	waitFor(t, b, `window.hiddenReads >= 4`)
+	var fetches int
+	b.Run(t, chromedp.Evaluate(`window.fetches`, &fetches))
+	require.Zero(t, fetches, "a hidden tab refreshed")
+	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
+	b.Run(t, chromedp.Evaluate(`(() => {
+		Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
+		document.dispatchEvent(new Event("visibilitychange"));
+	})()`, nil))
+	waitFor(t, b, `Number(document.getElementById("progress").value) === 2`)
+
 	gate <- struct{}{}
 	// The page moves by itself: no reload.
 	waitFor(t, b, `Number(document.getElementById("progress").value) === 3`)
