@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	gormsqlite "gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// On SQLite, a list of failed or cancelled jobs reads the index of those
+// jobs rather than the whole table: the filter repeats the index's
+// predicate, which the schema must keep word for word.
+func TestSQLiteListsFailedJobsThroughTheirIndex(t *testing.T) {
+	require.Contains(t, strings.Join(sqliteMigrations, "\n"), "ON sheaf_jobs (status, id) WHERE "+failedIndexPredicate+";")
+	db, err := gorm.Open(gormsqlite.New(gormsqlite.Config{DriverName: "sqlite", DSN: "file:" + filepath.Join(t.TempDir(), "jobs.db") + "?_pragma=busy_timeout(5000)"}),
+		&gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	st, err := Open(db)
+	require.NoError(t, err)
+	_, err = st.Migrate(context.Background())
+	require.NoError(t, err)
+
+	plan := func(f Filter) string {
+		var rows []map[string]any
+		q := f.apply(db.Session(&gorm.Session{DryRun: true}).Table(JobsTable), sqliteTime).Order(f.order()).Limit(50).Find(&rows)
+		var steps []struct{ Detail string }
+		require.NoError(t, db.Raw("EXPLAIN QUERY PLAN "+q.Statement.SQL.String(), q.Statement.Vars...).Scan(&steps).Error)
+		var details []string
+		for _, s := range steps {
+			details = append(details, s.Detail)
+		}
+		return strings.Join(details, "; ")
+	}
+	for _, statuses := range [][]string{{"FAILED"}, {"CANCELLED"}, {"FAILED", "CANCELLED"}} {
+		require.Contains(t, plan(Filter{Kinds: []string{"report"}, Statuses: statuses, Newest: true}), "sheaf_jobs_failed", "%v", statuses)
+	}
+	require.NotContains(t, plan(Filter{Statuses: []string{"FAILED", "QUEUED"}, Newest: true}), "sheaf_jobs_failed",
+		"queued jobs are not in the index")
+}
