@@ -43,6 +43,10 @@ type Coordinator[T any] struct {
 	// unwatch stops the hard stop that Start arranges for the end of its
 	// context; Shutdown calls it, as it seals the coordinator itself.
 	unwatch func() bool
+	// hardStop is the error of the Shutdown whose context ended before the
+	// workers had finished, if one did: the Shutdowns waiting with it
+	// return it too.
+	hardStop atomic.Pointer[error]
 
 	stats counters
 }
@@ -312,7 +316,9 @@ func (c *Coordinator[T]) waitRoom(ctx context.Context) error {
 //
 // Shutdown is idempotent and safe to call concurrently, and before Start (it
 // then only stops the coordinator from starting). It must not be called from
-// the processor, a hook, the cleanup strategy or the observer.
+// the processor, a hook, the cleanup strategy or the observer. Calls that
+// wait together report the same stop: if one's ctx ends, and stops the
+// coordinator hard, every call waiting with it returns its error.
 func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 	c.lifecycle.Lock()
 	prev := c.state.Swap(closed)
@@ -333,13 +339,20 @@ func (c *Coordinator[T]) Shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-c.pool.Done():
+		if err := c.hardStop.Load(); err != nil {
+			// A concurrent Shutdown's context ended as this one waited:
+			// the stop was hard, not graceful, whatever this ctx says.
+			return *err
+		}
 		c.stoppedCleanly()
 		return nil
 	case <-ctx.Done():
 	}
+	err := fmt.Errorf("batch: shutdown: %w", ctx.Err())
+	c.hardStop.CompareAndSwap(nil, &err)
 	c.cancelWork()
 	c.logSafely(slog.LevelWarn, "batch: shutdown deadline passed; in-flight work cancelled", "err", ctx.Err())
-	return fmt.Errorf("batch: shutdown: %w", ctx.Err())
+	return err
 }
 
 // seal refuses sends from now on, lets go of the batches without their end,
