@@ -52,12 +52,6 @@ func jobIDs(t *testing.T, b *browsertest.Browser) []int64 {
 	return out
 }
 
-// waitFor waits until the JavaScript expression is true on the page.
-func waitFor(t *testing.T, b *browsertest.Browser, expr string) {
-	t.Helper()
-	b.Run(t, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond)))
-}
-
 func TestBrowserOverviewShowsTheCounts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
@@ -116,7 +110,7 @@ func TestBrowserSearchFindsTheError(t *testing.T) {
 	b.Run(t, chromedp.SendKeys(`input[name="q"]`, "upstream returned 503"),
 		chromedp.Click(`#filters button[type="submit"]`),
 		chromedp.WaitReady(`#jobs-region`))
-	waitFor(t, b, `location.search.includes("q=upstream")`)
+	b.Wait(t, `location.search.includes("q=upstream")`)
 	got := jobIDs(t, b)
 	var wantIDs []int64
 	for _, j := range want {
@@ -153,7 +147,7 @@ func TestBrowserRetryFromTheJobPage(t *testing.T) {
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	require.Equal(t, []string{"FAILED"}, texts(t, b, "#status"))
 	b.Run(t, chromedp.Click("#retry"))
-	waitFor(t, b, `document.getElementById("status").textContent === "COMPLETED"`)
+	b.Wait(t, `document.getElementById("status").textContent === "COMPLETED"`)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, rec.Status)
@@ -175,7 +169,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?queue=exports")
 	b.Run(t, chromedp.Click("#cancel-matching"))
-	waitFor(t, b, `document.getElementById("flash").textContent.includes("changed")`)
+	b.Wait(t, `document.getElementById("flash").textContent.includes("changed")`)
 	require.Equal(t, []string{"Cancel all 5 queued or running jobs that match the filters?"}, b.Dialogs())
 	for _, id := range inA {
 		rec, err := e.client.Get(context.Background(), id)
@@ -187,7 +181,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, queue.StatusQueued, rec.Status, "job %d outside the filter", id)
 	}
-	waitFor(t, b, `[...document.querySelectorAll("tr[data-job] .badge")].every(e => e.textContent === "CANCELLED")`)
+	b.Wait(t, `[...document.querySelectorAll("tr[data-job] .badge")].every(e => e.textContent === "CANCELLED")`)
 	audit, err := e.client.AuditLog(context.Background(), 0, 1)
 	require.NoError(t, err)
 	require.Equal(t, "cancel", audit[0].Action)
@@ -261,7 +255,7 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	t.Cleanup(func() { close(gate) })
 	gate <- struct{}{} // the first chunk
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
-	waitFor(t, b, `Number(document.getElementById("progress")?.value) === 1`)
+	b.Wait(t, `Number(document.getElementById("progress")?.value) === 1`)
 	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
 	b.Screenshot(t, "progress")
 
@@ -277,7 +271,7 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 		document.dispatchEvent(new Event("visibilitychange"));
 	})()`, nil))
 	gate <- struct{}{} // the second chunk, done while the tab is hidden
-	waitFor(t, b, `window.hiddenReads >= 4`)
+	b.Wait(t, `window.hiddenReads >= 4`)
 	var fetches int
 	b.Run(t, chromedp.Evaluate(`window.fetches`, &fetches))
 	require.Zero(t, fetches, "a hidden tab refreshed")
@@ -286,14 +280,14 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 		Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
 		document.dispatchEvent(new Event("visibilitychange"));
 	})()`, nil))
-	waitFor(t, b, `Number(document.getElementById("progress").value) === 2`)
+	b.Wait(t, `Number(document.getElementById("progress").value) === 2`)
 
 	gate <- struct{}{}
 	// The page moves by itself: no reload.
-	waitFor(t, b, `Number(document.getElementById("progress").value) === 3`)
+	b.Wait(t, `Number(document.getElementById("progress").value) === 3`)
 	require.Equal(t, []string{"3 of 4 (75%)"}, texts(t, b, "#progress-text"))
 	gate <- struct{}{}
-	waitFor(t, b, `document.getElementById("status").textContent === "COMPLETED"`)
+	b.Wait(t, `document.getElementById("status").textContent === "COMPLETED"`)
 	_ = r
 }
 
