@@ -145,10 +145,21 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 	t.Parallel()
 	w := &reportWriter{}
 	failed := false
-	w.onChunk = func(_ context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
+	// The retry is due at once: its first chunk waits until the rows the
+	// failed attempt left have been counted, so that the count is not of
+	// the retry's own rows.
+	counted := make(chan struct{})
+	w.onChunk = func(ctx context.Context, job *queue.Job[countyReport], chunk batch.Batch[int]) error {
 		if job.Attempt == 1 && chunk.Seq == 3 && !failed {
 			failed = true
 			return errors.New("disk full")
+		}
+		if job.Attempt == 2 && chunk.Seq == 1 {
+			select {
+			case <-counted:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		return nil
 	}
@@ -161,6 +172,7 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 			if err := e.db.Gorm.Raw("SELECT count(*) FROM report_rows WHERE job_id = ?", ev.JobID).Scan(&rowsAfterFailure).Error; err != nil {
 				t.Error(err)
 			}
+			close(counted)
 		}
 		e.events.Observe(ev)
 	})))
