@@ -51,13 +51,16 @@ func (b *Batcher[T]) Stop() {
 // WaitFlushed waits, at most for limit, until everything sent has been
 // flushed.
 func (b *Batcher[T]) WaitFlushed(limit time.Duration) {
+	// The deadline first, then the timer that wakes the wait at it: a
+	// timer set first could fire before the deadline, and a wait begun
+	// after it fired would sleep until the next flush.
+	deadline := time.Now().Add(limit)
 	timer := time.AfterFunc(limit, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.flushed.Broadcast()
 	})
 	defer timer.Stop()
-	deadline := time.Now().Add(limit)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for b.unflushed > 0 && time.Now().Before(deadline) {
