@@ -139,7 +139,8 @@ func fill(ctx context.Context, c *queue.Client) (int, error) {
 	for _, table := range []string{"timesheet_entries", "employees", "payroll"} {
 		jobs = append(jobs, queue.Params{Args: Export{Table: table, Rows: 5000}})
 	}
-	tomorrow := queue.RunAt(night.Add(24 * time.Hour))
+	// Tomorrow's night, not tonight's: from 23:00 UTC tonight's is due.
+	tomorrow := queue.RunAt(night.Add(48 * time.Hour))
 	jobs = append(jobs,
 		queue.Params{Args: Export{Table: "audit_trail", Rows: 2000}, Options: []queue.JobOption{tomorrow}},
 		queue.Params{Args: Export{Table: "old_payroll", Rows: 9000}, Options: []queue.JobOption{tomorrow}},

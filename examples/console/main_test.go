@@ -13,19 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
-	"github.com/sheaf-dev/sheaf/internal/browsertest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(closingBrowser{m}) }
-
-// closingBrowser runs the tests, then closes the browser they share,
-// before goleak looks for goroutines left running.
-type closingBrowser struct{ m *testing.M }
-
-func (c closingBrowser) Run() int {
-	defer browsertest.Close()
-	return c.m.Run()
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // start runs the program with o on a new SQLite file and returns the base
 // URL it serves, and a function that stops it and returns run's error.

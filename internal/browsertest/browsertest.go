@@ -1,8 +1,6 @@
 // Package browsertest drives a headless Chromium from tests, for the
-// console's pages: it starts one browser for a package's tests and gives
-// each a tab of its own, accepts the pages' confirmation dialogs (and
-// keeps what they asked), and saves screenshots. A package that uses it
-// calls Close from its TestMain.
+// console's pages: it starts the browser, accepts the pages' confirmation
+// dialogs (and keeps what they asked), and saves screenshots.
 //
 // Tests that use it are skipped when no Chromium is installed, but fail
 // when the CI variable is set: CI installs it.
@@ -10,7 +8,6 @@ package browsertest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +25,7 @@ import (
 // that does not.
 const Zone = "America/New_York"
 
-// Browser is one tab of the headless Chromium that the package's tests
-// share. Tabs share the browser's cookies, storage and cache, which the
-// console's pages do not use; each test serves from a port of its own.
+// Browser is one headless Chromium with one tab.
 type Browser struct {
 	// Ctx runs actions in the tab (chromedp.Run).
 	Ctx context.Context
@@ -53,34 +48,23 @@ func find() string {
 	return ""
 }
 
-// shared is the Chromium the tests of a package share: starting one per
-// test cost each about 1.5 s of a busy machine.
-var shared struct {
-	sync.Mutex
-	ctx         context.Context // its first tab, which keeps it open
-	cancel      func()
-	err         error
-	initialized bool
-}
-
-// tempDir is the temporary folder as the process started: tests may point
-// TMPDIR at a folder of theirs, and the shared browser outlives them.
-var tempDir = os.TempDir()
-
-// browser starts the shared Chromium at path, once.
-func browser(path string) (context.Context, error) {
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.initialized {
-		return shared.ctx, shared.err
+// New starts a browser whose window is width by height pixels, closed
+// when the test ends. Without Chromium it skips the test, or fails it
+// under CI.
+func New(t testing.TB, width, height int) *Browser {
+	t.Helper()
+	path := find()
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("browsertest: no Chromium found (install Debian's chromium package, or set SHEAF_CHROMIUM)")
+		}
+		t.Skip("browsertest: no Chromium found; install Debian's chromium package to run the browser tests")
 	}
-	shared.initialized = true
-	// The profile, and Chromium's own temporary files, are in no test's
-	// temporary folder: the browser outlives the test that starts it.
-	profile, err := os.MkdirTemp(tempDir, "sheaf-chromium-")
+	// The profile is not in t.TempDir: Chromium's helpers may still be
+	// writing to it as the test's own clean-up runs.
+	profile, err := os.MkdirTemp("", "sheaf-chromium-")
 	if err != nil {
-		shared.err = err
-		return nil, err
+		t.Fatal(err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
@@ -95,56 +79,17 @@ func browser(path string) (context.Context, error) {
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(profile),
-		chromedp.Env("TZ="+Zone, "TMPDIR="+profile),
+		chromedp.WindowSize(width, height),
+		chromedp.Env("TZ=" + Zone),
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
-	shared.ctx = ctx
-	shared.cancel = func() {
+	b := &Browser{Ctx: ctx, dir: t.TempDir()}
+	t.Cleanup(func() {
 		_ = chromedp.Cancel(ctx) // closes the browser, and waits for it
 		cancel()
 		cancelAlloc()
 		_ = os.RemoveAll(profile)
-	}
-	if err := chromedp.Run(ctx); err != nil {
-		shared.err = fmt.Errorf("browsertest: start %s: %w", path, err)
-	}
-	return ctx, shared.err
-}
-
-// Close closes the shared Chromium, if a test started it. Call it from
-// TestMain once the tests have run, before looking for goroutines left
-// running.
-func Close() {
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.cancel != nil {
-		shared.cancel()
-	}
-	shared.ctx, shared.cancel, shared.err, shared.initialized = nil, nil, nil, false
-}
-
-// New opens a tab whose viewport is width by height pixels, closed when
-// the test ends. Without Chromium it skips
-// the test, or fails it under CI.
-func New(t testing.TB, width, height int) *Browser {
-	t.Helper()
-	path := find()
-	if path == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("browsertest: no Chromium found (install Debian's chromium package, or set SHEAF_CHROMIUM)")
-		}
-		t.Skip("browsertest: no Chromium found; install Debian's chromium package to run the browser tests")
-	}
-	parent, err := browser(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := chromedp.NewContext(parent)
-	b := &Browser{Ctx: ctx, dir: t.TempDir()}
-	t.Cleanup(func() {
-		_ = chromedp.Cancel(ctx) // closes the tab
-		cancel()
 	})
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
@@ -154,11 +99,12 @@ func New(t testing.TB, width, height int) *Browser {
 			go func() { _ = chromedp.Run(ctx, page.HandleJavaScriptDialog(true)) }()
 		}
 	})
-	// Open the tab now, so that a test's first step is not also its start.
+	// Start the browser now, so that a test's first step is not also the
+	// browser's start.
 	// The viewport is emulated: a headless window is never narrower than
 	// about 500 pixels, whatever its size says.
 	if err := chromedp.Run(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
-		t.Fatalf("browsertest: open a tab: %v", err)
+		t.Fatalf("browsertest: start %s: %v", path, err)
 	}
 	return b
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sheaf-dev/sheaf/internal/browsertest"
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
@@ -32,14 +31,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(dropAfter{m})
 }
 
-// dropAfter runs the tests and benchmarks, then closes the browser the
-// tests share and drops the table the benchmarks share, before goleak
-// looks for goroutines left running.
+// dropAfter runs the tests and benchmarks, then drops the table the
+// benchmarks share, before goleak looks for goroutines left running.
 type dropAfter struct{ m *testing.M }
 
 func (d dropAfter) Run() int {
 	code := d.m.Run()
-	browsertest.Close()
 	if err := dropBenchTable(); err != nil {
 		fmt.Fprintln(os.Stderr, "console benchmarks: drop their table:", err)
 		return max(code, 1)
