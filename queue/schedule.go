@@ -415,7 +415,7 @@ func (sc *scheduler) startSchedule(ctx context.Context, s *schedule, now time.Ti
 		sc.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
 		return sc.c.st.SetLastTick(tx, s.Name, latest)
 	})
-	if err != nil {
+	if err != nil && ctx.Err() == nil { // a runner that stops as it starts has nothing to report
 		sc.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
 	}
 	if !missed.IsZero() {
