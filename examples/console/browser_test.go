@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -28,9 +27,8 @@ func TestBrowserDemo(t *testing.T) {
 	// The night's county reports and their summaries, and the day's
 	// three exports: the page refreshes itself until they are done.
 	const completed = 6 + 6 + 3
-	b.Run(t, chromedp.Poll(`document.querySelector('#totals td[data-status="COMPLETED"]').textContent.trim() === "`+
-		strconv.Itoa(completed)+`" && document.querySelector('#totals td[data-status="PROCESSING"]').textContent.trim() === "0"`,
-		nil, chromedp.WithPollingTimeout(time.Minute)))
+	b.Wait(t, `document.querySelector('#totals td[data-status="COMPLETED"]').textContent.trim() === "`+
+		strconv.Itoa(completed)+`" && document.querySelector('#totals td[data-status="PROCESSING"]').textContent.trim() === "0"`)
 	b.Screenshot(t, "overview")
 
 	var failed int

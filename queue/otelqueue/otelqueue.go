@@ -317,9 +317,11 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 	// Measurements take the worker's context, not the span's: exemplars of
 	// a span per job would cost more than the rest of the telemetry.
 	mctx := ctx
-	started := time.Now()
+	var started time.Time
 	if job.StartedAt != nil {
 		started = *job.StartedAt
+	} else {
+		started = time.Now()
 	}
 	kt := t.kindOf(job.Queue, job.Kind)
 	t.waitDuration.Record(mctx, max(started.Sub(job.RunAt), 0).Seconds(), kt.wait)

@@ -137,7 +137,7 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				if !runAt.After(now) {
 					due[r.Queue] = max(due[r.Queue], r.Priority)
 				}
-				if i == 0 || r.Metadata != metaOf {
+				if r.Metadata != metaOf {
 					metaOf, meta = r.Metadata, jsonOrNil(r.Metadata)
 				}
 				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
