@@ -168,7 +168,9 @@ func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	co := startCutOff(t, e) // the default lease: 30 s of retries, were it not stopping
+	// A 9 s lease: 9 s of retries, were it not stopping, and statements
+	// bounded at 1.5 s.
+	co := startCutOff(t, e, queue.WithLease(9*time.Second))
 	id := enqueue(t, e, report{})
 	e.events.Wait(t, queue.EventStarted, id, 1)
 	co.proxy.Partition()
@@ -177,7 +179,7 @@ func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
 	require.ErrorIs(t, co.runner.Stop(ctx), context.DeadlineExceeded)
 	select {
 	case <-co.runner.Done():
-	case <-time.After(25 * time.Second): // one statement timeout (5 s) for each stage, with room to spare
+	case <-time.After(7 * time.Second): // one statement timeout for each stage, with room to spare, and less than a lease
 		t.Fatal("the runner kept retrying after Stop ran out of time")
 	}
 	require.Equal(t, queue.StatusProcessing, e.status(t, id), "left for the rescuer")

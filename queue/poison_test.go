@@ -28,13 +28,18 @@ func workInChildren(t *testing.T, e *env, ids []int64) (deaths int) {
 		final <- err
 	}()
 	for {
-		// A lease long enough that a loaded machine renews it in time; each
-		// death costs one, until the rescue.
-		c := startChild(t, e.db.DSN, fmt.Sprint("poisoned-", deaths), 2*time.Second, nil)
+		// A lease long enough that a loaded machine renews it in time.
+		id := fmt.Sprint("poisoned-", deaths)
+		c := startChild(t, e.db.DSN, id, 2*time.Second, nil)
 		select {
 		case <-c.exited():
 			deaths++
 			require.Less(t, deaths, 20, "the poison job never ran out of attempts")
+			// The dead runner's leases would run out in their time; end
+			// them now, as that time passing would, for the next runner's
+			// rescue to find at once.
+			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE locked_by = ? AND status = 'PROCESSING'",
+				e.db.Time(e.db.Now(t).Add(-time.Second)), id).Error)
 		case err := <-final:
 			require.NoError(t, err)
 			require.NoError(t, c.stdin.Close()) // stop gracefully
@@ -54,7 +59,7 @@ func ids(res []queue.Enqueued) []int64 {
 }
 
 // One EnqueueMany of a job that exits its process (MaxAttempts 3) and three
-// ordinary one-second jobs, worked by a runner with four workers that is
+// ordinary half-second jobs, worked by a runner with four workers that is
 // restarted whenever it dies: the poison job fails after exactly its three
 // attempts; the others complete, none charged for the poison job's crashes.
 func TestPoisonJobDiesAloneAndItsNeighboursComplete(t *testing.T) {
@@ -62,7 +67,7 @@ func TestPoisonJobDiesAloneAndItsNeighboursComplete(t *testing.T) {
 	e := ledgerEnv(t)
 	res, err := e.client.EnqueueMany(context.Background(), []queue.Params{
 		{Args: poisonJob{}, Options: []queue.JobOption{queue.MaxAttempts(3)}},
-		{Args: napJob{Ms: 1000}}, {Args: napJob{Ms: 1000}}, {Args: napJob{Ms: 1000}},
+		{Args: napJob{Ms: 500}}, {Args: napJob{Ms: 500}}, {Args: napJob{Ms: 500}},
 	})
 	require.NoError(t, err)
 	deaths := workInChildren(t, e, ids(res))
