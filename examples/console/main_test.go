@@ -13,9 +13,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
+	"github.com/sheaf-dev/sheaf/internal/browsertest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(browsertest.Main(m)) }
 
 // start runs the program with o on a new SQLite file and returns the base
 // URL it serves, and a function that stops it and returns run's error.

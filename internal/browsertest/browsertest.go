@@ -1,5 +1,6 @@
 // Package browsertest drives a headless Chromium from tests, for the
-// console's pages: it starts the browser, accepts the pages' confirmation
+// console's pages: it starts one browser per test binary (close it with
+// Main), opens a window for each test, accepts the pages' confirmation
 // dialogs (and keeps what they asked), and saves screenshots.
 //
 // Tests that use it are skipped when no Chromium is installed, but fail
@@ -8,6 +9,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 )
 
@@ -25,7 +29,7 @@ import (
 // that does not.
 const Zone = "America/New_York"
 
-// Browser is one headless Chromium with one tab.
+// Browser is a test's window in the shared headless Chromium.
 type Browser struct {
 	// Ctx runs actions in the tab (chromedp.Run).
 	Ctx context.Context
@@ -48,23 +52,31 @@ func find() string {
 	return ""
 }
 
-// New starts a browser whose window is width by height pixels, closed
-// when the test ends. Without Chromium it skips the test, or fails it
-// under CI.
-func New(t testing.TB, width, height int) *Browser {
-	t.Helper()
-	path := find()
-	if path == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("browsertest: no Chromium found (install Debian's chromium package, or set SHEAF_CHROMIUM)")
-		}
-		t.Skip("browsertest: no Chromium found; install Debian's chromium package to run the browser tests")
-	}
-	// The profile is not in t.TempDir: Chromium's helpers may still be
-	// writing to it as the test's own clean-up runs.
-	profile, err := os.MkdirTemp("", "sheaf-chromium-")
+// shared is the test binary's one Chromium, started by the first New and
+// closed as Main's run ends: starting one costs a couple of seconds of
+// CPU, which a browser per test would pay again and again.
+var shared struct {
+	main   bool // Main wraps the binary's run, and will close the browser
+	once   sync.Once
+	ctx    context.Context // the browser's first tab, which keeps it open
+	cancel func()
+	err    error
+}
+
+// tmpRoot is the temporary folder as the process started, before any
+// test points TMPDIR elsewhere.
+var tmpRoot = os.TempDir()
+
+// start starts the shared browser.
+func start(path string) {
+	// The profile is not in a test's TempDir, nor where a test may have
+	// pointed TMPDIR: the browser outlives the test that starts it. It is
+	// Chromium's TMPDIR too, so that closing the browser removes all it
+	// made.
+	profile, err := os.MkdirTemp(tmpRoot, "sheaf-chromium-")
 	if err != nil {
-		t.Fatal(err)
+		shared.err = err
+		return
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
@@ -79,17 +91,93 @@ func New(t testing.TB, width, height int) *Browser {
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(width, height),
-		chromedp.Env("TZ=" + Zone),
+		chromedp.Env("TZ="+Zone, "TMPDIR="+profile),
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(alloc)
-	b := &Browser{Ctx: ctx, dir: t.TempDir()}
-	t.Cleanup(func() {
+	shared.ctx = ctx
+	shared.cancel = func() {
 		_ = chromedp.Cancel(ctx) // closes the browser, and waits for it
 		cancel()
 		cancelAlloc()
 		_ = os.RemoveAll(profile)
+	}
+	if err := chromedp.Run(ctx); err != nil {
+		shared.err = fmt.Errorf("start %s: %w", path, err)
+	}
+}
+
+// Main wraps a test binary's run: it closes the shared browser once the
+// tests have run, before goleak, say, looks for goroutines left behind:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(browsertest.Main(m)) }
+func Main(m M) M {
+	shared.main = true
+	return closer{m}
+}
+
+// M is what runs a test binary's tests: testing.M, or goleak's TestingM.
+type M interface{ Run() int }
+
+type closer struct{ m M }
+
+func (c closer) Run() int {
+	code := c.m.Run()
+	if shared.cancel != nil {
+		shared.cancel()
+	}
+	return code
+}
+
+// newWindow opens a window in a browser context of its own, and returns
+// the function that closes both.
+func newWindow() (target.ID, func(), error) {
+	ctx := cdp.WithExecutor(shared.ctx, chromedp.FromContext(shared.ctx).Browser)
+	bc, err := target.CreateBrowserContext().Do(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	dispose := func() { _ = target.DisposeBrowserContext(bc).Do(ctx) } // closes its windows too
+	id, err := target.CreateTarget("about:blank").WithBrowserContextID(bc).WithNewWindow(true).Do(ctx)
+	if err != nil {
+		dispose()
+		return "", nil, err
+	}
+	return id, dispose, nil
+}
+
+// New opens a window of width by height pixels, in a browser context of
+// its own (no cookies or storage shared with other tests' windows), closed
+// when the test ends. Without Chromium it skips the test, or fails it
+// under CI. Each test has a window, not a tab: a tab behind another one
+// is hidden, and pages pause their refresh while hidden.
+func New(t testing.TB, width, height int) *Browser {
+	t.Helper()
+	path := find()
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("browsertest: no Chromium found (install Debian's chromium package, or set SHEAF_CHROMIUM)")
+		}
+		t.Skip("browsertest: no Chromium found; install Debian's chromium package to run the browser tests")
+	}
+	if !shared.main {
+		t.Fatal("browsertest: wrap the test binary's run in browsertest.Main, which closes the browser")
+	}
+	shared.once.Do(func() { start(path) })
+	if shared.err != nil {
+		t.Fatalf("browsertest: %v", shared.err)
+	}
+	dir := t.TempDir()
+	id, dispose, err := newWindow()
+	if err != nil {
+		t.Fatalf("browsertest: open a window: %v", err)
+	}
+	ctx, cancel := chromedp.NewContext(shared.ctx, chromedp.WithTargetID(id))
+	b := &Browser{Ctx: ctx, dir: dir}
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the window
+		cancel()
+		dispose()
 	})
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
@@ -99,14 +187,31 @@ func New(t testing.TB, width, height int) *Browser {
 			go func() { _ = chromedp.Run(ctx, page.HandleJavaScriptDialog(true)) }()
 		}
 	})
-	// Start the browser now, so that a test's first step is not also the
-	// browser's start.
 	// The viewport is emulated: a headless window is never narrower than
 	// about 500 pixels, whatever its size says.
-	if err := chromedp.Run(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
-		t.Fatalf("browsertest: start %s: %v", path, err)
+	var state string
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(int64(width), int64(height)),
+		chromedp.Evaluate(`document.visibilityState`, &state)); err != nil {
+		t.Fatalf("browsertest: open a window: %v", err)
+	}
+	if state != "visible" {
+		t.Fatalf("browsertest: the test's window is %s, and its pages would pause", state)
 	}
 	return b
+}
+
+// SpeedUpTimers makes the pages the tab loads from now on run their
+// setInterval timers factor times as often: for a test that waits on a
+// page's periodic refresh, whose period is not what it tests.
+func (b *Browser) SpeedUpTimers(t testing.TB, factor int) {
+	t.Helper()
+	b.Run(t, chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(`(() => {
+			const every = window.setInterval;
+			window.setInterval = (f, ms, ...args) => every(f, (ms || 0) / %d, ...args);
+		})()`, factor)).Do(ctx)
+		return err
+	}))
 }
 
 // Run runs actions in the tab, failing the test on an error; each call

@@ -253,7 +253,8 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	// Cleanups run last-in first-out: the gate opens before the runner
 	// stops, so a test that fails half-way does not wait out Stop's deadline.
 	t.Cleanup(func() { close(gate) })
-	gate <- struct{}{} // the first chunk
+	gate <- struct{}{}     // the first chunk
+	b.SpeedUpTimers(t, 10) // the page refreshes every 100 ms, not every second
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	b.Wait(t, `Number(document.getElementById("progress")?.value) === 1`)
 	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/browsertest"
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 		// The tests skip themselves, saying why; the examples cannot.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
-	goleak.VerifyTestMain(dropAfter{m})
+	goleak.VerifyTestMain(browsertest.Main(dropAfter{m}))
 }
 
 // dropAfter runs the tests and benchmarks, then drops the table the
