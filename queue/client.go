@@ -212,7 +212,7 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 		if o.traceState != "" {
 			m["tracestate"] = o.traceState
 		}
-		j.Metadata = encodeMetadata(m)
+		j.Metadata = store.EncodeMetadata(m)
 	}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)

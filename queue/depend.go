@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -175,13 +174,13 @@ func (rel releaser) hookRelease(child *newJob, attempt *execution, completed *Jo
 		}
 		if m := h.Release(ctx, completed, parents); len(m) > 0 {
 			if meta == nil && child.Metadata != nil {
-				_ = json.Unmarshal([]byte(*child.Metadata), &meta)
+				meta, _ = store.DecodeMetadata(child.Metadata) // encoded by this process
 			}
 			meta = merged(meta, m)
 		}
 	}
 	if meta != nil {
-		child.Metadata = encodeMetadata(meta)
+		child.Metadata = store.EncodeMetadata(meta)
 	}
 }
 

@@ -372,8 +372,8 @@ func (mc *metadataCache) decode(r *Runner, id int64, raw []byte) map[string]stri
 	if mc.m != nil && bytes.Equal(mc.raw, raw) {
 		return mc.m
 	}
-	var m map[string]string
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m, err := store.DecodeMetadata(raw)
+	if err != nil {
 		r.log.Warn("queue: job has metadata that does not decode", "job_id", id, "err", err)
 		return nil
 	}

@@ -4,10 +4,11 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Hooks are callbacks into a client's enqueues and a runner's attempts, for
@@ -21,7 +22,10 @@ import (
 // recovered (one in Observe is, as an observer's).
 type Hooks struct {
 	// Enqueue is called as Enqueue, EnqueueRaw, EnqueueMany or EnqueueBulk
-	// begins, once its jobs are valid. It may set call.Metadata, which is
+	// begins, once its jobs are valid, and, for a runner's hooks (its
+	// client's and its own), as a schedule's tick enqueues its jobs, in
+	// the transaction that spends the tick (the result then comes once
+	// that transaction has ended). It may set call.Metadata, which is
 	// stored with each job of the call (over the job's own keys, such as
 	// TraceContext's), and returns the context to insert the jobs with and
 	// a function that is called, once, with the call's result.
@@ -66,8 +70,11 @@ func WithHooks(h Hooks) Option {
 // EnqueueCall describes an enqueue call to Hooks.Enqueue.
 type EnqueueCall struct {
 	// Operation names the method: "enqueue" (Enqueue and EnqueueRaw),
-	// "enqueue_many" or "enqueue_bulk".
+	// "enqueue_many" or "enqueue_bulk"; or "schedule" for a schedule's tick.
 	Operation string
+	// Schedule names the schedule whose tick enqueues the jobs; empty for
+	// the other operations.
+	Schedule string
 	// Jobs are the call's jobs, in order.
 	Jobs []EnqueueJob
 	// Metadata, if the hook sets it, is stored with every job of the call.
@@ -112,20 +119,32 @@ const (
 	opEnqueue     = "enqueue"
 	opEnqueueMany = "enqueue_many"
 	opEnqueueBulk = "enqueue_bulk"
+	opSchedule    = "schedule"
 )
 
 // hooked runs an enqueue call through the client's Enqueue hooks. enqueue
 // inserts rows with the context the hooks returned.
 func (c *Client) hooked(ctx context.Context, op string, rows []newJob, enqueue func(context.Context) EnqueueResult) EnqueueResult {
-	call := &EnqueueCall{Operation: op, Jobs: make([]EnqueueJob, len(rows))}
+	ctx, done := enqueueHooks(ctx, c.cfg.hooks, &EnqueueCall{Operation: op}, rows)
+	res := enqueue(ctx)
+	done(res)
+	return res
+}
+
+// enqueueHooks runs the Enqueue hooks of hooks for call, an enqueue of
+// rows, and gives rows the metadata they set. It returns the context to
+// insert the rows with, and the function to report the call's result
+// with, once.
+func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []newJob) (context.Context, func(EnqueueResult)) {
+	call.Jobs = make([]EnqueueJob, len(rows))
 	for i, r := range rows {
 		call.Jobs[i] = EnqueueJob{Kind: r.Kind, Queue: r.Queue}
 		if r.Metadata != nil {
-			_ = json.Unmarshal([]byte(*r.Metadata), &call.Jobs[i].Metadata)
+			call.Jobs[i].Metadata, _ = store.DecodeMetadata(r.Metadata) // encoded by this process
 		}
 	}
 	var dones []func(EnqueueResult)
-	for _, h := range c.cfg.hooks {
+	for _, h := range hooks {
 		if h.Enqueue == nil {
 			continue
 		}
@@ -136,23 +155,23 @@ func (c *Client) hooked(ctx context.Context, op string, rows []newJob, enqueue f
 		}
 	}
 	if len(call.Metadata) > 0 {
-		var shared *string // the jobs without metadata of their own share one encoding
+		var shared []byte // the jobs without metadata of their own share one encoding
 		for i := range rows {
 			if own := call.Jobs[i].Metadata; own != nil {
-				rows[i].Metadata = encodeMetadata(merged(own, call.Metadata))
+				rows[i].Metadata = store.EncodeMetadata(merged(own, call.Metadata))
 				continue
 			}
 			if shared == nil {
-				shared = encodeMetadata(call.Metadata)
+				shared = store.EncodeMetadata(call.Metadata)
 			}
 			rows[i].Metadata = shared
 		}
 	}
-	res := enqueue(ctx)
-	for _, done := range slices.Backward(dones) {
-		done(res)
+	return ctx, func(res EnqueueResult) {
+		for _, done := range slices.Backward(dones) {
+			done(res)
+		}
 	}
-	return res
 }
 
 // merged returns own with over's keys set over it.
@@ -161,15 +180,6 @@ func merged(own, over map[string]string) map[string]string {
 	maps.Copy(m, own)
 	maps.Copy(m, over)
 	return m
-}
-
-func encodeMetadata(m map[string]string) *string {
-	if len(m) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(m) // a map of strings always encodes
-	s := string(b)
-	return &s
 }
 
 // attemptHooks runs the runner's Attempt hooks for ex, and returns the

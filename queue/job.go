@@ -119,10 +119,44 @@ type JobRecord struct {
 	// Metadata is carried with the job from its enqueue to its attempts:
 	// the W3C trace context (keys traceparent and tracestate) of the call
 	// that enqueued it (see TraceContext and Hooks), or what Hooks.Release
-	// made of its parents'. Nil for a job without.
-	Metadata map[string]string `gorm:"column:metadata;serializer:json"`
+	// made of its parents'. Nil for a job without. A job enqueued before
+	// schema version 7 keeps it where that version did, which its attempts
+	// read but this field does not.
+	Metadata Metadata `gorm:"column:meta;type:bytes"`
 
 	backoffJSON []byte // the job's own backoff, as stored; set by claims
+}
+
+// Metadata is a job's metadata (JobRecord.Metadata). The database keeps
+// it in a compact form of its own; Scan and Value convert.
+type Metadata map[string]string
+
+// Scan reads metadata as the database keeps it.
+func (m *Metadata) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case nil:
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	default:
+		return fmt.Errorf("queue: cannot scan %T into Metadata", src)
+	}
+	d, err := store.DecodeMetadata(b)
+	if err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	*m = d
+	return nil
+}
+
+// Value writes metadata as the database keeps it: NULL for none.
+func (m Metadata) Value() (driver.Value, error) {
+	if b := store.EncodeMetadata(m); b != nil {
+		return b, nil
+	}
+	return nil, nil
 }
 
 // TableName tells gorm the table.

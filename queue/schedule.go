@@ -433,6 +433,8 @@ func (sc *scheduler) fire(ctx context.Context, s *schedule, at time.Time) bool {
 	t := s.tick(at)
 	var created int
 	var unbuilt error // why the tick created nothing
+	var enqueued []Enqueued
+	var hooksDone func(EnqueueResult) // once the hooks have seen the tick's jobs
 	err := sc.c.st.Tx(ctx, sc.c.db, func(tx *gorm.DB) error {
 		if err := sc.c.st.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
 			return err
@@ -447,10 +449,15 @@ func (sc *scheduler) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		var rows []newJob
 		rows, unbuilt = tickJobs(sc.c, s, t)
 		if len(rows) > 0 {
+			ctx := ctx
+			if len(sc.cfg.hooks) > 0 { // the runner's: its client's and its own
+				ctx, hooksDone = enqueueHooks(ctx, sc.cfg.hooks, &EnqueueCall{Operation: opSchedule, Schedule: s.Name}, rows)
+			}
 			out, err := sc.c.Tx(tx).insert(ctx, rows)
 			if err != nil {
 				return err
 			}
+			enqueued = out
 			for _, o := range out {
 				if !o.Duplicate {
 					created++
@@ -459,6 +466,13 @@ func (sc *scheduler) fire(ctx context.Context, s *schedule, at time.Time) bool {
 		}
 		return sc.c.st.SetLastTick(tx, s.Name, at)
 	})
+	if hooksDone != nil {
+		if err != nil {
+			hooksDone(EnqueueResult{Err: err})
+		} else {
+			hooksDone(EnqueueResult{Enqueued: enqueued, Created: int64(created)})
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			sc.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)

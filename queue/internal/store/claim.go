@@ -30,7 +30,8 @@ const claimSet = `status = 'PROCESSING', attempts = j.attempts + 1, claims = j.c
 	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
 
 const claimColumns = `j.id, j.kind, j.queue, j.priority, j.payload, j.correlation_id, j.attempts, j.claims, j.rescues,
-	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total, j.metadata`
+	j.max_attempts, j.backoff, j.created_at, j.started_at, j.auth, j.run_at, j.run_id, j.period, j.parent_ids, j.total,
+	coalesce(j.meta, convert_to(j.metadata::text, 'UTF8'))` // metadata: jobs enqueued before schema version 7
 
 // claimFromSQL claims like claimSQL, but continues from a cursor (the last
 // position claimed) instead of scanning the claim index from its start. On a
@@ -95,7 +96,7 @@ type Claimed struct {
 	Kind, Queue               string
 	Priority                  int
 	Payload, Backoff, Auth    []byte // JSON; Backoff and Auth may be empty
-	Metadata                  []byte // JSON; empty for a job without; jobs with the same share it
+	Metadata                  []byte // as EncodeMetadata writes it; empty for a job without; jobs with the same share it
 	CorrelationID             *string
 	Attempts, Claims, Rescues int
 	MaxAttempts               int

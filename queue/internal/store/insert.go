@@ -13,8 +13,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// NewJob is a validated job to insert. Payload, Backoff, Auth and Metadata
-// are JSON; a nil RunAt means Delay from now, on the database's clock.
+// NewJob is a validated job to insert. Payload, Backoff and Auth are JSON,
+// Metadata as EncodeMetadata writes it; a nil RunAt means Delay from now,
+// on the database's clock.
 type NewJob struct {
 	Kind, Queue        string
 	Priority, Attempts int
@@ -22,7 +23,7 @@ type NewJob struct {
 	Key, Correlation   *string
 	Backoff, Auth      *string
 	RunID, Period      *string
-	Metadata           *string
+	Metadata           []byte
 	RunAt              *time.Time
 	Delay              time.Duration
 }
@@ -33,15 +34,15 @@ type NewJob struct {
 var insertSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[])
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::bytea[])
 		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
-		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, metadata, ord)
+		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, meta, ord)
 ), ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	                        max_attempts, backoff, run_at, auth, run_id, period, metadata)
+	                        max_attempts, backoff, run_at, auth, run_id, period, meta)
 	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
 	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
-	       run_id, period, metadata::jsonb
+	       run_id, period, meta
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
@@ -56,7 +57,7 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, attempts := make([]int32, n), make([]int32, n)
 	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	runIDs, periods, metas := make([]*string, n), make([]*string, n), make([]*string, n)
+	runIDs, periods, metas := make([]*string, n), make([]*string, n), make([][]byte, n)
 	runAts, delays := make([]*time.Time, n), make([]int64, n)
 	for i, r := range jobs {
 		kinds[i], queues[i], payloads[i] = r.Kind, r.Queue, r.Payload
@@ -74,9 +75,9 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 var insertChildSQL = `
 WITH ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
-		backoff, run_at, auth, run_id, period, parent_ids, metadata)
+		backoff, run_at, auth, run_id, period, parent_ids, meta)
 	VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, ?::jsonb, coalesce(?::timestamptz, now() + ? * interval '1 microsecond'),
-		?::jsonb, ?, ?, ?::bigint[], ?::jsonb)
+		?::jsonb, ?, ?, ?::bigint[], ?::bytea)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (` + notifyDue("ins") + `)
@@ -100,7 +101,7 @@ func (*postgres) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, err
 	return c, err
 }
 
-var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period", "metadata"}
+var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period", "meta"}
 
 // Copy inserts jobs, none with an idempotency key, with one binary COPY in
 // one transaction, notifies runners of the queues that got jobs due now,
@@ -124,9 +125,9 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				return err
 			}
 			due := map[string]int{} // queue → highest due priority
-			// The jobs of one enqueue call share their metadata's string:
-			// one value serves them all.
-			var metaOf *string
+			// The jobs of one enqueue call share their metadata: one
+			// value serves them all.
+			var metaOf []byte
 			var meta any
 			src := pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
 				r := jobs[i]
@@ -137,8 +138,8 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				if !runAt.After(now) {
 					due[r.Queue] = max(due[r.Queue], r.Priority)
 				}
-				if r.Metadata != metaOf {
-					metaOf, meta = r.Metadata, jsonOrNil(r.Metadata)
+				if !sameBytes(r.Metadata, metaOf) {
+					metaOf, meta = r.Metadata, bytesOrNil(r.Metadata)
 				}
 				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
 					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, meta}, nil
@@ -161,6 +162,19 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// sameBytes reports whether a and b are the same slice.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// bytesOrNil is b as a COPY value: NULL for none.
+func bytesOrNil(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
 }
 
 func jsonOrNil(s *string) any {

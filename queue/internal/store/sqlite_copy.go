@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -49,7 +50,8 @@ var sqliteCopyColumns = []copyColumn{
 	optionalText("auth", func(j *NewJob) *string { return j.Auth }),
 	optionalText("run_id", func(j *NewJob) *string { return j.RunID }),
 	optionalText("period", func(j *NewJob) *string { return j.Period }),
-	optionalText("metadata", func(j *NewJob) *string { return j.Metadata }),
+	{"meta", func(j *NewJob, _ time.Time) any { return bytesOrNil(j.Metadata) },
+		func(a, b *NewJob, _ time.Time) bool { return bytes.Equal(a.Metadata, b.Metadata) }},
 }
 
 // optionalText is a column of text that a job may lack. Its value is the

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -19,10 +20,10 @@ import (
 // created at ?2, skipping those whose idempotency key is taken.
 const sqliteInsertSQL = `
 INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts, backoff,
-	run_at, created_at, auth, run_id, period, parent_ids, metadata)
+	run_at, created_at, auth, run_id, period, parent_ids, meta)
 SELECT value ->> 'kind', value ->> 'queue', value ->> 'priority', CAST(value ->> 'payload' AS BLOB), value ->> 'key', value ->> 'corr',
 	value ->> 'attempts', value ->> 'backoff', value ->> 'run_at', ?2, value ->> 'auth', value ->> 'run_id', value ->> 'period',
-	value ->> 'parents', value ->> 'meta'
+	value ->> 'parents', unhex(value ->> 'meta')
 FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, queue, priority, run_at, rescues`
@@ -44,13 +45,17 @@ func insertJSON(jobs []NewJob, t time.Time, parents []int64) (string, error) {
 		RunID    *string `json:"run_id"`
 		Period   *string `json:"period"`
 		Parents  any     `json:"parents"`
-		Meta     *string `json:"meta"`
+		Meta     *string `json:"meta"` // hex
 	}
 	rows := make([]row, len(jobs))
 	for i, j := range jobs {
 		rows[i] = row{Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Payload: j.Payload, Key: j.Key, Corr: j.Correlation,
 			Attempts: j.Attempts, Backoff: j.Backoff, RunAt: sqliteTime(runAt(j, t)), Auth: j.Auth, RunID: j.RunID, Period: j.Period,
-			Parents: IDListValue(parents), Meta: j.Metadata}
+			Parents: IDListValue(parents)}
+		if j.Metadata != nil {
+			h := hex.EncodeToString(j.Metadata)
+			rows[i].Meta = &h
+		}
 	}
 	b, err := json.Marshal(rows)
 	return string(b), err

@@ -13,7 +13,8 @@ import (
 const sqliteKey = "(id * 1048576 + claims % 1048576)"
 
 const sqliteClaimColumns = `id, kind, queue, priority, payload, correlation_id, attempts, claims, rescues,
-	max_attempts, backoff, created_at, started_at, auth, run_at, run_id, period, parent_ids, total, metadata`
+	max_attempts, backoff, created_at, started_at, auth, run_at, run_id, period, parent_ids, total,
+	coalesce(meta, CAST(metadata AS BLOB))` // metadata: jobs enqueued before schema version 7
 
 // sqliteClaimSQL claims like claimSQL: ?1 now, ?2 lease end, ?3 runner,
 // ?4 queue, ?5 closed kinds (JSON), ?6 how many. Without dead index entries
@@ -77,13 +78,14 @@ func (s *sqlite) claimed(ctx context.Context, query string, args ...any) (out []
 		for rows.Next() {
 			var j Claimed
 			var created, started, runAt sqlTime
-			var payload, backoff, auth, meta sql.NullString
+			var payload, backoff, auth sql.NullString
+			var meta sql.RawBytes
 			if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
 				&j.MaxAttempts, &backoff, &created, &started, &auth, &runAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
 				&meta); err != nil {
 				return err
 			}
-			j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), bytesOf(meta)
+			j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
 			j.CreatedAt, j.StartedAt, j.RunAt = created.t, started.ptr(), runAt.t
 			out = append(out, j)
 		}

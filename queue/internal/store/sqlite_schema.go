@@ -116,6 +116,11 @@ CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAIL
 	6: `
 ALTER TABLE sheaf_jobs ADD COLUMN metadata TEXT; -- JSON object of strings, as auth
 `,
+	7: `
+-- Metadata as bytes, in a column of its own, as on PostgreSQL; claims read
+-- version 6's metadata for the jobs enqueued before.
+ALTER TABLE sheaf_jobs ADD COLUMN meta BLOB;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
