@@ -29,28 +29,35 @@
 // PRODUCER span named after its operation and queue ("enqueue reports"),
 // with messaging.operation.name "enqueue", "enqueue_many" or
 // "enqueue_bulk", messaging.operation.type "send", the job ID when the call
-// enqueued one job, and messaging.batch.message_count for the others. Its
-// W3C trace context is stored with each job, in the job's metadata
-// (queue.JobRecord.Metadata). A job submitted with a trace context of its
-// own (queue.TraceContext, as queue/console does with a request's
-// traceparent header) from a context without a span gets a producer span
-// in that trace.
+// enqueued one job, and messaging.batch.message_count for the others. A
+// schedule's tick is one too, "schedule <queue>", with operation "schedule"
+// and sheaf.schedule the schedule's name; it ends once the transaction that
+// spends the tick has. The span's W3C trace context is stored with each
+// job, in the job's metadata (queue.JobRecord.Metadata). A job submitted
+// with a trace context of its own (queue.TraceContext, as queue/console
+// does with a request's traceparent header) from a context without a span
+// gets a producer span in that trace.
 //
 // Each attempt is a CONSUMER span, "process <queue>", started as the
 // attempt begins and ended when its handler returns, with
 // messaging.operation.name "process", messaging.message.id, sheaf.job.kind,
-// and sheaf.job.attempt. An attempt that completed leaves its status
-// Unset; one that did not has status Error, error.type, and
-// sheaf.job.outcome ("retrying", "failed", "cancelled", "requeued" when
-// the runner stopped, or "rejected" when the attempt lost its lease). The
-// span starts a trace of its own and
-// links to the span that enqueued the job; the handler's context carries
-// it, so the handler's own spans are its children. A chunked job's span has
-// a "sheaf.chunk" event per chunk (sheaf.chunk.seq, .offset, .records,
-// .duration, and error.type if the chunk failed). A child released by a
-// dependency rule links to its parents' spans: to the span of the attempt
-// that completed the last parent, which released it, and to the spans that
-// enqueued the others.
+// and sheaf.job.attempt. These attributes and the links below are set as
+// soon as the span has started rather than given to Start, which saves the
+// SDK a copy of each: a head sampler decides on the span's name, kind and
+// parent alone. An attempt that completed leaves its status Unset; one that
+// did not has status Error, error.type, and sheaf.job.outcome ("retrying",
+// "failed", "cancelled", "requeued" when the runner stopped, or "rejected"
+// when the attempt lost its lease). The span ends as the handler returns,
+// before the result is written: a result the database then refuses, because
+// another runner holds the job by now, is counted by
+// sheaf.queue.leases.lost, not on the span. The span starts a trace of its
+// own and links to the span that enqueued the job; the handler's context
+// carries it, so the handler's own spans are its children. A chunked job's
+// span has a "sheaf.chunk" event per chunk (sheaf.chunk.seq, .offset,
+// .records, .duration, and error.type if the chunk failed). A child
+// released by a dependency rule links to its parents' spans: to the span of
+// the attempt that completed the last parent, which released it, and to the
+// spans that enqueued the others.
 //
 // # Metrics
 //
@@ -60,9 +67,12 @@
 // sheaf.job.outcome and error.type.
 //
 //   - messaging.client.sent.messages (counter, {message}): jobs enqueued,
-//     by operation; with error.type when the call failed.
+//     by operation ("schedule" for a schedule's ticks); with error.type
+//     when the call failed.
 //   - messaging.client.consumed.messages (counter, {message}): attempts
-//     whose handler returned, by outcome.
+//     whose handler returned, by outcome. An asynchronous counter: each
+//     attempt adds to a count in memory and a collection reads the counts,
+//     which costs an attempt less than a measurement.
 //   - messaging.process.duration (histogram, s): how long each attempt's
 //     handler ran, by outcome.
 //   - sheaf.queue.wait.duration (histogram, s): from when a job was due
@@ -94,9 +104,10 @@
 // # Cost
 //
 // Per job: a share of its enqueue call's span, one span per attempt, its
-// trace context stored in the job's row, and four measurements with cached
-// attribute sets. Measurements take the worker's context, not the attempt
-// span's, so they carry no exemplars: looking for one on every job would
-// cost more than the measurement. BenchmarkAttemptHook measures an
-// attempt's share, BenchmarkOverhead the whole, end to end.
+// trace context stored in the job's row, three measurements with cached
+// attribute sets, and an atomic addition. Measurements take the worker's
+// context, not the attempt span's, so they carry no exemplars: looking for
+// one on every job would cost more than the measurement.
+// BenchmarkAttemptHook measures an attempt's share, BenchmarkOverhead the
+// whole, end to end.
 package otelqueue

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -78,7 +79,11 @@ func Example() {
 		panic(err)
 	}
 
-	for _, s := range spans.Ended() {
+	// Spans are recorded as they end, and the job may finish before
+	// Enqueue's own span ends: print them in the order they started.
+	ended := spans.Ended()
+	slices.SortFunc(ended, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	for _, s := range ended {
 		fmt.Println(s.Name(), s.SpanKind(), len(s.Links()), "link(s)")
 	}
 	var rm metricdata.ResourceMetrics

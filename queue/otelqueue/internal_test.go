@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -85,4 +86,23 @@ func BenchmarkAttemptHook(b *testing.B) {
 		done(ev)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+}
+
+// An attempt's span does not link to itself when the propagator cannot
+// read the job's traceparent.
+func TestAttemptWithUnreadableTraceparentHasNoLink(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	tel, err := New(WithTracerProvider(tp),
+		WithPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})))
+	require.NoError(t, err)
+	now := time.Now()
+	job := &queue.JobRecord{ID: 1, Kind: "noop", Queue: queue.DefaultQueue, Attempts: 1, RunAt: now, CreatedAt: now, StartedAt: &now,
+		Metadata: map[string]string{"traceparent": "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"}}
+	_, done := tel.attempt(context.Background(), job)
+	done(queue.Event{Type: queue.EventCompleted, Kind: job.Kind, Queue: job.Queue})
+	spans := rec.Ended()
+	require.Len(t, spans, 1)
+	require.Empty(t, spans[0].Links())
 }

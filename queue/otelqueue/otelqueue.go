@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -135,7 +136,8 @@ type Telemetry struct {
 	w3c    bool // prop is W3C trace context, which extract reads by hand
 	meter  metric.Meter
 
-	sent, consumed                            metric.Int64Counter
+	sent                                      metric.Int64Counter
+	consumed                                  metric.Int64ObservableCounter
 	processDuration, waitDuration, latency    metric.Float64Histogram
 	retries, rescues, leasesLost, deadLetters metric.Int64Counter
 	cancellations, chunkRecords               metric.Int64Counter
@@ -144,6 +146,10 @@ type Telemetry struct {
 	// with, so a measurement allocates nothing once its set is known.
 	sets  sync.Map // setKey → metric.MeasurementOption
 	kinds sync.Map // setKey of a queue and kind → *kindTel
+	// counts holds the consumed counter's values by attribute set: an
+	// attempt adds to one in memory, and a collection reads them all,
+	// which costs an attempt far less than a measurement.
+	counts sync.Map // setKey → *count
 
 	gauges gauges
 }
@@ -174,7 +180,11 @@ func New(opts ...Option) (*Telemetry, error) {
 		return h
 	}
 	t.sent = counter("messaging.client.sent.messages", "{message}", "Jobs enqueued, by kind and queue.")
-	t.consumed = counter("messaging.client.consumed.messages", "{message}", "Attempts whose handler returned, by kind, queue and outcome.")
+	var err error
+	t.consumed, err = m.Int64ObservableCounter("messaging.client.consumed.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Attempts whose handler returned, by kind, queue and outcome."),
+		metric.WithInt64Callback(t.observeConsumed))
+	errs = append(errs, err)
 	t.processDuration = histogram("messaging.process.duration", "How long each attempt's handler ran, by kind, queue and outcome.")
 	t.waitDuration = histogram("sheaf.queue.wait.duration", "How long jobs waited from due to started, by kind and queue.")
 	t.latency = histogram("sheaf.queue.latency", "How long jobs took from created to finished (completed, failed or cancelled), by kind, queue and outcome.")
@@ -196,7 +206,8 @@ func New(opts ...Option) (*Telemetry, error) {
 // Option returns the queue option that installs the telemetry: give it to
 // queue.NewClient, and the client's runners have it too (giving it to a
 // runner of such a client as well would count everything twice). Giving it
-// to a runner alone traces attempts but not enqueues.
+// to a runner alone traces its attempts and its schedules' ticks, but not
+// enqueues.
 func (t *Telemetry) Option() queue.Option {
 	return queue.WithHooks(queue.Hooks{
 		Enqueue: t.enqueue,
@@ -255,13 +266,16 @@ func (t *Telemetry) enqueue(ctx context.Context, call *queue.EnqueueCall) (conte
 	if dest != "" {
 		name += " " + dest
 	}
-	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs, AttrSystem.String(System), AttrOperationName.String(call.Operation), AttrOperationType.String("send"))
 	if dest != "" {
 		attrs = append(attrs, AttrDestination.String(dest))
 	}
 	if call.Operation != "enqueue" {
 		attrs = append(attrs, AttrBatchCount.Int(len(call.Jobs)))
+	}
+	if call.Schedule != "" {
+		attrs = append(attrs, AttrSchedule.String(call.Schedule))
 	}
 	ctx, span := t.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	if span.SpanContext().IsValid() {
@@ -326,9 +340,11 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 	kt := t.kindOf(job.Queue, job.Kind)
 	t.waitDuration.Record(mctx, max(started.Sub(job.RunAt), 0).Seconds(), kt.wait)
 
-	links := t.links(ctx, job.Metadata)
-	// The start options copy the attributes, so one buffer serves every
-	// attempt in turn.
+	// The span's attributes and links are set once it has started, not
+	// given to Start, which would copy them once more: a sampler decides
+	// on the span's name (the queue's), kind and parent.
+	parent := ctx // which, unlike the span's, extract may hand back as it is
+	ctx, span := t.tracer.Start(ctx, kt.name, consumerKind...)
 	buf := attrBufs.Get().(*[]attribute.KeyValue)
 	attrs := append((*buf)[:0],
 		AttrSystem.String(System),
@@ -338,13 +354,11 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 		AttrMessageID.String(strconv.FormatInt(job.ID, 10)),
 		AttrKind.String(job.Kind),
 		AttrAttempt.Int(job.Attempts))
-	ctx, span := t.tracer.Start(ctx, kt.name,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithLinks(links...),
-		trace.WithAttributes(attrs...))
+	span.SetAttributes(attrs...) // which copies them, so the buffer serves the next attempt
 	clear(attrs)
 	*buf = attrs
 	attrBufs.Put(buf)
+	t.link(parent, span, job.Metadata)
 	created := job.CreatedAt
 	return ctx, func(ev queue.Event) {
 		outcome, typ := outcomeOf(ev)
@@ -361,11 +375,12 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 			span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(typ))
 		}
 		span.End()
-		set := kt.completed
+		n := kt.completed
 		if ev.Type != queue.EventCompleted {
-			set = t.set(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
+			n = t.count(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
 		}
-		t.consumed.Add(mctx, 1, set)
+		n.n.Add(1)
+		set := n.set
 		t.processDuration.Record(mctx, ev.Duration.Seconds(), set)
 		switch ev.Type {
 		case queue.EventCompleted, queue.EventFailed, queue.EventCancelled:
@@ -375,10 +390,42 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 }
 
 // kindTel is what the attempts of one kind on one queue share: their
-// span name and the attribute sets of their wait and of a completion.
+// span name, the attribute set of their wait, and the count (and so the
+// attribute set) of their completions.
 type kindTel struct {
-	name            string
-	wait, completed metric.MeasurementOption
+	name      string
+	wait      metric.MeasurementOption
+	completed *count
+}
+
+// consumerKind starts an attempt's span; a variable, so that starting one
+// allocates no options.
+var consumerKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+// count is a value of the consumed counter: how many attempts ended with
+// one attribute set.
+type count struct {
+	n   atomic.Int64
+	set metric.MeasurementOption
+}
+
+// count returns the count of the attribute set of k, creating it once.
+func (t *Telemetry) count(k setKey) *count {
+	if c, ok := t.counts.Load(k); ok {
+		return c.(*count)
+	}
+	c, _ := t.counts.LoadOrStore(k, &count{set: t.set(k)})
+	return c.(*count)
+}
+
+// observeConsumed reports the consumed counter's values at a collection.
+func (t *Telemetry) observeConsumed(_ context.Context, o metric.Int64Observer) error {
+	t.counts.Range(func(_, v any) bool {
+		c := v.(*count)
+		o.Observe(c.n.Load(), c.set)
+		return true
+	})
+	return nil
 }
 
 // kindOf returns the kindTel of kind on queue q, building it once: one
@@ -391,7 +438,7 @@ func (t *Telemetry) kindOf(q, kind string) *kindTel {
 	outcome, _ := outcomeOf(queue.Event{Type: queue.EventCompleted})
 	kt := &kindTel{name: OpProcess + " " + q,
 		wait:      t.set(setKey{metric: setWait, kind: kind, queue: q}),
-		completed: t.set(setKey{metric: setProcess, kind: kind, queue: q, outcome: outcome})}
+		completed: t.count(setKey{metric: setProcess, kind: kind, queue: q, outcome: outcome})}
 	t.kinds.Store(k, kt)
 	return kt
 }
@@ -402,22 +449,20 @@ var attrBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// links returns the links of an attempt's span: to the span that enqueued
-// the job, and to the spans of a dependency child's parents.
-func (t *Telemetry) links(ctx context.Context, meta map[string]string) []trace.Link {
+// link links an attempt's span to the span that enqueued the job, and to
+// the spans of a dependency child's parents.
+func (t *Telemetry) link(ctx context.Context, span trace.Span, meta map[string]string) {
 	if len(meta) == 0 {
-		return nil
+		return
 	}
-	var links []trace.Link
 	if sc := t.extract(ctx, meta); sc.IsValid() {
-		links = append(links, trace.Link{SpanContext: sc})
+		span.AddLink(trace.Link{SpanContext: sc})
 	}
 	for _, tp := range strings.Fields(meta[MetaParents]) {
 		if sc := parseTraceparent(tp, ""); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
+			span.AddLink(trace.Link{SpanContext: sc})
 		}
 	}
-	return links
 }
 
 // traceparent writes sc as a W3C traceparent.

@@ -507,3 +507,47 @@ func TestTraceContextOption(t *testing.T) {
 	require.Equal(t, "00f067aa0ba902b7", p[0].Parent().SpanID().String())
 	require.True(t, p[0].Parent().IsRemote())
 }
+
+// shiftedClock is the real clock moved by an offset, so that a schedule's
+// next tick comes in a second.
+type shiftedClock struct{ by time.Duration }
+
+func (c shiftedClock) Now() time.Time                         { return time.Now().Add(c.by) }
+func (c shiftedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// A schedule's tick is a PRODUCER span, named for the schedule, and the
+// attempts of its jobs link to it: also with the telemetry given to the
+// runner alone.
+func TestScheduleTick(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(r *queue.Registry) {
+		require.NoError(t, queue.Register(r, queue.HandlerFunc[summary](func(context.Context, *queue.Job[summary]) error { return nil })))
+		require.NoError(t, r.Schedule(queue.Periodic{Name: "minutely", Spec: queue.Cron("* * * * *"),
+			Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: summary{}}, {Args: summary{}}} }}))
+	})
+	now := time.Now()
+	next := now.Truncate(time.Minute).Add(time.Minute)
+	plain, err := queue.NewClient(h.db.Gorm, h.reg, quiet(), queue.WithObserver(h.events))
+	require.NoError(t, err)
+	queuetest.StartRunner(t, plain, h.tel.Option(), queue.WithPollInterval(50*time.Millisecond),
+		queue.WithClock(shiftedClock{by: next.Add(-2 * time.Second).Sub(now)}))
+	h.events.Wait(t, queue.EventCompleted, 0, 2)
+
+	prod := h.spans("schedule default")
+	require.Len(t, prod, 1, "one span for the tick")
+	p := prod[0]
+	require.Equal(t, trace.SpanKindProducer, p.SpanKind())
+	require.Equal(t, "schedule", attr(p, otelqueue.AttrOperationName).AsString())
+	require.Equal(t, "minutely", attr(p, otelqueue.AttrSchedule).AsString())
+	require.Equal(t, int64(2), attr(p, otelqueue.AttrBatchCount).AsInt64())
+	require.Equal(t, codes.Unset, p.Status().Code)
+	cons := h.spans("process default")
+	require.Len(t, cons, 2)
+	for _, c := range cons {
+		require.Len(t, c.Links(), 1)
+		require.Equal(t, p.SpanContext().SpanID(), c.Links()[0].SpanContext.SpanID(), "the job's attempt links to its tick")
+	}
+	ms := h.metrics(t)
+	require.Equal(t, int64(2), sum(t, ms, "messaging.client.sent.messages", sys, onDefault, otelqueue.AttrKind.String("summary"),
+		otelqueue.AttrOperationName.String("schedule")))
+}
