@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -44,7 +45,8 @@ func TestStartFailsAtOnceWithoutADatabase(t *testing.T) {
 	<-r.Done()
 }
 
-// Start names Migrate when the schema is missing or older than this sheaf.
+// Start names Migrate when the schema is missing or older than this sheaf,
+// and refuses a schema that a newer sheaf migrated.
 func TestStartNamesMigrate(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -65,7 +67,12 @@ func TestStartNamesMigrate(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrNotMigrated, "migrated by an older sheaf")
 	require.ErrorContains(t, err, "the schema is at version")
 
-	require.NoError(t, db.Gorm.Exec("INSERT INTO sheaf_migrations (version) VALUES (?)", queue.SchemaVersion).Error)
+	require.NoError(t, db.Gorm.Exec("INSERT INTO sheaf_migrations (version) VALUES (?), (?)", queue.SchemaVersion, queue.SchemaVersion+1).Error)
+	err = r.Start(context.Background())
+	require.ErrorIs(t, err, queue.ErrSchemaTooNew, "migrated by a newer sheaf")
+	require.ErrorContains(t, err, fmt.Sprintf("the database is at version %d, this sheaf knows %d", queue.SchemaVersion+1, queue.SchemaVersion))
+
+	require.NoError(t, db.Gorm.Exec("DELETE FROM sheaf_migrations WHERE version > ?", queue.SchemaVersion).Error)
 	require.NoError(t, r.Start(context.Background()), "a failed Start may be tried again")
 	require.NoError(t, r.Stop(context.Background()))
 }
