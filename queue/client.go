@@ -325,7 +325,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 // Get returns the job with the given ID, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
 	var rec JobRecord
-	err := c.db.WithContext(ctx).Take(&rec, id).Error
+	err := c.db.WithContext(ctx).Select(store.JobColumns).Take(&rec, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
@@ -482,7 +482,7 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		if err := update(tx, was); err != nil {
 			return err
 		}
-		return tx.Take(&rec, id).Error
+		return tx.Select(store.JobColumns).Take(&rec, id).Error
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {

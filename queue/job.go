@@ -241,7 +241,7 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 		return nil, nil
 	}
 	var out []JobRecord
-	if err := j.exec.r.c.db.WithContext(ctx).Where("id IN ?", j.ParentIDs).Order("id").Find(&out).Error; err != nil {
+	if err := j.exec.r.c.db.WithContext(ctx).Select(store.JobColumns).Where("id IN ?", j.ParentIDs).Order("id").Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil

@@ -3,12 +3,15 @@ package queue_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm/schema"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // schemaOf describes a schema's tables as the catalog has them: columns
@@ -79,4 +82,52 @@ func TestMigrationsAppliedByHandMatchMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	require.NoError(t, r.Stop(context.Background()))
+}
+
+// A later release's migration may add a column to the jobs table under
+// processes still running this one. PostgreSQL keeps each statement a
+// connection has prepared, and one whose result * made fails once when the
+// table gains a column; the reads and writes that return whole jobs name
+// their columns, so every call keeps working.
+func TestCallsKeepWorkingWhenAMigrationAddsAColumn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	sqlDB, err := e.db.Gorm.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1) // every call on the connection that prepared its statements
+	ctx := context.Background()
+	calls := func(stage string) {
+		t.Helper()
+		res, err := e.client.Enqueue(ctx, report{County: stage})
+		require.NoError(t, err, stage+": Enqueue")
+		id := res.Job.ID
+		got, err := e.client.Get(ctx, id)
+		require.NoError(t, err, stage+": Get")
+		require.Equal(t, id, got.ID)
+		list, err := e.client.List(ctx, queue.Filter{AfterID: id - 1, Limit: 1})
+		require.NoError(t, err, stage+": List")
+		require.Len(t, list, 1)
+		rec, err := e.client.Cancel(ctx, id)
+		require.NoError(t, err, stage+": Cancel")
+		require.Equal(t, queue.StatusCancelled, rec.Status)
+		rec, err = e.client.Retry(ctx, id)
+		require.NoError(t, err, stage+": Retry")
+		require.Equal(t, queue.StatusQueued, rec.Status)
+		many, err := e.client.EnqueueMany(ctx, []queue.Params{{Args: report{County: stage}}, {Args: noop{}}})
+		require.NoError(t, err, stage+": EnqueueMany")
+		require.Len(t, many, 2)
+		n, err := e.client.EnqueueBulk(ctx, []queue.Params{{Args: report{County: stage}}})
+		require.NoError(t, err, stage+": EnqueueBulk")
+		require.Equal(t, int64(1), n)
+	}
+	calls("before")
+	require.NoError(t, e.db.Gorm.Exec("ALTER TABLE sheaf_jobs ADD COLUMN added_later integer").Error)
+	calls("after")
+}
+
+// The columns that reads of whole jobs name are JobRecord's.
+func TestJobColumnsAreJobRecordsFields(t *testing.T) {
+	s, err := schema.Parse(&queue.JobRecord{}, &sync.Map{}, schema.NamingStrategy{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, s.DBNames, strings.Fields(strings.ReplaceAll(store.JobColumns, ",", " ")))
 }

@@ -14,6 +14,16 @@ import (
 // JobsTable is the jobs table's name.
 const JobsTable = "sheaf_jobs"
 
+// JobColumns are the columns a read of whole jobs selects (those of
+// queue.JobRecord), named rather than *: a statement PostgreSQL has
+// prepared on a connection fails once, with "cached plan must not change
+// result type" (SQLSTATE 0A000), when a migration adds a column under a
+// result that * makes. Named, the result keeps its shape, and processes
+// still running the release before a migration keep working through it.
+const JobColumns = `id, kind, queue, status, priority, payload, idempotency_key, correlation_id,
+	attempts, max_attempts, claims, rescues, run_at, locked_until, locked_by, created_at, started_at,
+	completed_at, processed, total, last_error, auth, run_id, period, parent_ids, output, meta`
+
 // migrations are applied in order, each once, each in its own transaction.
 // Never edit one that has shipped: append a new one.
 var migrations = []string{

@@ -74,7 +74,7 @@ func (s *sqlite) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 		if err != nil {
 			return err
 		}
-		return tx.Table(JobsTable).Where(inList("id", "?"), jsonIDs(ids)).Order("id").Find(dest).Error
+		return tx.Table(JobsTable).Select(JobColumns).Where(inList("id", "?"), jsonIDs(ids)).Order("id").Find(dest).Error
 	})
 }
 
