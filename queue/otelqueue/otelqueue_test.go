@@ -532,8 +532,10 @@ func TestScheduleTick(t *testing.T) {
 	queuetest.StartRunner(t, plain, h.tel.Option(), queue.WithPollInterval(50*time.Millisecond),
 		queue.WithClock(shiftedClock{by: next.Add(-2 * time.Second).Sub(now)}))
 	h.events.Wait(t, queue.EventCompleted, 0, 2)
-
-	prod := h.spans("schedule default")
+	// The tick's span ends once its transaction has; its jobs may have
+	// run by then.
+	var prod []sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool { prod = h.spans("schedule default"); return len(prod) > 0 }, 10*time.Second, time.Millisecond)
 	require.Len(t, prod, 1, "one span for the tick")
 	p := prod[0]
 	require.Equal(t, trace.SpanKindProducer, p.SpanKind())
