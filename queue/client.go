@@ -324,15 +324,23 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 
 // Get returns the job with the given ID, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
-	var rec JobRecord
-	err := c.db.WithContext(ctx).Select(store.JobColumns).Take(&rec, id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
-	}
-	if err != nil {
+	rec, err := c.job(ctx, c.db, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("queue: get %d: %w", id, notMigrated(err))
 	}
-	return &rec, nil
+	return rec, err
+}
+
+// job reads the job with the given ID on db, or returns ErrNotFound.
+func (c *Client) job(ctx context.Context, db *gorm.DB, id int64) (*JobRecord, error) {
+	var recs []JobRecord
+	if err := c.st.Jobs(ctx, db, store.Filter{IDs: []int64{id}}, 1, &recs); err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	return &recs[0], nil
 }
 
 // Filter selects jobs for List and RetryFailed. Zero fields select
@@ -457,7 +465,7 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
 func (c *Client) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
-	var rec JobRecord
+	var rec *JobRecord
 	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
 		st, found, err := c.st.LockStatus(tx, id)
 		if err != nil {
@@ -482,7 +490,8 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		if err := update(tx, was); err != nil {
 			return err
 		}
-		return tx.Select(store.JobColumns).Take(&rec, id).Error
+		rec, err = c.job(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
@@ -490,7 +499,7 @@ func (c *Client) transition(ctx context.Context, id int64, op string, from []Sta
 		}
 		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
 	}
-	return &rec, nil
+	return rec, nil
 }
 
 // maxTotalAttempts bounds a job's attempts over all its retries: the attempt

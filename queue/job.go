@@ -120,8 +120,8 @@ type JobRecord struct {
 	// the W3C trace context (keys traceparent and tracestate) of the call
 	// that enqueued it (see TraceContext and Hooks), or what Hooks.Release
 	// made of its parents'. Nil for a job without. A job enqueued before
-	// schema version 7 keeps it where that version did, which its attempts
-	// read but this field does not.
+	// schema version 7 keeps it where that version did, and reads find it
+	// there.
 	Metadata Metadata `gorm:"column:meta;type:bytes"`
 
 	backoffJSON []byte // the job's own backoff, as stored; set by claims
@@ -240,8 +240,9 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 	if len(j.ParentIDs) == 0 || j.exec == nil {
 		return nil, nil
 	}
+	c := j.exec.r.c
 	var out []JobRecord
-	if err := j.exec.r.c.db.WithContext(ctx).Select(store.JobColumns).Where("id IN ?", j.ParentIDs).Order("id").Find(&out).Error; err != nil {
+	if err := c.st.Jobs(ctx, c.db, store.Filter{IDs: j.ParentIDs}, 0, &out); err != nil {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm/schema"
@@ -110,9 +111,24 @@ func TestCallsKeepWorkingWhenAMigrationAddsAColumn(t *testing.T) {
 		rec, err := e.client.Cancel(ctx, id)
 		require.NoError(t, err, stage+": Cancel")
 		require.Equal(t, queue.StatusCancelled, rec.Status)
+		done, err := e.client.Wait(ctx, id)
+		require.NoError(t, err, stage+": Wait")
+		require.Equal(t, queue.StatusCancelled, done[0].Status)
 		rec, err = e.client.Retry(ctx, id)
 		require.NoError(t, err, stage+": Retry")
 		require.Equal(t, queue.StatusQueued, rec.Status)
+		_, err = e.client.Children(ctx, id)
+		require.NoError(t, err, stage+": Children")
+		for _, dup := range []bool{false, true} {
+			res, err := e.client.Enqueue(ctx, noop{}, queue.IdempotencyKey("key-"+stage))
+			require.NoError(t, err, stage+": Enqueue with a key")
+			require.Equal(t, dup, res.Duplicate)
+		}
+		cancelled, err := e.client.CancelMatching(ctx, queue.Filter{Kinds: []string{"noop"}})
+		require.NoError(t, err, stage+": CancelMatching")
+		require.Positive(t, cancelled)
+		_, err = e.client.Review(ctx, queue.ReviewQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
+		require.NoError(t, err, stage+": Review")
 		many, err := e.client.EnqueueMany(ctx, []queue.Params{{Args: report{County: stage}}, {Args: noop{}}})
 		require.NoError(t, err, stage+": EnqueueMany")
 		require.Len(t, many, 2)
@@ -129,5 +145,5 @@ func TestCallsKeepWorkingWhenAMigrationAddsAColumn(t *testing.T) {
 func TestJobColumnsAreJobRecordsFields(t *testing.T) {
 	s, err := schema.Parse(&queue.JobRecord{}, &sync.Map{}, schema.NamingStrategy{})
 	require.NoError(t, err)
-	require.ElementsMatch(t, s.DBNames, strings.Fields(strings.ReplaceAll(store.JobColumns, ",", " ")))
+	require.ElementsMatch(t, s.DBNames, store.JobColumnNames)
 }

@@ -126,8 +126,10 @@ func scanColumn[T any](rows *sql.Rows) ([]T, error) {
 }
 
 // Transient reports whether a statement that failed with err may succeed if
-// tried again on PostgreSQL: the connection broke or timed out, the server is starting,
-// stopping or overloaded, or the transaction lost a serialisation race.
+// tried again on PostgreSQL: the connection broke or timed out, the server
+// is starting, stopping or overloaded, the transaction lost a
+// serialisation race, or a migration changed the result of a statement
+// the connection had prepared (which pgx then prepares afresh).
 // Anything else (an error the server gave about the statement itself, such
 // as a missing table, bad data or a violated constraint; a query that found
 // no row) fails the same way every time.
@@ -145,7 +147,8 @@ func (*postgres) Transient(err error) bool {
 			"58": // system error
 			return true
 		}
-		return pe.Code == "55P03" // lock not available
+		return pe.Code == "55P03" || // lock not available
+			pe.Code == "0A000" && pe.Routine == "RevalidateCachedQuery" // "cached plan must not change result type"
 	}
 	var ne net.Error
 	var ce *pgconn.ConnectError

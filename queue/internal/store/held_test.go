@@ -34,6 +34,7 @@ func TestTransientErrors(t *testing.T) {
 		{&pgconn.PgError{Code: "53300"}, true},  // too many connections
 		{&pgconn.PgError{Code: "57P01"}, true},  // admin shutdown
 		{&pgconn.PgError{Code: "55P03"}, true},  // lock not available
+		{&pgconn.PgError{Code: "0A000"}, false}, // feature not supported
 		{&pgconn.PgError{Code: "42P01"}, false}, // undefined table
 		{&pgconn.PgError{Code: "23505"}, false}, // unique violation
 		{&pgconn.PgError{Code: "22P05"}, false}, // bad data
@@ -44,4 +45,25 @@ func TestTransientErrors(t *testing.T) {
 	} {
 		require.Equal(t, c.want, st.Transient(errors.Join(errors.New("wrapped"), c.err)), "%v", c.err)
 	}
+}
+
+// A migration that adds a column under a statement a connection has
+// prepared, whose result * made, fails it once; tried again, it works.
+func TestAChangedCachedPlanIsTransient(t *testing.T) {
+	pgtest.PostgresOnly(t, "the cached plan is PostgreSQL's")
+	t.Parallel()
+	db := pgtest.New(t)
+	st, err := store.Open(db.Gorm)
+	require.NoError(t, err)
+	sqlDB, err := db.Gorm.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(1) // the statement prepared and run again on one connection
+	require.NoError(t, db.Gorm.Exec("CREATE TABLE widened (a int)").Error)
+	read := func() error { return db.Gorm.Raw("SELECT * FROM widened").Scan(&[]map[string]any{}).Error }
+	require.NoError(t, read())
+	require.NoError(t, db.Gorm.Exec("ALTER TABLE widened ADD COLUMN b int").Error)
+	err = read()
+	require.ErrorContains(t, err, "cached plan must not change result type")
+	require.True(t, st.Transient(err))
+	require.NoError(t, read(), "tried again")
 }

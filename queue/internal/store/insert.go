@@ -47,7 +47,7 @@ WITH input AS (
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (` + notifyDue("ins") + `)
-SELECT ` + JobColumns + ` FROM ins, notified ORDER BY id`
+SELECT ` + pgJobColumns + ` FROM ins, notified ORDER BY id`
 
 // Insert inserts jobs (in order; one with an idempotency key already taken
 // is skipped), notifies runners of the queues that got jobs due now, and

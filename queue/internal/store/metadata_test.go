@@ -88,8 +88,8 @@ func FuzzMetadata(f *testing.F) {
 
 // Jobs enqueued at schema version 6 keep their metadata, JSON in the
 // column of that version, through the migration to version 7, which adds a
-// column for it as bytes; a claim reads either.
-func TestClaimReadsMetadataOfVersion6(t *testing.T) {
+// column for it as bytes: claims and reads of whole jobs read either.
+func TestReadsSeeMetadataOfVersion6(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		for _, up := range st.Migrations()[:6] {
@@ -106,6 +106,22 @@ func TestClaimReadsMetadataOfVersion6(t *testing.T) {
 		var size int
 		require.NoError(t, db.Raw("SELECT length(meta) FROM sheaf_jobs WHERE id = ?", ins[0].ID).Scan(&size).Error)
 		require.Equal(t, 26, size, "a job enqueued since keeps its traceparent in 26 bytes")
+
+		// Reads of whole jobs (Get, List, a child's parents) see both.
+		var read []struct {
+			ID   int64
+			Meta []byte
+		}
+		require.NoError(t, st.Jobs(ctx, db, store.Filter{}, 0, &read))
+		require.Len(t, read, 2)
+		for i, want := range []map[string]string{
+			{"traceparent": tp, "tracestate": "a=b"}, // the job of version 6
+			{"traceparent": tp},
+		} {
+			m, err := store.DecodeMetadata(read[i].Meta)
+			require.NoError(t, err)
+			require.Equal(t, want, m)
+		}
 
 		conn := st.Hold(false)
 		defer conn.Close()

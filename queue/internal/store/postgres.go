@@ -29,7 +29,7 @@ func (s *postgres) Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) err
 func pgTime(t time.Time) any { return t }
 
 func (*postgres) Jobs(ctx context.Context, db *gorm.DB, f Filter, limit int, dest any) error {
-	return readJobs(ctx, db, f, pgTime, limit, dest)
+	return readJobs(ctx, db, f, pgTime, pgJobColumns, limit, dest)
 }
 
 func (*postgres) Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {

@@ -7,6 +7,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -14,15 +16,31 @@ import (
 // JobsTable is the jobs table's name.
 const JobsTable = "sheaf_jobs"
 
-// JobColumns are the columns a read of whole jobs selects (those of
-// queue.JobRecord), named rather than *: a statement PostgreSQL has
-// prepared on a connection fails once, with "cached plan must not change
-// result type" (SQLSTATE 0A000), when a migration adds a column under a
-// result that * makes. Named, the result keeps its shape, and processes
-// still running the release before a migration keep working through it.
-const JobColumns = `id, kind, queue, status, priority, payload, idempotency_key, correlation_id,
-	attempts, max_attempts, claims, rescues, run_at, locked_until, locked_by, created_at, started_at,
-	completed_at, processed, total, last_error, auth, run_id, period, parent_ids, output, meta`
+// JobColumnNames are the columns a read of whole jobs selects, those of
+// queue.JobRecord. They are named rather than *: PostgreSQL keeps the
+// statements a connection has prepared, and one whose result * made fails
+// once, with "cached plan must not change result type" (SQLSTATE 0A000),
+// when a migration adds a column under it. Named, the result keeps its
+// shape, and processes still running the release before a migration keep
+// working through it.
+var JobColumnNames = []string{"id", "kind", "queue", "status", "priority", "payload", "idempotency_key",
+	"correlation_id", "attempts", "max_attempts", "claims", "rescues", "run_at", "locked_until", "locked_by",
+	"created_at", "started_at", "completed_at", "processed", "total", "last_error", "auth", "run_id", "period",
+	"parent_ids", "output", "meta"}
+
+// jobColumns lists JobColumnNames for a SELECT, with meta read from
+// version 6's metadata column (as oldMeta converts it) for the jobs
+// enqueued before version 7.
+func jobColumns(oldMeta string) string {
+	cols := slices.Clone(JobColumnNames)
+	cols[len(cols)-1] = "coalesce(meta, " + oldMeta + ") AS meta"
+	return strings.Join(cols, ", ")
+}
+
+var (
+	pgJobColumns     = jobColumns("convert_to(metadata::text, 'UTF8')")
+	sqliteJobColumns = jobColumns("CAST(metadata AS BLOB)")
+)
 
 // migrations are applied in order, each once, each in its own transaction.
 // Never edit one that has shipped: append a new one.

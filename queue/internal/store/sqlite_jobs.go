@@ -74,7 +74,7 @@ func (s *sqlite) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 		if err != nil {
 			return err
 		}
-		return tx.Table(JobsTable).Select(JobColumns).Where(inList("id", "?"), jsonIDs(ids)).Order("id").Find(dest).Error
+		return tx.Table(JobsTable).Select(sqliteJobColumns).Where(inList("id", "?"), jsonIDs(ids)).Order("id").Find(dest).Error
 	})
 }
 
@@ -101,7 +101,7 @@ func (s *sqlite) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, e
 }
 
 func (*sqlite) Jobs(ctx context.Context, db *gorm.DB, f Filter, limit int, dest any) error {
-	return readJobs(ctx, db, f, sqliteTime, limit, dest)
+	return readJobs(ctx, db, f, sqliteTime, sqliteJobColumns, limit, dest)
 }
 
 func (*sqlite) Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error) {

@@ -244,8 +244,8 @@ func inTx(db *gorm.DB) bool {
 
 // The reads are the same on both databases but for how times are bound.
 
-func readJobs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any, limit int, dest any) error {
-	q := f.apply(db.WithContext(ctx).Table(JobsTable).Select(JobColumns), at).Order(f.order())
+func readJobs(ctx context.Context, db *gorm.DB, f Filter, at func(time.Time) any, cols string, limit int, dest any) error {
+	q := f.apply(db.WithContext(ctx).Table(JobsTable).Select(cols), at).Order(f.order())
 	if limit > 0 {
 		q = q.Limit(limit)
 	}
