@@ -57,7 +57,12 @@ type DB struct {
 // New creates a schema for t and returns a handle on it.
 func New(t testing.TB) *DB {
 	t.Helper()
-	base := BaseDSN()
+	return newOn(t, BaseDSN())
+}
+
+// newOn creates a schema for t on the server of base.
+func newOn(t testing.TB, base string) *DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := connect(ctx, base)

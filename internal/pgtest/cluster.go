@@ -1,0 +1,118 @@
+package pgtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Cluster is a PostgreSQL server of a test's own, for a test that stops or
+// restarts its server: the shared server's other tests would fail with it.
+// It is one of Debian's clusters (pg_createcluster), on a free port from
+// 5400 to 5499, with trust authentication and without fsync, and it is
+// dropped when the test ends.
+type Cluster struct {
+	// DB is a schema on the cluster's postgres database.
+	*DB
+	version, name string
+}
+
+// NewCluster creates and starts a cluster for t. Without Debian's
+// postgresql-common tools, or the right to run them, it skips the test, or
+// fails it under CI.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	version, err := serverVersion()
+	if err == nil {
+		_, err = exec.LookPath("pg_createcluster")
+	}
+	if err == nil && os.Geteuid() != 0 {
+		err = fmt.Errorf("pg_createcluster needs root")
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("pgtest: cannot create a cluster: %v", err)
+		}
+		t.Skipf("pgtest: cannot create a cluster (%v); install postgresql-common and run as root", err)
+	}
+	c := &Cluster{version: version, name: "sheaf_" + randomSuffix()}
+	port, err := c.create()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("pg_dropcluster", "--stop", c.version, c.name).CombinedOutput(); err != nil {
+			t.Errorf("pgtest: drop cluster %s: %v: %s", c.name, err, out)
+		}
+	})
+	if err := c.ctl("start"); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	c.DB = newOn(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port))
+	return c
+}
+
+// Restart restarts the server in fast mode: it ends every session, rolling
+// back its transaction, and accepts connections again once it is up.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	if err := c.ctl("restart", "-m", "fast"); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+}
+
+// create creates the cluster on the first port that is free, and returns it.
+func (c *Cluster) create() (int, error) {
+	first := 5400 + os.Getpid()%100
+	var out []byte
+	for i := range 100 {
+		port := 5400 + (first-5400+i)%100
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken
+		}
+		_ = l.Close()
+		out, err = exec.Command("pg_createcluster", c.version, c.name, "--port", strconv.Itoa(port),
+			"-o", "fsync=off", "-o", "max_connections=50",
+			"--", "--auth-local=trust", "--auth-host=trust", "--no-sync").CombinedOutput()
+		if err == nil {
+			return port, nil
+		}
+		// Another cluster's configuration may hold the port while it is down.
+	}
+	return 0, fmt.Errorf("create a cluster: no port from 5400 to 5499 would do: %s", out)
+}
+
+// ctl runs pg_ctlcluster action on the cluster.
+func (c *Cluster) ctl(action string, args ...string) error {
+	cmd := exec.Command("pg_ctlcluster", append([]string{"--skip-systemctl-redirect", c.version, c.name, action}, args...)...)
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctlcluster %s %s after %v: %v: %s", c.name, action, time.Since(start).Round(time.Millisecond), err, out)
+	}
+	return nil
+}
+
+// serverVersion is the newest PostgreSQL installed, as Debian names it.
+func serverVersion() (string, error) {
+	dirs, err := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if err != nil || len(dirs) == 0 {
+		return "", fmt.Errorf("no PostgreSQL server installed under /usr/lib/postgresql")
+	}
+	versions := make([]int, 0, len(dirs))
+	for _, d := range dirs {
+		if v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(d)))); err == nil {
+			versions = append(versions, v)
+		}
+	}
+	if len(versions) == 0 {
+		return "", fmt.Errorf("no PostgreSQL server installed under /usr/lib/postgresql")
+	}
+	return strconv.Itoa(slices.Max(versions)), nil
+}
