@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sheaf-dev/sheaf/internal/pgerr"
 )
 
 // minConnectTimeout is the least time given to opening a connection: a new
@@ -126,34 +124,5 @@ func scanColumn[T any](rows *sql.Rows) ([]T, error) {
 }
 
 // Transient reports whether a statement that failed with err may succeed if
-// tried again on PostgreSQL: the connection broke or timed out, the server
-// is starting, stopping or overloaded, the transaction lost a
-// serialisation race, or a migration changed the result of a statement
-// the connection had prepared (which pgx then prepares afresh).
-// Anything else (an error the server gave about the statement itself, such
-// as a missing table, bad data or a violated constraint; a query that found
-// no row) fails the same way every time.
-func (*postgres) Transient(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false // the caller gave up on it
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code[:2] {
-		case "08", // connection exception
-			"40", // transaction rollback: serialisation failure, deadlock
-			"53", // insufficient resources: too many connections, out of memory
-			"57", // operator intervention: shutdown, cancelled statement
-			"58": // system error
-			return true
-		}
-		return pe.Code == "55P03" || // lock not available
-			pe.Code == "0A000" && pe.Routine == "RevalidateCachedQuery" // "cached plan must not change result type"
-	}
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &ne) || errors.As(err, &ce)
-}
+// tried again on PostgreSQL (see pgerr.Transient).
+func (*postgres) Transient(err error) bool { return pgerr.Transient(err) }
