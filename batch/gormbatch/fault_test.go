@@ -17,6 +17,7 @@ import (
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/batch/gormbatch"
 	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 )
 
 // A backend terminated while it writes sub-batch 2: the batch fails and is
@@ -422,4 +423,45 @@ func shutdownUnderLoad(t *testing.T, hard bool, opts ...gormbatch.Option) {
 	require.Equal(t, s.ItemsReceived, s.ItemsProcessed+s.ItemsDiscarded)
 	require.Equal(t, int64(0), s.InFlight)
 	require.Equal(t, persisted, e.Count(t, "SELECT count(*) FROM orders"), "no stray rows")
+}
+
+// The server restarts while a batch waits in its second sub-batch: that
+// batch fails at sub-batch 2, and its cleanup, which starts while the
+// server is going down (on a pooled connection the restart cut, or none at
+// all), tries again until it is back and removes sub-batch 1. Batches sent
+// after the restart are written on new connections.
+func TestServerRestartedMidBatch(t *testing.T) {
+	eachPath(t, func(t *testing.T, opts ...gormbatch.Option) {
+		cl := pgtest.NewCluster(t)
+		e := envOn(t, cl.DB)
+		lock := e.block()
+		tbl := e.table(opts...)
+		r := start(t, tbl, batch.WithMaxBatchSize(1000))
+
+		victim := orders(2500)
+		victim[1500].Note = "block" // sub-batch 2 waits for the test's lock
+		r.send("VICTIM", victim)
+		lock.waiter()
+		cl.Restart(t)
+		lock.lost()
+		o := r.await("VICTIM")
+		require.Equal(t, batch.Failed, o.Status)
+		require.Equal(t, 2, o.Seq)
+		var pe *batch.ProcessError
+		require.ErrorAs(t, o.Err, &pe)
+		require.Equal(t, 2, pe.Seq)
+		require.NoError(t, o.CleanupErr, "the cleanup tried again until the server was back")
+		require.Zero(t, e.rows("VICTIM"), "nothing of the failed batch is left")
+		require.Equal(t, int64(1000), e.deleted("VICTIM"), "the cleanup removed sub-batch 1; the restart rolled back sub-batch 2")
+
+		for i := range 4 {
+			r.send(fmt.Sprintf("AFTER-%d", i), orders(2100))
+		}
+		r.shutdown()
+		for i := range 4 {
+			id := fmt.Sprintf("AFTER-%d", i)
+			require.Equal(t, batch.Completed, r.outcome(id).Status)
+			require.Equal(t, int64(2100), e.rows(id))
+		}
+	})
 }

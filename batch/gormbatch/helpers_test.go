@@ -93,7 +93,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db := pgtest.New(t)
+	return envOn(t, pgtest.New(t))
+}
+
+// envOn creates the orders table in db's schema.
+func envOn(t *testing.T, db *pgtest.DB) *env {
+	t.Helper()
 	require.NoError(t, db.Gorm.Exec(ordersDDL).Error)
 	// Enough idle connections for the coordinator's workers: database/sql
 	// keeps two by default.
@@ -264,6 +269,12 @@ func (b *blocker) waiter() int64 {
 		return err == nil
 	}, 30*time.Second, 2*time.Millisecond, "no backend ever waited for the test's lock")
 	return pid
+}
+
+// lost forgets the lock, whose session the server has ended.
+func (b *blocker) lost() {
+	_ = b.conn.Close()
+	b.conn = nil
 }
 
 // release lets the waiting inserts go on. It is idempotent.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/internal/pgerr"
 )
 
 var (
@@ -324,7 +325,10 @@ func (t *Table[T]) callValuers(ctx context.Context, item reflect.Value, b batch.
 // Cleanup deletes every row of batchID from the table, whichever sub-batch
 // wrote it; failedSeq does not matter. It is idempotent: a second call finds
 // nothing to delete and returns nil. The delete runs in its own transaction,
-// or with [WithDeleteChunk] in one transaction per chunk. It honours ctx (the
+// or with [WithDeleteChunk] in one transaction per chunk. A delete that fails
+// as a connection breaks or the server restarts is tried again, with pauses
+// that grow to a second, until ctx ends: a batch that failed because its
+// server went away is cleaned up once it is back. It honours ctx (the
 // coordinator bounds it with batch.WithCleanupTimeout): when ctx ends the
 // statement is cancelled and Cleanup returns an error, after which the batch's
 // rows are all still there (one DELETE) or partly deleted (chunks); call it
@@ -333,7 +337,9 @@ func (t *Table[T]) Cleanup(ctx context.Context, batchID string, failedSeq int) e
 	db := t.db.WithContext(ctx)
 	table, column := clause.Table{Name: t.table}, clause.Column{Name: t.idField.DBName}
 	if t.o.deleteChunk == 0 {
-		if err := db.Exec("DELETE FROM ? WHERE ? = ?", table, column, batchID).Error; err != nil {
+		if _, err := retried(ctx, func() (int64, error) {
+			return 0, db.Exec("DELETE FROM ? WHERE ? = ?", table, column, batchID).Error
+		}); err != nil {
 			return fmt.Errorf("gormbatch: delete batch %q from %s: %w", batchID, t.table, err)
 		}
 		return nil
@@ -342,13 +348,34 @@ func (t *Table[T]) Cleanup(ctx context.Context, batchID string, failedSeq int) e
 	// where a ctid is not unique (across the partitions of a partitioned
 	// table).
 	for {
-		res := db.Exec("DELETE FROM ? WHERE ? = ? AND ctid = ANY(ARRAY(SELECT ctid FROM ? WHERE ? = ? LIMIT ?))",
-			table, column, batchID, table, column, batchID, t.o.deleteChunk)
-		if res.Error != nil {
-			return fmt.Errorf("gormbatch: delete batch %q from %s: %w", batchID, t.table, res.Error)
+		n, err := retried(ctx, func() (int64, error) {
+			res := db.Exec("DELETE FROM ? WHERE ? = ? AND ctid = ANY(ARRAY(SELECT ctid FROM ? WHERE ? = ? LIMIT ?))",
+				table, column, batchID, table, column, batchID, t.o.deleteChunk)
+			return res.RowsAffected, res.Error
+		})
+		if err != nil {
+			return fmt.Errorf("gormbatch: delete batch %q from %s: %w", batchID, t.table, err)
 		}
-		if res.RowsAffected < int64(t.o.deleteChunk) {
+		if n < int64(t.o.deleteChunk) {
 			return nil
+		}
+	}
+}
+
+// retried runs a delete, which may run again as it likes, until it succeeds,
+// fails in a way that trying again cannot mend, or ctx ends.
+func retried(ctx context.Context, del func() (int64, error)) (int64, error) {
+	var pause time.Duration
+	for {
+		n, err := del()
+		if err == nil || ctx.Err() != nil || !pgerr.Transient(err) {
+			return n, err
+		}
+		pause = min(max(2*pause, 20*time.Millisecond), time.Second)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return n, err
 		}
 	}
 }

@@ -47,13 +47,10 @@ func NewCluster(t testing.TB) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("pg_dropcluster", "--stop", c.version, c.name).CombinedOutput(); err != nil {
-			t.Errorf("pgtest: drop cluster %s: %v: %s", c.name, err, out)
+		if err := c.drop(); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
-	if err := c.ctl("start"); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
 	c.DB = newOn(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port))
 	return c
 }
@@ -67,10 +64,14 @@ func (c *Cluster) Restart(t testing.TB) {
 	}
 }
 
-// create creates the cluster on the first port that is free, and returns it.
+// create creates and starts the cluster on the first port that will do,
+// and returns it.
 func (c *Cluster) create() (int, error) {
+	// Tests in this process, and in others, may be creating clusters too:
+	// a port that another takes first fails the creation or the start, and
+	// the next one is tried.
 	first := 5400 + os.Getpid()%100
-	var out []byte
+	var last error
 	for i := range 100 {
 		port := 5400 + (first-5400+i)%100
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
@@ -78,15 +79,29 @@ func (c *Cluster) create() (int, error) {
 			continue // taken
 		}
 		_ = l.Close()
-		out, err = exec.Command("pg_createcluster", c.version, c.name, "--port", strconv.Itoa(port),
+		out, err := exec.Command("pg_createcluster", c.version, c.name, "--port", strconv.Itoa(port),
 			"-o", "fsync=off", "-o", "max_connections=50",
 			"--", "--auth-local=trust", "--auth-host=trust", "--no-sync").CombinedOutput()
-		if err == nil {
+		if err != nil {
+			last = fmt.Errorf("pg_createcluster: %v: %s", err, out)
+			continue
+		}
+		if last = c.ctl("start"); last == nil {
 			return port, nil
 		}
-		// Another cluster's configuration may hold the port while it is down.
+		if err := c.drop(); err != nil {
+			return 0, err
+		}
 	}
-	return 0, fmt.Errorf("create a cluster: no port from 5400 to 5499 would do: %s", out)
+	return 0, fmt.Errorf("create a cluster: no port from 5400 to 5499 would do: %v", last)
+}
+
+// drop stops the cluster and removes it.
+func (c *Cluster) drop() error {
+	if out, err := exec.Command("pg_dropcluster", "--stop", c.version, c.name).CombinedOutput(); err != nil {
+		return fmt.Errorf("drop cluster %s: %v: %s", c.name, err, out)
+	}
+	return nil
 }
 
 // ctl runs pg_ctlcluster action on the cluster.
