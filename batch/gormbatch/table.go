@@ -326,13 +326,16 @@ func (t *Table[T]) callValuers(ctx context.Context, item reflect.Value, b batch.
 // wrote it; failedSeq does not matter. It is idempotent: a second call finds
 // nothing to delete and returns nil. The delete runs in its own transaction,
 // or with [WithDeleteChunk] in one transaction per chunk. A delete that fails
-// as a connection breaks or the server restarts is tried again, with pauses
-// that grow to a second, until ctx ends: a batch that failed because its
-// server went away is cleaned up once it is back. It honours ctx (the
-// coordinator bounds it with batch.WithCleanupTimeout): when ctx ends the
-// statement is cancelled and Cleanup returns an error, after which the batch's
-// rows are all still there (one DELETE) or partly deleted (chunks); call it
-// again to finish. Rows are deleted, never soft-deleted, whatever the model.
+// because the server was unavailable (a broken connection, a server restarting
+// or full, a lost deadlock) is tried again, with pauses that grow to a second,
+// until ctx ends: a batch that failed because its server went away is cleaned
+// up once it is back. Give ctx a deadline, as the coordinator does: while the
+// server stays away, Cleanup waits for it as long as ctx lets it. It honours
+// ctx (the coordinator bounds it with batch.WithCleanupTimeout): when ctx ends
+// the statement is cancelled and Cleanup returns an error, after which the
+// batch's rows are all still there (one DELETE) or partly deleted (chunks);
+// call it again to finish. Rows are deleted, never soft-deleted, whatever the
+// model.
 func (t *Table[T]) Cleanup(ctx context.Context, batchID string, failedSeq int) error {
 	db := t.db.WithContext(ctx)
 	table, column := clause.Table{Name: t.table}, clause.Column{Name: t.idField.DBName}
@@ -362,20 +365,24 @@ func (t *Table[T]) Cleanup(ctx context.Context, batchID string, failedSeq int) e
 	}
 }
 
-// retried runs a delete, which may run again as it likes, until it succeeds,
-// fails in a way that trying again cannot mend, or ctx ends.
+// retried runs a delete, which may run again as it likes, until it
+// succeeds, fails other than because the server was unavailable, or ctx
+// ends; then the error wraps ctx's as well.
 func retried(ctx context.Context, del func() (int64, error)) (int64, error) {
 	var pause time.Duration
 	for {
 		n, err := del()
-		if err == nil || ctx.Err() != nil || !pgerr.Transient(err) {
+		if err == nil || !pgerr.Unavailable(err) {
 			return n, err
+		}
+		if ctx.Err() != nil {
+			return n, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
 		}
 		pause = min(max(2*pause, 20*time.Millisecond), time.Second)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
-			return n, err
+			return n, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
 		}
 	}
 }

@@ -27,7 +27,7 @@ func Transient(err error) bool {
 		return false // the caller gave up on it
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && len(pe.Code) == 5 {
 		switch pe.Code[:2] {
 		case "08", // connection exception
 			"40", // transaction rollback: serialisation failure, deadlock
@@ -45,4 +45,41 @@ func Transient(err error) bool {
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.As(err, &ne) || errors.As(err, &ce)
+}
+
+// Unavailable reports whether a statement failed with err because the
+// server could not be reached or went away (the connection broke, the
+// server is shutting down, starting or full), or because its transaction
+// lost a deadlock or a serialisation race. Such a statement did nothing,
+// and the same statement may work later on another connection. It is
+// narrower than Transient: a statement cancelled by a timeout or an
+// operator, or refused a lock in time, is not Unavailable, since run
+// again in full it would most likely meet the same end.
+func Unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", // admin shutdown
+			"57P02", // crash shutdown
+			"57P03", // cannot connect now: the server is starting
+			"53300", // too many connections
+			"40001", // serialisation failure
+			"40P01": // deadlock
+			return true
+		}
+		return len(pe.Code) == 5 && pe.Code[:2] == "08" && pe.Code != "08P01" // a connection exception, not a protocol violation
+	}
+	var ce *pgconn.ConnectError
+	return pgconn.SafeToRetry(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) || isNetOp(err)
+}
+
+// isNetOp reports whether err is a failed network operation (a connection
+// refused or reset), not a timeout or a failed name lookup.
+func isNetOp(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
 }
