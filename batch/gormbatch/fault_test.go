@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/batch/gormbatch"
@@ -454,6 +456,13 @@ func TestServerRestartedMidBatch(t *testing.T) {
 		require.Zero(t, e.rows("VICTIM"), "nothing of the failed batch is left")
 		require.Equal(t, int64(1000), e.deleted("VICTIM"), "the cleanup removed sub-batch 1; the restart rolled back sub-batch 2")
 
+		// The pool's idle connections died with the server; a batch that
+		// drew one would fail, as a terminated backend's does (above).
+		// database/sql checks those idle for over a second before lending
+		// them, which a restart usually outlasts: drop them, for the test
+		// not to depend on how long the restart took.
+		e.SQL.SetMaxIdleConns(0)
+		e.SQL.SetMaxIdleConns(batch.DefaultWorkers + 2)
 		for i := range 4 {
 			r.send(fmt.Sprintf("AFTER-%d", i), orders(2100))
 		}
@@ -464,4 +473,51 @@ func TestServerRestartedMidBatch(t *testing.T) {
 			require.Equal(t, int64(2100), e.rows(id))
 		}
 	})
+}
+
+// A cleanup that meets a statement timeout gives up at once: run again in
+// full, the same DELETE would most likely time out again.
+func TestCleanupDoesNotRetryATimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`
+CREATE SEQUENCE tries;
+CREATE FUNCTION time_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM nextval('tries'); -- not rolled back with the statement
+	RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
+END $$;
+CREATE TRIGGER time_out BEFORE DELETE ON orders FOR EACH ROW EXECUTE FUNCTION time_out();`)
+	tbl := e.table()
+	r := start(t, tbl)
+	r.send("SLOW", orders(10))
+	r.shutdown()
+	err := tbl.Cleanup(t.Context(), "SLOW", 1)
+	var pg *pgconn.PgError
+	require.ErrorAs(t, err, &pg)
+	require.Equal(t, "57014", pg.Code)
+	require.Equal(t, int64(1), e.Count(t, "SELECT last_value FROM tries"), "one try")
+	require.Equal(t, int64(10), e.rows("SLOW"))
+}
+
+// A cleanup whose server stays away tries again until its context ends,
+// and then says both why it failed and that it gave up.
+func TestCleanupGivesUpWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1: every connection is refused.
+	db, err := gorm.Open(postgres.Open("postgres://postgres@127.0.0.1:1/none?sslmode=disable"),
+		&gorm.Config{Logger: logger.Discard, DisableAutomaticPing: true})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	tbl, err := gormbatch.New[Order](db)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = tbl.Cleanup(ctx, "GONE", 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var ce *pgconn.ConnectError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorContains(t, err, `gormbatch: delete batch "GONE" from orders`)
 }

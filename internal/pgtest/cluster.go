@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,7 +46,10 @@ func NewCluster(t testing.TB) *Cluster {
 		}
 		t.Skipf("pgtest: cannot create a cluster (%v); install postgresql-common and run as root", err)
 	}
-	c := &Cluster{version: version, name: "sheaf_" + randomSuffix()}
+	dropStale.Do(func() { dropStaleClusters(version) })
+	// The name says which process made the cluster, for a later run to
+	// drop it if that process died before its test could.
+	c := &Cluster{version: version, name: fmt.Sprintf("sheaf_%d_%s", os.Getpid(), randomSuffix())}
 	port, err := c.create()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -70,7 +78,7 @@ func (c *Cluster) create() (int, error) {
 	// Tests in this process, and in others, may be creating clusters too:
 	// a port that another takes first fails the creation or the start, and
 	// the next one is tried.
-	first := 5400 + os.Getpid()%100
+	first := 5400 + (os.Getpid()+10*int(clusters.Add(1)))%100
 	var last error
 	for i := range 100 {
 		port := 5400 + (first-5400+i)%100
@@ -94,6 +102,38 @@ func (c *Cluster) create() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("create a cluster: no port from 5400 to 5499 would do: %v", last)
+}
+
+// clusters counts the clusters this process has begun to create, so that
+// those it creates at once start looking at different ports.
+var clusters atomic.Int32
+
+var dropStale sync.Once
+
+// dropStaleClusters drops the clusters of version that processes which have
+// died left behind (a test binary killed at its timeout runs no clean-up).
+func dropStaleClusters(version string) {
+	out, err := exec.Command("pg_lsclusters", "--no-header").Output()
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != version {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(f[1], "sheaf_%d_", &pid); err != nil || pid <= 0 || alive(pid) {
+			continue
+		}
+		_ = (&Cluster{version: version, name: f[1]}).drop()
+	}
+}
+
+// alive reports whether a process with the given ID exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // drop stops the cluster and removes it.

@@ -33,7 +33,7 @@ var JobColumnNames = []string{"id", "kind", "queue", "status", "priority", "payl
 // enqueued before version 7.
 func jobColumns(oldMeta string) string {
 	cols := slices.Clone(JobColumnNames)
-	cols[len(cols)-1] = "coalesce(meta, " + oldMeta + ") AS meta"
+	cols[slices.Index(cols, "meta")] = "coalesce(meta, " + oldMeta + ") AS meta"
 	return strings.Join(cols, ", ")
 }
 
