@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -146,4 +147,34 @@ func TestJobColumnsAreJobRecordsFields(t *testing.T) {
 	s, err := schema.Parse(&queue.JobRecord{}, &sync.Map{}, schema.NamingStrategy{})
 	require.NoError(t, err)
 	require.ElementsMatch(t, s.DBNames, store.JobColumnNames)
+}
+
+// Migrate warns when it upgrades a schema under runners that are up, which
+// run an earlier release, and names them; not when the schema is current.
+func TestMigrateWarnsOfRunnersOfAnEarlierRelease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	reg := queue.NewRegistry()
+	logs := newLogs(slog.LevelWarn)
+	c, err := queue.NewClient(db.Gorm, reg, logs.option())
+	require.NoError(t, err)
+	for _, m := range c.Migrations()[:6] {
+		require.NoError(t, db.Gorm.Exec(m.Up).Error)
+	}
+	now := db.Now(t)
+	require.NoError(t, db.Gorm.Exec(`INSERT INTO sheaf_runners (id, queues, workers, started_at, seen_at) VALUES
+		('old-1', '["default"]', 10, ?, ?), ('gone', '["default"]', 10, ?, ?)`,
+		db.Time(now), db.Time(now), db.Time(now.Add(-time.Hour)), db.Time(now.Add(-time.Hour))).Error)
+	const msg = "queue: migrating the schema under runners of an earlier release; replace them once it is done " +
+		"(those of schema version 6 should be stopped first)"
+
+	require.NoError(t, c.Migrate(context.Background()))
+	n, attrs := logs.count(msg)
+	require.Equal(t, 1, n)
+	require.Equal(t, "[old-1]", attrs["runners"], "the runner not seen for an hour is not up")
+	require.Equal(t, "6", attrs["from"])
+
+	require.NoError(t, c.Migrate(context.Background()))
+	n, _ = logs.count(msg)
+	require.Equal(t, 1, n, "nothing to say once the schema is current")
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -36,6 +37,7 @@ func (c *Client) Migrations() []Migration {
 }
 
 func (c *Client) migrate(ctx context.Context) error {
+	c.warnOfOlderRunners(ctx)
 	found, err := c.st.Migrate(ctx)
 	switch {
 	case err != nil:
@@ -44,4 +46,27 @@ func (c *Client) migrate(ctx context.Context) error {
 		return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", ErrSchemaTooNew, found, SchemaVersion)
 	}
 	return nil
+}
+
+// warnOfOlderRunners logs a warning when the schema is about to be
+// upgraded under runners that are up: they run an earlier release, since
+// this one's refuse to start on an older schema. Those of version 6 must be
+// stopped first (see the README's Upgrading), and every one of them must
+// be replaced once the migration is done. What it cannot read it leaves
+// to Migrate to report.
+func (c *Client) warnOfOlderRunners(ctx context.Context) {
+	version, _, err := c.st.Preflight(ctx)
+	if err != nil || version == 0 || version >= SchemaVersion {
+		return
+	}
+	up, err := c.st.Runners(ctx, time.Minute)
+	if err != nil || len(up) == 0 {
+		return
+	}
+	ids := make([]string, len(up))
+	for i, r := range up {
+		ids[i] = r.ID
+	}
+	c.cfg.logger.Warn("queue: migrating the schema under runners of an earlier release; replace them once it is done "+
+		"(those of schema version 6 should be stopped first)", "from", version, "to", SchemaVersion, "runners", ids)
 }
