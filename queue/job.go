@@ -128,7 +128,7 @@ type JobRecord struct {
 }
 
 // Metadata is a job's metadata (JobRecord.Metadata). The database keeps
-// it in a compact form of its own; Scan and Value convert.
+// it in a compact form of its own, which Scan reads.
 type Metadata map[string]string
 
 // Scan reads metadata as the database keeps it.
@@ -149,14 +149,6 @@ func (m *Metadata) Scan(src any) error {
 	}
 	*m = d
 	return nil
-}
-
-// Value writes metadata as the database keeps it: NULL for none.
-func (m Metadata) Value() (driver.Value, error) {
-	if b := store.EncodeMetadata(m); b != nil {
-		return b, nil
-	}
-	return nil, nil
 }
 
 // TableName tells gorm the table.

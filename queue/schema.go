@@ -37,28 +37,25 @@ func (c *Client) Migrations() []Migration {
 }
 
 func (c *Client) migrate(ctx context.Context) error {
-	c.warnOfOlderRunners(ctx)
 	found, err := c.st.Migrate(ctx)
 	switch {
 	case err != nil:
 		return fmt.Errorf("queue: migrate: %w", err)
 	case found > SchemaVersion:
 		return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", ErrSchemaTooNew, found, SchemaVersion)
+	case found > 0 && found < SchemaVersion:
+		c.warnOfOlderRunners(ctx, found)
 	}
 	return nil
 }
 
-// warnOfOlderRunners logs a warning when the schema is about to be
-// upgraded under runners that are up: they run an earlier release, since
-// this one's refuse to start on an older schema. Those of version 6 must be
-// stopped first (see the README's Upgrading), and every one of them must
-// be replaced once the migration is done. What it cannot read it leaves
-// to Migrate to report.
-func (c *Client) warnOfOlderRunners(ctx context.Context) {
-	version, _, err := c.st.Preflight(ctx)
-	if err != nil || version == 0 || version >= SchemaVersion {
-		return
-	}
+// warnOfOlderRunners logs a warning when Migrate has upgraded the schema
+// from version under runners that are up: they run an earlier release,
+// since this one's refuse to start on an older schema. Those of version 6
+// should have been stopped first (see the README's Upgrading), and every
+// one of them must be replaced now. A failed read of the runners goes
+// unsaid: the migration it would warn of is done.
+func (c *Client) warnOfOlderRunners(ctx context.Context, version int) {
 	up, err := c.st.Runners(ctx, time.Minute)
 	if err != nil || len(up) == 0 {
 		return

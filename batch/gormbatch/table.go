@@ -375,9 +375,6 @@ func retried(ctx context.Context, del func() (int64, error)) (int64, error) {
 		if err == nil || !pgerr.Unavailable(err) {
 			return n, err
 		}
-		if ctx.Err() != nil {
-			return n, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
-		}
 		pause = min(max(2*pause, 20*time.Millisecond), time.Second)
 		select {
 		case <-time.After(pause):

@@ -7,8 +7,8 @@ import (
 	"maps"
 )
 
-// A job's metadata is a map of strings, stored in the metadata column as
-// bytes. Most jobs that have any carry only the W3C traceparent of the
+// A job's metadata is a map of strings, stored in the meta column as
+// bytes (version 6's metadata column held it as JSON). Most jobs that have any carry only the W3C traceparent of the
 // call that enqueued them, and that one value goes into every row of a
 // bulk enqueue, is rewritten with the row by the claim and the completion,
 // and is read back by every claim. So a traceparent of version 00 is kept

@@ -180,7 +180,7 @@ CREATE INDEX sheaf_jobs_failed ON sheaf_jobs (status, id) WHERE status IN ('FAIL
 `,
 	6: `
 -- Metadata carried with a job from its enqueue to its attempts, a JSON
--- object of strings (in meta since version 7): the W3C trace context (traceparent, tracestate) of
+-- object of strings: the W3C trace context (traceparent, tracestate) of
 -- the call that enqueued it, or of the parents that released it. NULL for
 -- jobs enqueued without any, so a queue without telemetry stores nothing.
 ALTER TABLE sheaf_jobs ADD COLUMN metadata jsonb;
