@@ -50,8 +50,8 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...JobOpt
 	if c == nil {
 		return invalid("nil Chunked handler")
 	}
-	return register[A](r, true, opts, func(ctx context.Context, ex *execution, e *kindEntry) error {
-		job, err := decodeJob[A](ex)
+	return register[A](r, true, opts, func(ctx context.Context, a *attempt, e *kindEntry) error {
+		job, err := decodeJob[A](a.Row(), a)
 		if err != nil {
 			return err
 		}
@@ -70,12 +70,12 @@ type chunkProcessor[A Args, R any] struct {
 
 func (p *chunkProcessor[A, R]) Process(ctx context.Context, b batch.Batch[R]) error {
 	ex := p.job.exec
-	if ex == nil || len(ex.r.cfg.hooks) == 0 {
+	if ex == nil {
 		return p.process(ctx, b)
 	}
 	start := time.Now()
 	err := p.process(ctx, b)
-	chunkDone(ctx, ex, ChunkInfo{JobID: p.job.ID, Kind: p.job.Kind, Queue: p.job.Queue, Seq: b.Seq, Offset: b.Offset,
+	ex.Chunk(ctx, ChunkInfo{JobID: p.job.ID, Kind: p.job.Kind, Queue: p.job.Queue, Seq: b.Seq, Offset: b.Offset,
 		Records: len(b.Items), Duration: time.Since(start), Err: err, Processed: p.processed, Total: p.total})
 	return err
 }
@@ -101,7 +101,7 @@ func (p *chunkProcessor[A, R]) AfterBatch(ctx context.Context, _ string) error {
 }
 
 func runChunked[A Args, R any](ctx context.Context, job *Job[A], c Chunked[A, R], chunkSize int) error {
-	if job.exec.mayHaveOutput() {
+	if job.exec != nil && job.exec.MayHaveOutput() {
 		// An earlier attempt may have died, or been stopped, without
 		// cleaning up.
 		if err := c.Cleanup(context.WithoutCancel(ctx), job); err != nil {
@@ -121,7 +121,7 @@ func runChunked[A Args, R any](ctx context.Context, job *Job[A], c Chunked[A, R]
 		batch.WithMaxBatchSize(chunkSize),
 		batch.WithWorkers(1),
 		batch.WithCleanup(cleanup.Func(func(ctx context.Context, _ string, _ int) error {
-			if job.exec.movedOn(ctx) {
+			if job.exec != nil && job.exec.MovedOn(ctx) {
 				return nil // see movedOn
 			}
 			return c.Cleanup(ctx, job)

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -162,8 +163,8 @@ func cmpString(a, b string) int {
 
 // hookRelease stores with child the metadata the Release hooks make of its
 // parents, over the child's own; attempt completed the last of them.
-func (rel releaser) hookRelease(child *newJob, attempt *execution, completed *JobRecord, parents []JobRecord) {
-	ctx := attempt.hooked
+func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, completed *JobRecord, parents []JobRecord) {
+	ctx := attempt.Hooked()
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -184,39 +185,40 @@ func (rel releaser) hookRelease(child *newJob, attempt *execution, completed *Jo
 	}
 }
 
-// releasedJob is a child job a rule released.
-type releasedJob struct {
-	rule string
-	job  JobRecord
-}
-
 // releaser is the part of a runner that completes parents and releases
-// their dependants, in one transaction (see Rule).
+// their dependants, in one transaction (see Rule): the runner's
+// runner.Rules. It builds children as Enqueue builds jobs, with the
+// client's checks, which is why it lives here.
 type releaser struct {
 	c     *Client
 	log   *slog.Logger
 	hooks []Hooks
 }
 
-// completeReleasing completes one successful attempt of a job that is a
-// parent in some rule, and releases the children whose parents are now all
-// complete, in one transaction. It reports whether the completion was
-// accepted (the attempt was still the job's) and the children it released.
-func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
+// Parent reports whether jobs of kind are parents in some rule.
+func (rel releaser) Parent(kind string) bool { return len(rel.c.reg.rulesFor(kind)) > 0 }
+
+// Complete completes one successful attempt of a job that is a parent in
+// some rule, and releases the children whose parents are now all complete,
+// in one transaction. It reports whether the completion was accepted (the
+// attempt was still the job's) and the children it released.
+func (rel releaser) Complete(ctx context.Context, ex *runner.Execution) (accepted bool, released []runner.Released, err error) {
+	rules := rel.c.reg.rulesFor(ex.Row().Kind)
 	err = rel.c.st.Tx(ctx, rel.c.db, func(tx *gorm.DB) error {
 		released = nil // a try before this one did not commit
-		period, runID, completed, err := rel.c.st.CompleteParent(tx, res.ex.row.ID, res.ex.row.Claims)
+		period, runID, completed, err := rel.c.st.CompleteParent(tx, ex.Row().ID, ex.Row().Claims)
 		if err != nil || !completed {
 			return err
 		}
 		accepted = true
 		for _, ru := range rules {
-			child, err := rel.release(tx, ru, res.ex, period, runID)
+			child, err := rel.release(tx, ru, ex, period, runID)
 			if err != nil {
 				return fmt.Errorf("rule %q: %w", ru.Name, err)
 			}
 			if child != nil {
-				released = append(released, releasedJob{rule: ru.Name, job: *child})
+				released = append(released, runner.Released{Rule: ru.Name, ID: child.ID, Kind: child.Kind, Queue: child.Queue,
+					Priority: child.Priority, RunID: child.RunID, ParentIDs: child.ParentIDs})
 			}
 		}
 		return nil
@@ -228,8 +230,8 @@ func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*
 }
 
 // release creates a rule's child if its parents are now all complete.
-func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *execution, period, runID sql.NullString) (*JobRecord, error) {
-	completed := &attempt.row
+func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *runner.Execution, period, runID sql.NullString) (*JobRecord, error) {
+	completed := attempt.Row()
 	parentID := completed.ID
 	group := fmt.Sprint("job:", parentID)
 	if !ru.Each {
@@ -299,7 +301,8 @@ func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *execution, period, r
 		return err
 	})
 	if err == nil && len(rel.hooks) > 0 {
-		rel.hookRelease(&nj, attempt, completed, full)
+		rec := recordOf(completed)
+		rel.hookRelease(&nj, attempt, &rec, full)
 	}
 	if err != nil {
 		// The child cannot be built: a panic, or a job Enqueue refuses.

@@ -40,6 +40,8 @@ var (
 	// ErrStopping is the cause of a job context cancelled because Runner.Stop
 	// ran out of time; the job was put back in the queue.
 	ErrStopping = errors.New("queue: runner stopping")
+	// ErrTimeout is the cause of a job context cancelled by the kind's Timeout.
+	ErrTimeout = errors.New("queue: job timed out")
 )
 
 func invalid(format string, args ...any) error {
@@ -79,4 +81,20 @@ func errAttrs(err error, attrs ...any) []any {
 		attrs = append(attrs, "stack", string(pe.Stack))
 	}
 	return attrs
+}
+
+// userCall calls fn, the user's code, on a goroutine of its own and returns
+// its error: a panic as a *worker.PanicError, and a call to runtime.Goexit
+// (which would end the runner goroutine that called fn, and nothing could
+// stop it) as one wrapping worker.ErrGoexit. For callbacks on the runner's
+// own goroutines that are not on a hot path: schedule ticks and rule
+// children.
+func userCall(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		if worker.Try(fn, func(err error) { done <- err }) {
+			done <- nil
+		}
+	}()
+	return <-done
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -182,48 +183,29 @@ func merged(own, over map[string]string) map[string]string {
 	return m
 }
 
-// attemptHooks runs the runner's Attempt hooks for ex, and returns the
-// handler's context; ex.ended calls the functions they returned.
-func (r *Runner) attemptHooks(ctx context.Context, ex *execution) context.Context {
-	for _, h := range r.cfg.hooks {
+// attemptHooks runs the Attempt hooks of hooks for ex (see
+// runner.Config.Attempt), and returns the handler's context and the
+// function that tells them the attempt ended.
+func attemptHooks(ctx context.Context, hooks []Hooks, ex *runner.Execution) (context.Context, func(runner.Event)) {
+	rec := recordOf(ex.Row())
+	var ends []func(Event)
+	for _, h := range hooks {
 		if h.Attempt == nil {
 			continue
 		}
 		var done func(Event)
-		ctx, done = h.Attempt(ctx, &ex.row)
+		ctx, done = h.Attempt(ctx, &rec)
 		if done != nil {
-			ex.ends = append(ex.ends, done)
+			ends = append(ends, done)
 		}
 	}
-	ex.hooked = ctx
-	return ctx
-}
-
-// ended tells the Attempt hooks that ex's handler returned.
-func (ex *execution) ended(ev Event) {
-	for _, done := range slices.Backward(ex.ends) {
-		done(ev)
+	if len(ends) == 0 {
+		return ctx, nil
 	}
-	ex.ends = nil
-}
-
-// endedAs tells the Attempt hooks that ex's handler returned, as an event
-// of type t.
-func (ex *execution) endedAs(t EventType, err error, took time.Duration) {
-	if len(ex.ends) == 0 {
-		return
-	}
-	ev := ex.event(t)
-	ev.Err, ev.Duration = err, took
-	ex.ended(ev)
-}
-
-// chunkDone tells the Chunk hooks of the runner of ex that a chunk was
-// processed.
-func chunkDone(ctx context.Context, ex *execution, info ChunkInfo) {
-	for _, h := range ex.r.cfg.hooks {
-		if h.Chunk != nil {
-			h.Chunk(ctx, info)
+	return ctx, func(e runner.Event) {
+		ev := eventOf(e)
+		for _, done := range slices.Backward(ends) {
+			done(ev)
 		}
 	}
 }

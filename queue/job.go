@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -123,8 +124,6 @@ type JobRecord struct {
 	// schema version 7 keeps it where that version did, and reads find it
 	// there.
 	Metadata Metadata `gorm:"column:meta;type:bytes"`
-
-	backoffJSON []byte // the job's own backoff, as stored; set by claims
 }
 
 // Metadata is a job's metadata (JobRecord.Metadata). The database keeps
@@ -206,7 +205,53 @@ type Job[A Args] struct {
 	// dependency rule created it; Parents loads them.
 	ParentIDs []int64
 
-	exec *execution
+	exec execution // nil in a Job built by hand, as in a handler's unit test
+}
+
+// execution is the attempt that runs a Job, as the Job's methods see it.
+type execution interface {
+	SetProgress(ctx context.Context, processed, total int64) error
+	SetOutput(ctx context.Context, output string) error
+	Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
+	// MayHaveOutput reports whether an earlier claim of the job may have
+	// left output behind; MovedOn whether the job has passed to a later
+	// attempt, whose output this one must not clean up (see
+	// runner.Execution).
+	MayHaveOutput() bool
+	MovedOn(ctx context.Context) bool
+	// Chunk tells the Chunk hooks that a chunk was processed.
+	Chunk(ctx context.Context, info ChunkInfo)
+}
+
+// attempt is a runner's execution of a job, with the client and hooks of
+// that runner.
+type attempt struct {
+	*runner.Execution
+	c     *Client
+	hooks []Hooks
+}
+
+func (a *attempt) Parents(ctx context.Context, ids []int64) ([]JobRecord, error) {
+	var out []JobRecord
+	err := a.c.st.Jobs(ctx, a.c.db, store.Filter{IDs: ids}, 0, &out)
+	return out, err
+}
+
+func (a *attempt) Chunk(ctx context.Context, info ChunkInfo) {
+	for _, h := range a.hooks {
+		if h.Chunk != nil {
+			h.Chunk(ctx, info)
+		}
+	}
+}
+
+// recordOf is the JobRecord of a claimed row.
+func recordOf(row *runner.Row) JobRecord {
+	return JobRecord{ID: row.ID, Kind: row.Kind, Queue: row.Queue, Status: Status(row.Status), Priority: row.Priority,
+		Payload: row.Payload, CorrelationID: row.CorrelationID, Attempts: row.Attempts, MaxAttempts: row.MaxAttempts,
+		Claims: row.Claims, Rescues: row.Rescues, RunAt: row.RunAt, CreatedAt: row.CreatedAt, StartedAt: row.StartedAt,
+		Total: row.Total, LastError: row.LastError, Auth: row.Auth, RunID: row.RunID, Period: row.Period,
+		ParentIDs: row.ParentIDs, Metadata: row.Metadata}
 }
 
 // SetOutput stores v, as JSON, as the job's output, for the jobs that depend
@@ -221,9 +266,10 @@ func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)
 	}
-	return j.exec.write(ctx, func(ctx context.Context) (bool, error) {
-		return j.exec.r.c.st.SetOutput(ctx, j.exec.row.ID, j.exec.row.Claims, string(b))
-	})
+	if j.exec == nil {
+		return nil
+	}
+	return j.exec.SetOutput(ctx, string(b))
 }
 
 // Parents returns the jobs whose completion released this one, with their
@@ -232,9 +278,8 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 	if len(j.ParentIDs) == 0 || j.exec == nil {
 		return nil, nil
 	}
-	c := j.exec.r.c
-	var out []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{IDs: j.ParentIDs}, 0, &out); err != nil {
+	out, err := j.exec.Parents(ctx, j.ParentIDs)
+	if err != nil {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil
@@ -245,7 +290,10 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 // (cancelled or rescued); a handler should then stop. Chunked handlers have
 // their progress saved for them after every chunk.
 func (j *Job[A]) SetProgress(ctx context.Context, processed, total int64) error {
-	return j.exec.setProgress(ctx, processed, total)
+	if j.exec == nil {
+		return nil
+	}
+	return j.exec.SetProgress(ctx, processed, total)
 }
 
 // Handler works jobs of one kind. Work returns nil on success. An error makes

@@ -2,7 +2,11 @@ package queue
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // EventType says what happened to a job.
@@ -114,3 +118,37 @@ type ObserverFunc func(Event)
 
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// observers are a runner's receivers of events: its hooks' Observe and its
+// observer.
+type observers struct {
+	hooks []Hooks
+	obs   Observer
+	log   *slog.Logger
+}
+
+// observe reports e to the hooks, then to the observer: an observer that
+// sees an event finds the hooks' instruments already updated.
+func (o observers) observe(e Event) {
+	for _, h := range o.hooks {
+		if h.Observe != nil {
+			o.observeSafely(h.Observe, e)
+		}
+	}
+	if o.obs != nil {
+		o.observeSafely(o.obs.Observe, e)
+	}
+}
+
+func (o observers) observeSafely(observe func(Event), e Event) {
+	if err := worker.Safely(func() error { observe(e); return nil }); err != nil {
+		o.log.Error("queue: observer panicked", "err", err)
+	}
+}
+
+// eventOf is the Event of one the runner reports.
+func eventOf(e runner.Event) Event {
+	return Event{Type: EventType(e.Type), JobID: e.JobID, Kind: e.Kind, Queue: e.Queue, Priority: e.Priority,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, CorrelationID: e.CorrelationID, Duration: e.Duration,
+		Err: e.Err, RetryIn: e.RetryIn, Rule: e.Rule, ParentIDs: e.ParentIDs, RunID: e.RunID}
+}

@@ -5,23 +5,26 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
-// preflightTimeout bounds Start's checks.
+// preflightTimeout bounds Start's checks: longer than a bookkeeping
+// statement's bound, since this may open the pool's first connection, on a
+// machine that is busy starting everything at once.
 const preflightTimeout = 10 * time.Second
 
 // preflight checks, before the runner starts anything, that the database
 // answers and that its schema is the one this sheaf knows, and warns when
 // the connection pool cannot serve the workers.
-func (r *Runner) preflight(ctx context.Context) error {
-	// Longer than a statement's bound: this may open the pool's first
-	// connection, on a machine that is busy starting everything at once.
-	ctx, cancel := context.WithTimeout(ctx, max(r.timeouts.statement, preflightTimeout))
+func preflight(ctx context.Context, c *Client, sqlDB *sql.DB, workers int, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
-	version, room, err := r.c.st.Preflight(ctx)
+	version, room, err := c.st.Preflight(ctx)
 	switch {
 	case errors.Is(notMigrated(err), ErrNotMigrated):
 		return fmt.Errorf("queue: start: %w (%v)", ErrNotMigrated, err)
@@ -32,8 +35,8 @@ func (r *Runner) preflight(ctx context.Context) error {
 	case version > SchemaVersion:
 		return fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", ErrSchemaTooNew, version, SchemaVersion)
 	}
-	if advice := poolAdvice(r.sqlDB, r.cfg.workers, room); advice != "" {
-		r.log.Warn("queue: the connection pool cannot serve the runner's workers well", "advice", advice)
+	if advice := poolAdvice(sqlDB, workers, room); advice != "" {
+		log.Warn("queue: the connection pool cannot serve the runner's workers well", "advice", advice)
 	}
 	return nil
 }
@@ -42,14 +45,14 @@ func (r *Runner) preflight(ctx context.Context) error {
 // assuming their handlers use it, as they commonly do; "" when it is fine.
 // room is how many more connections the server accepts.
 func poolAdvice(db *sql.DB, workers, room int) string {
-	need := workers + runnerConns
+	need := workers + runner.Conns
 	open := db.Stats().MaxOpenConnections
 	var advice []string
 	if open == 0 && need > room {
 		advice = append(advice, fmt.Sprintf("it has no limit on open connections, so handlers that each take one may need %d, "+
 			"and the server accepts %d more (beyond that it refuses them, SQLSTATE 53300): "+
 			"call SetMaxOpenConns with what the server can spare", need, max(room, 0)))
-		need = max(room, runnerConns)
+		need = max(room, runner.Conns)
 	}
 	if open > 0 {
 		need = min(need, open)

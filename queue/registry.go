@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // Registry holds the job kinds a Client may enqueue and a Runner may work,
@@ -33,7 +36,7 @@ type kindEntry struct {
 	defaults jobOptions
 	chunked  bool
 	// work decodes the job's payload and runs its handler.
-	work func(ctx context.Context, ex *execution, e *kindEntry) error
+	work func(ctx context.Context, a *attempt, e *kindEntry) error
 }
 
 // Kinds returns the registered kinds, sorted.
@@ -79,8 +82,8 @@ func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
 	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
 		return invalid("nil HandlerFunc")
 	}
-	return register[A](r, false, opts, func(ctx context.Context, ex *execution, _ *kindEntry) error {
-		job, err := decodeJob[A](ex)
+	return register[A](r, false, opts, func(ctx context.Context, a *attempt, _ *kindEntry) error {
+		job, err := decodeJob[A](a.Row(), a)
 		if err != nil {
 			return err
 		}
@@ -88,7 +91,7 @@ func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
 	})
 }
 
-func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(context.Context, *execution, *kindEntry) error) error {
+func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(context.Context, *attempt, *kindEntry) error) error {
 	kind, err := kindOf[A]()
 	if err != nil {
 		return err
@@ -134,14 +137,14 @@ func kindOf[A Args]() (kind string, err error) {
 	return kind, nil
 }
 
-// decodeJob builds the handler's Job from a claimed row. A payload that does
-// not decode can never succeed, so the error is permanent.
-func decodeJob[A Args](ex *execution) (*Job[A], error) {
+// decodeJob builds the handler's Job from a claimed row, run by ex. A
+// payload that does not decode can never succeed, so the error is
+// permanent.
+func decodeJob[A Args](row *runner.Row, ex execution) (*Job[A], error) {
 	var args A
-	if err := json.Unmarshal(ex.row.Payload, &args); err != nil {
-		return nil, Permanent(fmt.Errorf("%w: kind %q: %v", ErrInvalidPayload, ex.row.Kind, err))
+	if err := json.Unmarshal(row.Payload, &args); err != nil {
+		return nil, Permanent(fmt.Errorf("%w: kind %q: %v", ErrInvalidPayload, row.Kind, err))
 	}
-	row := ex.row
 	job := &Job[A]{
 		ID: row.ID, Kind: row.Kind, Queue: row.Queue, Args: args, Priority: row.Priority,
 		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth,
@@ -170,4 +173,31 @@ func (e *kindEntry) checkPayload(payload []byte) error {
 		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
 	}
 	return nil
+}
+
+// runnerKinds shows a runner the registry's kinds and windows (see
+// runner.Kinds). The kinds it looks up run their jobs with the client and
+// the hooks of that runner.
+type runnerKinds struct {
+	c     *Client
+	hooks []Hooks
+}
+
+func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
+	e, err := k.c.reg.lookup(kind)
+	if err != nil {
+		return nil, err
+	}
+	return &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff,
+		Work: func(ctx context.Context, ex *runner.Execution) error {
+			return e.work(ctx, &attempt{Execution: ex, c: k.c, hooks: k.hooks}, e)
+		}}, nil
+}
+
+func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {
+	return k.c.reg.closedNow(now, queues)
+}
+
+func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
+	return k.c.reg.nextOpening(now, queues)
 }

@@ -21,34 +21,9 @@ import (
 // or, for strings encoding/json replaces, the job is stored altered. The
 // checks here refuse such input before any statement, naming the field.
 
-// textFlaw says what in s PostgreSQL would not store as text: a NUL byte or
-// bytes that are not UTF-8. It returns "" when there is nothing.
-func textFlaw(s string) string {
-	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
-		return ""
-	}
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == 0:
-			return fmt.Sprintf("NUL byte at offset %d", i)
-		case r == utf8.RuneError && n == 1:
-			return fmt.Sprintf("invalid UTF-8 at offset %d", i)
-		}
-		i += n
-	}
-	return ""
-}
-
-// storable returns s with what PostgreSQL would not store as text replaced
-// by U+FFFD: for text that is not input to refuse, but output to keep, such
-// as a handler's error message.
-func storable(s string) string {
-	if textFlaw(s) == "" {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
+// textFlaw says what in s PostgreSQL would not store as text (see
+// store.TextFlaw).
+func textFlaw(s string) string { return store.TextFlaw(s) }
 
 // checkText refuses s, given as the option or field called name, if
 // PostgreSQL would not store it as text.

@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Executing: one attempt of one job, from claim to result.
 
@@ -8,24 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
-// ErrTimeout is the cause of a job context cancelled by the kind's Timeout.
-var ErrTimeout = errors.New("queue: job timed out")
-
-// execution is one attempt of one job on this runner.
-type execution struct {
+// Execution is one attempt of one job on this runner.
+type Execution struct {
 	r       *Runner
-	row     JobRecord
+	row     Row
 	ctx     context.Context // cancelled with a cause; handed to the handler
 	cancel  context.CancelCauseFunc
 	claimed time.Time // when the runner claimed it
 	start   time.Time // when a worker took it up
 	// counted is set once the attempt counts towards MaxAttempts: at the
-	// claim, or, for a suspect, when it starts (see JobRecord.Rescues).
+	// claim, or, for a suspect, when it starts (see Row.Rescues).
 	counted bool
 	// Guarded by r.mu: released means the job is being put back in the
 	// queue (by Stop, or because it waited too long for a worker), so its
@@ -38,18 +36,18 @@ type execution struct {
 	hooked context.Context
 }
 
-func (ex *execution) suspect() bool { return ex.row.Rescues > 0 }
+func (ex *Execution) suspect() bool { return ex.row.Rescues > 0 }
 
 // launch hands claimed jobs to the workers: a suspect first, ahead of any
 // job claimed ahead, since it is claimed only when a worker is free.
-func (r *Runner) launch(jobsCtx context.Context, rows []JobRecord) {
+func (r *Runner) launch(jobsCtx context.Context, rows []Row) {
 	now := time.Now()
-	exs := make([]*execution, 0, len(rows))
-	var suspect *execution
+	exs := make([]*Execution, 0, len(rows))
+	var suspect *Execution
 	r.mu.Lock()
 	for i := range rows {
 		ctx, cancel := context.WithCancelCause(jobsCtx)
-		ex := &execution{r: r, row: rows[i], ctx: ctx, cancel: cancel, claimed: now}
+		ex := &Execution{r: r, row: rows[i], ctx: ctx, cancel: cancel, claimed: now}
 		ex.counted = !ex.suspect()
 		r.running[ex] = struct{}{}
 		r.held[keyOf(ex)] = ex
@@ -68,7 +66,7 @@ func (r *Runner) launch(jobsCtx context.Context, rows []JobRecord) {
 
 // unhold forgets claims whose results or requeues are written (or given up
 // on): the lease keeper stops renewing them.
-func (r *Runner) unhold(exs ...*execution) {
+func (r *Runner) unhold(exs ...*Execution) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ex := range exs {
@@ -81,7 +79,7 @@ func (r *Runner) unhold(exs ...*execution) {
 // unwait takes the jobs that release selects out of the workers' reach
 // (those still waiting for one) and out of running, marks them released,
 // and returns them, for the caller to put back in the database's queue.
-func (r *Runner) unwait(release func(*execution) bool) []*execution {
+func (r *Runner) unwait(release func(*Execution) bool) []*Execution {
 	out := r.pool.Take(release)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,12 +97,12 @@ func (r *Runner) unwait(release func(*execution) bool) []*execution {
 var errGoexit = errors.New("queue: handler called runtime.Goexit")
 
 // execute runs one attempt on a worker's goroutine.
-func (r *Runner) execute(ex *execution) {
+func (r *Runner) execute(ex *Execution) {
 	ctx := ex.ctx
 	defer ex.cancel(nil)
 	ex.start = time.Now()
 	var err error
-	e, lookupErr := r.c.reg.lookup(ex.row.Kind)
+	e, lookupErr := r.cfg.Kinds.Lookup(ex.row.Kind)
 	if ctx.Err() == nil && ex.suspect() {
 		if err := r.startSuspect(ex); err != nil {
 			ex.cancel(err)
@@ -118,15 +116,15 @@ func (r *Runner) execute(ex *execution) {
 	}
 	r.observe(ex.event(EventStarted))
 	r.debug(ex, "queue: job started")
-	if len(r.cfg.hooks) > 0 {
+	if r.cfg.Attempt != nil {
 		ctx = r.attemptHooks(ctx, ex)
 	}
 	if lookupErr != nil {
-		err = fmt.Errorf("runner %s cannot work it: %w", r.cfg.runnerID, lookupErr)
+		err = fmt.Errorf("runner %s cannot work it: %w", r.cfg.ID, lookupErr)
 	} else {
-		if e.defaults.timeout > 0 {
+		if e.Timeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, e.defaults.timeout, ErrTimeout)
+			ctx, cancel = context.WithTimeoutCause(ctx, e.Timeout, r.cfg.Errors.Timeout)
 			defer cancel()
 		}
 		err = r.runHandler(ctx, ex, e)
@@ -146,7 +144,7 @@ func (r *Runner) execute(ex *execution) {
 // handler that calls runtime.Goexit (as t.FailNow does) ends this worker
 // goroutine whatever happens; its attempt is then finished as failed and a
 // new worker takes this one's place, so the job is not left PROCESSING.
-func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) error {
+func (r *Runner) runHandler(ctx context.Context, ex *Execution, e *Kind) error {
 	normal := false
 	defer func() {
 		if !normal && recover() == nil {
@@ -156,26 +154,26 @@ func (r *Runner) runHandler(ctx context.Context, ex *execution, e *kindEntry) er
 			r.pool.Replace()
 		}
 	}()
-	err := worker.Safely(func() error { return e.work(ctx, ex, e) })
+	err := worker.Safely(func() error { return e.Work(ctx, ex) })
 	normal = true
 	return err
 }
 
 // startSuspect counts the attempt of a suspect that is about to start. It
 // returns the cause to cancel the attempt with when it must not start.
-func (r *Runner) startSuspect(ex *execution) error {
+func (r *Runner) startSuspect(ex *Execution) error {
 	// A suspect may kill the process as it starts: the jobs this runner
 	// finished before it must not die with it, unwritten, and run again.
 	r.completer.WaitFlushed(r.timeouts.statement)
 	var attempts int
 	var started time.Time
 	err := r.retry(func(ctx context.Context, _ int) (err error) {
-		attempts, started, err = r.c.st.StartSuspect(ctx, ex.row.ID, ex.row.Claims)
+		attempts, started, err = r.st.StartSuspect(ctx, ex.row.ID, ex.row.Claims)
 		return err
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
+		return fmt.Errorf("%w: job %d", ex.r.cfg.Errors.LeaseLost, ex.row.ID)
 	case err != nil:
 		// It never starts; it goes back to the queue, or, if that fails
 		// too, is rescued, its attempt uncounted either way.
@@ -183,7 +181,7 @@ func (r *Runner) startSuspect(ex *execution) error {
 		r.mu.Lock()
 		ex.released = true
 		r.mu.Unlock()
-		return ErrStopping
+		return r.cfg.Errors.Stopping
 	}
 	ex.row.Attempts, ex.row.StartedAt, ex.counted = attempts, &started, true
 	return nil
@@ -191,7 +189,7 @@ func (r *Runner) startSuspect(ex *execution) error {
 
 // finish hands the attempt's result to the completer, unless the job is no
 // longer this runner's to finish.
-func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err error, took time.Duration) {
+func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, took time.Duration) {
 	r.mu.Lock()
 	released := ex.released
 	ex.finished = true
@@ -200,8 +198,8 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	switch {
 	case released: // the runner is stopping: back to the queue, now the handler has returned
 		ex.endedAs(EventRequeued, err, took)
-		r.requeue([]*execution{ex}, "the runner stopped before it finished")
-	case errors.Is(cause, ErrCancelled):
+		r.requeue([]*Execution{ex}, "the runner stopped before it finished")
+	case errors.Is(cause, r.cfg.Errors.Cancelled):
 		r.unhold(ex)
 		r.stats.cancelled.Add(1)
 		ev := ex.event(EventCancelled)
@@ -209,7 +207,7 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 		ex.endedAs(EventCancelled, err, took)
 		r.observe(ev)
 		r.jobLogger(&ex.row).Info("queue: job cancelled while running", "duration", took)
-	case errors.Is(cause, ErrLeaseLost):
+	case errors.Is(cause, r.cfg.Errors.LeaseLost):
 		r.unhold(ex)
 		r.stats.rejected.Add(1)
 		ex.endedAs(EventRejected, err, took)
@@ -237,15 +235,15 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	}
 }
 
-func (r *Runner) resultOf(ex *execution, e *kindEntry, err error, took time.Duration) result {
+func (r *Runner) resultOf(ex *Execution, e *Kind, err error, took time.Duration) result {
 	res := result{ex: ex, err: err, took: took}
 	switch {
 	case err == nil:
-		res.status = StatusCompleted
-	case IsPermanent(err) || ex.row.Attempts >= ex.row.MaxAttempts:
-		res.status = StatusFailed
+		res.status = statusCompleted
+	case r.cfg.Errors.Permanent(err) || ex.row.Attempts >= ex.row.MaxAttempts:
+		res.status = statusFailed
 	default:
-		res.status = StatusQueued
+		res.status = statusQueued
 		res.delay = r.delay(ex, e)
 	}
 	return res
@@ -254,13 +252,13 @@ func (r *Runner) resultOf(ex *execution, e *kindEntry, err error, took time.Dura
 // delay is how long the job waits before its next attempt, by its own
 // backoff if it has one, else its kind's. A Backoff of the user's that
 // panics gets the default's delay, rather than taking the runner down.
-func (r *Runner) delay(ex *execution, e *kindEntry) time.Duration {
-	b := DefaultBackoff
+func (r *Runner) delay(ex *Execution, e *Kind) time.Duration {
+	b := r.cfg.DefaultBackoff
 	if e != nil {
-		b = e.defaults.backoff
+		b = e.Backoff
 	}
 	if len(ex.row.backoffJSON) > 0 {
-		own, err := decodeBackoff(ex.row.backoffJSON)
+		own, err := r.cfg.DecodeBackoff(ex.row.backoffJSON)
 		if err != nil {
 			r.jobLogger(&ex.row).Warn("queue: job's stored backoff does not decode; using its kind's", "err", err)
 		} else {
@@ -270,12 +268,12 @@ func (r *Runner) delay(ex *execution, e *kindEntry) time.Duration {
 	var d time.Duration
 	if err := worker.Safely(func() error { d = b.Delay(ex.row.Attempts); return nil }); err != nil {
 		r.jobLogger(&ex.row).Error("queue: the job's backoff panicked; using the default's delay", "err", err)
-		d = DefaultBackoff.Delay(ex.row.Attempts)
+		d = r.cfg.DefaultBackoff.Delay(ex.row.Attempts)
 	}
 	return max(d, 0)
 }
 
-func (ex *execution) event(t EventType) Event {
+func (ex *Execution) event(t EventType) Event {
 	e := Event{Type: t, JobID: ex.row.ID, Kind: ex.row.Kind, Queue: ex.row.Queue, Priority: ex.row.Priority,
 		Attempt: ex.row.Attempts, MaxAttempts: ex.row.MaxAttempts}
 	if ex.row.CorrelationID != nil {
@@ -287,19 +285,26 @@ func (ex *execution) event(t EventType) Event {
 	return e
 }
 
-func (ex *execution) setProgress(ctx context.Context, processed, total int64) error {
+// Row returns the job as claimed, with the attempt counted. It must not be
+// modified.
+func (ex *Execution) Row() *Row { return &ex.row }
+
+// Hooked returns the context the Attempt hook made for the attempt, or nil.
+func (ex *Execution) Hooked() context.Context { return ex.hooked }
+
+// SetProgress records how many of total records the job has processed. It
+// returns an error wrapping Errors.LeaseLost if the job is no longer the
+// attempt's.
+func (ex *Execution) SetProgress(ctx context.Context, processed, total int64) error {
 	return ex.write(ctx, func(ctx context.Context) (bool, error) {
-		return ex.r.c.st.SetProgress(ctx, ex.row.ID, ex.row.Claims, processed, total)
+		return ex.r.st.SetProgress(ctx, ex.row.ID, ex.row.Claims, processed, total)
 	})
 }
 
 // write runs one of the attempt's own writes (see store.SetProgress), bounded
 // like a bookkeeping statement; a write that changed nothing found the job
 // no longer this attempt's.
-func (ex *execution) write(ctx context.Context, w func(context.Context) (bool, error)) error {
-	if ex == nil {
-		return nil // a Job built by hand, as in a handler's unit test
-	}
+func (ex *Execution) write(ctx context.Context, w func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
 	defer cancel()
 	changed, err := w(ctx)
@@ -307,45 +312,50 @@ func (ex *execution) write(ctx context.Context, w func(context.Context) (bool, e
 		return fmt.Errorf("queue: update job %d: %w", ex.row.ID, err)
 	}
 	if !changed {
-		return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
+		return fmt.Errorf("%w: job %d", ex.r.cfg.Errors.LeaseLost, ex.row.ID)
 	}
 	return nil
 }
 
-// mayHaveOutput reports whether an earlier claim of the job may have left
-// output behind. A chunked attempt saves the job's total before it writes
-// its first chunk, so one that wrote anything left the total set.
-func (ex *execution) mayHaveOutput() bool {
-	return ex != nil && (ex.row.Claims > 1 || ex.row.Total != nil)
+// SetOutput stores output, JSON, as the job's output, for its children to
+// read. It returns an error wrapping Errors.LeaseLost if the job is no
+// longer the attempt's.
+func (ex *Execution) SetOutput(ctx context.Context, output string) error {
+	return ex.write(ctx, func(ctx context.Context) (bool, error) {
+		return ex.r.st.SetOutput(ctx, ex.row.ID, ex.row.Claims, output)
+	})
 }
 
-// movedOn reports whether the job has passed from this attempt to another:
+// MayHaveOutput reports whether an earlier claim of the job may have left
+// output behind. A chunked attempt saves the job's total before it writes
+// its first chunk, so one that wrote anything left the total set.
+func (ex *Execution) MayHaveOutput() bool {
+	return ex.row.Claims > 1 || ex.row.Total != nil
+}
+
+// MovedOn reports whether the job has passed from this attempt to another:
 // rescued, and queued again or claimed by a later attempt, or completed by
 // one. Such an attempt must not clean up its output, which would remove the
 // later attempt's; the later attempt cleans up before it starts. A FAILED or
 // CANCELLED job has no later attempt to do that, so it has not moved on; nor
 // has a job whose row cannot be read.
-func (ex *execution) movedOn(ctx context.Context) bool {
-	if ex == nil {
-		return false
-	}
+func (ex *Execution) MovedOn(ctx context.Context) bool {
 	st, claims, err := ex.now(ctx)
 	if err != nil {
 		return false
 	}
-	return st == StatusQueued || st == StatusCompleted || (st == StatusProcessing && claims != ex.row.Claims)
+	return st == statusQueued || st == statusCompleted || (st == statusProcessing && claims != ex.row.Claims)
 }
 
 // now reads the job's status and claim number as the database has them.
-func (ex *execution) now(ctx context.Context) (Status, int, error) {
-	st, claims, err := ex.r.c.st.State(ctx, ex.row.ID)
-	return Status(st), claims, err
+func (ex *Execution) now(ctx context.Context) (string, int, error) {
+	return ex.r.st.State(ctx, ex.row.ID)
 }
 
 // cancelRunning cancels the context of every running attempt of a job.
 func (r *Runner) cancelRunning(id int64, cause error) {
 	r.mu.Lock()
-	var exs []*execution
+	var exs []*Execution
 	for ex := range r.running {
 		if ex.row.ID == id {
 			exs = append(exs, ex)
@@ -355,4 +365,34 @@ func (r *Runner) cancelRunning(id int64, cause error) {
 	for _, ex := range exs {
 		ex.cancel(cause)
 	}
+}
+
+// attemptHooks runs the Attempt hook for ex (Config.Attempt), and returns
+// the handler's context; ex.ended calls the function it returned.
+func (r *Runner) attemptHooks(ctx context.Context, ex *Execution) context.Context {
+	ctx, done := r.cfg.Attempt(ctx, ex)
+	if done != nil {
+		ex.ends = append(ex.ends, done)
+	}
+	ex.hooked = ctx
+	return ctx
+}
+
+// ended tells the Attempt hooks that ex's handler returned.
+func (ex *Execution) ended(ev Event) {
+	for _, done := range slices.Backward(ex.ends) {
+		done(ev)
+	}
+	ex.ends = nil
+}
+
+// endedAs tells the Attempt hooks that ex's handler returned, as an event
+// of type t.
+func (ex *Execution) endedAs(t EventType, err error, took time.Duration) {
+	if len(ex.ends) == 0 {
+		return
+	}
+	ev := ex.event(t)
+	ev.Err, ev.Duration = err, took
+	ex.ended(ev)
 }

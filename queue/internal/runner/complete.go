@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Completing: writing finished attempts, many per statement (the
 // completer, a run.Batcher, calls flush).
@@ -23,15 +23,15 @@ var completeLinger = struct {
 
 // result is a finished attempt on its way to the database.
 type result struct {
-	ex     *execution
-	status Status // COMPLETED, QUEUED (retry) or FAILED
+	ex     *Execution
+	status string // COMPLETED, QUEUED (retry) or FAILED
 	delay  time.Duration
 	err    error
 	took   time.Duration
 }
 
 // keyOf is the key of ex's claim (see store.Key).
-func keyOf(ex *execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
+func keyOf(ex *Execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
 
 // flush writes a batch of results. The updates only touch a job that is
 // still PROCESSING in the same attempt, so a result that arrives after the
@@ -41,9 +41,9 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 	var ok, failed, parents []result
 	for _, res := range batch {
 		switch {
-		case res.status != StatusCompleted:
+		case res.status != statusCompleted:
 			failed = append(failed, res)
-		case len(r.c.reg.rulesFor(res.ex.row.Kind)) > 0:
+		case r.cfg.Rules.Parent(res.ex.row.Kind):
 			parents = append(parents, res)
 		default:
 			ok = append(ok, res)
@@ -66,10 +66,10 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		part := failed[start:min(start+store.MaxFailures, len(failed))]
 		n := len(part)
 		f := store.Failures{IDs: make([]int64, n), Keys: make([]int64, n), Statuses: make([]string, n),
-			Delays: make([]time.Duration, n), Errors: make([]string, n), Runner: r.cfg.runnerID}
+			Delays: make([]time.Duration, n), Errors: make([]string, n), Runner: r.cfg.ID}
 		for i, res := range part {
 			f.IDs[i], f.Keys[i], f.Statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
-			f.Delays[i], f.Errors[i] = res.delay, storable(res.err.Error())
+			f.Delays[i], f.Errors[i] = res.delay, store.Storable(res.err.Error())
 		}
 		errs = append(errs, r.writeResults(accepted, f.IDs,
 			func(ctx context.Context) ([]int64, error) { return conn.Fail(ctx, f) },
@@ -81,7 +81,7 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		r.log.Error("queue: could not record finished jobs; they will be rescued when their leases expire",
 			"jobs", len(batch), "err", err)
 	}
-	exs := make([]*execution, len(batch))
+	exs := make([]*Execution, len(batch))
 	for i, res := range batch {
 		exs[i] = res.ex
 		// A job whose statement failed has no entry: it is neither
@@ -96,10 +96,9 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 // completeParent completes a job that is a parent in some rule, releasing
 // children in the same transaction (see Rule), and marks it in accepted.
 func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
-	rules := r.c.reg.rulesFor(res.ex.row.Kind)
-	var released []releasedJob
+	var released []Released
 	err := r.retry(func(ctx context.Context, try int) error {
-		ok, children, err := r.releaser.completeReleasing(ctx, res, rules)
+		ok, children, err := r.cfg.Rules.Complete(ctx, res.ex)
 		if err == nil && !ok && try > 0 {
 			// An earlier try may have committed, its answer lost.
 			ok, err = r.landed(ctx, res.ex)
@@ -112,13 +111,13 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 		return err
 	}
 	for _, c := range released {
-		ev := Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, Queue: c.job.Queue, Priority: c.job.Priority,
-			ParentIDs: c.job.ParentIDs, Rule: c.rule}
-		if c.job.RunID != nil {
-			ev.RunID = *c.job.RunID
+		ev := Event{Type: EventReleased, JobID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority,
+			ParentIDs: c.ParentIDs, Rule: c.Rule}
+		if c.RunID != nil {
+			ev.RunID = *c.RunID
 		}
 		r.observe(ev)
-		r.debug(res.ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
+		r.debug(res.ex, "queue: job released a dependent job", "rule", c.Rule, "child_id", c.ID, "child_kind", c.Kind)
 	}
 	return nil
 }
@@ -162,8 +161,8 @@ func mark(m map[int64]bool, ids []int64) {
 
 // landed reports whether the completion of ex's claim reached the
 // database, its answer lost.
-func (r *Runner) landed(ctx context.Context, ex *execution) (bool, error) {
-	conn := r.c.st.Hold(false)
+func (r *Runner) landed(ctx context.Context, ex *Execution) (bool, error) {
+	conn := r.st.Hold(false)
 	defer conn.Close()
 	found, err := conn.CompleteLanded(ctx, []int64{ex.row.ID}, []int64{keyOf(ex)})
 	return len(found) > 0, err
@@ -174,9 +173,9 @@ func (res result) event() Event {
 	ev := res.ex.event(EventCompleted)
 	ev.Duration, ev.Err = res.took, res.err
 	switch res.status {
-	case StatusQueued:
+	case statusQueued:
 		ev.Type, ev.RetryIn = EventRetrying, res.delay
-	case StatusFailed:
+	case statusFailed:
 		ev.Type = EventFailed
 	}
 	return ev
@@ -189,16 +188,16 @@ func (r *Runner) report(res result, accepted bool) {
 		r.stats.rejected.Add(1)
 		ev.Type, ev.RetryIn = EventRejected, 0
 		r.jobLogger(&res.ex.row).Warn("queue: job finished after it stopped being this runner's (rescued or cancelled); result dropped", "status", res.status)
-	case res.status == StatusCompleted:
+	case res.status == statusCompleted:
 		r.stats.completed.Add(1)
 		r.debug(res.ex, "queue: job completed", "duration", res.took)
-	case res.status == StatusQueued:
+	case res.status == statusQueued:
 		r.stats.retried.Add(1)
 		r.poller.Later(time.Now().Add(res.delay), retryDue{queue: res.ex.row.Queue, priority: res.ex.row.Priority})
 		r.jobLogger(&res.ex.row).Warn("queue: job failed; will retry", "err", res.err, "retry_in", res.delay)
 	default:
 		r.stats.failed.Add(1)
-		r.jobLogger(&res.ex.row).Error("queue: job failed for good", "err", res.err, "permanent", IsPermanent(res.err))
+		r.jobLogger(&res.ex.row).Error("queue: job failed for good", "err", res.err, "permanent", r.cfg.Errors.Permanent(res.err))
 	}
 	r.observe(ev)
 }

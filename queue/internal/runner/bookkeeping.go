@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Bookkeeping: the connections, timeouts and retries of the statements a
 // runner issues for itself (claims, results, renewals, rescues, requeues).
@@ -50,7 +50,7 @@ func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
 		err := op(ctx, try)
 		cancel()
-		if err == nil || !r.c.st.Transient(err) {
+		if err == nil || !r.st.Transient(err) {
 			return err
 		}
 		if try == 0 {

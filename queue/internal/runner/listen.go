@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Listening: notifications of new jobs and of cancellations.
 
@@ -18,11 +18,11 @@ func (r *Runner) listen(ctx context.Context) error {
 		r.pausedStale.Store(true)
 		r.wakeFetch()
 	}
-	return r.c.st.Listen(ctx, ready, func(channel, payload string) {
+	return r.st.Listen(ctx, ready, func(channel, payload string) {
 		switch channel {
 		case store.JobsChannel:
 			q, prio, suspects := parseNotice(payload)
-			if !slices.Contains(r.cfg.queues, q) {
+			if !slices.Contains(r.cfg.Queues, q) {
 				return
 			}
 			if suspects {
@@ -32,13 +32,13 @@ func (r *Runner) listen(ctx context.Context) error {
 			}
 			r.wakeFetch()
 		case store.QueuesChannel:
-			if slices.Contains(r.cfg.queues, payload) {
+			if slices.Contains(r.cfg.Queues, payload) {
 				r.pausedStale.Store(true)
 				r.wakeFetch()
 			}
 		case store.CancelChannel:
 			if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
-				r.cancelRunning(id, ErrCancelled)
+				r.cancelRunning(id, r.cfg.Errors.Cancelled)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Claiming: the fetch loop, the claim statements and the claim cursor.
 
@@ -64,7 +64,7 @@ func (f *fetcher) fetch(ctx context.Context) time.Duration {
 // cannot, it keeps what it knew and reads again at the next fetch.
 func (f *fetcher) readPaused(ctx context.Context) {
 	r := f.r
-	if !r.pausedStale.Swap(false) && time.Since(f.pausedAt) < r.cfg.poll {
+	if !r.pausedStale.Swap(false) && time.Since(f.pausedAt) < r.cfg.Poll {
 		return
 	}
 	f.pausedAt = time.Now()
@@ -80,7 +80,7 @@ func (f *fetcher) readPaused(ctx context.Context) {
 	}
 	paused := map[string]bool{}
 	for _, q := range names {
-		if slices.Contains(r.cfg.queues, q) {
+		if slices.Contains(r.cfg.Queues, q) {
 			paused[q] = true
 		}
 	}
@@ -105,7 +105,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 			}
 		}
 		got := 0
-		closedQueues, closedKinds := r.c.reg.closedNow(r.cfg.clock.Now(), r.cfg.queues)
+		closedQueues, closedKinds := r.cfg.Kinds.Closed(r.cfg.Clock.Now(), r.cfg.Queues)
 		for q := range f.paused {
 			closedQueues[q] = true
 		}
@@ -117,8 +117,8 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 				return 0
 			}
 		}
-		for i := range r.cfg.queues {
-			q := r.cfg.queues[(f.turn+i)%len(r.cfg.queues)]
+		for i := range r.cfg.Queues {
+			q := r.cfg.Queues[(f.turn+i)%len(r.cfg.Queues)]
 			n := r.freeSlots()
 			if n == 0 {
 				break
@@ -146,7 +146,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 				delete(f.cursors, q) // reached the end: next time from the start
 			case cur == nil:
 				last := rows[len(rows)-1]
-				f.cursors[q] = &cursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, until: time.Now().Add(r.cfg.poll)}
+				f.cursors[q] = &cursor{priority: last.Priority, runAt: last.RunAt, id: last.ID, until: time.Now().Add(r.cfg.Poll)}
 			default:
 				last := rows[len(rows)-1]
 				cur.priority, cur.runAt, cur.id = last.Priority, last.RunAt, last.ID
@@ -183,7 +183,7 @@ func (r *Runner) freeSlots() int {
 // have started it at once. A runner with one worker claims nothing ahead:
 // that is how a serial queue is worked, one job held at a time.
 func (r *Runner) capacity() int {
-	w := int64(r.cfg.workers)
+	w := int64(r.cfg.Workers)
 	job, claim := r.jobNanos.Load(), r.claimNanos.Load()
 	if job <= 0 || claim <= 0 || w < 2 {
 		return int(w) // nothing measured yet, or serial
@@ -209,7 +209,7 @@ func (r *Runner) releaseWaiting() time.Duration {
 	if left := claimAheadWait - now.Sub(oldest.claimed); left > 0 {
 		return left // the oldest is not due yet, so none is: the common case
 	}
-	exs := r.unwait(func(ex *execution) bool {
+	exs := r.unwait(func(ex *Execution) bool {
 		left := claimAheadWait - now.Sub(ex.claimed)
 		if left > 0 && (next == 0 || left < next) {
 			next = left
@@ -219,7 +219,7 @@ func (r *Runner) releaseWaiting() time.Duration {
 	if len(exs) > 0 {
 		// The jobs are slower than the estimate says: no claim-ahead until
 		// those that finish say otherwise.
-		w, claim := int64(r.cfg.workers), r.claimNanos.Load()
+		w, claim := int64(r.cfg.Workers), r.claimNanos.Load()
 		r.jobNanos.Store(max(r.jobNanos.Load(), w*claim+1))
 		for _, ex := range exs {
 			ex.cancel(nil) // it will never run; free its context
@@ -252,9 +252,9 @@ type cursor struct {
 // attempt now, so that a job that crashes its runner still runs out of
 // attempts, and launches them. With a cursor it continues from it (see
 // store.Claim).
-func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]JobRecord, error) {
+func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
-	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.lease, Runner: r.cfg.runnerID, ClosedKinds: closedKinds, Higher: higher}
+	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher}
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
@@ -272,20 +272,20 @@ func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *
 func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[string]bool, closedKinds []string) error {
 	r := f.r
 	r.mu.Lock()
-	busy := r.suspect != nil || len(r.running) >= r.cfg.workers
+	busy := r.suspect != nil || len(r.running) >= r.cfg.Workers
 	r.mu.Unlock()
 	if busy {
 		return nil
 	}
 	var open []string
-	for _, q := range r.cfg.queues {
+	for _, q := range r.cfg.Queues {
 		if !closedQueues[q] {
 			open = append(open, q)
 		}
 	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
-		return f.conn.ClaimSuspect(ctx, open, r.cfg.lease, r.cfg.runnerID, closedKinds)
+		return f.conn.ClaimSuspect(ctx, open, r.cfg.Lease, r.cfg.ID, closedKinds)
 	})
 	if err != nil {
 		r.suspects.Store(true)
@@ -305,7 +305,7 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 // them. If it fails anyway (it timed out, or the connection broke), the
 // server may still run it: the lease keeper is asked to look for jobs held
 // in this runner's name that it does not run, and to put them back.
-func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(context.Context) ([]store.Claimed, error)) (out []JobRecord, err error) {
+func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(context.Context) ([]store.Claimed, error)) (out []Row, err error) {
 	r := f.r
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeouts.statement)
 	defer cancel()
@@ -320,14 +320,14 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 	if err != nil {
 		return nil, err
 	}
-	out = make([]JobRecord, len(claimed))
+	out = make([]Row, len(claimed))
 	var meta metadataCache
 	for i, c := range claimed {
 		out[i] = r.claimedRecord(c, &meta)
 	}
 	// In claim order: priority, run time, ID. Workers start them in this
 	// order, and the last one is the cursor.
-	slices.SortFunc(out, func(a, b JobRecord) int {
+	slices.SortFunc(out, func(a, b Row) int {
 		if a.Priority != b.Priority {
 			return b.Priority - a.Priority
 		}
@@ -340,9 +340,9 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 	return out, nil
 }
 
-// claimedRecord is the JobRecord of a claimed job.
-func (r *Runner) claimedRecord(c store.Claimed, meta *metadataCache) JobRecord {
-	j := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Status: StatusProcessing, Priority: c.Priority, Payload: c.Payload,
+// claimedRecord is the Row of a claimed job.
+func (r *Runner) claimedRecord(c store.Claimed, meta *metadataCache) Row {
+	j := Row{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Status: statusProcessing, Priority: c.Priority, Payload: c.Payload,
 		CorrelationID: c.CorrelationID, Attempts: c.Attempts, Claims: c.Claims, Rescues: c.Rescues, MaxAttempts: c.MaxAttempts,
 		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, RunAt: c.RunAt, RunID: c.RunID, Period: c.Period, ParentIDs: c.ParentIDs,
 		Total: c.Total}
@@ -387,14 +387,14 @@ func (mc *metadataCache) decode(r *Runner, id int64, raw []byte) map[string]stri
 func parseNotice(payload string) (queue string, priority int, suspects bool) {
 	i := strings.LastIndexByte(payload, ':')
 	if i < 0 {
-		return payload, MaxPriority, false
+		return payload, maxPriority, false
 	}
 	if payload[i+1:] == "s" {
 		return payload[:i], 0, true
 	}
 	p, err := strconv.Atoi(payload[i+1:])
 	if err != nil {
-		return payload, MaxPriority, false
+		return payload, maxPriority, false
 	}
 	return payload[:i], p, false
 }

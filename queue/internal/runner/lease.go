@@ -1,4 +1,4 @@
-package queue
+package runner
 
 // Leases: renewing the leases of the jobs a runner holds, putting back jobs
 // held in its name that it does not run, and rescuing expired leases.
@@ -19,13 +19,13 @@ import (
 func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
 	r.mu.Lock()
 	ids, keys := make([]int64, 0, len(r.held)), make([]int64, 0, len(r.held))
-	exs := make(map[int64]*execution, len(r.held))
+	exs := make(map[int64]*Execution, len(r.held))
 	for key, ex := range r.held {
 		ids, keys, exs[key] = append(ids, ex.row.ID), append(keys, key), ex
 	}
 	r.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
-	renewed, orphans, err := conn.Renew(rctx, r.cfg.lease, ids, keys, r.cfg.runnerID)
+	renewed, orphans, err := conn.Renew(rctx, r.cfg.Lease, ids, keys, r.cfg.ID)
 	cancel()
 	if err != nil {
 		return err
@@ -46,7 +46,7 @@ func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
 func (r *Runner) seen(ctx context.Context, conn store.Conn, starting bool) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
 	defer cancel()
-	err := conn.SeeRunner(ctx, store.RunnerRow{ID: r.cfg.runnerID, Queues: r.cfg.queues, Workers: r.cfg.workers}, starting)
+	err := conn.SeeRunner(ctx, store.RunnerRow{ID: r.cfg.ID, Queues: r.cfg.Queues, Workers: r.cfg.Workers}, starting)
 	switch {
 	case err == nil:
 	case starting:
@@ -60,7 +60,7 @@ func (r *Runner) seen(ctx context.Context, conn store.Conn, starting bool) {
 func (r *Runner) forget(conn store.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.renew)
 	defer cancel()
-	if err := conn.ForgetRunner(ctx, r.cfg.runnerID); err != nil {
+	if err := conn.ForgetRunner(ctx, r.cfg.ID); err != nil {
 		r.log.Warn("queue: could not delete the runner's row", "err", err)
 	}
 }
@@ -87,7 +87,7 @@ func (r *Runner) putBack(ctx context.Context, conn store.Conn, orphans []int64) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.renew)
 	defer cancel()
-	back, err := conn.PutBack(ctx, keys, r.cfg.runnerID)
+	back, err := conn.PutBack(ctx, keys, r.cfg.ID)
 	for _, j := range back {
 		r.stats.requeued.Add(1)
 		r.observe(Event{Type: EventRequeued, JobID: j.ID, Kind: j.Kind, Queue: j.Queue})
@@ -100,17 +100,17 @@ func (r *Runner) putBack(ctx context.Context, conn store.Conn, orphans []int64) 
 // lost handles an attempt whose row no longer names it: the job was
 // cancelled (and the notification missed), or rescued (and perhaps claimed
 // again). A running attempt is cancelled with the reason.
-func (r *Runner) lost(ctx context.Context, ex *execution) {
+func (r *Runner) lost(ctx context.Context, ex *Execution) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
 	st, claims, err := ex.now(ctx)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return // unsure; look again at the next renewal
 	}
-	if st == StatusCancelled && claims == ex.row.Claims {
-		ex.cancel(ErrCancelled)
+	if st == statusCancelled && claims == ex.row.Claims {
+		ex.cancel(r.cfg.Errors.Cancelled)
 	} else {
-		ex.cancel(ErrLeaseLost)
+		ex.cancel(r.cfg.Errors.LeaseLost)
 	}
 }
 
@@ -127,22 +127,22 @@ func (r *Runner) lost(ctx context.Context, ex *execution) {
 func (r *Runner) rescue(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
-	rescued, err := r.c.st.Rescue(ctx, r.cfg.runnerID)
+	rescued, err := r.st.Rescue(ctx, r.cfg.ID)
 	if err != nil && ctx.Err() == nil {
 		r.log.Error("queue: rescue failed", "err", err)
 	}
 	for _, j := range rescued {
-		row := JobRecord{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Status: Status(j.Status), Attempts: j.Attempts,
+		row := Row{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Status: j.Status, Attempts: j.Attempts,
 			MaxAttempts: j.MaxAttempts, CorrelationID: j.CorrelationID, LastError: j.LastError, Rescues: j.Rescues}
 		r.stats.rescued.Add(1)
-		ex := &execution{row: row}
+		ex := &Execution{row: row}
 		r.observe(ex.event(EventRescued))
-		r.jobLogger(&row).Warn("queue: rescued a job whose lease expired", "lost_by", j.LostBy, "rescued_by", r.cfg.runnerID,
+		r.jobLogger(&row).Warn("queue: rescued a job whose lease expired", "lost_by", j.LostBy, "rescued_by", r.cfg.ID,
 			"now", row.Status, "rescues", row.Rescues)
-		if row.Status == StatusFailed {
+		if row.Status == statusFailed {
 			r.stats.failed.Add(1)
 			ev := ex.event(EventFailed)
-			ev.Err = fmt.Errorf("%w: %s", ErrLeaseLost, *row.LastError)
+			ev.Err = fmt.Errorf("%w: %s", r.cfg.Errors.LeaseLost, *row.LastError)
 			r.observe(ev)
 			r.jobLogger(&row).Error("queue: job failed for good", "err", ev.Err)
 		}

@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Config is what a runner is built from: its settings, and the parts of
+// package queue it calls back into. Every field must be set, except
+// Attempt and Scheduler.
+type Config struct {
+	ID          string   // the name the runner locks jobs with
+	Workers     int      // handlers run at once
+	Queues      []string // the queues it works, in turn
+	Poll        time.Duration
+	Lease       time.Duration
+	RescueEvery time.Duration
+	Clock       Clock // for batch windows
+	Log         *slog.Logger
+	Store       store.Store
+
+	Kinds Kinds // the registry's kinds and windows
+	Rules Rules // the registry's dependency rules
+
+	// Observe receives every event, once it is committed. It must not
+	// panic: package queue recovers an observer's panics before this.
+	Observe func(Event)
+	// Attempt, if set, is called as an attempt begins, after EventStarted.
+	// It returns the context to hand the handler and a function to call,
+	// once, with the event the attempt ended as (see queue.Hooks.Attempt).
+	Attempt func(ctx context.Context, ex *Execution) (context.Context, func(Event))
+	// Preflight checks the database before Start starts anything; an error
+	// is Start's.
+	Preflight func(ctx context.Context) error
+	// Scheduler fires the registry's schedules while the runner runs.
+	Scheduler Part
+
+	// DefaultBackoff delays retries of jobs of unknown kinds, and of jobs
+	// whose own backoff panics; DecodeBackoff reads a job's own backoff as
+	// stored.
+	DefaultBackoff Backoff
+	DecodeBackoff  func([]byte) (Backoff, error)
+
+	Errors Errors
+}
+
+// Errors are package queue's sentinels, which the runner hands to handlers
+// as causes and to callers as results, and its test for a permanent error.
+type Errors struct {
+	Started   error // Start after Start or Stop
+	Stopping  error // the cause of a job cancelled by a Stop out of time
+	Cancelled error // the cause of a job cancelled by Client.Cancel
+	LeaseLost error // the cause of a job no longer the runner's
+	Timeout   error // the cause of a job that ran past its kind's Timeout
+	// Permanent reports whether a handler's error must not be retried.
+	Permanent func(error) bool
+}
+
+// Kinds looks up the registry's job kinds and queue windows.
+type Kinds interface {
+	// Lookup returns how to run jobs of kind, or an error saying it is not
+	// registered.
+	Lookup(kind string) (*Kind, error)
+	// Closed returns, of queues, those outside their batch window at now,
+	// and the kinds outside theirs.
+	Closed(now time.Time, queues []string) (closedQueues map[string]bool, closedKinds []string)
+	// NextOpening returns when the next closed window of queues opens, or
+	// zero.
+	NextOpening(now time.Time, queues []string) time.Time
+}
+
+// Kind is how a runner runs jobs of one kind.
+type Kind struct {
+	// Work decodes the job's payload and runs its handler.
+	Work    func(ctx context.Context, ex *Execution) error
+	Timeout time.Duration // bounds each attempt; 0: no bound
+	Backoff Backoff       // between attempts, unless the job has its own
+}
+
+// Rules completes jobs that are parents in dependency rules (see
+// queue.Rule): their completion and the release of their children commit
+// in one transaction.
+type Rules interface {
+	// Parent reports whether jobs of kind are parents in some rule.
+	Parent(kind string) bool
+	// Complete completes ex's job and releases the children its
+	// completion makes due. It reports whether the completion was accepted
+	// (the claim was still the job's) and the children released.
+	Complete(ctx context.Context, ex *Execution) (accepted bool, released []Released, err error)
+}
+
+// Released is a child job a rule released.
+type Released struct {
+	Rule        string
+	ID          int64
+	Kind, Queue string
+	Priority    int
+	RunID       *string
+	ParentIDs   []int64
+}
+
+// Part is a part of the runner with goroutines of its own, which the runner
+// starts with itself and stops first.
+type Part interface {
+	Start(ctx context.Context)
+	Stop()
+}
+
+type noPart struct{}
+
+func (noPart) Start(context.Context) {}
+func (noPart) Stop()                 {}
+
+// Clock tells the time for batch windows (see queue.Clock).
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Backoff says how long to wait before an attempt (see queue.Backoff).
+type Backoff interface {
+	Delay(attempt int) time.Duration
+}
+
+// The statuses the runner writes and reads (see queue.Status).
+const (
+	statusQueued     = "QUEUED"
+	statusProcessing = "PROCESSING"
+	statusCompleted  = "COMPLETED"
+	statusFailed     = "FAILED"
+	statusCancelled  = "CANCELLED"
+)
+
+// maxPriority is queue.MaxPriority: a new-jobs notification without a
+// priority counts as the highest.
+const maxPriority = 10

@@ -1,0 +1,136 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+)
+
+// Runner claims jobs from the queues it works and runs their handlers,
+// WithWorkers at a time. Create one with NewRunner; it starts nothing until
+// Start. Several runners, in one process or many, may work the same queues:
+// each job is claimed by one of them at a time.
+//
+// The job logic (claims, attempts, results, leases and rescues) lives in
+// package queue/internal/runner; Runner wires it to the Client, the
+// Registry and the options, and hands out what it reports.
+type Runner struct {
+	r  *runner.Runner
+	id string
+}
+
+// RunnerStats counts what a runner has done since it started.
+type RunnerStats struct {
+	Claimed   int64 // attempts started
+	Completed int64
+	Retried   int64 // attempts that failed with attempts left
+	Failed    int64 // jobs that failed for good
+	Cancelled int64 // running jobs stopped by Cancel
+	Rescued   int64 // jobs this runner rescued from expired leases (any runner's)
+	Requeued  int64 // jobs put back without their attempt counting: by Stop, claimed ahead and kept waiting (see WithWorkers), or found locked under this runner's name and not running
+	Rejected  int64 // results dropped because the job was no longer this runner's
+	Running   int   // attempts claimed and not finished: running, or claimed ahead and waiting for a worker
+	Polls     int64 // polls begun: one every WithPollInterval that the runner was not woken sooner
+}
+
+// NewRunner returns a runner that works jobs of c's registry. Options:
+// WithWorkers, WithQueues, WithPollInterval, WithLease, WithRescueInterval,
+// WithRunnerID, WithClock, WithLogger and WithObserver (the last two default
+// to the client's).
+func NewRunner(c *Client, opts ...Option) (*Runner, error) {
+	if c == nil {
+		return nil, invalid("nil *Client")
+	}
+	if c.tx {
+		return nil, invalid("a runner cannot work inside a transaction; give NewRunner the Client, not Client.Tx")
+	}
+	cfg := c.cfg
+	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock
+	if err := applyOptions(&cfg, opts); err != nil {
+		return nil, err
+	}
+	if cfg.rescueEvery == 0 {
+		cfg.rescueEvery = cfg.lease / 2
+	}
+	if cfg.runnerID == "" {
+		cfg.runnerID = defaultRunnerID()
+	}
+	sqlDB, err := c.db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("queue: new runner: %w", err)
+	}
+	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < runner.Conns {
+		return nil, invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
+	}
+	log := cfg.logger.With("runner", cfg.runnerID)
+	obs := observers{hooks: cfg.hooks, obs: cfg.observer, log: log}
+	rc := runner.Config{
+		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
+		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
+		Log: log, Store: c.st,
+		Kinds:          runnerKinds{c: c, hooks: cfg.hooks},
+		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
+		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
+		Preflight:      func(ctx context.Context) error { return preflight(ctx, c, sqlDB, cfg.workers, log) },
+		Scheduler:      &scheduler{c: c, cfg: cfg, log: log, observe: obs.observe},
+		DefaultBackoff: DefaultBackoff,
+		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return decodeBackoff(b) },
+		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,
+			LeaseLost: ErrLeaseLost, Timeout: ErrTimeout, Permanent: IsPermanent},
+	}
+	if len(cfg.hooks) > 0 {
+		rc.Attempt = func(ctx context.Context, ex *runner.Execution) (context.Context, func(runner.Event)) {
+			return attemptHooks(ctx, cfg.hooks, ex)
+		}
+	}
+	return &Runner{r: runner.New(rc), id: cfg.runnerID}, nil
+}
+
+func defaultRunnerID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// ID returns the name the runner locks jobs with.
+func (r *Runner) ID() string { return r.id }
+
+// Start checks the database and starts claiming and working jobs. It
+// returns an error at once, and starts nothing, when the database cannot be
+// reached or its schema is missing or older than this sheaf (wrapping
+// ErrNotMigrated: call Client.Migrate), so a misconfigured runner fails at
+// start rather than logging errors every second; Start may then be called
+// again. It returns ErrStarted if called after a successful Start or after
+// Stop. Once started, the runner warns (once, at Warn) if its connection
+// pool cannot serve its workers, and says what to set.
+//
+// ctx carries values to every job's context. Cancelling it stops the runner
+// as Stop does when its context ends: claims stop, running jobs are
+// cancelled (cause ErrStopping) and go back to the queue as their handlers
+// return, and Done is closed once they have. Call Stop to wait for that.
+func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
+
+// Stop stops the runner: it claims nothing more and waits for running jobs
+// to finish and their results to be written, then returns nil. If ctx ends
+// first, Stop cancels the jobs still running (cause ErrStopping) and returns
+// at once an error wrapping ctx.Err(); each of those jobs goes back to the
+// queue, without its attempt counting, once its handler has returned
+// (whatever it returns is ignored), so that no other runner starts a job
+// while this one is still winding it down. Done is closed when the last has.
+// Once Done is closed no job is left PROCESSING by this runner, unless the
+// database could not be reached (then the jobs are rescued when their leases
+// expire). Stop is idempotent and safe without Start.
+func (r *Runner) Stop(ctx context.Context) error { return r.r.Stop(ctx) }
+
+// Done returns a channel that is closed when the runner has stopped and
+// every goroutine it started has returned: after Stop, or after Start's
+// context ended. For a runner that was never started it is closed by Stop.
+func (r *Runner) Done() <-chan struct{} { return r.r.Done() }
+
+// Stats returns the runner's counters.
+func (r *Runner) Stats() RunnerStats { return RunnerStats(r.r.Stats()) }
