@@ -2,14 +2,10 @@ package queue
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"iter"
-	"strconv"
-	"time"
 
 	"github.com/sheaf-dev/sheaf/batch"
-	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // Chunked works a job as a stream of records cut into chunks, on sheaf's
@@ -55,139 +51,21 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...JobOpt
 		if err != nil {
 			return err
 		}
-		return runChunked(ctx, job, c, e.defaults.chunkSize)
+		ch := runner.Chunks[R]{
+			Size:    e.defaults.chunkSize,
+			Records: func(ctx context.Context) (int64, iter.Seq2[R, error], error) { return c.Records(ctx, job) },
+			Process: func(ctx context.Context, b batch.Batch[R]) error { return c.ProcessChunk(ctx, job, b) },
+			Cleanup: func(ctx context.Context) error { return c.Cleanup(ctx, job) },
+			Done: func(ctx context.Context, d runner.ChunkDone) {
+				a.Chunk(ctx, ChunkInfo{JobID: job.ID, Kind: job.Kind, Queue: job.Queue, Seq: d.Seq, Offset: d.Offset,
+					Records: d.Records, Duration: d.Duration, Err: d.Err, Processed: d.Processed, Total: d.Total})
+			},
+		}
+		if f, ok := c.(ChunkFinisher[A]); ok {
+			ch.Finish = func(ctx context.Context) error { return f.Finish(ctx, job) }
+		}
+		return runner.RunChunked(ctx, a.Execution, ch)
 	})
-}
-
-// chunkProcessor adapts a Chunked handler to the engine, saving progress
-// after each chunk.
-type chunkProcessor[A Args, R any] struct {
-	job       *Job[A]
-	c         Chunked[A, R]
-	total     int64
-	processed int64
-}
-
-func (p *chunkProcessor[A, R]) Process(ctx context.Context, b batch.Batch[R]) error {
-	ex := p.job.exec
-	if ex == nil {
-		return p.process(ctx, b)
-	}
-	start := time.Now()
-	err := p.process(ctx, b)
-	ex.Chunk(ctx, ChunkInfo{JobID: p.job.ID, Kind: p.job.Kind, Queue: p.job.Queue, Seq: b.Seq, Offset: b.Offset,
-		Records: len(b.Items), Duration: time.Since(start), Err: err, Processed: p.processed, Total: p.total})
-	return err
-}
-
-func (p *chunkProcessor[A, R]) process(ctx context.Context, b batch.Batch[R]) error {
-	if err := p.c.ProcessChunk(ctx, p.job, b); err != nil {
-		return err
-	}
-	p.processed += int64(len(b.Items))
-	// Saving progress also tells whether the job is still ours: a cancelled
-	// or rescued job fails here, and the engine cleans up.
-	if err := p.job.SetProgress(ctx, p.processed, p.total); err != nil {
-		return err
-	}
-	return context.Cause(ctx)
-}
-
-func (p *chunkProcessor[A, R]) AfterBatch(ctx context.Context, _ string) error {
-	if f, ok := p.c.(ChunkFinisher[A]); ok {
-		return f.Finish(ctx, p.job)
-	}
-	return nil
-}
-
-func runChunked[A Args, R any](ctx context.Context, job *Job[A], c Chunked[A, R], chunkSize int) error {
-	if job.exec != nil && job.exec.MayHaveOutput() {
-		// An earlier attempt may have died, or been stopped, without
-		// cleaning up.
-		if err := c.Cleanup(context.WithoutCancel(ctx), job); err != nil {
-			return fmt.Errorf("queue: clean up before attempt %d: %w", job.Attempt, err)
-		}
-	}
-	total, records, err := c.Records(ctx, job)
-	if err != nil {
-		return err
-	}
-	if err := job.SetProgress(ctx, 0, total); err != nil {
-		return err
-	}
-	proc := &chunkProcessor[A, R]{job: job, c: c, total: total}
-	var out batch.Outcome
-	coord, err := batch.NewCoordinator[R](proc,
-		batch.WithMaxBatchSize(chunkSize),
-		batch.WithWorkers(1),
-		batch.WithCleanup(cleanup.Func(func(ctx context.Context, _ string, _ int) error {
-			if job.exec != nil && job.exec.MovedOn(ctx) {
-				return nil // see movedOn
-			}
-			return c.Cleanup(ctx, job)
-		})),
-		batch.WithObserver(func(o batch.Outcome) { out = o }),
-		// The attempt's outcome, cleanup errors included, is logged by the
-		// runner; the engine's own failure logs would say it twice.
-		batch.WithLogger(nil),
-	)
-	if err != nil {
-		return err
-	}
-	if err := coord.Start(ctx); err != nil {
-		return err
-	}
-	id := strconv.FormatInt(job.ID, 10)
-	feedErr := feed(ctx, coord, id, records, chunkSize)
-	if feedErr == nil {
-		feedErr = coord.Send(ctx, batch.End[R](id))
-	}
-	// Shutdown finishes or cleans up the batch; every outcome is in when it
-	// returns. It is not given ctx: cleanup must run even when ctx is done.
-	if err := coord.Shutdown(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	switch {
-	case feedErr != nil:
-		return joinCleanup(feedErr, out.CleanupErr)
-	case out.Status == batch.Completed:
-		return nil
-	}
-	cause := out.Err
-	var pe *batch.ProcessError
-	if errors.As(cause, &pe) {
-		cause = pe.Err // the engine's wrapping names the job ID, which the job's logs already carry
-	}
-	return joinCleanup(cause, out.CleanupErr)
-}
-
-// feed sends the records to the engine in slices, so the engine's per-item
-// cost stays low.
-func feed[R any](ctx context.Context, coord *batch.Coordinator[R], id string, records iter.Seq2[R, error], size int) error {
-	buf := make([]R, 0, min(size, 4096))
-	for rec, err := range records {
-		if err != nil {
-			return fmt.Errorf("queue: reading records: %w", err)
-		}
-		buf = append(buf, rec)
-		if len(buf) == cap(buf) {
-			if err := coord.SendMany(ctx, id, buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
-		}
-	}
-	if err := coord.SendMany(ctx, id, buf); err != nil {
-		return err
-	}
-	return context.Cause(ctx)
-}
-
-func joinCleanup(err, cleanupErr error) error {
-	if cleanupErr == nil {
-		return err
-	}
-	return fmt.Errorf("%w (and cleaning up failed: %v)", err, cleanupErr)
 }
 
 // Pages adapts a fetch-by-offset function to the records iterator of

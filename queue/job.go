@@ -213,14 +213,6 @@ type execution interface {
 	SetProgress(ctx context.Context, processed, total int64) error
 	SetOutput(ctx context.Context, output string) error
 	Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
-	// MayHaveOutput reports whether an earlier claim of the job may have
-	// left output behind; MovedOn whether the job has passed to a later
-	// attempt, whose output this one must not clean up (see
-	// runner.Execution).
-	MayHaveOutput() bool
-	MovedOn(ctx context.Context) bool
-	// Chunk tells the Chunk hooks that a chunk was processed.
-	Chunk(ctx context.Context, info ChunkInfo)
 }
 
 // attempt is a runner's execution of a job, with the client and hooks of
@@ -237,6 +229,7 @@ func (a *attempt) Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
 	return out, err
 }
 
+// Chunk tells the Chunk hooks that a chunk was processed.
 func (a *attempt) Chunk(ctx context.Context, info ChunkInfo) {
 	for _, h := range a.hooks {
 		if h.Chunk != nil {

@@ -18,8 +18,8 @@
 // errors it hands out as causes (Errors). It reports a job as a Row and an
 // Event, which package queue turns into a JobRecord and an Event of its
 // own. A handler's Job reaches the attempt that runs it through the
-// exported methods of Execution (SetProgress, SetOutput, MayHaveOutput,
-// MovedOn), never through the runner's fields.
+// exported methods of Execution (SetProgress, SetOutput), never through the
+// runner's fields; a chunked handler runs through RunChunked.
 //
 // # Files
 //
@@ -38,7 +38,11 @@
 //     row, and rescue of expired leases.
 //   - listen.go: notifications of new jobs, paused queues and
 //     cancellations.
+//   - chunked.go: RunChunked, the attempt of a chunked job on the batch
+//     engine: progress after every chunk, cleanup of a failed attempt.
 //   - bookkeeping.go: timeouts and retries of the runner's own statements.
+//   - pool.go: what the connection pool needs for the runner (Conns,
+//     PoolAdvice).
 //   - config.go, event.go: what package queue hands in and gets back.
 //
 // # A job's way
