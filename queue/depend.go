@@ -311,7 +311,7 @@ func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *runner.Execution, pe
 		// says why, and the review lists the chain as stopped with every
 		// parent complete.
 		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
-			errAttrs(err, "rule", ru.Name, "group", group)...)
+			runner.ErrAttrs(err, "rule", ru.Name, "group", group)...)
 		return nil, nil
 	}
 	c, err := rel.c.st.InsertChild(tx, nj, ids)

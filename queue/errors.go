@@ -73,16 +73,6 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// errAttrs returns log attributes for err after attrs, with the stack when
-// err is a recovered panic.
-func errAttrs(err error, attrs ...any) []any {
-	attrs = append(attrs, "err", err)
-	if pe := (*worker.PanicError)(nil); errors.As(err, &pe) {
-		attrs = append(attrs, "stack", string(pe.Stack))
-	}
-	return attrs
-}
-
 // userCall calls fn, the user's code, on a goroutine of its own and returns
 // its error: a panic as a *worker.PanicError, and a call to runtime.Goexit
 // (which would end the runner goroutine that called fn, and nothing could

@@ -76,7 +76,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
 		Preflight:      func(ctx context.Context) error { return preflight(ctx, c, sqlDB, cfg.workers, log) },
-		Scheduler:      &scheduler{c: c, cfg: cfg, log: log, observe: obs.observe},
+		Scheduler:      c.scheduler(cfg, log, obs.observe),
 		DefaultBackoff: DefaultBackoff,
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return decodeBackoff(b) },
 		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"github.com/sheaf-dev/sheaf/queue/internal/run"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"gorm.io/gorm"
 )
 
@@ -198,7 +198,7 @@ type Periodic struct {
 
 type schedule struct {
 	Periodic
-	cron cron.Schedule
+	timing runner.Timing
 }
 
 // Next returns the schedule's first tick after t, in its location, or an
@@ -212,7 +212,7 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	return nextTick(c, t.In(loc)), nil
+	return runner.NextTick(c, t.In(loc)), nil
 }
 
 // Schedule registers p, or replaces the schedule of the same name; running
@@ -235,7 +235,7 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Location == nil {
 		p.Location = time.UTC
 	}
-	s := &schedule{Periodic: p, cron: c}
+	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location, RunMissed: p.Missed == RunMissedOnce}}
 	if s.next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.
@@ -276,218 +276,58 @@ func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
 }
 
 func (s *schedule) tick(at time.Time) Tick {
-	local := at.In(s.Location)
-	return Tick{
-		Schedule: s.Name, At: local,
-		RunID:  s.Name + "@" + local.Format(time.RFC3339),
-		Period: local.Format("2006-01-02"),
-	}
+	t := s.timing.Tick(at)
+	return Tick{Schedule: s.Name, At: t.At, RunID: t.RunID, Period: t.Period}
 }
 
-// next returns the schedule's first tick after t, skipping a tick whose local
-// wall-clock time is not after t's: that is the hour repeated when clocks go
-// back, which would otherwise make a second nightly run of the same night.
-func (s *schedule) next(t time.Time) time.Time { return nextTick(s.cron, t.In(s.Location)) }
-
-func nextTick(c cron.Schedule, t time.Time) time.Time {
-	n := c.Next(t)
-	for !n.IsZero() && !wallClock(n).After(wallClock(t)) {
-		n = c.Next(n)
-	}
-	return n
-}
-
-// wallClock is t's local date and time, read as if it were UTC, so that two
-// times with the same local reading compare equal whatever their offsets.
-func wallClock(t time.Time) time.Time {
-	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
-}
+// next returns the schedule's first tick after t (see runner.Timing.Next).
+func (s *schedule) next(t time.Time) time.Time { return s.timing.Next(t) }
 
 // latest returns the schedule's last tick at or before now that is after
 // since, and how many ticks passed in between; zero if none.
-func (s *schedule) latest(since, now time.Time) (last time.Time, n int) {
-	for t := s.next(since); !t.IsZero() && !t.After(now); t = s.next(t) {
-		last, n = t, n+1
-		if n == 1_000_000 {
-			break // a minutely schedule left for two years; enough counting
-		}
-	}
-	return last, n
-}
+func (s *schedule) latest(since, now time.Time) (time.Time, int) { return s.timing.Latest(since, now) }
 
-// scheduler is a runner's part that runs the registry's schedules: it fires
-// each tick when the clock reaches it, in whichever runner gets there first.
-type scheduler struct {
-	c       *Client
-	cfg     config
-	log     *slog.Logger
-	observe func(Event)
-	loop    run.Loop
-}
+// Timing returns when the schedule fires, for the runner's scheduler.
+func (s *schedule) Timing() *runner.Timing { return &s.timing }
 
-// Start starts firing the registry's schedules.
-func (sc *scheduler) Start(ctx context.Context) { sc.loop.Start(ctx, sc.run) }
-
-// Stop stops firing, waiting for a tick under way.
-func (sc *scheduler) Stop() { sc.loop.Stop() }
-
-func (sc *scheduler) run(ctx context.Context) {
-	// Each schedule's next tick, as this runner sees it. Keyed by the
-	// schedule itself, not its name, so that a schedule replaced under the
-	// same name starts afresh on its own timetable.
-	known := map[*schedule]time.Time{}
-	for ctx.Err() == nil {
-		scheds, changed := sc.c.reg.schedulesNow()
-		now := sc.cfg.clock.Now()
-		wake := time.Time{}
-		for _, s := range scheds {
-			next, ok := known[s]
-			if !ok {
-				next = sc.startSchedule(ctx, s, now)
+// scheduler returns a runner's part that runs the registry's schedules: it
+// fires each tick when the clock reaches it, in whichever runner gets there
+// first. log and observe are the runner's.
+func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
+	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
+		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
+		Schedules: c.reg.schedulesNow,
+		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
+			var rows []newJob
+			rows, unbuilt = tickJobs(c, s, Tick{Schedule: s.Name, At: tick.At, RunID: tick.RunID, Period: tick.Period})
+			if len(rows) == 0 {
+				return 0, unbuilt, nil, nil
 			}
-			for !next.IsZero() && !next.After(now) && ctx.Err() == nil {
-				if !sc.fire(ctx, s, next) {
-					break // the database failed; try this tick again shortly
-				}
-				next = s.next(next)
+			var hooksDone func(EnqueueResult) // once the hooks have seen the tick's jobs
+			if len(cfg.hooks) > 0 {           // the runner's: its client's and its own
+				ctx, hooksDone = enqueueHooks(ctx, cfg.hooks, &EnqueueCall{Operation: opSchedule, Schedule: s.Name}, rows)
 			}
-			known[s] = next
-			due := next
-			if !next.IsZero() && !next.After(now) {
-				due = now.Add(sc.cfg.poll)
-			}
-			if !due.IsZero() && (wake.IsZero() || due.Before(wake)) {
-				wake = due
-			}
-		}
-		for s := range known {
-			if scheds[s.Name] != s {
-				delete(known, s) // unscheduled or replaced
-			}
-		}
-		var timer <-chan time.Time
-		if !wake.IsZero() {
-			timer = sc.cfg.clock.After(wake.Sub(now))
-		}
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		case <-timer:
-		}
-	}
-}
-
-// missedGrace is how old a tick must be, when a runner first sees its
-// schedule, to count as missed. A younger one is merely due: another runner
-// may be about to fire it (its timer a little late, or a retry after a
-// database error pending), and skipping it would lose it. Due ticks are
-// fired like any other, and fire creates each tick's jobs once.
-func (sc *scheduler) missedGrace() time.Duration { return max(time.Minute, 2*sc.cfg.poll) }
-
-// startSchedule brings a schedule's row up to date when a runner first sees
-// it, applying its missed-tick policy to ticks older than missedGrace, and
-// returns the first tick still to fire.
-func (sc *scheduler) startSchedule(ctx context.Context, s *schedule, now time.Time) time.Time {
-	cutoff := now.Add(-sc.missedGrace())
-	from := now // a new schedule starts with its next tick, not its last one
-	var missed time.Time
-	err := sc.c.st.Tx(ctx, sc.c.db, func(tx *gorm.DB) error {
-		last, found, err := sc.c.st.LockSchedule(tx, s.Name)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return sc.c.st.AddSchedule(tx, s.Name, now)
-		}
-		from = last
-		if last.Before(cutoff) {
-			from = cutoff
-		}
-		latest, n := s.latest(last, cutoff)
-		if n == 0 {
-			return nil
-		}
-		if s.Missed == RunMissedOnce {
-			missed = latest // fired below, by the same path as any tick
-			sc.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
-			return nil
-		}
-		sc.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
-		return sc.c.st.SetLastTick(tx, s.Name, latest)
-	})
-	if err != nil && ctx.Err() == nil { // a runner that stops as it starts has nothing to report
-		sc.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
-	}
-	if !missed.IsZero() {
-		sc.fire(ctx, s, missed)
-	}
-	return s.next(from)
-}
-
-// fire creates the jobs of one tick, unless another runner did: the tick is
-// claimed by moving the schedule's last tick past it under the row's lock,
-// in the same transaction as the jobs. It reports false if the database
-// failed, so that the tick is tried again. A tick whose jobs cannot be built
-// is spent without jobs (see tickJobs).
-func (sc *scheduler) fire(ctx context.Context, s *schedule, at time.Time) bool {
-	t := s.tick(at)
-	var created int
-	var unbuilt error // why the tick created nothing
-	var enqueued []Enqueued
-	var hooksDone func(EnqueueResult) // once the hooks have seen the tick's jobs
-	err := sc.c.st.Tx(ctx, sc.c.db, func(tx *gorm.DB) error {
-		if err := sc.c.st.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
-			return err
-		}
-		last, _, err := sc.c.st.LockSchedule(tx, s.Name)
-		if err != nil {
-			return err
-		}
-		if !last.Before(at) {
-			return nil // another runner fired it
-		}
-		var rows []newJob
-		rows, unbuilt = tickJobs(sc.c, s, t)
-		if len(rows) > 0 {
-			ctx := ctx
-			if len(sc.cfg.hooks) > 0 { // the runner's: its client's and its own
-				ctx, hooksDone = enqueueHooks(ctx, sc.cfg.hooks, &EnqueueCall{Operation: opSchedule, Schedule: s.Name}, rows)
-			}
-			out, err := sc.c.Tx(tx).insert(ctx, rows)
-			if err != nil {
-				return err
-			}
-			enqueued = out
-			for _, o := range out {
+			enqueued, err := c.Tx(tx).insert(ctx, rows)
+			for _, o := range enqueued {
 				if !o.Duplicate {
 					created++
 				}
 			}
-		}
-		return sc.c.st.SetLastTick(tx, s.Name, at)
+			if hooksDone != nil {
+				ended = func(err error) {
+					if err != nil {
+						hooksDone(EnqueueResult{Err: err})
+					} else {
+						hooksDone(EnqueueResult{Enqueued: enqueued, Created: int64(created)})
+					}
+				}
+			}
+			return created, unbuilt, ended, err
+		},
+		Fired: func(s *schedule, t runner.Tick, created int) {
+			observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
+		},
 	})
-	if hooksDone != nil {
-		if err != nil {
-			hooksDone(EnqueueResult{Err: err})
-		} else {
-			hooksDone(EnqueueResult{Enqueued: enqueued, Created: int64(created)})
-		}
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			sc.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)
-		}
-		return false
-	}
-	if unbuilt != nil {
-		sc.log.Error("queue: schedule tick skipped: its jobs could not be built",
-			errAttrs(unbuilt, "schedule", s.Name, "run_id", t.RunID)...)
-	}
-	if created > 0 {
-		sc.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
-		sc.observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
-	}
-	return true
 }
 
 // tickJobs builds the jobs of tick t, ready to insert. The schedule's Jobs

@@ -13,8 +13,8 @@
 // Lookup returns a Kind, whose Work decodes the payload into the user's
 // type and runs the handler), the dependency rules (Rules, whose Complete
 // builds children with the client's enqueue checks), the observers and
-// hooks (Observe, Attempt), the schedule loop (Scheduler, started and
-// stopped with the runner), the schema check (Preflight), and the sentinel
+// hooks (Observe, Attempt), the schedule loop (Config.Scheduler, a
+// Scheduler built by package queue, started and stopped with the runner), the schema check (Preflight), and the sentinel
 // errors it hands out as causes (Errors). It reports a job as a Row and an
 // Event, which package queue turns into a JobRecord and an Event of its
 // own. A handler's Job reaches the attempt that runs it through the
@@ -40,6 +40,10 @@
 //     cancellations.
 //   - chunked.go: RunChunked, the attempt of a chunked job on the batch
 //     engine: progress after every chunk, cleanup of a failed attempt.
+//   - schedule.go: Scheduler, the part that fires the registry's
+//     schedules (generic over package queue's schedule type, which it
+//     hands back to SchedulerConfig.Create to build a tick's jobs), and
+//     Timing, when a schedule fires.
 //   - bookkeeping.go: timeouts and retries of the runner's own statements.
 //   - pool.go: what the connection pool needs for the runner (Conns,
 //     PoolAdvice).

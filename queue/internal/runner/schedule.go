@@ -1,0 +1,277 @@
+package runner
+
+// Scheduling: a runner's part that fires the registry's schedules.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/run"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+	"github.com/sheaf-dev/sheaf/worker"
+)
+
+// Schedule is a registered schedule, package queue's, as the scheduler
+// reads it. Schedules are told apart by identity, so that one replaced
+// under the same name starts afresh on its own timetable.
+type Schedule interface {
+	comparable
+	Timing() *Timing
+}
+
+// Timing is when a schedule fires.
+type Timing struct {
+	Name     string
+	Cron     cron.Schedule
+	Location *time.Location
+	// RunMissed runs the latest tick missed while no runner ran, once, as
+	// a runner starts; without it missed ticks are skipped.
+	RunMissed bool
+}
+
+// Tick is one firing of a schedule (see queue.Tick).
+type Tick struct {
+	At     time.Time // in the schedule's location
+	RunID  string
+	Period string
+}
+
+// Tick returns the tick of the schedule at at.
+func (s *Timing) Tick(at time.Time) Tick {
+	local := at.In(s.Location)
+	return Tick{
+		At:     local,
+		RunID:  s.Name + "@" + local.Format(time.RFC3339),
+		Period: local.Format("2006-01-02"),
+	}
+}
+
+// Next returns the schedule's first tick after t, skipping a tick whose local
+// wall-clock time is not after t's: that is the hour repeated when clocks go
+// back, which would otherwise make a second nightly run of the same night.
+func (s *Timing) Next(t time.Time) time.Time { return NextTick(s.Cron, t.In(s.Location)) }
+
+// NextTick returns c's first tick after t as Timing.Next does, in t's
+// location.
+func NextTick(c cron.Schedule, t time.Time) time.Time {
+	n := c.Next(t)
+	for !n.IsZero() && !wallClock(n).After(wallClock(t)) {
+		n = c.Next(n)
+	}
+	return n
+}
+
+// wallClock is t's local date and time, read as if it were UTC, so that two
+// times with the same local reading compare equal whatever their offsets.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// Latest returns the schedule's last tick at or before now that is after
+// since, and how many ticks passed in between; zero if none.
+func (s *Timing) Latest(since, now time.Time) (last time.Time, n int) {
+	for t := s.Next(since); !t.IsZero() && !t.After(now); t = s.Next(t) {
+		last, n = t, n+1
+		if n == 1_000_000 {
+			break // a minutely schedule left for two years; enough counting
+		}
+	}
+	return last, n
+}
+
+// SchedulerConfig is what a Scheduler is built from. Every field must be
+// set.
+type SchedulerConfig[S Schedule] struct {
+	Store store.Store
+	DB    *gorm.DB
+	Clock Clock
+	Poll  time.Duration // how soon a tick that failed is tried again
+	Log   *slog.Logger
+	// Schedules returns the registry's schedules by name, and a channel
+	// closed when they change.
+	Schedules func() (map[string]S, <-chan struct{})
+	// Create creates the jobs of tick t of s in tx, and returns how many it
+	// created; unbuilt says why it created none when they could not be
+	// built (the tick is then spent without jobs). ended, if not nil, is
+	// called once the transaction has ended, with its error.
+	Create func(ctx context.Context, tx *gorm.DB, s S, t Tick) (created int, unbuilt error, ended func(error), err error)
+	// Fired is called once a tick that created jobs has committed.
+	Fired func(s S, t Tick, created int)
+}
+
+// Scheduler is a runner's part that runs the registry's schedules: it
+// fires each tick when the clock reaches it, in whichever runner gets there
+// first. It is a Part.
+type Scheduler[S Schedule] struct {
+	cfg  SchedulerConfig[S]
+	log  *slog.Logger
+	loop run.Loop
+}
+
+// NewScheduler returns a scheduler configured by cfg; it starts nothing.
+func NewScheduler[S Schedule](cfg SchedulerConfig[S]) *Scheduler[S] {
+	return &Scheduler[S]{cfg: cfg, log: cfg.Log}
+}
+
+// Start starts firing the registry's schedules.
+func (sc *Scheduler[S]) Start(ctx context.Context) { sc.loop.Start(ctx, sc.run) }
+
+// Stop stops firing, waiting for a tick under way.
+func (sc *Scheduler[S]) Stop() { sc.loop.Stop() }
+
+func (sc *Scheduler[S]) run(ctx context.Context) {
+	// Each schedule's next tick, as this runner sees it. Keyed by the
+	// schedule itself, not its name, so that a schedule replaced under the
+	// same name starts afresh on its own timetable.
+	known := map[S]time.Time{}
+	for ctx.Err() == nil {
+		scheds, changed := sc.cfg.Schedules()
+		now := sc.cfg.Clock.Now()
+		wake := time.Time{}
+		for _, s := range scheds {
+			next, ok := known[s]
+			if !ok {
+				next = sc.startSchedule(ctx, s, now)
+			}
+			for !next.IsZero() && !next.After(now) && ctx.Err() == nil {
+				if !sc.fire(ctx, s, next) {
+					break // the database failed; try this tick again shortly
+				}
+				next = s.Timing().Next(next)
+			}
+			known[s] = next
+			due := next
+			if !next.IsZero() && !next.After(now) {
+				due = now.Add(sc.cfg.Poll)
+			}
+			if !due.IsZero() && (wake.IsZero() || due.Before(wake)) {
+				wake = due
+			}
+		}
+		for s := range known {
+			if scheds[s.Timing().Name] != s {
+				delete(known, s) // unscheduled or replaced
+			}
+		}
+		var timer <-chan time.Time
+		if !wake.IsZero() {
+			timer = sc.cfg.Clock.After(wake.Sub(now))
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-timer:
+		}
+	}
+}
+
+// missedGrace is how old a tick must be, when a runner first sees its
+// schedule, to count as missed. A younger one is merely due: another runner
+// may be about to fire it (its timer a little late, or a retry after a
+// database error pending), and skipping it would lose it. Due ticks are
+// fired like any other, and fire creates each tick's jobs once.
+func (sc *Scheduler[S]) missedGrace() time.Duration { return max(time.Minute, 2*sc.cfg.Poll) }
+
+// startSchedule brings a schedule's row up to date when a runner first sees
+// it, applying its missed-tick policy to ticks older than missedGrace, and
+// returns the first tick still to fire.
+func (sc *Scheduler[S]) startSchedule(ctx context.Context, sched S, now time.Time) time.Time {
+	s := sched.Timing()
+	cutoff := now.Add(-sc.missedGrace())
+	from := now // a new schedule starts with its next tick, not its last one
+	var missed time.Time
+	err := sc.cfg.Store.Tx(ctx, sc.cfg.DB, func(tx *gorm.DB) error {
+		last, found, err := sc.cfg.Store.LockSchedule(tx, s.Name)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return sc.cfg.Store.AddSchedule(tx, s.Name, now)
+		}
+		from = last
+		if last.Before(cutoff) {
+			from = cutoff
+		}
+		latest, n := s.Latest(last, cutoff)
+		if n == 0 {
+			return nil
+		}
+		if s.RunMissed {
+			missed = latest // fired below, by the same path as any tick
+			sc.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
+			return nil
+		}
+		sc.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
+		return sc.cfg.Store.SetLastTick(tx, s.Name, latest)
+	})
+	if err != nil && ctx.Err() == nil { // a runner that stops as it starts has nothing to report
+		sc.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
+	}
+	if !missed.IsZero() {
+		sc.fire(ctx, sched, missed)
+	}
+	return s.Next(from)
+}
+
+// fire creates the jobs of one tick, unless another runner did: the tick is
+// claimed by moving the schedule's last tick past it under the row's lock,
+// in the same transaction as the jobs. It reports false if the database
+// failed, so that the tick is tried again. A tick whose jobs cannot be built
+// is spent without jobs (see SchedulerConfig.Create).
+func (sc *Scheduler[S]) fire(ctx context.Context, sched S, at time.Time) bool {
+	s := sched.Timing()
+	t := s.Tick(at)
+	var created int
+	var unbuilt error // why the tick created nothing
+	var ended func(error)
+	err := sc.cfg.Store.Tx(ctx, sc.cfg.DB, func(tx *gorm.DB) error {
+		if err := sc.cfg.Store.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
+			return err
+		}
+		last, _, err := sc.cfg.Store.LockSchedule(tx, s.Name)
+		if err != nil {
+			return err
+		}
+		if !last.Before(at) {
+			return nil // another runner fired it
+		}
+		created, unbuilt, ended, err = sc.cfg.Create(ctx, tx, sched, t)
+		if err != nil {
+			return err
+		}
+		return sc.cfg.Store.SetLastTick(tx, s.Name, at)
+	})
+	if ended != nil {
+		ended(err)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			sc.log.Error("queue: schedule tick failed; will try again", "schedule", s.Name, "tick", t.At, "err", err)
+		}
+		return false
+	}
+	if unbuilt != nil {
+		sc.log.Error("queue: schedule tick skipped: its jobs could not be built",
+			ErrAttrs(unbuilt, "schedule", s.Name, "run_id", t.RunID)...)
+	}
+	if created > 0 {
+		sc.log.Info("queue: schedule fired", "schedule", s.Name, "run_id", t.RunID, "jobs", created)
+		sc.cfg.Fired(sched, t, created)
+	}
+	return true
+}
+
+// ErrAttrs returns log attributes for err after attrs, with the stack when
+// err is a recovered panic.
+func ErrAttrs(err error, attrs ...any) []any {
+	attrs = append(attrs, "err", err)
+	if pe := (*worker.PanicError)(nil); errors.As(err, &pe) {
+		attrs = append(attrs, "stack", string(pe.Stack))
+	}
+	return attrs
+}
