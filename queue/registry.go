@@ -177,10 +177,11 @@ func (e *kindEntry) checkPayload(payload []byte) error {
 
 // runnerKinds shows a runner the registry's kinds and windows (see
 // runner.Kinds). The kinds it looks up run their jobs with the client and
-// the hooks of that runner.
+// the hooks of that runner; each is built once, at its first lookup.
 type runnerKinds struct {
 	c     *Client
 	hooks []Hooks
+	built *sync.Map // *kindEntry to *runner.Kind
 }
 
 func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
@@ -188,10 +189,14 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff,
+	if rk, ok := k.built.Load(e); ok {
+		return rk.(*runner.Kind), nil
+	}
+	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
 			return e.work(ctx, &attempt{Execution: ex, c: k.c, hooks: k.hooks}, e)
-		}}, nil
+		}})
+	return rk.(*runner.Kind), nil
 }
 
 func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -72,7 +73,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st,
-		Kinds:          runnerKinds{c: c, hooks: cfg.hooks},
+		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
 		Preflight:      func(ctx context.Context) error { return preflight(ctx, c, sqlDB, cfg.workers, log) },
