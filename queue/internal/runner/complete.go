@@ -94,7 +94,7 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 }
 
 // completeParent completes a job that is a parent in some rule, releasing
-// children in the same transaction (see Rule), and marks it in accepted.
+// children in the same transaction (see Rules), and marks it in accepted.
 func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 	var released []Released
 	err := r.retry(func(ctx context.Context, try int) error {

@@ -23,7 +23,7 @@ type Execution struct {
 	claimed time.Time // when the runner claimed it
 	start   time.Time // when a worker took it up
 	// counted is set once the attempt counts towards MaxAttempts: at the
-	// claim, or, for a suspect, when it starts (see Row.Rescues).
+	// claim, or, for a suspect, when it starts (see queue.JobRecord.Rescues).
 	counted bool
 	// Guarded by r.mu: released means the job is being put back in the
 	// queue (by Stop, or because it waited too long for a worker), so its
@@ -31,7 +31,7 @@ type Execution struct {
 	// its way.
 	released, finished bool
 	// ends are the functions the Attempt hooks returned, and hooked the
-	// context they made, for the Release hooks (see Hooks).
+	// context they made, for the Release hooks (see queue.Hooks).
 	ends   []func(Event)
 	hooked context.Context
 }

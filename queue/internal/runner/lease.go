@@ -40,7 +40,7 @@ func (r *Runner) renew(ctx context.Context, conn store.Conn) error {
 	return r.putBack(ctx, conn, orphans)
 }
 
-// seen writes the runner's row in the runners table (see Client.Runners),
+// seen writes the runner's row in the runners table (see queue.Client.Runners),
 // starting or at a renewal. A failure is logged, at Debug when renewing:
 // the row is only for people to look at.
 func (r *Runner) seen(ctx context.Context, conn store.Conn, starting bool) {
@@ -114,7 +114,7 @@ func (r *Runner) lost(ctx context.Context, ex *Execution) {
 	}
 }
 
-// rescue, every WithRescueInterval (see run.Periodic), takes back jobs
+// rescue, every Config.RescueEvery (see run.Periodic), takes back jobs
 // whose lease expired. A job rescued for the first
 // time since an attempt of it last finished goes back to the queue with that
 // attempt uncounted: its runner died (or froze, or lost the database) while
