@@ -2,9 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -136,6 +133,18 @@ func (r *Registry) reachesLocked(from string, targets []string) bool {
 	return false
 }
 
+// rule returns the rule called name, or nil.
+func (r *Registry) rule(name string) *rule {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, ru := range r.rules {
+		if ru.Name == name {
+			return ru
+		}
+	}
+	return nil
+}
+
 // rulesFor returns the rules in which kind is a parent, by name, so that
 // their locks are always taken in the same order.
 func (r *Registry) rulesFor(kind string) []*rule {
@@ -185,100 +194,36 @@ func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, comple
 	}
 }
 
-// releaser is the part of a runner that completes parents and releases
-// their dependants, in one transaction (see Rule): the runner's
-// runner.Rules. It builds children as Enqueue builds jobs, with the
-// client's checks, which is why it lives here.
+// releaser builds the children of the registry's rules for a runner: the
+// runner's runner.Rules. It builds them as Enqueue builds jobs, with the
+// client's checks, which is why it lives here; the runner completes the
+// parents and inserts the children, in one transaction.
 type releaser struct {
 	c     *Client
 	log   *slog.Logger
 	hooks []Hooks
 }
 
-// Parent reports whether jobs of kind are parents in some rule.
-func (rel releaser) Parent(kind string) bool { return len(rel.c.reg.rulesFor(kind)) > 0 }
-
-// Complete completes one successful attempt of a job that is a parent in
-// some rule, and releases the children whose parents are now all complete,
-// in one transaction. It reports whether the completion was accepted (the
-// attempt was still the job's) and the children it released.
-func (rel releaser) Complete(ctx context.Context, ex *runner.Execution) (accepted bool, released []runner.Released, err error) {
-	rules := rel.c.reg.rulesFor(ex.Row().Kind)
-	err = rel.c.st.Tx(ctx, rel.c.db, func(tx *gorm.DB) error {
-		released = nil // a try before this one did not commit
-		period, runID, completed, err := rel.c.st.CompleteParent(tx, ex.Row().ID, ex.Row().Claims)
-		if err != nil || !completed {
-			return err
-		}
-		accepted = true
-		for _, ru := range rules {
-			child, err := rel.release(tx, ru, ex, period, runID)
-			if err != nil {
-				return fmt.Errorf("rule %q: %w", ru.Name, err)
-			}
-			if child != nil {
-				released = append(released, runner.Released{Rule: ru.Name, ID: child.ID, Kind: child.Kind, Queue: child.Queue,
-					Priority: child.Priority, RunID: child.RunID, ParentIDs: child.ParentIDs})
-			}
-		}
+// For returns the rules in which jobs of kind are parents, by name.
+func (rel releaser) For(kind string) []runner.Rule {
+	rules := rel.c.reg.rulesFor(kind)
+	if len(rules) == 0 {
 		return nil
-	})
-	if err != nil {
-		return false, nil, err
 	}
-	return accepted, released, nil
+	out := make([]runner.Rule, len(rules))
+	for i, ru := range rules {
+		out[i] = runner.Rule{Name: ru.Name, Parents: ru.Parents, Each: ru.Each}
+	}
+	return out
 }
 
-// release creates a rule's child if its parents are now all complete.
-func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *runner.Execution, period, runID sql.NullString) (*JobRecord, error) {
+// Child builds the child of a release from its complete parents, or
+// returns nil when it cannot be built; attempt completed the last of them.
+func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Release) (*newJob, error) {
+	ru := rel.c.reg.rule(r.Rule)
 	completed := attempt.Row()
-	parentID := completed.ID
-	group := fmt.Sprint("job:", parentID)
-	if !ru.Each {
-		if !period.Valid {
-			return nil, nil // many-to-one rules group by period
-		}
-		group = "period:" + period.String
-	}
-	key := "sheaf-dep:" + ru.Name + ":" + group
-	// Parents that complete at the same time on different runners meet
-	// here: each has already written its own completion, and each reads the
-	// others' after the lock, so the last one to arrive sees them all.
-	if err := rel.c.st.LockGroup(tx, key); err != nil {
-		return nil, err
-	}
-	var parents []JobRecord
-	if ru.Each {
-		parents = []JobRecord{{ID: parentID}}
-	} else {
-		found, err := rel.c.st.PeriodParents(tx, period.String, ru.Parents)
-		if err != nil {
-			return nil, err
-		}
-		kinds := map[string]bool{}
-		complete := true
-		for _, p := range found {
-			complete = complete && Status(p.Status) == StatusCompleted
-			kinds[p.Kind] = true
-			parents = append(parents, JobRecord{ID: p.ID, Kind: p.Kind, Status: Status(p.Status), RunID: p.RunID})
-		}
-		if !complete || len(kinds) < len(ru.Parents) {
-			return nil, nil // not yet: the last parent to complete releases the child
-		}
-		// Parents of one period may come from several runs (the weekly and
-		// the monthly schedule); the child joins the first parent's, so
-		// that which parent happened to finish last does not decide it.
-		runID = sql.NullString{}
-		if parents[0].RunID != nil {
-			runID = sql.NullString{String: *parents[0].RunID, Valid: true}
-		}
-	}
-	ids := make([]int64, len(parents))
-	for i, p := range parents {
-		ids[i] = p.ID
-	}
 	var full []JobRecord
-	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: ids}, 0, &full)
+	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: r.Parents}, 0, &full)
 	if err != nil {
 		return nil, err
 	}
@@ -287,12 +232,12 @@ func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *runner.Execution, pe
 	var nj newJob
 	err = userCall(func() error {
 		args, opts := ru.child(full)
-		opts = append(opts, IdempotencyKey(key))
-		if runID.Valid {
-			opts = append(opts, InRun(runID.String))
+		opts = append(opts, IdempotencyKey(r.Key))
+		if r.RunID.Valid {
+			opts = append(opts, InRun(r.RunID.String))
 		}
-		if period.Valid {
-			opts = append(opts, InPeriod(period.String))
+		if r.Period.Valid {
+			opts = append(opts, InPeriod(r.Period.String))
 		}
 		rows, err := rel.c.prepareAll([]Params{{Args: args, Options: opts}})
 		if err == nil {
@@ -311,17 +256,8 @@ func (rel releaser) release(tx *gorm.DB, ru *rule, attempt *runner.Execution, pe
 		// says why, and the review lists the chain as stopped with every
 		// parent complete.
 		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
-			runner.ErrAttrs(err, "rule", ru.Name, "group", group)...)
+			runner.ErrAttrs(err, "rule", ru.Name, "group", r.Group)...)
 		return nil, nil
 	}
-	c, err := rel.c.st.InsertChild(tx, nj, ids)
-	child := JobRecord{ID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority, RunID: c.RunID}
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil // released already
-	}
-	if err != nil {
-		return nil, err
-	}
-	child.ParentIDs = ids
-	return &child, nil
+	return &nj, nil
 }

@@ -72,7 +72,7 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 	rc := runner.Config{
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
-		Log: log, Store: c.st,
+		Log: log, Store: c.st, DB: c.db,
 		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },

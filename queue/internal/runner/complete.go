@@ -43,7 +43,7 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		switch {
 		case res.status != statusCompleted:
 			failed = append(failed, res)
-		case r.cfg.Rules.Parent(res.ex.row.Kind):
+		case len(r.cfg.Rules.For(res.ex.row.Kind)) > 0:
 			parents = append(parents, res)
 		default:
 			ok = append(ok, res)
@@ -96,9 +96,10 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 // completeParent completes a job that is a parent in some rule, releasing
 // children in the same transaction (see Rules), and marks it in accepted.
 func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
+	rules := r.cfg.Rules.For(res.ex.row.Kind)
 	var released []Released
 	err := r.retry(func(ctx context.Context, try int) error {
-		ok, children, err := r.cfg.Rules.Complete(ctx, res.ex)
+		ok, children, err := r.completeReleasing(ctx, res.ex, rules)
 		if err == nil && !ok && try > 0 {
 			// An earlier try may have committed, its answer lost.
 			ok, err = r.landed(ctx, res.ex)

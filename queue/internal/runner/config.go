@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -21,6 +23,7 @@ type Config struct {
 	Clock       Clock // for batch windows
 	Log         *slog.Logger
 	Store       store.Store
+	DB          *gorm.DB // for the transactions that release children
 
 	Kinds Kinds // the registry's kinds and windows
 	Rules Rules // the registry's dependency rules
@@ -80,16 +83,17 @@ type Kind struct {
 	Backoff Backoff       // between attempts, unless the job has its own
 }
 
-// Rules completes jobs that are parents in dependency rules (see
-// queue.Rule): their completion and the release of their children commit
-// in one transaction.
+// Rules are the registry's dependency rules (see queue.Rule). The runner
+// completes a parent and inserts the children its completion makes due in
+// one transaction; Rules builds the children.
 type Rules interface {
-	// Parent reports whether jobs of kind are parents in some rule.
-	Parent(kind string) bool
-	// Complete completes ex's job and releases the children its
-	// completion makes due. It reports whether the completion was accepted
-	// (the claim was still the job's) and the children released.
-	Complete(ctx context.Context, ex *Execution) (accepted bool, released []Released, err error)
+	// For returns the rules in which jobs of kind are parents, by name, so
+	// that their locks are always taken in the same order.
+	For(kind string) []Rule
+	// Child builds the child of a release, with tx, as the job to insert;
+	// nil when it cannot be built (the parent then completes without it).
+	// attempt completed the last of the parents.
+	Child(tx *gorm.DB, attempt *Execution, rel Release) (*store.NewJob, error)
 }
 
 // Released is a child job a rule released.

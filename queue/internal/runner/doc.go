@@ -9,17 +9,24 @@
 //
 // This package cannot import package queue, which imports it. What it
 // needs from there comes in through Config, as small interfaces and
-// callbacks rather than types moved down: the registry's kinds (Kinds:
-// Lookup returns a Kind, whose Work decodes the payload into the user's
-// type and runs the handler), the dependency rules (Rules, whose Complete
-// builds children with the client's enqueue checks), the observers and
-// hooks (Observe, Attempt), the schedule loop (Config.Scheduler, a
-// Scheduler built by package queue, started and stopped with the runner), the schema check (Preflight), and the sentinel
-// errors it hands out as causes (Errors). It reports a job as a Row and an
-// Event, which package queue turns into a JobRecord and an Event of its
-// own. A handler's Job reaches the attempt that runs it through the
-// exported methods of Execution (SetProgress, SetOutput), never through the
-// runner's fields; a chunked handler runs through RunChunked.
+// callbacks rather than types moved down:
+//
+//   - Kinds: the registry's kinds and windows. Lookup returns a Kind, whose
+//     Work decodes the payload into the user's type and runs the handler.
+//   - Rules: the dependency rules. The runner completes a parent and
+//     inserts its children in one transaction; Child builds a child with
+//     the client's enqueue checks.
+//   - Observe and Attempt: the observers and the hooks.
+//   - Scheduler: the schedule loop, a Scheduler built by package queue,
+//     started and stopped with the runner.
+//   - Preflight: the schema check Start runs first.
+//   - Errors: the sentinels it hands out as causes and results.
+//
+// It reports a job as a Row and an Event, which package queue turns into a
+// JobRecord and an Event of its own. A handler's Job reaches the attempt
+// that runs it through the exported methods of Execution (SetProgress,
+// SetOutput), never through the runner's fields; a chunked handler runs
+// through RunChunked.
 //
 // # Files
 //
@@ -34,6 +41,8 @@
 //   - complete.go: the completer's flush: results written many per
 //     statement, parents completed with their children (Rules), and what
 //     each result reports.
+//   - release.go: a parent's completion and the release of its children
+//     (Rules), in one transaction.
 //   - lease.go: the renewer's renew (and orphans put back), the runner's
 //     row, and rescue of expired leases.
 //   - listen.go: notifications of new jobs, paused queues and

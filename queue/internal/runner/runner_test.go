@@ -62,9 +62,25 @@ func (kinds) NextOpening(time.Time, []string) time.Time              { return ti
 // noRules has no dependency rules.
 type noRules struct{}
 
-func (noRules) Parent(string) bool { return false }
-func (noRules) Complete(context.Context, *Execution) (bool, []Released, error) {
-	panic("runner: Complete called for a kind that is no parent")
+func (noRules) For(string) []Rule { return nil }
+func (noRules) Child(*gorm.DB, *Execution, Release) (*store.NewJob, error) {
+	panic("runner: Child called for a kind that is no parent")
+}
+
+// oneRule releases a job of kind "child" for each job of kind "parent", in
+// the child's run and period, and records the releases it was asked for.
+type oneRule struct{ asked chan Release }
+
+func (oneRule) For(kind string) []Rule {
+	if kind == "parent" {
+		return []Rule{{Name: "each", Parents: []string{"parent"}, Each: true}}
+	}
+	return nil
+}
+
+func (o oneRule) Child(_ *gorm.DB, _ *Execution, rel Release) (*store.NewJob, error) {
+	o.asked <- rel
+	return &store.NewJob{Kind: "child", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, Key: &rel.Key}, nil
 }
 
 func config(k Kinds) Config {
@@ -369,4 +385,58 @@ func TestStartAndStop(t *testing.T) {
 	<-r.Done()
 	require.ErrorIs(t, r.Start(context.Background()), errStarted)
 	require.NoError(t, r.Stop(context.Background()), "idempotent")
+}
+
+// A parent's completion releases its child in the same transaction; the
+// child runs, and releases nothing.
+func TestReleasesChildren(t *testing.T) {
+	t.Parallel()
+	st, db := newStore(t)
+	work := func(context.Context, *Execution) error { return nil }
+	cfg := config(kinds{"parent": {Work: work}, "child": {Work: work}})
+	rules := oneRule{asked: make(chan Release, 2)}
+	cfg.Store, cfg.DB, cfg.Rules = st, db, rules
+	ch := events(&cfg)
+	parent := insert(t, st, db, store.NewJob{Kind: "parent", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})[0]
+	r := New(cfg)
+	require.NoError(t, r.Start(context.Background()))
+	// The released event names the child, which the runner then runs.
+	var released Event
+	var all []Event
+	timeout := time.After(30 * time.Second)
+	for len(all) < 5 {
+		select {
+		case e := <-ch:
+			all = append(all, e)
+			if e.Type == EventReleased {
+				released = e
+			}
+		case <-timeout:
+			t.Fatalf("events so far: %v", all)
+		}
+	}
+	stop(t, r)
+	child := released.JobID
+	var ofParent, ofChild []EventType
+	for _, e := range all {
+		switch {
+		case e.JobID == parent || e.Type == EventReleased:
+			ofParent = append(ofParent, e.Type)
+		case e.JobID == child:
+			ofChild = append(ofChild, e.Type)
+		}
+	}
+	require.Equal(t, []EventType{EventStarted, EventReleased, EventCompleted}, ofParent,
+		"the child is released before the parent's completion is reported")
+	require.Equal(t, []EventType{EventStarted, EventCompleted}, ofChild)
+	require.Equal(t, []int64{parent}, released.ParentIDs)
+	require.Equal(t, "each", released.Rule)
+	require.Equal(t, "child", released.Kind)
+	rel := <-rules.asked
+	require.Equal(t, Release{Rule: "each", Group: fmt.Sprint("job:", parent), Key: fmt.Sprint("sheaf-dep:each:job:", parent),
+		Parents: []int64{parent}}, rel)
+	require.Empty(t, rules.asked, "asked once")
+	status, _, err := st.State(context.Background(), child)
+	require.NoError(t, err)
+	require.Equal(t, statusCompleted, status)
 }
