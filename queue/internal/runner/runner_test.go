@@ -440,3 +440,37 @@ func TestReleasesChildren(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, statusCompleted, status)
 }
+
+// A Stop out of time cancels the running job with Errors.Stopping and puts
+// it back in the queue, its attempt uncounted, once its handler returns.
+func TestStopOutOfTimeRequeues(t *testing.T) {
+	t.Parallel()
+	st, db := newStore(t)
+	started, causes := make(chan struct{}), make(chan error, 1)
+	cfg := config(kinds{"wait": {Work: func(ctx context.Context, _ *Execution) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}}})
+	cfg.Store = st
+	ch := events(&cfg)
+	id := insert(t, st, db, store.NewJob{Kind: "wait", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0]
+	r := New(cfg)
+	require.NoError(t, r.Start(context.Background()))
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, r.Stop(ctx), context.Canceled)
+	<-r.Done()
+	require.ErrorIs(t, <-causes, errStopping)
+	got := collect(t, ch, map[int64]int{id: 2})
+	require.Equal(t, EventRequeued, got[id][1].Type)
+	status, _, err := st.State(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, statusQueued, status)
+	var attempts int
+	require.NoError(t, db.Raw("SELECT attempts FROM "+store.JobsTable+" WHERE id = ?", id).Scan(&attempts).Error)
+	require.Zero(t, attempts, "the attempt does not count")
+	require.Equal(t, int64(1), r.Stats().Requeued)
+}
