@@ -257,6 +257,27 @@ func collect(t *testing.T, ch <-chan Event, want map[int64]int) map[int64][]Even
 	return got
 }
 
+// startOne starts a runner on cfg with one job of kind waiting, and
+// returns once the job's handler has closed started.
+func startOne(t *testing.T, cfg Config, st store.Store, db *gorm.DB, kind string, started <-chan struct{}) (*Runner, <-chan Event, int64) {
+	t.Helper()
+	cfg.Store = st
+	ch := events(&cfg)
+	id := insert(t, st, db, store.NewJob{Kind: kind, Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0]
+	r := New(cfg)
+	require.NoError(t, r.Start(context.Background()))
+	<-started
+	return r, ch, id
+}
+
+// requireStatus asserts that job id is in status want.
+func requireStatus(t *testing.T, st store.Store, id int64, want string) {
+	t.Helper()
+	status, _, err := st.State(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, want, status, "job %d", id)
+}
+
 func stop(t *testing.T, r *Runner) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -325,9 +346,7 @@ func TestRunsJobsThroughTheSeams(t *testing.T) {
 	require.ErrorIs(t, e.Err, errUnknown)
 
 	for id, want := range map[int64]string{ids[0]: statusCompleted, ids[1]: statusQueued, ids[2]: statusFailed} {
-		status, _, err := st.State(context.Background(), id)
-		require.NoError(t, err)
-		require.Equal(t, want, status, "job %d", id)
+		requireStatus(t, st, id, want)
 	}
 	close(hooked)
 	var ended []EventType
@@ -344,22 +363,17 @@ func TestRunsJobsThroughTheSeams(t *testing.T) {
 func TestCancelReachesTheHandler(t *testing.T) {
 	t.Parallel()
 	st, db := newStore(t)
-	started := make(chan *Execution)
+	started := make(chan struct{})
 	causes, writes := make(chan error, 1), make(chan error, 1)
 	cfg := config(kinds{"wait": {Work: func(ctx context.Context, ex *Execution) error {
-		started <- ex
+		close(started)
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		err := ex.SetProgress(context.WithoutCancel(ctx), 1, 1)
 		writes <- err
 		return err
 	}}})
-	cfg.Store = st
-	ch := events(&cfg)
-	id := insert(t, st, db, store.NewJob{Kind: "wait", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0]
-	r := New(cfg)
-	require.NoError(t, r.Start(context.Background()))
-	<-started
+	r, ch, id := startOne(t, cfg, st, db, "wait", started)
 	require.NoError(t, st.Tx(context.Background(), db, func(tx *gorm.DB) error {
 		_, err := st.CancelJobs(tx, store.Filter{IDs: []int64{id}}, 1)
 		return err
@@ -436,9 +450,7 @@ func TestReleasesChildren(t *testing.T) {
 	require.Equal(t, Release{Rule: "each", Group: fmt.Sprint("job:", parent), Key: fmt.Sprint("sheaf-dep:each:job:", parent),
 		Parents: []int64{parent}}, rel)
 	require.Empty(t, rules.asked, "asked once")
-	status, _, err := st.State(context.Background(), child)
-	require.NoError(t, err)
-	require.Equal(t, statusCompleted, status)
+	requireStatus(t, st, child, statusCompleted)
 }
 
 // A Stop out of time cancels the running job with Errors.Stopping and puts
@@ -453,12 +465,7 @@ func TestStopOutOfTimeRequeues(t *testing.T) {
 		causes <- context.Cause(ctx)
 		return ctx.Err()
 	}}})
-	cfg.Store = st
-	ch := events(&cfg)
-	id := insert(t, st, db, store.NewJob{Kind: "wait", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0]
-	r := New(cfg)
-	require.NoError(t, r.Start(context.Background()))
-	<-started
+	r, ch, id := startOne(t, cfg, st, db, "wait", started)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, r.Stop(ctx), context.Canceled)
@@ -466,9 +473,7 @@ func TestStopOutOfTimeRequeues(t *testing.T) {
 	require.ErrorIs(t, <-causes, errStopping)
 	got := collect(t, ch, map[int64]int{id: 2})
 	require.Equal(t, EventRequeued, got[id][1].Type)
-	status, _, err := st.State(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, statusQueued, status)
+	requireStatus(t, st, id, statusQueued)
 	var attempts int
 	require.NoError(t, db.Raw("SELECT attempts FROM "+store.JobsTable+" WHERE id = ?", id).Scan(&attempts).Error)
 	require.Zero(t, attempts, "the attempt does not count")
