@@ -81,14 +81,13 @@
 //
 // # Large tables
 //
-// The reads stay quick on a table of millions of jobs: a page of jobs of a
-// status (FAILED or CANCELLED: others are found by walking back from the
-// newest) comes from an index; a page of a search (q) examines only the
-// SearchWindow jobs below its cursor, and may come back short, or empty,
-// with a next_cursor to older jobs (see examples/BENCHMARKS.md for the
-// times); GET /api/stats and GET /api/queues,
-// which count every job, reuse their counts for a few seconds
-// (WithCountsCache), and say when they were read (as_of).
+// The reads stay quick on a table of millions of jobs (examples/BENCHMARKS.md
+// has the times): a page of jobs of a status (FAILED or CANCELLED: others
+// are found by walking back from the newest) comes from an index; a page of
+// a search (q) examines only the SearchWindow jobs below its cursor, and may
+// come back short, or empty, with a next_cursor to older jobs; GET
+// /api/stats and GET /api/queues, which count every job, reuse their counts
+// for a few seconds (WithCountsCache), and say when they were read (as_of).
 //
 // The dashboard's overview reuses what it reads in the same way, however
 // many dashboards are open: the last hour's activity as long as the counts,
