@@ -6,7 +6,12 @@
 //
 // It needs no database: the processor decides where items go. Package
 // github.com/sheaf-dev/sheaf/batch/gormbatch provides processors and a cleanup
-// strategy for any gorm model.
+// strategy for any gorm model. The engine is built from three packages that
+// never import it: accumulator (grouping by batch ID and splitting into
+// sub-batches), worker (the keyed pool: per-key order, panics isolated) and
+// cleanup (the cleanup contract and the strategies that need no database).
+// None of the four imports gorm or a database driver, so only programs that
+// import gormbatch or queue pull a database into their build.
 //
 // # Sending
 //
