@@ -169,8 +169,8 @@
 // stored with the job. [Permanent] fails the job at once; so does a payload
 // that no longer decodes. A panic, or a runtime.Goexit, is a failed
 // attempt; a kind's own Backoff that panics gets the default's delay. A
-// [Timeout] cancels an attempt's context when it passes, and the attempt
-// fails with [ErrTimeout].
+// A kind's [Timeout] cancels an attempt's context when it passes, with cause
+// [ErrTimeout], and the attempt fails.
 //
 // The last failure leaves the job FAILED with its error: list such jobs
 // with [Client.List], react to them with an observer ([EventFailed]), and
@@ -204,8 +204,8 @@
 //
 // # Options
 //
-// Client and runner options (a runner inherits its client's logger,
-// observer and hooks unless given its own):
+// Client and runner options (a runner uses its client's logger and observer
+// unless given its own, and adds its own hooks to its client's):
 //
 //   - [WithLogger]: default slog.Default. Jobs are logged with ID, kind,
 //     attempt and correlation ID, never payload or auth.
