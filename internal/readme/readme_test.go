@@ -92,7 +92,9 @@ func TestProgramsBuild(t *testing.T) {
 		}
 		programs++
 		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
-			// A leading underscore keeps ./... patterns away from it.
+			// Inside the module, so that the program builds against this
+			// code with go.mod and go.sum; a leading underscore keeps
+			// ./... patterns (and git, see .gitignore) away from it.
 			dir, err := os.MkdirTemp(root, "_readme")
 			require.NoError(t, err)
 			t.Cleanup(func() { os.RemoveAll(dir) })
