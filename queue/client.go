@@ -25,9 +25,11 @@ type Client struct {
 // TxClient enqueues and manages jobs inside a transaction of the caller's,
 // as Client.Tx returns it: every call runs in that transaction, sees what it
 // wrote before, and what a call writes exists if and only if the
-// transaction commits. It has the Client's methods but those that cannot
-// run in a caller's transaction: Migrate, Wait, Ping, Runners,
-// SchemaVersion and Activity.
+// transaction commits. It has the Client's methods but those that do not
+// belong in a caller's transaction: Migrate and Migrations (the schema),
+// Wait (it polls for other transactions' work), Ping, Runners and
+// SchemaVersion (the server and the runners, not the data), and Activity
+// (which tunes a read-only transaction of its own).
 type TxClient struct {
 	ops
 }
