@@ -61,7 +61,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 		return nil, invalid("%v", err)
 	}
 	cfg := config{logger: slog.Default()}
-	if err := applyEach(opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
+	if err := applyEach("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
 		return nil, err
 	}
 	return &Client{ops{db: db, st: st, reg: reg, cfg: cfg}}, nil
@@ -262,7 +262,7 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (newJo
 // withJobOptions returns a kind's defaults o with a job's options applied.
 func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	o.ownBackoff = false
-	err := applyEach(opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
+	err := applyEach("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }
 

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"log/slog"
-	"reflect"
 	"time"
 )
 
@@ -290,11 +289,11 @@ func TraceContext(traceparent, tracestate string) EnqueueOption {
 }
 
 // applyEach applies opts with apply, refusing a nil option (an interface
-// holding nothing, which the compiler lets through).
-func applyEach[O any](opts []O, apply func(O) error) error {
+// holding nothing, which the compiler lets through); what names their type.
+func applyEach[O any](what string, opts []O, apply func(O) error) error {
 	for _, opt := range opts {
 		if any(opt) == nil {
-			return invalid("nil %s", reflect.TypeFor[O]().Name())
+			return invalid("nil %s", what)
 		}
 		if err := apply(opt); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"log/slog"
 	"reflect"
 	"testing"
@@ -91,4 +92,33 @@ func TestStatusesIsACopy(t *testing.T) {
 	s[0] = "EDITED"
 	require.Equal(t, queue.StatusQueued, queue.Statuses()[0])
 	require.Len(t, queue.Statuses(), 5)
+}
+
+// TestNilAndZeroOptionsAreRefused: the compiler lets a nil interface and a
+// zero JobOption or InstrumentOption through; each entry point refuses
+// them, naming the type.
+func TestNilAndZeroOptionsAreRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	r := queue.NewRegistry()
+	_, err := queue.NewClient(e.db.Gorm, e.reg, nil)
+	require.ErrorContains(t, err, "nil ClientOption")
+	_, err = queue.NewClient(e.db.Gorm, e.reg, queue.InstrumentOption{})
+	require.ErrorContains(t, err, "zero InstrumentOption")
+	_, err = queue.NewRunner(e.client, nil)
+	require.ErrorContains(t, err, "nil RunnerOption")
+	_, err = queue.NewRunner(e.client, queue.InstrumentOption{})
+	require.ErrorContains(t, err, "zero InstrumentOption")
+	require.ErrorContains(t, queue.Register(r, nopHandler[noop](), nil), "nil RegisterOption")
+	require.ErrorContains(t, queue.Register(r, nopHandler[noop](), queue.JobOption{}), "zero JobOption")
+	require.ErrorContains(t, queue.RegisterChunked[countyReport, int](r, &reportWriter{}, nil), "nil ChunkedOption")
+	_, err = e.client.Enqueue(ctx, noop{}, nil)
+	require.ErrorContains(t, err, "nil EnqueueOption")
+	_, err = e.client.Enqueue(ctx, noop{}, queue.JobOption{})
+	require.ErrorContains(t, err, "zero JobOption")
+	require.Empty(t, r.Kinds())
+	n, err := e.client.Count(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -111,7 +111,11 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,
 	}
-	if err := applyEach(opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
+	what := "RegisterOption"
+	if chunked {
+		what = "ChunkedOption"
+	}
+	if err := applyEach(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
 		return fmt.Errorf("register %q: %w", kind, err)
 	}
 	r.mu.Lock()

@@ -107,7 +107,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	}
 	cfg := c.cfg
 	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock{}
-	if err := applyEach(opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
+	if err := applyEach("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}
 	if cfg.rescueEvery == 0 {
