@@ -158,7 +158,7 @@ func ExampleClient_Attempts() {
 			return errors.New("county server down")
 		}
 		return nil
-	}), queue.Retry(queue.Delays{0})); err != nil {
+	}), queue.RetryBackoff(queue.Delays{0})); err != nil {
 		log.Fatal(err)
 	}
 	client, runner := startOn(ctx, connect(), reg)
@@ -192,7 +192,7 @@ func Example_runner() {
 			return errors.New("source not ready") // retried after the kind's backoff
 		}
 		return nil
-	}), queue.Retry(queue.Delays{0})); err != nil {
+	}), queue.RetryBackoff(queue.Delays{0})); err != nil {
 		log.Fatal(err)
 	}
 	client, err := queue.NewClient(connect(), reg)
@@ -389,7 +389,7 @@ func ExampleDepend() {
 		log.Fatal(err)
 	}
 	if err := queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{"county_report"}, Each: true},
-		func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+		func(parents []queue.JobRecord) (CountySummary, []queue.EnqueueOption) {
 			var report CountyReport
 			_ = json.Unmarshal(parents[0].Payload, &report)
 			return CountySummary{County: report.County, Report: parents[0].ID}, nil

@@ -255,7 +255,7 @@ func (r *Runner) resultOf(ex *execution, e *kindEntry, err error, took time.Dura
 // backoff if it has one, else its kind's. A Backoff of the user's that
 // panics gets the default's delay, rather than taking the runner down.
 func (r *Runner) delay(ex *execution, e *kindEntry) time.Duration {
-	b := DefaultBackoff
+	b := DefaultBackoff()
 	if e != nil {
 		b = e.defaults.backoff
 	}
@@ -270,7 +270,7 @@ func (r *Runner) delay(ex *execution, e *kindEntry) time.Duration {
 	var d time.Duration
 	if err := worker.Safely(func() error { d = b.Delay(ex.row.Attempts); return nil }); err != nil {
 		r.jobLogger(&ex.row).Error("queue: the job's backoff panicked; using the default's delay", "err", err)
-		d = DefaultBackoff.Delay(ex.row.Attempts)
+		d = DefaultBackoff().Delay(ex.row.Attempts)
 	}
 	return max(d, 0)
 }

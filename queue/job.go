@@ -31,8 +31,10 @@ const (
 	StatusCancelled  Status = "CANCELLED"
 )
 
-// Statuses lists every status, in lifecycle order.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusCompleted, StatusFailed, StatusCancelled}
+// Statuses returns every status, in lifecycle order, in a new slice.
+func Statuses() []Status {
+	return []Status{StatusQueued, StatusProcessing, StatusCompleted, StatusFailed, StatusCancelled}
+}
 
 // Terminal reports whether s is final unless someone retries the job.
 func (s Status) Terminal() bool {

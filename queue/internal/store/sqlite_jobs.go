@@ -112,16 +112,16 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 	return jobIDs(ctx, db, f, sqliteTime)
 }
 
-func (s *sqlite) CountByKind(ctx context.Context) ([]KindCount, error) {
+func (*sqlite) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
 	var out []KindCount
-	err := s.gdb.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
+	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
 	return out, err
 }
 
-func (s *sqlite) Ready(ctx context.Context) (n int64, oldest time.Duration, err error) {
+func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	t := now()
 	var first sqlTime
-	err = s.gdb.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= ?`,
+	err = db.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= ?`,
 		sqliteTime(t)).Row().Scan(&n, &first)
 	if first.valid {
 		oldest = t.Sub(first.t)
@@ -131,8 +131,8 @@ func (s *sqlite) Ready(ctx context.Context) (n int64, oldest time.Duration, err 
 
 // TypicalDuration reads the durations and takes their median here: SQLite
 // has no percentile_cont.
-func (s *sqlite) TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error) {
-	rows, err := s.gdb.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
+func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error) {
+	rows, err := db.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT `+inList("id", "?")+` AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?`, kind, jsonIDs(exclude), sqliteTime(before), history).Rows()
 	if err != nil {

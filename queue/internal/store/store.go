@@ -53,9 +53,9 @@ type Store interface {
 	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
 	// JobIDs returns the IDs of the jobs f selects.
 	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
-	CountByKind(ctx context.Context) ([]KindCount, error)
-	Ready(ctx context.Context) (n int64, oldest time.Duration, err error)
-	TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
+	CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error)
+	Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error)
+	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
 	// Activity reads the buckets of width bucket, from start on, in which
 	// jobs of queue ("": every queue) finished COMPLETED or FAILED, in order
 	// (activity.go); buckets without such jobs are left out.
@@ -97,16 +97,23 @@ type Store interface {
 	Listen(ctx context.Context, ready func(), each func(channel, payload string)) error
 
 	// Queues, runners, attempt history and the audit log (queues.go).
-	SetPaused(ctx context.Context, name string, paused bool) error
-	Paused(ctx context.Context) ([]PausedQueue, error)
-	QueueCounts(ctx context.Context) ([]QueueCount, error)
+	// Those that take a db run on it: the store's, or a caller's
+	// transaction.
+	//
+	// SetPaused pauses or resumes a queue and tells the runners: at the
+	// commit of db's transaction on PostgreSQL; on SQLite, at once outside
+	// a caller's transaction and at their next read of the paused queues
+	// (every poll) inside one.
+	SetPaused(ctx context.Context, db *gorm.DB, name string, paused bool) error
+	Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error)
+	QueueCounts(ctx context.Context, db *gorm.DB) ([]QueueCount, error)
 	// History reads job id's recorded attempts (those that did not
 	// complete), oldest first.
-	History(ctx context.Context, id int64) ([]Attempt, error)
+	History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error)
 	Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error)
 	Version(ctx context.Context) (int, error)
-	RecordAudit(ctx context.Context, e AuditEntry) (int64, error)
-	AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
+	RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (int64, error)
+	AuditLog(ctx context.Context, db *gorm.DB, before int64, limit int) ([]AuditEntry, error)
 
 	// Transient reports whether a statement that failed with err may
 	// succeed if tried again.
