@@ -45,6 +45,16 @@
 //		return err
 //	})
 //
+// client.Tx(tx) returns a [TxClient]: every call on it (enqueues, Get,
+// List, Count, Cancel, Retry, RetryFailed, CancelMatching, PauseQueue and
+// ResumeQueue, Queues, Stats, Attempts, Children, Runs, Review,
+// ScheduleStates, RecordAudit and AuditLog) runs in your transaction, sees
+// its uncommitted writes, and is undone if it rolls back. What does not
+// belong in a transaction (Migrate, Wait, Ping, Runners, SchemaVersion,
+// Activity) is only on [Client], and so is NewRunner's argument. A pause
+// made in a transaction takes effect at commit (on SQLite, runners see it
+// within a poll interval).
+//
 // [Client.EnqueueMany] enqueues several jobs in one statement, and
 // [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
 // multi-row INSERTs on SQLite).
@@ -204,6 +214,14 @@
 //
 // # Options
 //
+// Options are typed by where they go, so one given where it does not apply
+// does not compile: [ClientOption] (NewClient), [RunnerOption] (NewRunner),
+// [RegisterOption] (Register), [ChunkedOption] (RegisterChunked: Register's
+// options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
+// [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
+// good for a client and a runner; [OnQueue], [Priority], [MaxAttempts] and
+// [RetryBackoff] return a [JobOption], good for a kind and a job.
+//
 // Client and runner options (a runner uses its client's logger and observer
 // unless given its own, and adds its own hooks to its client's):
 //
@@ -234,7 +252,8 @@
 //   - [Priority] (kind or job): [MinPriority] to [MaxPriority], higher
 //     first, default [DefaultPriority].
 //   - [MaxAttempts] (kind or job): default [DefaultMaxAttempts], 1 to 1000.
-//   - the backoff (kind or job): default exponential, 1 s to 5 min.
+//   - [RetryBackoff] (kind or job): default [DefaultBackoff], exponential
+//     from 1 s to 5 min.
 //   - [Timeout] (kind): default none.
 //   - [ChunkSize] (kind, RegisterChunked): default [DefaultChunkSize].
 //   - [During] (kind): only start in a daily window.
@@ -479,10 +498,10 @@
 //
 //	// 1→1: every completed county report releases that county's summary.
 //	err := queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{"county_report"}, Each: true},
-//		func(parents []queue.JobRecord) (SummaryArgs, []queue.JobOption) { ... })
+//		func(parents []queue.JobRecord) (SummaryArgs, []queue.EnqueueOption) { ... })
 //	// N→1: the consolidated report waits for the weekly and the monthly of the same period.
 //	err = queue.Depend(reg, queue.Rule{Name: "consolidated", Parents: []string{"weekly", "monthly"}},
-//		func(parents []queue.JobRecord) (ConsolidatedArgs, []queue.JobOption) { ... })
+//		func(parents []queue.JobRecord) (ConsolidatedArgs, []queue.EnqueueOption) { ... })
 //
 // A child is released in the transaction that completes its last parent,
 // under a lock per rule and period, so parents completing at the same

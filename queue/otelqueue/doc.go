@@ -3,7 +3,7 @@
 // metrics.
 //
 // It installs through the queue's hooks (queue.WithHooks), as one
-// [queue.Option] given to the client; the client's runners inherit it:
+// [queue.InstrumentOption] given to the client; the client's runners inherit it:
 //
 //	tel, err := otelqueue.New(otelqueue.WithMeterProvider(mp), otelqueue.WithTracerProvider(tp))
 //	...
