@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -357,4 +358,68 @@ func TestCompleteTxSurvivesACrash(t *testing.T) {
 			require.Equal(t, int64(1), children(), "one child, released once")
 		})
 	}
+}
+
+// holdJob's handler holds its job until the test lets it go.
+type holdJob struct{}
+
+func (holdJob) Kind() string { return "hold" }
+
+// A handler's transaction holds its job's row from CompleteTx to its
+// commit; the runner's lease renewals pass it by rather than wait for it,
+// so the leases of the runner's other jobs are renewed meanwhile, and
+// neither job is taken for lost.
+func TestCompleteTxDoesNotHoldUpRenewals(t *testing.T) {
+	t.Parallel()
+	pgtest.PostgresOnly(t, "row locks (on SQLite, every writer waits for a transaction that has written)")
+	inTx, release := make(chan struct{}), make(chan struct{})
+	e := txEnv(t, func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error {
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := writeLedger(tx, j); err != nil {
+				return err
+			}
+			if err := j.CompleteTx(ctx, tx); err != nil {
+				return err
+			}
+			close(inTx)
+			<-release
+			return nil
+		})
+	})
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[holdJob](func(ctx context.Context, _ *queue.Job[holdJob]) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})))
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // if the test fails first
+	held := enqueue(t, e, holdJob{})
+	// A lease a loaded machine renews in time; renewals every 667 ms.
+	r := e.runner(t, queue.WithLease(2*time.Second), queue.WithRescueInterval(10*time.Millisecond))
+	e.events.Wait(t, queue.EventStarted, held, 1)
+	id := enqueue(t, e, txJob{})
+	<-inTx
+	lease := func() *time.Time {
+		rec, err := e.client.Get(context.Background(), held)
+		require.NoError(t, err)
+		return rec.LockedUntil
+	}
+	first := lease()
+	require.NotNil(t, first)
+	deadline := time.Now().Add(60 * time.Second)
+	for now := lease(); now != nil && !now.After(*first); now = lease() {
+		require.True(t, time.Now().Before(deadline), "the held job's lease was not renewed")
+		time.Sleep(5 * time.Millisecond) // polling the database, as waitStatus does
+	}
+	require.NotNil(t, lease(), "the held job's lease was renewed, not rescued")
+	once.Do(func() { close(release) })
+	recs, err := e.client.Wait(context.Background(), id, held)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, recs[0].Status)
+	require.Equal(t, queue.StatusCompleted, recs[1].Status)
+	require.Equal(t, 1, recs[1].Attempts, "the held job ran once, never rescued")
+	require.Zero(t, r.Stats().Rejected)
 }
