@@ -42,39 +42,41 @@ func (ex *execution) completeTx(ctx context.Context, tx *gorm.DB) error {
 	if d := tx.Dialector.Name(); d != r.c.st.Dialect() {
 		return invalid("CompleteTx of job %d: a %s transaction, but the queue is on %s", id, d, r.c.st.Dialect())
 	}
-	r.mu.Lock()
-	again := ex.inTx != nil && ex.inTx.tx == conn
-	r.mu.Unlock()
-	if again {
-		return nil // completed in this transaction already
-	}
-	accepted, released, err := r.releaser.completeIn(tx.WithContext(ctx), ex, r.c.reg.rulesFor(ex.row.Kind))
+	tx = tx.WithContext(ctx)
+	accepted, released, err := r.releaser.completeIn(tx, ex, r.c.reg.rulesFor(ex.row.Kind))
 	if err != nil {
 		return fmt.Errorf("queue: complete job %d: %w", id, err)
 	}
 	if !accepted {
-		return ex.notCompletable(ctx)
+		return ex.notCompleted(ctx, tx)
 	}
 	// A later call in another transaction (the handler tries its
-	// transaction again) replaces this one, which did not commit.
+	// transaction again, after this one rolled back) replaces this one.
 	r.mu.Lock()
 	ex.inTx = &txCompletion{tx: conn, released: released}
 	r.mu.Unlock()
 	return nil
 }
 
-// notCompletable is the error of a CompleteTx whose guarded completion
-// changed nothing: usually the job is no longer this attempt's; but if the
-// queue's database says it is, the transaction is on another database.
-func (ex *execution) notCompletable(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
+// notCompleted is what a CompleteTx whose guarded completion changed
+// nothing returns. Usually the job is no longer this attempt's:
+// ErrLeaseLost. But while the queue's database still has it as this
+// attempt's, either tx completed it already (CompleteTx called twice in
+// it): nil; or tx is on another database, which does not see the job so.
+func (ex *execution) notCompleted(ctx context.Context, tx *gorm.DB) error {
+	id := ex.row.ID
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
 	defer cancel()
-	st, claims, err := ex.now(ctx)
-	if err == nil && st == StatusProcessing && claims == ex.row.Claims {
-		return invalid("CompleteTx of job %d: the transaction does not see the job as the queue's database holds it; "+
-			"begin it on the queue's database", ex.row.ID)
+	st, claims, err := ex.now(qctx)
+	if err != nil || st != StatusProcessing || claims != ex.row.Claims {
+		return fmt.Errorf("%w: job %d", ErrLeaseLost, id)
 	}
-	return fmt.Errorf("%w: job %d", ErrLeaseLost, ex.row.ID)
+	txSt, txClaims, err := ex.r.c.st.StateIn(tx, id)
+	if err == nil && Status(txSt) == StatusCompleted && txClaims == ex.row.Claims {
+		return nil
+	}
+	return invalid("CompleteTx of job %d: the transaction does not see the job as the queue's database holds it; "+
+		"begin it on the queue's database", id)
 }
 
 // settleTx finds out, once the handler has returned, whether the

@@ -205,8 +205,9 @@ func TestCompleteTxReleasesDependants(t *testing.T) {
 }
 
 // CompleteTx refuses, with ErrInvalidOption and without completing the job,
-// what is not a transaction on the queue's database; called twice in one
-// transaction it completes the job once.
+// what is not a transaction on the queue's database. A completion in a
+// savepoint that rolls back goes with it; called twice in one transaction,
+// CompleteTx completes the job once.
 func TestCompleteTxRefusesMisuse(t *testing.T) {
 	t.Parallel()
 	// A database of the other kind than the run's store.
@@ -252,6 +253,11 @@ func TestCompleteTxRefusesMisuse(t *testing.T) {
 			if err := writeLedger(tx, j); err != nil {
 				return err
 			}
+			// In a savepoint that rolls back, the completion goes with it.
+			require.ErrorIs(t, tx.Transaction(func(sp *gorm.DB) error {
+				require.NoError(t, j.CompleteTx(ctx, sp))
+				return errRollback
+			}), errRollback)
 			if err := j.CompleteTx(ctx, tx); err != nil {
 				return err
 			}

@@ -263,9 +263,12 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 //
 // Calling it again in the same transaction does nothing; calling it in a new
 // transaction, after an earlier one rolled back, completes the job in that
-// one. Call it last, just before the commit: on PostgreSQL tx holds the job's
-// row from then on, and the runner's lease renewals, which update that row
-// among the others it runs, wait for tx to end.
+// one. Call it last, just before the commit: from then on tx holds the job's
+// row, and cancelling the job waits for tx to end (lease renewals pass it
+// by). On SQLite, a transaction that has written holds the database's write
+// lock, which every writer, the queue's own included, waits for: keep it
+// short. Finding out whether tx committed costs one read of the job's row
+// by primary key after the handler returns.
 //
 // It returns an error wrapping ErrInvalidOption for a nil tx, one that is
 // not a transaction, one on a database other than the queue's (of another

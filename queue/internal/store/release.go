@@ -29,6 +29,16 @@ func (*postgres) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sq
 	return period, runID, err == nil, err
 }
 
+// StateIn reads job id's status and claim number as tx sees them.
+func (*postgres) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
+func stateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	err = tx.Raw("SELECT status, claims FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&status, &claims)
+	return status, claims, err
+}
+
 // LockGroup takes the transaction-level lock of a rule's group of parents,
 // named by key: parents that complete at once on different runners meet
 // here, and the last to arrive sees the others' completions.

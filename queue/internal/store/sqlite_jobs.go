@@ -277,6 +277,10 @@ func (s *sqlite) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sq
 	return period, runID, err == nil, err
 }
 
+func (s *sqlite) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
 // LockGroup has nothing to do: the release's transaction holds SQLite's
 // write lock since CompleteTx wrote, so releases run one at a time.
 func (s *sqlite) LockGroup(*gorm.DB, string) error { return nil }
