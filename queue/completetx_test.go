@@ -128,7 +128,16 @@ func TestCompleteTxCommitsWithTheHandlersRows(t *testing.T) {
 			})
 			id := enqueue(t, e, txJob{})
 			logs := newLogs(slog.LevelWarn)
-			r := e.runner(t, logs.option())
+			var mu sync.Mutex
+			var ends []queue.EventType // as the Attempt hooks hear of each attempt's end
+			hooks := queue.WithHooks(queue.Hooks{Attempt: func(ctx context.Context, _ *queue.JobRecord) (context.Context, func(queue.Event)) {
+				return ctx, func(ev queue.Event) {
+					mu.Lock()
+					defer mu.Unlock()
+					ends = append(ends, ev.Type)
+				}
+			}})
+			r := e.runner(t, logs.option(), hooks)
 			recs, err := e.client.Wait(context.Background(), id)
 			require.NoError(t, err)
 			rec := recs[0]
@@ -150,6 +159,13 @@ func TestCompleteTxCommitsWithTheHandlersRows(t *testing.T) {
 			if tc.logged != "" {
 				logs.wait(t, tc.logged, 1)
 			}
+			want := []queue.EventType{queue.EventCompleted}
+			if tc.attempts == 2 {
+				want = []queue.EventType{queue.EventRetrying, queue.EventCompleted}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, want, ends)
 		})
 	}
 }
@@ -403,29 +419,38 @@ func TestCompleteTxDoesNotHoldUpRenewals(t *testing.T) {
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // if the test fails first
 	held := enqueue(t, e, holdJob{})
-	// A lease a loaded machine renews in time; renewals every 667 ms.
-	r := e.runner(t, queue.WithLease(2*time.Second), queue.WithRescueInterval(10*time.Millisecond))
+	// A lease a loaded machine renews in time; renewals every 1.7 s. A
+	// runner whose renewals waited for the transaction would see the held
+	// job rescued as soon as its lease ran out.
+	r := e.runner(t, queue.WithLease(5*time.Second), queue.WithRescueInterval(10*time.Millisecond))
 	e.events.Wait(t, queue.EventStarted, held, 1)
 	id := enqueue(t, e, txJob{})
 	<-inTx
-	lease := func() *time.Time {
+	get := func() *queue.JobRecord {
 		rec, err := e.client.Get(context.Background(), held)
 		require.NoError(t, err)
-		return rec.LockedUntil
+		return rec
 	}
-	first := lease()
+	first := get().LockedUntil
 	require.NotNil(t, first)
+	// Looking every 5 ms, as waitStatus does, until the lease moves on, in
+	// a renewal or in a rescue and claim.
 	deadline := time.Now().Add(60 * time.Second)
-	for now := lease(); now != nil && !now.After(*first); now = lease() {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	rec := get()
+	for ; rec.LockedUntil == nil || !rec.LockedUntil.After(*first); rec = get() {
 		require.True(t, time.Now().Before(deadline), "the held job's lease was not renewed")
-		time.Sleep(5 * time.Millisecond) // polling the database, as waitStatus does
+		<-tick.C
 	}
-	require.NotNil(t, lease(), "the held job's lease was renewed, not rescued")
+	require.Equal(t, 1, rec.Claims, "the held job's lease was renewed; it was not rescued and claimed again")
+	require.Zero(t, rec.Rescues)
 	once.Do(func() { close(release) })
 	recs, err := e.client.Wait(context.Background(), id, held)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCompleted, recs[0].Status)
 	require.Equal(t, queue.StatusCompleted, recs[1].Status)
-	require.Equal(t, 1, recs[1].Attempts, "the held job ran once, never rescued")
+	require.Equal(t, 1, recs[1].Claims, "the held job ran once, never rescued")
+	require.NotContains(t, e.events.Of(held), queue.EventRescued)
 	require.Zero(t, r.Stats().Rejected)
 }
