@@ -68,7 +68,10 @@ func (ex *execution) notCompleted(ctx context.Context, tx *gorm.DB) error {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ex.r.timeouts.statement)
 	defer cancel()
 	st, claims, err := ex.now(qctx)
-	if err != nil || st != StatusProcessing || claims != ex.row.Claims {
+	if err != nil {
+		return fmt.Errorf("queue: complete job %d: the completion changed nothing, and reading the job failed: %w", id, err)
+	}
+	if st != StatusProcessing || claims != ex.row.Claims {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, id)
 	}
 	txSt, txClaims, err := ex.r.c.st.StateIn(tx, id)

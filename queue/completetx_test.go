@@ -95,6 +95,9 @@ func TestCompleteTxCommitsWithTheHandlersRows(t *testing.T) {
 		{name: "failed after the commit", attempts: 1,
 			first: func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error {
 				require.NoError(t, commitWithLedger(ctx, db, j))
+				// Completed already: not this attempt's to complete again.
+				require.ErrorIs(t, db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return j.CompleteTx(ctx, tx) }),
+					queue.ErrLeaseLost)
 				return errors.New("failed late")
 			},
 			logged: "queue: handler returned an error after the transaction of its CompleteTx committed; the job stays completed"},

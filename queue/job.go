@@ -248,8 +248,9 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 // exactly once. It runs the guarded completion the runner would run (the job
 // must still be PROCESSING in this attempt's claim), and releases in tx the
 // children of dependency rules that the completion completes (see Rule). It
-// returns ErrLeaseLost if the job is no longer this attempt's (cancelled, or
-// rescued); on that or any other error, roll tx back and return an error.
+// returns ErrLeaseLost if the job is no longer this attempt's to complete
+// (cancelled, rescued, or completed already by an earlier transaction); on
+// that or any other error, roll tx back and return an error.
 //
 // Once the handler returns, the runner reads whether tx committed:
 //
