@@ -22,20 +22,26 @@ type row struct {
 
 func (row) TableName() string { return store.JobsTable }
 
+// migrateAndInsert migrates the store's schema and inserts jobs.
+func migrateAndInsert(t *testing.T, st store.Store, db *gorm.DB, jobs ...store.NewJob) []row {
+	t.Helper()
+	_, err := st.Migrate(context.Background())
+	require.NoError(t, err)
+	var ins []row
+	require.NoError(t, st.Insert(context.Background(), db, jobs, &ins))
+	require.Len(t, ins, len(jobs))
+	return ins
+}
+
 // A job's way through the runner's statements: claim, fail with a retry,
 // claim again, renew, complete; a second job claimed and left to expire is
 // rescued as a suspect, and claimed as one.
 func TestRunnerStatements(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		var ins []row
-		require.NoError(t, st.Insert(ctx, db, []store.NewJob{
-			{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
-			{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`},
-		}, &ins))
-		require.Len(t, ins, 2)
+		ins := migrateAndInsert(t, st, db,
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
+			store.NewJob{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`})
 		a, b := ins[0].ID, ins[1].ID
 		conn := st.Hold(false)
 		defer conn.Close()
@@ -126,11 +132,7 @@ func TestRunnerStatements(t *testing.T) {
 func TestCompleteTxAndRenewalsMeanwhile(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		var ins []row
-		require.NoError(t, st.Insert(ctx, db, []store.NewJob{{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`}}, &ins))
-		id := ins[0].ID
+		id := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
 		conn := st.Hold(false)
 		defer conn.Close()
 		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r1"})
