@@ -246,8 +246,9 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 // began on the queue's database, so that the completion commits or rolls
 // back with the rows the handler writes in tx: the handler's effects happen
 // exactly once. It runs the guarded completion the runner would run (the job
-// must still be PROCESSING in this attempt's claim), and releases in tx the
-// children of dependency rules that the completion completes (see Rule). It
+// must still be PROCESSING in this attempt's claim), and releases, in tx,
+// the children of dependency rules whose parents are then all complete
+// (see Rule), so that they are released exactly when the job completes. It
 // returns ErrLeaseLost if the job is no longer this attempt's to complete
 // (cancelled, rescued, or completed already by an earlier transaction); on
 // that or any other error, roll tx back and return an error.

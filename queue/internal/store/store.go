@@ -81,8 +81,9 @@ type Store interface {
 	// (Job.CompleteTx); then, to release dependants, for each rule
 	// LockGroup and PeriodParents, then InsertChild.
 	CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
-	// StateIn is State as tx sees it: of a CompleteTx that changed
-	// nothing, because tx had completed the job already.
+	// StateIn is State as tx sees it. After a CompleteTx that changed
+	// nothing, it tells a tx that had completed the job already from one
+	// on another database.
 	StateIn(tx *gorm.DB, id int64) (status string, claims int, err error)
 	LockGroup(tx *gorm.DB, key string) error
 	PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
