@@ -111,6 +111,13 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 		delete(accepted, res.ex.row.ID)
 		return err
 	}
+	r.announceReleased(res.ex, released)
+	return nil
+}
+
+// announceReleased reports the children that the completion of ex's job
+// released, once that completion has committed.
+func (r *Runner) announceReleased(ex *execution, released []releasedJob) {
 	for _, c := range released {
 		ev := Event{Type: EventReleased, JobID: c.job.ID, Kind: c.job.Kind, Queue: c.job.Queue, Priority: c.job.Priority,
 			ParentIDs: c.job.ParentIDs, Rule: c.rule}
@@ -118,9 +125,8 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 			ev.RunID = *c.job.RunID
 		}
 		r.observe(ev)
-		r.debug(res.ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
+		r.debug(ex, "queue: job released a dependent job", "rule", c.rule, "child_id", c.job.ID, "child_kind", c.job.Kind)
 	}
-	return nil
 }
 
 // writeResults runs write, a finishing statement, and marks the IDs it

@@ -204,27 +204,35 @@ type releaser struct {
 // accepted (the attempt was still the job's) and the children it released.
 func (rel releaser) completeReleasing(ctx context.Context, res result, rules []*rule) (accepted bool, released []releasedJob, err error) {
 	err = rel.c.st.Tx(ctx, rel.c.db, func(tx *gorm.DB) error {
-		released = nil // a try before this one did not commit
-		period, runID, completed, err := rel.c.st.CompleteParent(tx, res.ex.row.ID, res.ex.row.Claims)
-		if err != nil || !completed {
-			return err
-		}
-		accepted = true
-		for _, ru := range rules {
-			child, err := rel.release(tx, ru, res.ex, period, runID)
-			if err != nil {
-				return fmt.Errorf("rule %q: %w", ru.Name, err)
-			}
-			if child != nil {
-				released = append(released, releasedJob{rule: ru.Name, job: *child})
-			}
-		}
-		return nil
+		accepted, released, err = rel.completeIn(tx, res.ex, rules)
+		return err
 	})
 	if err != nil {
 		return false, nil, err
 	}
 	return accepted, released, nil
+}
+
+// completeIn completes attempt's job inside tx, if the attempt still holds
+// it, and releases the children of rules whose parents are now all
+// complete, in tx too: the runner's transaction (completeReleasing) or the
+// handler's (Job.CompleteTx). The children are released only if tx commits,
+// and then for certain, whatever happens to the process after the commit.
+func (rel releaser) completeIn(tx *gorm.DB, attempt *execution, rules []*rule) (accepted bool, released []releasedJob, err error) {
+	period, runID, completed, err := rel.c.st.CompleteTx(tx, attempt.row.ID, attempt.row.Claims)
+	if err != nil || !completed {
+		return false, nil, err
+	}
+	for _, ru := range rules {
+		child, err := rel.release(tx, ru, attempt, period, runID)
+		if err != nil {
+			return false, nil, fmt.Errorf("rule %q: %w", ru.Name, err)
+		}
+		if child != nil {
+			released = append(released, releasedJob{rule: ru.Name, job: *child})
+		}
+	}
+	return true, released, nil
 }
 
 // release creates a rule's child if its parents are now all complete.

@@ -36,6 +36,9 @@ type execution struct {
 	// context they made, for the Release hooks (see Hooks).
 	ends   []func(Event)
 	hooked context.Context
+	// inTx is the completion the handler wrote in its own transaction
+	// (Job.CompleteTx), if it did; guarded by r.mu.
+	inTx *txCompletion
 }
 
 func (ex *execution) suspect() bool { return ex.row.Rescues > 0 }
@@ -195,9 +198,19 @@ func (r *Runner) finish(ctx context.Context, ex *execution, e *kindEntry, err er
 	r.mu.Lock()
 	released := ex.released
 	ex.finished = true
+	inTx := ex.inTx
 	r.mu.Unlock()
+	committed := false
+	if inTx != nil {
+		// Whether the handler's transaction committed decides, before
+		// anything the runner would do with the job: a committed
+		// completion is final.
+		committed, err = r.settleTx(ex, inTx, err)
+	}
 	cause := context.Cause(ctx)
 	switch {
+	case committed:
+		r.completedInTx(ex, inTx, err, took)
 	case released: // the runner is stopping: back to the queue, now the handler has returned
 		ex.endedAs(EventRequeued, err, took)
 		r.requeue([]*execution{ex}, "the runner stopped before it finished")

@@ -10,20 +10,33 @@ import (
 )
 
 // Dependency release runs in one transaction with the parent's completion:
-// CompleteParent, then for each rule LockGroup and PeriodParents, then
+// CompleteTx, then for each rule LockGroup and PeriodParents, then
 // InsertChild.
 
-// CompleteParent completes the attempt of claim claims of job id inside tx
-// and returns the job's period and run ID; completed is false if the claim
-// no longer holds the job.
-func (*postgres) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
-	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL,
+// CompleteTx completes the attempt of claim claims of job id inside tx (the
+// runner's, for a parent; the handler's, for Job.CompleteTx) and returns the
+// job's period and run ID; completed is false if the claim no longer holds
+// the job. Like completeSQL it keeps locked_by, naming the runner that
+// completed the job. completed_at is the statement's time, not the
+// transaction's start: a handler's transaction may have begun long before.
+func (*postgres) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
+	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = statement_timestamp(), locked_until = NULL,
 		rescues = 0 WHERE id = @id AND claims = @claims AND status = 'PROCESSING' RETURNING period, run_id`,
 		sql.Named("id", id), sql.Named("claims", claims)).Row().Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return period, runID, false, nil
 	}
 	return period, runID, err == nil, err
+}
+
+// StateIn reads job id's status and claim number as tx sees them.
+func (*postgres) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
+func stateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	err = tx.Raw("SELECT status, claims FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&status, &claims)
+	return status, claims, err
 }
 
 // LockGroup takes the transaction-level lock of a rule's group of parents,

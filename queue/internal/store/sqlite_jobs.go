@@ -267,7 +267,7 @@ func (s *sqlite) SetLastTick(tx *gorm.DB, name string, at time.Time) error {
 	return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = ? WHERE name = ?", sqliteTime(at), sqliteTime(now()), name).Error
 }
 
-func (s *sqlite) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
+func (s *sqlite) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
 	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?, locked_until = NULL,
 		rescues = 0 WHERE id = ? AND claims = ? AND status = 'PROCESSING' RETURNING period, run_id`,
 		sqliteTime(now()), id, claims).Row().Scan(&period, &runID)
@@ -277,8 +277,12 @@ func (s *sqlite) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runI
 	return period, runID, err == nil, err
 }
 
+func (s *sqlite) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
 // LockGroup has nothing to do: the release's transaction holds SQLite's
-// write lock since CompleteParent wrote, so releases run one at a time.
+// write lock since CompleteTx wrote, so releases run one at a time.
 func (s *sqlite) LockGroup(*gorm.DB, string) error { return nil }
 
 func (s *sqlite) PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error) {

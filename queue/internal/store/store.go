@@ -76,9 +76,15 @@ type Store interface {
 	AddSchedule(tx *gorm.DB, name string, last time.Time) error
 	SetLastTick(tx *gorm.DB, name string, at time.Time) error
 
-	// Dependency release, in tx: CompleteParent, then for each rule
+	// Completion in a transaction: CompleteTx, of a parent in some rule
+	// or of a job whose handler completes it in its own transaction
+	// (Job.CompleteTx); then, to release dependants, for each rule
 	// LockGroup and PeriodParents, then InsertChild.
-	CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
+	CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
+	// StateIn is State as tx sees it. After a CompleteTx that changed
+	// nothing, it tells a tx that had completed the job already from one
+	// on another database.
+	StateIn(tx *gorm.DB, id int64) (status string, claims int, err error)
 	LockGroup(tx *gorm.DB, key string) error
 	PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
 	InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, error)
