@@ -124,7 +124,7 @@ func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
 		})))
 		must(queue.Register(r, queue.HandlerFunc[txChildJob](func(context.Context, *queue.Job[txChildJob]) error { return nil })))
 		must(queue.Depend(r, queue.Rule{Name: "tx-child", Parents: []string{"tx_ledger"}, Each: true},
-			func([]queue.JobRecord) (txChildJob, []queue.JobOption) { return txChildJob{}, nil }))
+			func([]queue.JobRecord) (txChildJob, []queue.EnqueueOption) { return txChildJob{}, nil }))
 		must(queue.Register(r, queue.HandlerFunc[suicideJob](func(context.Context, *queue.Job[suicideJob]) error {
 			fmt.Fprintln(out, "dying")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

@@ -37,7 +37,7 @@ func txEnv(t *testing.T, work txWork) *env {
 	e := newEnv(t, func(r *queue.Registry) {
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[txJob](func(ctx context.Context, j *queue.Job[txJob]) error {
 			return work(ctx, db, j)
-		}), queue.MaxAttempts(2), queue.Retry(queue.Delays{0})))
+		}), queue.MaxAttempts(2), queue.RetryBackoff(queue.Delays{0})))
 	})
 	db = e.db.Gorm
 	require.NoError(t, db.Exec(`CREATE TABLE ledger (job_id bigint NOT NULL, attempt int NOT NULL)`).Error)

@@ -178,7 +178,7 @@
 // use any [Backoff]; a job's own must be one of these three, because it is
 // stored with the job. [Permanent] fails the job at once; so does a payload
 // that no longer decodes. A panic, or a runtime.Goexit, is a failed
-// attempt; a kind's own Backoff that panics gets the default's delay. A
+// attempt; a kind's own Backoff that panics gets the default's delay.
 // A kind's [Timeout] cancels an attempt's context when it passes, with cause
 // [ErrTimeout], and the attempt fails.
 //
@@ -196,6 +196,47 @@
 // the job without cleaning up. An attempt that lost its job (its lease
 // expired and another attempt has it now) does not clean up: the output is
 // the other attempt's.
+//
+// # Exactly-once effects: completing in the handler's transaction
+//
+// A handler whose effects are rows in the queue's database can make them
+// happen exactly once: it writes them and completes its job in one
+// transaction, with [Job.CompleteTx], called last, just before the commit:
+//
+//	func (h *Totals) Work(ctx context.Context, j *queue.Job[CountyReport]) error {
+//		return h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+//			if err := tx.Create(&Total{County: j.Args.County, Sum: 42}).Error; err != nil {
+//				return err
+//			}
+//			return j.CompleteTx(ctx, tx)
+//		})
+//	}
+//
+// The job is COMPLETED if and only if the transaction commits. A process
+// that dies before the commit leaves neither the rows nor the completion:
+// the job is rescued when its lease expires and runs again. One that dies
+// after the commit leaves both, and the job never runs again. Children that
+// dependency rules release are inserted in the same transaction; to
+// enqueue other follow-up jobs in the same commit, use Client.Tx(tx).
+//
+// CompleteTx returns [ErrLeaseLost] when the job is no longer this
+// attempt's (cancelled, rescued, or already completed): return it, so the
+// transaction rolls back. Once the handler returns, the runner reads
+// whether the transaction committed. If it did, the attempt is completed,
+// whatever the handler returned. If not (a rollback, or a handler that
+// returned nil after one), the attempt failed and retries or fails as
+// usual; a transaction the handler left open is rolled back. CompleteTx
+// refuses, with [ErrInvalidOption], a *gorm.DB that is not a transaction,
+// a transaction on another database, and a chunked job, which completes
+// after its last chunk.
+//
+// From CompleteTx to the commit the transaction holds the job's row:
+// cancelling the job waits for it, and lease renewals skip it rather than
+// wait. On SQLite a transaction that has written holds the database's write
+// lock, so keep it short. Knowing whether it committed costs one read of
+// the job's row after the handler returns. Effects outside the database
+// (HTTP calls, files, messages) cannot share the transaction: they are at
+// least once and need their own idempotency.
 //
 // # Operating the queue
 //
