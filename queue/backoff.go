@@ -15,9 +15,11 @@ type Backoff interface {
 	Delay(attempt int) time.Duration
 }
 
-// DefaultBackoff is used when neither the kind nor the job sets one:
+// DefaultBackoff returns the backoff of jobs whose kind and job set none:
 // 1s, 2s, 4s, ... capped at 5 minutes, with 10% jitter.
-var DefaultBackoff Backoff = Exponential{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
+func DefaultBackoff() Backoff { return defaultBackoff }
+
+var defaultBackoff = Exponential{Base: time.Second, Max: 5 * time.Minute, Jitter: 0.1}
 
 // Exponential waits Base × 2^(attempt-1), capped at Max (if positive), then
 // moved by up to ±Jitter of itself at random (Jitter 0.1 is ±10%), so that

@@ -50,7 +50,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 
 // countCompletions returns an observer option, and a channel it closes once
 // it has seen n jobs complete.
-func countCompletions(n int) (queue.Option, <-chan struct{}) {
+func countCompletions(n int) (queue.InstrumentOption, <-chan struct{}) {
 	var done atomic.Int64
 	finished := make(chan struct{})
 	return queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {

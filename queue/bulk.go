@@ -20,7 +20,7 @@ const analyzeAfter = 10_000
 // bulk that has any goes through EnqueueMany's statement, in slices,
 // instead; so does a bulk given to a Client.Tx client, because COPY needs a
 // connection of its own. It returns how many jobs it created.
-func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
+func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return 0, err
@@ -35,7 +35,7 @@ func (c *Client) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) 
 	return res.Created, res.Err
 }
 
-func (c *Client) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
+func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 	keyed := false
 	for _, r := range rows {
 		keyed = keyed || r.Key != nil
@@ -45,7 +45,7 @@ func (c *Client) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) 
 		// slices, so a failure in a late one leaves none stored.
 		var n int64
 		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
-			in := c.Tx(tx)
+			in := c.in(tx)
 			for start := 0; start < len(rows); start += 5000 {
 				out, err := in.insert(ctx, rows[start:min(start+5000, len(rows))])
 				if err != nil {

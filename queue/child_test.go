@@ -54,6 +54,20 @@ type napJob struct{ Ms int }
 
 func (napJob) Kind() string { return "nap" }
 
+// txLedgerJob records the job in the ledger and completes it in the same
+// transaction (Job.CompleteTx). In a child process it kills its process at
+// Crash: "before-commit" (the transaction written, not committed) or
+// "after-commit" (committed, the handler not yet returned).
+type txLedgerJob struct{ Crash string }
+
+func (txLedgerJob) Kind() string { return "tx_ledger" }
+
+// txChildJob is released by every tx_ledger job that completes (rule
+// "tx-child"), in the transaction that completes it.
+type txChildJob struct{}
+
+func (txChildJob) Kind() string { return "tx_child" }
+
 // registerLedger registers the kinds the multi-runner tests use. ledger
 // records the job in the ledger table inside a transaction; hang, in a child
 // process, announces itself on out and blocks, and in the test's own process
@@ -86,6 +100,31 @@ func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
 			}
 			return db.WithContext(ctx).Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
 		})))
+		must(queue.Register(r, queue.HandlerFunc[txLedgerJob](func(ctx context.Context, j *queue.Job[txLedgerJob]) error {
+			die := func(at string) {
+				if inChild && j.Args.Crash == at {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					select {} // never returns
+				}
+			}
+			err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error; err != nil {
+					return err
+				}
+				if err := j.CompleteTx(ctx, tx); err != nil {
+					return err
+				}
+				die("before-commit")
+				return nil
+			})
+			if err == nil {
+				die("after-commit")
+			}
+			return err
+		})))
+		must(queue.Register(r, queue.HandlerFunc[txChildJob](func(context.Context, *queue.Job[txChildJob]) error { return nil })))
+		must(queue.Depend(r, queue.Rule{Name: "tx-child", Parents: []string{"tx_ledger"}, Each: true},
+			func([]queue.JobRecord) (txChildJob, []queue.EnqueueOption) { return txChildJob{}, nil }))
 		must(queue.Register(r, queue.HandlerFunc[suicideJob](func(context.Context, *queue.Job[suicideJob]) error {
 			fmt.Fprintln(out, "dying")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

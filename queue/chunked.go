@@ -42,7 +42,7 @@ type ChunkFinisher[A Args] interface {
 
 // RegisterChunked registers c as the handler of the kind named by A's Kind
 // method. Besides Register's options it takes ChunkSize.
-func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...JobOption) error {
+func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...ChunkedOption) error {
 	if c == nil {
 		return invalid("nil Chunked handler")
 	}

@@ -104,12 +104,12 @@ func (w *reportWriter) Finish(_ context.Context, _ *queue.Job[countyReport]) err
 	return w.finishErr
 }
 
-func chunkedEnv(t *testing.T, w *reportWriter, opts ...queue.JobOption) *env {
+func chunkedEnv(t *testing.T, w *reportWriter, opts ...queue.ChunkedOption) *env {
 	t.Helper()
 	e := newEnv(t, func(r *queue.Registry) {})
 	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE report_rows (job_id bigint NOT NULL, n int NOT NULL, UNIQUE (job_id, n))`).Error)
 	w.db = e.db.Gorm
-	require.NoError(t, queue.RegisterChunked[countyReport, int](e.reg, w, append([]queue.JobOption{queue.ChunkSize(1000)}, opts...)...))
+	require.NoError(t, queue.RegisterChunked[countyReport, int](e.reg, w, append([]queue.ChunkedOption{queue.ChunkSize(1000)}, opts...)...))
 	return e
 }
 
@@ -163,7 +163,7 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 		}
 		return nil
 	}
-	e := chunkedEnv(t, w, queue.Retry(queue.Delays{0}))
+	e := chunkedEnv(t, w, queue.RetryBackoff(queue.Delays{0}))
 	var rowsAfterFailure int64 = -1
 	e.events = queuetest.NewEvents()
 	id := enqueue(t, e, countyReport{Records: 4200})

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -17,9 +16,29 @@ import (
 )
 
 // Client enqueues and manages jobs. Create one with NewClient; it starts no
-// goroutines and is safe for concurrent use.
+// goroutines and is safe for concurrent use. Tx returns a TxClient that does
+// the same inside a transaction of the caller's.
 type Client struct {
-	db  *gorm.DB
+	ops
+}
+
+// TxClient enqueues and manages jobs inside a transaction of the caller's,
+// as Client.Tx returns it: every call runs in that transaction, sees what it
+// wrote before, and what a call writes exists if and only if the
+// transaction commits. It has the Client's methods but those that do not
+// belong in a caller's transaction: Migrate and Migrations (the schema),
+// Wait (it polls for other transactions' work), Ping, Runners and
+// SchemaVersion (the server and the runners, not the data), and Activity
+// (which tunes a read-only transaction of its own).
+type TxClient struct {
+	ops
+}
+
+// ops holds what Client and TxClient share, and their shared methods: the
+// same calls, on the pool for a Client and in the caller's transaction for
+// a TxClient.
+type ops struct {
+	db  *gorm.DB // the pool, or a caller's transaction
 	st  store.Store
 	reg *Registry
 	cfg config
@@ -30,7 +49,7 @@ type Client struct {
 // SQLite file opened with queue/sqlitedb, for the kinds in reg. Call
 // Migrate once before use (it is cheap and safe to call from every process
 // at start-up).
-func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
+func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error) {
 	if db == nil {
 		return nil, invalid("nil *gorm.DB")
 	}
@@ -42,13 +61,10 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 		return nil, invalid("%v", err)
 	}
 	cfg := config{logger: slog.Default()}
-	if err := applyOptions(&cfg, opts); err != nil {
+	if err := applyEach("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
 		return nil, err
 	}
-	if len(cfg.runnerOptions) > 0 {
-		return nil, invalid("%s applies to NewRunner, not NewClient", strings.Join(cfg.runnerOptions, ", "))
-	}
-	return &Client{db: db, st: st, reg: reg, cfg: cfg}, nil
+	return &Client{ops{db: db, st: st, reg: reg, cfg: cfg}}, nil
 }
 
 // Migrate creates or upgrades the queue's tables to SchemaVersion. It is
@@ -56,12 +72,18 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 
 // Tx returns a client that enqueues and manages jobs inside tx, a
-// transaction of the caller's: the jobs exist if and only if tx commits, and
-// runners are notified at the commit.
-func (c *Client) Tx(tx *gorm.DB) *Client {
+// transaction of the caller's on the client's database: what its calls
+// write exists if and only if tx commits, and runners are notified at the
+// commit. A TxClient is for tx's life: do not use it after tx ends.
+func (c *Client) Tx(tx *gorm.DB) *TxClient {
+	return &TxClient{c.in(tx)}
+}
+
+// in returns c's operations inside tx.
+func (c *ops) in(tx *gorm.DB) ops {
 	cp := *c
 	cp.db, cp.tx = tx, true
-	return &cp
+	return cp
 }
 
 // Enqueued is the result of enqueueing one job.
@@ -75,7 +97,7 @@ type Enqueued struct {
 // Params describes one job for EnqueueMany and EnqueueBulk.
 type Params struct {
 	Args    Args
-	Options []JobOption
+	Options []EnqueueOption
 }
 
 // Enqueue stores a job for args's kind. Options override the kind's
@@ -86,7 +108,7 @@ type Params struct {
 // ErrInvalidOption. Nothing is stored when it fails. Every string the job
 // stores is checked, and a payload that PostgreSQL would store altered is
 // refused, not changed.
-func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enqueued, error) {
+func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (Enqueued, error) {
 	out, err := c.enqueueMany(ctx, opEnqueue, []Params{{Args: args, Options: opts}})
 	if err != nil {
 		return Enqueued{}, err
@@ -99,7 +121,7 @@ func (c *Client) Enqueue(ctx context.Context, args Args, opts ...JobOption) (Enq
 // kind's registered type, and be what jsonb stores: UTF-8, without the
 // escape \u0000 or an unpaired surrogate escape, with numbers numeric can
 // hold. Errors are as for Enqueue.
-func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...JobOption) (Enqueued, error) {
+func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...EnqueueOption) (Enqueued, error) {
 	e, err := c.reg.lookup(kind)
 	if err != nil {
 		return Enqueued{}, err
@@ -124,11 +146,11 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, payload json.RawMe
 // EnqueueMany stores jobs in one statement, so they are all created or none
 // (duplicates by idempotency key aside, which are returned as such). The
 // result is in the order of jobs.
-func (c *Client) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
+func (c *ops) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
 	return c.enqueueMany(ctx, opEnqueueMany, jobs)
 }
 
-func (c *Client) enqueueMany(ctx context.Context, op string, jobs []Params) ([]Enqueued, error) {
+func (c *ops) enqueueMany(ctx context.Context, op string, jobs []Params) ([]Enqueued, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return nil, err
@@ -137,7 +159,7 @@ func (c *Client) enqueueMany(ctx context.Context, op string, jobs []Params) ([]E
 }
 
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
-func (c *Client) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {
+func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {
 	if len(c.cfg.hooks) == 0 {
 		return c.insert(ctx, rows)
 	}
@@ -157,7 +179,7 @@ func (c *Client) insertHooked(ctx context.Context, op string, rows []newJob) ([]
 // newJob is a validated job ready to insert.
 type newJob = store.NewJob
 
-func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
+func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 	if len(jobs) == 0 {
 		return nil, invalid("no jobs")
 	}
@@ -187,7 +209,7 @@ func (c *Client) prepareAll(jobs []Params) ([]newJob, error) {
 	return rows, nil
 }
 
-func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob, error) {
+func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (newJob, error) {
 	// o stays on the stack, and the job points at copies of the options it
 	// has: a bulk of jobs without options then costs no allocation here.
 	o := e.defaults
@@ -238,9 +260,9 @@ func (c *Client) prepare(e *kindEntry, payload []byte, opts []JobOption) (newJob
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
-func withJobOptions(o jobOptions, opts []JobOption) (jobOptions, error) {
+func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	o.ownBackoff = false
-	err := applyJobOptions(&o, atEnqueue, opts)
+	err := applyEach("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }
 
@@ -252,7 +274,7 @@ func optional(s string) *string {
 	return &s
 }
 
-func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
+func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	var inserted []JobRecord
 	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
@@ -263,7 +285,7 @@ func (c *Client) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) 
 // matchInserted lines the inserted rows up with the input, and fetches the
 // existing jobs of inputs that were duplicates. Rows were inserted in input
 // order, so inputs without a duplicate key take the inserted IDs in order.
-func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []JobRecord) ([]Enqueued, error) {
+func (c *ops) matchInserted(ctx context.Context, rows []newJob, inserted []JobRecord) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))
 	byKey := map[string]*JobRecord{}
 	for i := range inserted {
@@ -323,7 +345,7 @@ func (c *Client) matchInserted(ctx context.Context, rows []newJob, inserted []Jo
 }
 
 // Get returns the job with the given ID, or ErrNotFound.
-func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
+func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) {
 	rec, err := c.job(ctx, c.db, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("queue: get %d: %w", id, notMigrated(err))
@@ -332,7 +354,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*JobRecord, error) {
 }
 
 // job reads the job with the given ID on db, or returns ErrNotFound.
-func (c *Client) job(ctx context.Context, db *gorm.DB, id int64) (*JobRecord, error) {
+func (c *ops) job(ctx context.Context, db *gorm.DB, id int64) (*JobRecord, error) {
 	var recs []JobRecord
 	if err := c.st.Jobs(ctx, db, store.Filter{IDs: []int64{id}}, 1, &recs); err != nil {
 		return nil, err
@@ -386,7 +408,7 @@ func (f Filter) store() store.Filter {
 
 // List returns the jobs that match f, by ascending ID, or newest first
 // with f.Newest.
-func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
+func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
@@ -408,7 +430,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 // Count counts the jobs that match f; f.AfterID, f.BeforeID, f.Newest and
 // f.Limit are ignored. With f.Search it reads every row the other fields
 // select.
-func (c *Client) Count(ctx context.Context, f Filter) (int64, error) {
+func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 	f.unpaged()
 	if err := f.check(); err != nil {
 		return 0, err
@@ -424,7 +446,7 @@ func (c *Client) Count(ctx context.Context, f Filter) (int64, error) {
 // cancelled (with cause ErrCancelled) on the runner that works it, and
 // whatever it returns afterwards is ignored. Cancelling a job that is already
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
-func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
+func (c *ops) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
 		_, err := c.st.CancelJobs(tx, store.Filter{IDs: []int64{id}}, 1)
 		return err
@@ -436,7 +458,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 // was, so its history is kept: a job that failed at 3 of 3 runs next as
 // attempt 4 of 6). Other statuses return an error wrapping ErrWrongStatus: a
 // completed job is not run twice.
-func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
+func (c *ops) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
 		return c.st.Retry(tx, id)
 	})
@@ -445,7 +467,7 @@ func (c *Client) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 // RetryFailed puts every FAILED job that matches f back in the queue, as
 // Retry does, in one statement, and returns how many it requeued. f.Statuses,
 // f.AfterID, f.BeforeID, f.Newest and f.Limit are ignored.
-func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
+func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	f.Statuses = nil
 	f.unpaged()
 	if err := f.check(); err != nil {
@@ -464,7 +486,7 @@ func (c *Client) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
-func (c *Client) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
+func (c *ops) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
 	var rec *JobRecord
 	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
 		st, found, err := c.st.LockStatus(tx, id)
@@ -520,9 +542,9 @@ type Stats struct {
 
 // Stats counts the jobs. It reads the whole table, so on a table of millions
 // of jobs it takes a moment; it is for dashboards, not hot paths.
-func (c *Client) Stats(ctx context.Context) (Stats, error) {
+func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	counts, err := c.st.CountByKind(ctx)
+	counts, err := c.st.CountByKind(ctx, c.db)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}
@@ -534,7 +556,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		}
 		s.ByKind[kc.Kind][st] = kc.N
 	}
-	s.Ready, s.OldestReady, err = c.st.Ready(ctx)
+	s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
 	if err != nil {
 		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
 	}

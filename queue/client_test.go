@@ -67,10 +67,10 @@ func TestNewClientChecksItsArguments(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 	_, err = queue.NewClient(e.db.Gorm, nil)
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
-	_, err = queue.NewClient(e.db.Gorm, e.reg, queue.WithWorkers(3))
-	require.EqualError(t, err, "queue: invalid option: WithWorkers applies to NewRunner, not NewClient")
 	_, err = queue.NewClient(e.db.Gorm, e.reg, nil)
-	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.EqualError(t, err, "queue: invalid option: nil ClientOption")
+	_, err = queue.NewClient(e.db.Gorm, e.reg, queue.InstrumentOption{})
+	require.EqualError(t, err, "queue: invalid option: zero InstrumentOption")
 }
 
 type pointerArgs struct{ X int }
@@ -90,15 +90,15 @@ func TestRegisterChecksItsArguments(t *testing.T) {
 	r := queue.NewRegistry()
 	require.NoError(t, queue.Register(r, nopHandler[noop]()))
 	for name, err := range map[string]error{
-		"twice":          queue.Register(r, nopHandler[noop]()),
-		"nil handler":    queue.Register[report](r, nil),
-		"nil func":       queue.Register(r, queue.HandlerFunc[report](nil)),
-		"empty kind":     queue.Register(r, nopHandler[emptyKind]()),
-		"deref kind":     queue.Register(r, nopHandler[*derefArgs]()),
-		"bad priority":   queue.Register(r, nopHandler[report](), queue.Priority(11)),
-		"enqueue option": queue.Register(r, nopHandler[report](), queue.RunAt(time.Now())),
-		"chunk size":     queue.Register(r, nopHandler[report](), queue.ChunkSize(10)),
-		"bad backoff":    queue.Register(r, nopHandler[report](), queue.Retry(queue.Exponential{})),
+		"twice":        queue.Register(r, nopHandler[noop]()),
+		"nil handler":  queue.Register[report](r, nil),
+		"nil func":     queue.Register(r, queue.HandlerFunc[report](nil)),
+		"empty kind":   queue.Register(r, nopHandler[emptyKind]()),
+		"deref kind":   queue.Register(r, nopHandler[*derefArgs]()),
+		"bad priority": queue.Register(r, nopHandler[report](), queue.Priority(11)),
+		"nil option":   queue.Register(r, nopHandler[report](), nil),
+		"zero option":  queue.Register(r, nopHandler[report](), queue.JobOption{}),
+		"bad backoff":  queue.Register(r, nopHandler[report](), queue.RetryBackoff(queue.Exponential{})),
 	} {
 		require.ErrorIs(t, err, queue.ErrInvalidOption, name)
 	}
@@ -113,7 +113,7 @@ func TestEnqueueStoresTheJob(t *testing.T) {
 	res, err := e.client.Enqueue(ctx, report{County: "Travis"},
 		queue.Priority(9), queue.MaxAttempts(4), queue.CorrelationID("req-42"),
 		queue.AuthContext(queue.Auth{"role": "SUPERVISOR", "counties": []any{"Travis"}}),
-		queue.Retry(queue.Delays{time.Minute}))
+		queue.RetryBackoff(queue.Delays{time.Minute}))
 	require.NoError(t, err)
 	require.False(t, res.Duplicate)
 	rec, err := e.client.Get(ctx, res.Job.ID)
@@ -144,22 +144,21 @@ func TestEnqueueRejectsBadInputAndCreatesNothing(t *testing.T) {
 	type unregistered struct{ noop }
 	for name, tc := range map[string]struct {
 		args queue.Args
-		opts []queue.JobOption
+		opts []queue.EnqueueOption
 		want error
 	}{
 		"unknown kind":     {args: unknownKind{}, want: queue.ErrUnknownKind},
 		"nil args":         {args: nil, want: queue.ErrInvalidPayload},
 		"wrong type":       {args: unregistered{}, want: queue.ErrInvalidPayload},
-		"priority 0":       {args: noop{}, opts: []queue.JobOption{queue.Priority(0)}, want: queue.ErrInvalidOption},
-		"priority 11":      {args: noop{}, opts: []queue.JobOption{queue.Priority(11)}, want: queue.ErrInvalidOption},
-		"zero run at":      {args: noop{}, opts: []queue.JobOption{queue.RunAt(time.Time{})}, want: queue.ErrInvalidOption},
-		"negative delay":   {args: noop{}, opts: []queue.JobOption{queue.After(-time.Second)}, want: queue.ErrInvalidOption},
-		"timeout per job":  {args: noop{}, opts: []queue.JobOption{queue.Timeout(time.Second)}, want: queue.ErrInvalidOption},
-		"empty key":        {args: noop{}, opts: []queue.JobOption{queue.IdempotencyKey("")}, want: queue.ErrInvalidOption},
-		"custom backoff":   {args: noop{}, opts: []queue.JobOption{queue.Retry(customBackoff{})}, want: queue.ErrInvalidOption},
-		"max attempts 0":   {args: noop{}, opts: []queue.JobOption{queue.MaxAttempts(0)}, want: queue.ErrInvalidOption},
-		"nil option":       {args: noop{}, opts: []queue.JobOption{nil}, want: queue.ErrInvalidOption},
-		"unencodable auth": {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{"f": func() {}})}, want: queue.ErrInvalidOption},
+		"priority 0":       {args: noop{}, opts: []queue.EnqueueOption{queue.Priority(0)}, want: queue.ErrInvalidOption},
+		"priority 11":      {args: noop{}, opts: []queue.EnqueueOption{queue.Priority(11)}, want: queue.ErrInvalidOption},
+		"zero run at":      {args: noop{}, opts: []queue.EnqueueOption{queue.RunAt(time.Time{})}, want: queue.ErrInvalidOption},
+		"negative delay":   {args: noop{}, opts: []queue.EnqueueOption{queue.After(-time.Second)}, want: queue.ErrInvalidOption},
+		"empty key":        {args: noop{}, opts: []queue.EnqueueOption{queue.IdempotencyKey("")}, want: queue.ErrInvalidOption},
+		"custom backoff":   {args: noop{}, opts: []queue.EnqueueOption{queue.RetryBackoff(customBackoff{})}, want: queue.ErrInvalidOption},
+		"max attempts 0":   {args: noop{}, opts: []queue.EnqueueOption{queue.MaxAttempts(0)}, want: queue.ErrInvalidOption},
+		"nil option":       {args: noop{}, opts: []queue.EnqueueOption{nil}, want: queue.ErrInvalidOption},
+		"unencodable auth": {args: noop{}, opts: []queue.EnqueueOption{queue.AuthContext(queue.Auth{"f": func() {}})}, want: queue.ErrInvalidOption},
 		"unencodable args": {args: chanArgs{C: make(chan int)}, want: queue.ErrUnknownKind},
 	} {
 		_, err := e.client.Enqueue(ctx, tc.args, tc.opts...)
@@ -209,10 +208,10 @@ func TestIdempotencyKeyReturnsTheExistingJob(t *testing.T) {
 
 	// In one call: the second input with the same key is the duplicate of the first.
 	out, err := e.client.EnqueueMany(ctx, []queue.Params{
-		{Args: report{County: "B"}, Options: []queue.JobOption{queue.IdempotencyKey("k-B")}},
+		{Args: report{County: "B"}, Options: []queue.EnqueueOption{queue.IdempotencyKey("k-B")}},
 		{Args: noop{}},
-		{Args: report{County: "B2"}, Options: []queue.JobOption{queue.IdempotencyKey("k-B")}},
-		{Args: report{County: "A again"}, Options: []queue.JobOption{queue.IdempotencyKey("daily-A-2025-12-08")}},
+		{Args: report{County: "B2"}, Options: []queue.EnqueueOption{queue.IdempotencyKey("k-B")}},
+		{Args: report{County: "A again"}, Options: []queue.EnqueueOption{queue.IdempotencyKey("daily-A-2025-12-08")}},
 	})
 	require.NoError(t, err)
 	require.False(t, out[0].Duplicate)
@@ -264,7 +263,7 @@ func TestEnqueueManyIsOneStatementInOrder(t *testing.T) {
 		}
 	}
 	// One bad job: nothing is created.
-	params[10].Options = []queue.JobOption{queue.Priority(99)}
+	params[10].Options = []queue.EnqueueOption{queue.Priority(99)}
 	_, err = e.client.EnqueueMany(ctx, params)
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 	require.ErrorContains(t, err, "job 10")
@@ -294,8 +293,6 @@ func TestEnqueueInTheCallersTransaction(t *testing.T) {
 		return err
 	}))
 	require.Equal(t, queue.StatusQueued, e.status(t, id))
-	_, err = queue.NewRunner(e.client.Tx(e.db.Gorm))
-	require.ErrorIs(t, err, queue.ErrInvalidOption, "a runner cannot be built on a transaction")
 }
 
 func TestEnqueueBulk(t *testing.T) {
@@ -306,7 +303,7 @@ func TestEnqueueBulk(t *testing.T) {
 	for i := range params {
 		params[i] = queue.Params{Args: report{County: fmt.Sprint(i)}}
 	}
-	params[5].Options = []queue.JobOption{queue.Priority(10), queue.CorrelationID("bulk-5"), queue.After(time.Hour)}
+	params[5].Options = []queue.EnqueueOption{queue.Priority(10), queue.CorrelationID("bulk-5"), queue.After(time.Hour)}
 	n, err := e.client.EnqueueBulk(ctx, params)
 	require.NoError(t, err)
 	require.Equal(t, int64(12_000), n)
@@ -316,8 +313,8 @@ func TestEnqueueBulk(t *testing.T) {
 
 	// With idempotency keys it goes through the de-duplicating statement.
 	keyed := []queue.Params{
-		{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("x")}},
-		{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("x")}},
+		{Args: noop{}, Options: []queue.EnqueueOption{queue.IdempotencyKey("x")}},
+		{Args: noop{}, Options: []queue.EnqueueOption{queue.IdempotencyKey("x")}},
 		{Args: noop{}},
 	}
 	n, err = e.client.EnqueueBulk(ctx, keyed)
@@ -344,7 +341,7 @@ func TestEnqueueBulkInSlicesIsAllOrNothing(t *testing.T) {
 		FOR EACH ROW WHEN (NEW.payload->>'county' = '7000') EXECUTE FUNCTION refuse_7000()`).Error)
 	params := make([]queue.Params, 8000)
 	for i := range params {
-		params[i] = queue.Params{Args: report{County: fmt.Sprint(i)}, Options: []queue.JobOption{queue.IdempotencyKey(fmt.Sprint("k", i))}}
+		params[i] = queue.Params{Args: report{County: fmt.Sprint(i)}, Options: []queue.EnqueueOption{queue.IdempotencyKey(fmt.Sprint("k", i))}}
 	}
 	n, err := e.client.EnqueueBulk(ctx, params)
 	require.ErrorContains(t, err, "county 7000 refused")
@@ -522,7 +519,7 @@ func TestClientOnAnUnmigratedSchema(t *testing.T) {
 		"EnqueueRaw":  func() error { _, err := c.EnqueueRaw(ctx, "noop", json.RawMessage(`{}`)); return err },
 		"EnqueueBulk": func() error { _, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}}}); return err },
 		"EnqueueBulkKeyed": func() error {
-			_, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}, Options: []queue.JobOption{queue.IdempotencyKey("k")}}})
+			_, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}, Options: []queue.EnqueueOption{queue.IdempotencyKey("k")}}})
 			return err
 		},
 		"Get":         func() error { _, err := c.Get(ctx, 1); return err },

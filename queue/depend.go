@@ -42,7 +42,7 @@ type rule struct {
 	Rule
 	childKind string
 	// child builds the child's job from its parents.
-	child func(parents []JobRecord) (Args, []JobOption)
+	child func(parents []JobRecord) (Args, []EnqueueOption)
 }
 
 // Depend registers a rule whose child is a job of C's kind, built by child
@@ -51,7 +51,7 @@ type rule struct {
 // returns an error wrapping ErrInvalidOption for a rule that is malformed,
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
-func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []JobOption)) error {
+func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
 	if ru.Name == "" || len(ru.Name) > 200 {
 		return invalid("rule name must have 1 to 200 bytes")
 	}
@@ -89,7 +89,7 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 	r.rules = append(r.rules, &rule{
 		Rule:      Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each},
 		childKind: childKind,
-		child: func(parents []JobRecord) (Args, []JobOption) {
+		child: func(parents []JobRecord) (Args, []EnqueueOption) {
 			c, opts := child(parents)
 			return c, opts
 		},

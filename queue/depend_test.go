@@ -84,13 +84,13 @@ func (n *nightly) register(t *testing.T) func(*queue.Registry) {
 			return nil
 		})))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "county-summary", Parents: []string{"county_daily"}, Each: true},
-			func(parents []queue.JobRecord) (summary, []queue.JobOption) {
+			func(parents []queue.JobRecord) (summary, []queue.EnqueueOption) {
 				var out struct{ County string }
 				_ = json.Unmarshal(parents[0].Output, &out)
-				return summary{County: out.County}, []queue.JobOption{queue.Priority(8)}
+				return summary{County: out.County}, []queue.EnqueueOption{queue.Priority(8)}
 			}))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "consolidated", Parents: []string{"weekly", "monthly"}},
-			func(parents []queue.JobRecord) (consolidated, []queue.JobOption) {
+			func(parents []queue.JobRecord) (consolidated, []queue.EnqueueOption) {
 				return consolidated{Parts: len(parents)}, nil
 			}))
 	}
@@ -105,7 +105,7 @@ func TestOneToOneDependency(t *testing.T) {
 	t.Parallel()
 	n, e := newNightly(t)
 	ctx := context.Background()
-	run := []queue.JobOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
+	run := []queue.EnqueueOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
 	a := enqueue(t, e, countyDaily{County: "Travis"}, run...)
 	b := enqueue(t, e, countyDaily{County: "Harris"}, run...)
 	e.runner(t)
@@ -227,8 +227,8 @@ func TestRulesAreChecked(t *testing.T) {
 	require.NoError(t, queue.Register(r, nopHandler[weekly]()))
 	require.NoError(t, queue.Register(r, nopHandler[monthly]()))
 	require.NoError(t, queue.Register(r, nopHandler[consolidated]()))
-	build := func([]queue.JobRecord) (consolidated, []queue.JobOption) { return consolidated{}, nil }
-	toWeekly := func([]queue.JobRecord) (weekly, []queue.JobOption) { return weekly{}, nil }
+	build := func([]queue.JobRecord) (consolidated, []queue.EnqueueOption) { return consolidated{}, nil }
+	toWeekly := func([]queue.JobRecord) (weekly, []queue.EnqueueOption) { return weekly{}, nil }
 	require.NoError(t, queue.Depend(r, queue.Rule{Name: "c", Parents: []string{"weekly", "monthly"}}, build))
 	for name, err := range map[string]error{
 		"no name":       queue.Depend(r, queue.Rule{Parents: []string{"weekly"}}, build),
@@ -239,7 +239,7 @@ func TestRulesAreChecked(t *testing.T) {
 		"self":          queue.Depend(r, queue.Rule{Name: "x", Parents: []string{"weekly"}}, toWeekly),
 		"cycle":         queue.Depend(r, queue.Rule{Name: "x", Parents: []string{"consolidated"}}, toWeekly),
 		"nil function":  queue.Depend[weekly](r, queue.Rule{Name: "x", Parents: []string{"monthly"}}, nil),
-		"unknown child": queue.Depend(r, queue.Rule{Name: "x", Parents: []string{"monthly"}}, func([]queue.JobRecord) (summary, []queue.JobOption) { return summary{}, nil }),
+		"unknown child": queue.Depend(r, queue.Rule{Name: "x", Parents: []string{"monthly"}}, func([]queue.JobRecord) (summary, []queue.EnqueueOption) { return summary{}, nil }),
 	} {
 		require.ErrorIs(t, err, queue.ErrInvalidOption, name)
 	}
@@ -304,7 +304,7 @@ func TestRuleFunctionPanic(t *testing.T) {
 		require.NoError(t, queue.Register(r, nopHandler[weekly]()))
 		require.NoError(t, queue.Register(r, nopHandler[fragile]()))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "fragile", Parents: []string{"weekly"}, Each: true},
-			func([]queue.JobRecord) (fragile, []queue.JobOption) { panic("bad rule") }))
+			func([]queue.JobRecord) (fragile, []queue.EnqueueOption) { panic("bad rule") }))
 	})
 	id := enqueue(t, e, weekly{}, queue.InRun("r1"))
 	e.runner(t)

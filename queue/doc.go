@@ -1,113 +1,626 @@
-// Package queue is a job queue on PostgreSQL, through gorm: jobs are rows,
-// claimed atomically by any number of runners in any number of processes,
-// retried with backoff, rescued when their runner dies, and finished with
-// exactly one completion record. Long jobs can run chunk by chunk on sheaf's
-// batch engine, with progress, cancellation and all-or-nothing output.
+// Package queue is a job queue on PostgreSQL or SQLite, through gorm: jobs
+// are rows, claimed atomically by any number of runners in any number of
+// processes, retried with backoff, rescued when their runner dies, and
+// finished with exactly one completion record. Long jobs can run chunk by
+// chunk on sheaf's batch engine, with progress, cancellation and
+// all-or-nothing output. Schedules, batch windows, dependency rules and the
+// morning review organise nightly work on the same queue.
 //
-// # Kinds and handlers
+// # Kinds, handlers and the first job
 //
 // A job's payload is a Go type that names its kind:
 //
 //	type ReportArgs struct{ County string }
+//
 //	func (ReportArgs) Kind() string { return "county_report" }
 //
-// Register a handler per kind in a Registry, with the kind's defaults, then
-// build a Client (to enqueue and manage jobs) and Runners (to work them):
+// Register a handler per kind in a [Registry], with the kind's defaults,
+// then build a [Client] (to enqueue and manage jobs) and [Runner]s (to work
+// them):
 //
 //	reg := queue.NewRegistry()
-//	queue.Register(reg, queue.HandlerFunc[ReportArgs](func(ctx context.Context, j *queue.Job[ReportArgs]) error {
-//		return writeReport(ctx, j.Args.County)
-//	}), queue.MaxAttempts(5), queue.Retry(queue.Delays{time.Minute, 5 * time.Minute, 15 * time.Minute}))
-//	client, _ := queue.NewClient(db, reg)
-//	client.Migrate(ctx)
-//	client.Enqueue(ctx, ReportArgs{County: "Travis"}, queue.Priority(8))
-//	runner, _ := queue.NewRunner(client)
-//	runner.Start(ctx)
-//	defer runner.Stop(ctx)
+//	err := queue.Register(reg, queue.HandlerFunc[ReportArgs](func(ctx context.Context, j *queue.Job[ReportArgs]) error {
+//		return writeReport(ctx, j.Args.County, j.Auth) // Auth: the submitter's claims
+//	}), queue.MaxAttempts(5))
+//	client, err := queue.NewClient(db, reg)
+//	err = client.Migrate(ctx) // idempotent; safe from every process at once
+//	res, err := client.Enqueue(ctx, ReportArgs{County: "Travis"},
+//		queue.Priority(8), queue.IdempotencyKey("travis-2025-12-08"), queue.CorrelationID(requestID))
+//	runner, err := queue.NewRunner(client) // 100 workers, queue "default"
+//	err = runner.Start(context.Background())
+//	recs, err := client.Wait(ctx, res.Job.ID) // until COMPLETED, FAILED or CANCELLED
+//
+// db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), or on an
+// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb. How
+// to stop the runner is under Shutting down.
+//
+// [Client.Tx] enqueues inside a transaction of yours, so the job exists if
+// and only if your own writes commit; runners hear of it at the commit:
+//
+//	err := db.Transaction(func(tx *gorm.DB) error {
+//		if err := tx.Create(&order).Error; err != nil {
+//			return err
+//		}
+//		_, err := client.Tx(tx).Enqueue(ctx, InvoiceArgs{OrderID: order.ID})
+//		return err
+//	})
+//
+// client.Tx(tx) returns a [TxClient]: every call on it (enqueues, Get,
+// List, Count, Cancel, Retry, RetryFailed, CancelMatching, PauseQueue and
+// ResumeQueue, Queues, Stats, Attempts, Children, Runs, Review,
+// ScheduleStates, RecordAudit and AuditLog) runs in your transaction, sees
+// its uncommitted writes, and is undone if it rolls back. What does not
+// belong in a transaction (Migrate, Wait, Ping, Runners, SchemaVersion,
+// Activity) is only on [Client], and so is NewRunner's argument. A pause
+// made in a transaction takes effect at commit (on SQLite, runners see it
+// within a poll interval).
+//
+// [Client.EnqueueMany] enqueues several jobs in one statement, and
+// [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
+// multi-row INSERTs on SQLite).
 //
 // # Lifecycle
 //
-// A job is QUEUED until a runner claims it (PROCESSING), then COMPLETED, or
-// QUEUED again after a backoff when an attempt fails, or FAILED when it has
-// no attempts left or the error is Permanent (the dead letter, kept with its
-// error). Cancel moves a QUEUED or PROCESSING job to CANCELLED; Retry and
-// RetryFailed put FAILED and CANCELLED jobs back. Every transition is made by
-// the database with its own clock: created, started and completed times, run
-// times and leases are all the server's now().
+// A job moves between five statuses:
 //
-// # Claiming
+//   - (new) → QUEUED: Enqueue, EnqueueMany, EnqueueBulk, a schedule's tick,
+//     a dependency rule.
+//   - QUEUED → PROCESSING: a runner claims it. The attempt is counted here;
+//     a suspect's when it starts (see Poison jobs).
+//   - QUEUED → CANCELLED: [Client.Cancel].
+//   - PROCESSING → COMPLETED: the handler returned nil.
+//   - PROCESSING → QUEUED: the attempt failed and attempts remain (after the
+//     backoff); its lease expired (rescue: the first time without the
+//     attempt counting); or, without the attempt counting, the runner
+//     stopped before the job finished, a job claimed ahead waited too long
+//     for a worker, or the runner found the job held in its name without
+//     running it.
+//   - PROCESSING → FAILED: the last attempt failed, the error was
+//     [Permanent], or a suspect's lease expired on its last attempt. This is
+//     the dead letter, kept with its error.
+//   - PROCESSING → CANCELLED: Cancel; the handler's context is cancelled
+//     with cause [ErrCancelled].
+//   - FAILED or CANCELLED → QUEUED: [Client.Retry], or [Client.RetryFailed]
+//     for every failed job a filter selects.
 //
-// A runner claims as many due jobs as it has room for in one statement
-// (UPDATE ... FOR UPDATE SKIP LOCKED ... RETURNING), highest priority first,
-// then earliest run time, then lowest ID, within each queue it works. Room is
-// a job per free worker and, while jobs are short, the jobs its workers will
-// likely finish while the next claim is on its way (see WithWorkers). The
-// attempt is counted at the claim (a suspect's when it starts; see Poison
-// jobs). Enqueueing notifies runners (LISTEN/NOTIFY, one
-// notification per statement and queue), so an idle runner picks a job up in
-// milliseconds; runners also poll (WithPollInterval) in case a notification
-// is missed and for jobs whose run time arrives.
+// On PostgreSQL every time is the database's: created, started and completed
+// times, run times, backoffs and leases all come from now() on the server.
+// On SQLite, which runs inside the program, they come from the program's
+// clock.
 //
-// While a runner works through a backlog it continues each claim where the
-// last one stopped rather than rescanning the queue's index from its start
-// (which, on a busy table, is a long run of entries for jobs already
-// claimed). It rescans from the start when it reaches the end, when notified
-// of a job of higher priority than where it is, and at least every poll
-// interval, so a job enqueued with a run time in the past may wait up to one
-// poll interval longer than strict order would make it.
+// # How a runner works
 //
-// # Leases, rescue and stopping
+// A runner is a handful of parts (in queue/internal/run), each owning its
+// goroutines with its own Start and Stop: the claim loop, the workers, the
+// completer that writes results, the lease renewer, the rescuer, the
+// listener and the schedule loop. [Runner.Start] starts them; [Runner.Stop]
+// stops them in order (claims first, then, once the workers have run what
+// was claimed, the lease keepers and the completer), so no goroutine
+// outlives [Runner.Done].
 //
-// A claimed job is leased to its runner (WithLease), which renews the
-// leases of all its jobs every third of a lease, on a connection of its own,
-// trying again promptly when a renewal fails. The renewal also puts back in
-// the queue, uncounted, jobs locked in the runner's name that it is not
-// running (a claim it gave up on that the server ran anyway). If the runner
-// dies, any runner rescues the job once the lease expires.
+// Claiming. One statement claims as many due jobs as the runner has room
+// for, highest priority first, then earliest run time, then lowest ID,
+// within each queue it works: on PostgreSQL UPDATE ... FROM (SELECT ... FOR
+// UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a partial index in that
+// order; on SQLite one UPDATE ... RETURNING under the write lock. While it
+// works through a backlog a runner continues each claim where the last one
+// stopped instead of rescanning the index from its start, which on a busy
+// table is a long run of entries for jobs already claimed; it rescans when
+// it reaches the end, when notified of a job of higher priority, and at
+// least every poll interval.
 //
-// Runner.Start checks the database first and fails at once if it does not
-// answer or its schema is not migrated (ErrNotMigrated). Runner.Stop lets
-// running jobs finish; if its context ends first, it returns at once, and
-// the jobs still running are cancelled and each put back in the queue,
-// without counting the attempt, once its handler has returned; Done is
-// closed when the last has. Cancelling Start's context does the same.
+// Claiming ahead. Room is one job per free worker, plus, for a runner with
+// two or more workers, the jobs its workers will likely finish while the
+// next claim is on its way: workers × claim time ÷ job time, from moving
+// averages of both, at most as many again as it has workers. So workers do
+// not sit idle waiting for the database: jobs no longer than a claim move
+// in claims twice the size, and jobs of a second or more get next to
+// nothing ahead. The averages are over every kind the runner works, so in a
+// queue that mixes very short and very long jobs a long one may be claimed
+// ahead: a job claimed ahead that waits 100 ms for a worker goes back to the
+// queue without its attempt counting ([EventRequeued]), keeping its place,
+// for another runner to take, and claiming ahead stops until jobs are short
+// again. A runner with one worker holds one job at a time.
+//
+// Waking. On PostgreSQL, enqueueing sends one NOTIFY per statement and
+// queue (not one per job), carrying the schema, so that two applications
+// sharing a database never wake or cancel each other's jobs. An idle runner
+// claims within milliseconds; a retried job wakes its runner when its
+// backoff ends; a poll ([WithPollInterval]) catches anything missed. On
+// SQLite, see Running on SQLite.
+//
+// Leases. A claimed job is leased to its runner ([WithLease]). The runner
+// renews the leases of every job it holds each third of the lease, on a
+// connection of its own. A renewal that fails is tried again promptly and
+// then every thirtieth of a lease, each try bounded by a tenth of it, so a
+// lease is lost only when the runner cannot reach the database for about
+// the lease's length, not because one statement failed. The same statement
+// puts back, without counting their attempt, the jobs locked in the
+// runner's name that it is not running: those of a claim the runner gave up
+// on (a statement timeout, a network that stopped delivering) that the
+// server ran anyway. When a runner dies, freezes, or is cut off for a whole
+// lease, any runner rescues its jobs once their leases expire; the job's
+// last error names the runner that lost it and the runner that rescued it.
+//
+// Results. Finished attempts are written in batches, one statement for
+// however many arrived while the previous one ran. Every write is guarded by
+// the job and its claim, so a result that arrives after the job was rescued
+// or cancelled changes nothing ([EventRejected]); one from a job that Stop
+// put back is dropped. A write that is retried after its reply was lost,
+// and finds its own result already there, counts as written.
+//
+// Bookkeeping. Claims, results, renewals and progress run on contexts that a
+// job's cancellation does not cancel, each statement bounded by a sixth of
+// the lease, but never less than 1 s nor more than 10 s. A write that fails
+// is retried, with growing pauses, until it succeeds, as long as the error
+// is one that can pass (a broken connection, a timeout, a server shutting
+// down or out of connections, a serialisation failure): what it writes is
+// work done, whose lease the runner keeps renewing meanwhile. Once Stop has
+// run out of time, each write gets one more try.
 //
 // # Poison jobs
 //
-// A runner that dies takes all its jobs with it without saying which one
-// killed it. So a job's first rescue gives its attempt back and makes it a
-// suspect (JobRecord.Rescues). A runner runs one suspect at a time and
-// counts a suspect's attempt, durably, as it starts: a job that kills its
-// process reaches MaxAttempts and fails; the jobs that died beside it each
-// run once on their own and complete.
+// A process that dies takes every job it was running with it, and does not
+// say which of them killed it. So the first rescue of a job gives its
+// attempt back and makes it a suspect (JobRecord.Rescues). Each runner runs
+// one suspect at a time, beside its ordinary jobs, and counts a suspect's
+// attempt when it starts, in the database, before its handler runs. A
+// suspect that kills its process again has used an attempt, and after
+// MaxAttempts of them it is FAILED; the jobs that died beside it run once
+// more, each on its own, and complete. A suspect whose attempt finishes,
+// well or badly, is an ordinary job again.
+//
+// # Handlers, retries and dead letters
+//
+// A handler returns nil to complete the job. Any other error retries it
+// after the kind's or the job's backoff: [Exponential] (the default: 1 s
+// doubling to 5 min, ±10%), [Linear], or [Delays] (fixed steps). A kind may
+// use any [Backoff]; a job's own must be one of these three, because it is
+// stored with the job. [Permanent] fails the job at once; so does a payload
+// that no longer decodes. A panic, or a runtime.Goexit, is a failed
+// attempt; a kind's own Backoff that panics gets the default's delay.
+// A kind's [Timeout] cancels an attempt's context when it passes, with cause
+// [ErrTimeout], and the attempt fails.
+//
+// The last failure leaves the job FAILED with its error: list such jobs
+// with [Client.List], react to them with an observer ([EventFailed]), and
+// put them back with Retry or RetryFailed.
+//
+// Chunked jobs run on the batch engine: [RegisterChunked] takes a handler
+// that returns the job's record count and an iterator (or [Pages] over a
+// fetch-by-offset function) and writes one chunk per call. The job ID is
+// the batch ID; progress (processed, total) is saved after every chunk,
+// which also notices a cancellation; a failed or cancelled attempt's output
+// is removed by the handler's Cleanup, which also runs before any attempt
+// that an earlier one may have written for, in case that one died or lost
+// the job without cleaning up. An attempt that lost its job (its lease
+// expired and another attempt has it now) does not clean up: the output is
+// the other attempt's.
+//
+// # Exactly-once effects: completing in the handler's transaction
+//
+// A handler whose effects are rows in the queue's database can make them
+// happen exactly once: it writes them and completes its job in one
+// transaction, with [Job.CompleteTx], called last, just before the commit:
+//
+//	func (h *Totals) Work(ctx context.Context, j *queue.Job[CountyReport]) error {
+//		return h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+//			if err := tx.Create(&Total{County: j.Args.County, Sum: 42}).Error; err != nil {
+//				return err
+//			}
+//			return j.CompleteTx(ctx, tx)
+//		})
+//	}
+//
+// The job is COMPLETED if and only if the transaction commits. A process
+// that dies before the commit leaves neither the rows nor the completion:
+// the job is rescued when its lease expires and runs again. One that dies
+// after the commit leaves both, and the job never runs again. Children that
+// dependency rules release are inserted in the same transaction; to
+// enqueue other follow-up jobs in the same commit, use Client.Tx(tx).
+//
+// CompleteTx returns [ErrLeaseLost] when the job is no longer this
+// attempt's (cancelled, rescued, or already completed): return it, so the
+// transaction rolls back. Once the handler returns, the runner reads
+// whether the transaction committed. If it did, the attempt is completed,
+// whatever the handler returned. If not (a rollback, or a handler that
+// returned nil after one), the attempt failed and retries or fails as
+// usual; a transaction the handler left open is rolled back. CompleteTx
+// refuses, with [ErrInvalidOption], a *gorm.DB that is not a transaction,
+// a transaction on another database, and a chunked job, which completes
+// after its last chunk.
+//
+// From CompleteTx to the commit the transaction holds the job's row:
+// cancelling the job waits for it, and lease renewals skip it rather than
+// wait. On SQLite a transaction that has written holds the database's write
+// lock, so keep it short. Knowing whether it committed costs one read of
+// the job's row after the handler returns. Effects outside the database
+// (HTTP calls, files, messages) cannot share the transaction: they are at
+// least once and need their own idempotency.
+//
+// # Operating the queue
+//
+// [Client.PauseQueue] stops every runner, in every process, from claiming
+// the queue's jobs; running jobs finish, and new ones wait QUEUED until
+// [Client.ResumeQueue]. [Client.Queues] counts each queue's jobs by status,
+// with its oldest due job's wait and whether it is paused;
+// [Client.Attempts] lists a job's last 20 attempts with their runner,
+// times, outcome and error. Filter.Search finds text in the arguments and
+// last errors, Filter.Newest and Filter.BeforeID page from the newest job,
+// and [Client.CancelMatching] cancels every queued and running job a filter
+// selects. [Client.Runners] lists the runners seen lately, and
+// [Client.RecordAudit] and [Client.AuditLog] keep an application's record of
+// what its operators did. Package github.com/sheaf-dev/sheaf/queue/console
+// serves all of this over HTTP, with a dashboard.
+//
+// # Options
+//
+// Options are typed by where they go, so one given where it does not apply
+// does not compile: [ClientOption] (NewClient), [RunnerOption] (NewRunner),
+// [RegisterOption] (Register), [ChunkedOption] (RegisterChunked: Register's
+// options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
+// [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
+// good for a client and a runner; [OnQueue], [Priority], [MaxAttempts] and
+// [RetryBackoff] return a [JobOption], good for a kind and a job.
+//
+// Client and runner options (a runner uses its client's logger and observer
+// unless given its own, and adds its own hooks to its client's):
+//
+//   - [WithLogger]: default slog.Default. Jobs are logged with ID, kind,
+//     attempt and correlation ID, never payload or auth.
+//   - [WithObserver]: default none. Events: started, completed, retrying,
+//     failed, cancelled, rescued, requeued, rejected, released, scheduled.
+//   - [WithHooks]: default none; what package otelqueue installs.
+//   - [WithWorkers] (runner): jobs at once, default [DefaultWorkers], 1 to
+//     [MaxWorkers] (see Claiming ahead).
+//   - [WithQueues] (runner): the queues it works, default [DefaultQueue].
+//   - [WithPollInterval] (runner): the fallback for missed notifications and
+//     for jobs whose run time arrives, default [DefaultPollInterval].
+//   - [WithLease] (runner): how long a job stays the runner's without
+//     renewal, default [DefaultLease]; bookkeeping timeouts are fractions of
+//     it.
+//   - [WithRescueInterval] (runner): how often it looks for expired leases,
+//     default half the lease.
+//   - [WithRunnerID] (runner): the name it locks jobs with, default host,
+//     process ID and a random suffix.
+//   - [WithClock] (runner): the clock of schedules and windows, default the
+//     system's.
+//
+// Job options, given to Register (the kind's defaults) or to Enqueue (the
+// job's own):
+//
+//   - [OnQueue] (kind or job): default [DefaultQueue].
+//   - [Priority] (kind or job): [MinPriority] to [MaxPriority], higher
+//     first, default [DefaultPriority].
+//   - [MaxAttempts] (kind or job): default [DefaultMaxAttempts], 1 to 1000.
+//   - [RetryBackoff] (kind or job): default [DefaultBackoff], exponential
+//     from 1 s to 5 min.
+//   - [Timeout] (kind): default none.
+//   - [ChunkSize] (kind, RegisterChunked): default [DefaultChunkSize].
+//   - [During] (kind): only start in a daily window.
+//   - [RunAt], [After] (job): default now.
+//   - [IdempotencyKey] (job): a second job with the key creates nothing and
+//     returns the first, marked Duplicate.
+//   - [CorrelationID], [AuthContext], [InRun], [InPeriod], [TraceContext]
+//     (job).
 //
 // # Guarantees
 //
-// Jobs run at least once: a job whose runner dies mid-way, or whose result
-// cannot be written, runs again. Each attempt's result is recorded at most
-// once, and only if the job is still that attempt's (still PROCESSING, same
-// attempt): a runner that finishes after its job was rescued or cancelled
-// changes nothing. So a job is COMPLETED once, by one attempt. Handlers must
-// therefore make their side effects idempotent, or transactional with
-// something the next attempt checks: a job may have done its work and died
-// before its completion was written. Chunked handlers get this from the batch
-// engine: their output is cleaned up when an attempt fails and before a retry
-// starts.
+// At least once. A job whose runner dies, or whose result cannot be written,
+// runs again: once its lease expires, or, if its runner is alive, at the
+// runner's next lease renewal. Handlers must therefore make their effects
+// idempotent, or commit them with something the next attempt checks: a job
+// may finish its work and die before its completion is written. Chunked
+// jobs get this from the engine: a failed attempt's output is cleaned up,
+// and cleaned up again before the next attempt starts.
 //
-// # Chunked jobs
+// Exactly one completion record. A job becomes COMPLETED once, by the claim
+// that holds it; any other claim's result is refused, also that of an
+// earlier claim whose attempt was given back.
 //
-// RegisterChunked runs a job as a stream of records in chunks on the batch
-// engine: the job ID is the batch ID, each chunk is one transaction, progress
-// (processed, total) is saved after every chunk, cancellation is noticed at
-// the next chunk, and a failed or cancelled attempt's output is removed by
-// the handler's Cleanup. See Chunked.
+// No job is lost and none is claimed twice at once: claims use row locks
+// with SKIP LOCKED on PostgreSQL and the write lock on SQLite. This is
+// tested with four runners on separate pools, with runner processes sharing
+// thousands of jobs (each recording its work in a ledger inside its
+// transaction), with the server restarted under a runner, with a runner
+// process killed with SIGKILL mid-job, and with a runner cut off from the
+// database by a network partition.
+//
+// A job that kills its process fails alone: it is FAILED after MaxAttempts
+// attempts that count, and the jobs that died beside it lose no attempt
+// (see Poison jobs).
+//
+// A stopped runner leaves nothing PROCESSING (see Shutting down).
+//
+// Bad input is refused at the door, with nothing created: an unknown kind
+// ([ErrUnknownKind]), a payload that does not encode or decode into the
+// kind's type ([ErrInvalidPayload]), an option out of range
+// ([ErrInvalidOption]). A duplicate idempotency key returns the existing
+// job, marked Duplicate.
+//
+// What is stored is what was given. PostgreSQL refuses a NUL byte or bytes
+// that are not UTF-8 in text, and \u0000, an unpaired surrogate or a number
+// beyond numeric in jsonb; encoding/json silently turns bytes that are not
+// UTF-8 into U+FFFD. So every string a job stores is checked before any
+// statement: strings anywhere in the payload (fields, map keys, slices,
+// pointers, interfaces), what a type's own MarshalJSON or a json.RawMessage
+// writes, and the auth claims are refused with ErrInvalidPayload; the queue
+// name, idempotency key, correlation ID, run and period with
+// ErrInvalidOption. Each error names the field (args.County,
+// auth["role"], IdempotencyKey) and, in EnqueueMany and EnqueueBulk, the
+// job. EnqueueRaw's JSON is checked as it will be stored. Kind, queue,
+// schedule, rule and runner names, and the strings of a [Filter] or
+// [ReviewQuery], are checked where they are given. A fuzz target holds
+// Enqueue to this (go test -fuzz FuzzEnqueue ./queue/).
+//
+// An unmigrated schema says so: Runner.Start, and every Client call on a
+// schema that Migrate has not brought up to date, return an error wrapping
+// [ErrNotMigrated], with the database's own error in its chain.
+//
+// A paused queue is not claimed, by any runner, suspects included, from one
+// poll interval after PauseQueue returns (at once on PostgreSQL, whose
+// runners are notified), and is claimed again within one after
+// ResumeQueue.
+//
+// Attempt history costs completions nothing: attempts that fail, are
+// cancelled while running, or are rescued are recorded by the statements
+// that end them; the attempt that completes is read from the job's row,
+// which keeps the runner that completed it in LockedBy.
+//
+// Auth stays private: [Auth] prints and logs as [auth redacted].
+//
+// # Limits
+//
+//   - Priority orders jobs within a queue; a runner that works several
+//     queues takes turns between them.
+//   - A job enqueued with a run time in the past, behind a backlog a runner
+//     is working through, may wait up to one poll interval longer than
+//     strict order would make it (see Claiming).
+//   - Jobs claimed ahead start in the order they were claimed: a
+//     higher-priority job that arrives meanwhile starts after them (a
+//     claim's time, typically; at most 100 ms, when they go back).
+//   - A claim lost to a crash of the database server does not count its
+//     attempt: claims commit without waiting for the disk, results with it.
+//   - After a crash, the dead runner's jobs come back as suspects, which
+//     each runner works one at a time: a runner killed while it held many
+//     long jobs hands them back at that pace. Stop runners with Stop, which
+//     puts jobs back as ordinary jobs.
+//   - Suspects are isolated per runner, not per process: two runners in one
+//     process share its fate, and a suspect in one may be charged an
+//     attempt for a crash that the other's job caused.
+//   - [Client.Stats] and [Client.Queues] read the whole table, and
+//     Filter.Search every row the rest of the filter selects: fine for
+//     dashboards, not for hot paths. On SQLite, Search ignores the case of
+//     ASCII letters only.
+//   - The attempt history keeps a job's last 20 attempts; an attempt put
+//     back uncounted (by Stop, or claimed ahead and given back) is not
+//     listed, and leaves a gap in the numbers.
 //
 // # Connections
 //
-// A runner holds one connection for LISTEN and three more for claims,
-// completions and leases, besides what handlers use; a pool capped below
-// four fails NewRunner, and Start warns when the pool's limits cannot serve
-// the workers (database/sql keeps only two idle connections by default).
-// Every bookkeeping statement is bounded by a fraction of the lease, so a
-// lost database stalls a runner but never hangs it.
+// A runner keeps four connections for itself (claims, results, leases, and
+// the listener), and its handlers take the rest as they need them, waiting
+// for one when all are busy; NewRunner refuses a pool capped below four.
+// Set the pool's open limit to what the server can spare for this process:
+// PostgreSQL allows 100 connections in all by default, shared by every
+// process, and refuses the 101st (SQLSTATE 53300). Set the idle limit to the
+// same number: database/sql keeps only 2 idle connections by default, so
+// under load it would close most connections as soon as a handler returns
+// them and open new ones for the next.
+//
+//	sqlDB, _ := db.DB()
+//	sqlDB.SetMaxOpenConns(20)
+//	sqlDB.SetMaxIdleConns(20)
+//
+// Start warns, once, when the pool cannot serve its workers, and says what
+// to set. Handlers that write a single row each are faster with gorm's
+// SkipDefaultTransaction, which saves a BEGIN and a COMMIT per insert.
+//
+// # Shutting down
+//
+// A program stops its runners when it is told to, and then exits:
+//
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	...
+//	if err := runner.Start(context.Background()); err != nil { ... }
+//	<-ctx.Done() // or the program's own work, on ctx
+//	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//	defer cancel()
+//	if err := runner.Stop(stopCtx); err != nil { ... }
+//
+// Stop claims nothing more and waits for running jobs to finish and their
+// results to be written. If its context ends first, it cancels the jobs
+// still running (cause [ErrStopping]) and returns an error wrapping the
+// context's error; those jobs go back to the queue with their attempt
+// uncounted, each once its handler has returned, so that no other runner
+// starts a job while this one is still winding it down. When Stop returns,
+// nothing is left PROCESSING under that runner, unless the database could
+// not be reached (then the jobs are rescued when their leases expire). Stop
+// is idempotent and safe without Start.
+//
+// Start's context carries values to every job's context; cancelling it
+// stops the runner at once, as Stop does when its deadline passes. So give
+// Start a context that lives as long as the runner, and stop the runner
+// with Stop.
+//
+// Start checks the database before it starts anything: it returns an error
+// at once if the server does not answer, one wrapping ErrNotMigrated if the
+// schema is missing or older than this sheaf, and one wrapping
+// [ErrSchemaTooNew] if a newer sheaf has migrated it.
+//
+// # Running on SQLite
+//
+// The queue runs on an SQLite file too: for a first try, for tests, for a
+// single binary that needs no server. Open the file with
+// github.com/sheaf-dev/sheaf/queue/sqlitedb and hand it to NewClient as you
+// would a PostgreSQL handle; everything else is the same. The driver is
+// modernc.org/sqlite (SQLite translated to Go) under gorm's SQLite
+// dialector: no cgo, so CGO_ENABLED=0 builds and cross-compiles work. What
+// differs, because SQLite has one writer and no server:
+//
+//   - Writes take turns: within a process on one semaphore per file, across
+//     processes in SQLite's busy handler. A claim is one UPDATE ...
+//     RETURNING under the write lock, so no job is claimed twice.
+//   - Runners in the process that wrote are woken at once; runners in other
+//     processes on the same file find new jobs, and cancellations, when
+//     they poll and renew their leases.
+//   - Dependency release and schedule ticks are serialised by the write
+//     lock, as PostgreSQL's advisory and row locks serialise them.
+//   - Times are stored as UTC text in one fixed-width layout
+//     (sqlitedb.TimeLayout), so that comparing text compares times; JSON
+//     (payload, output) as bytes. Bind times in that layout when you query
+//     the tables by hand.
+//   - Refused with an error rather than pretended: an in-memory database
+//     (it would be one per connection), a connection without a busy
+//     timeout, a file that cannot switch to WAL.
+//
+// # Schedules
+//
+// A [Periodic] schedule creates jobs at each tick of its timetable, in its
+// own time zone:
+//
+//	kolkata, _ := time.LoadLocation("Asia/Kolkata")
+//	err := reg.Schedule(queue.Periodic{
+//		Name:     "county-daily",
+//		Spec:     queue.Daily(23, 0), // or Weekly, Monthly, Quarterly, Yearly, or queue.Cron("0 23 * * 1-5")
+//		Location: kolkata,
+//		Jobs: func(t queue.Tick) []queue.Params {
+//			return []queue.Params{{Args: ReportArgs{County: "Travis"}}, {Args: ReportArgs{County: "Harris"}}}
+//		},
+//		Missed: queue.SkipMissed, // or queue.RunMissedOnce
+//	})
+//
+// Every runner runs the registry's schedules, and a tick creates its jobs
+// exactly once between them: the tick is claimed by moving the schedule's
+// last tick under its row lock, in the same transaction as the jobs, and
+// each job's idempotency key names the tick. Ticks that passed while no
+// process ran are skipped ([SkipMissed]), or the latest is run once on start
+// ([RunMissedOnce]); a tick less than a minute old when a runner starts is
+// not missed but due, and fires. A schedule replaced under the same name
+// follows its new timetable from its next tick. Schedules can be added,
+// replaced and removed while runners run ([Registry.Schedule],
+// [Registry.Unschedule]). Each tick stamps its jobs with a run ID
+// (county-daily@2025-12-08T23:00:00+05:30) and a period (the local date).
+//
+// Presets check their arguments: Daily(25, 0) is refused by
+// Registry.Schedule with "Daily(25, 0): hour 25 not in [0, 23]". [Cron] takes
+// any five-field expression, parsed by github.com/robfig/cron/v3; one that
+// can never fire (0 0 30 2 *) is refused, and so is a time zone in the
+// expression (set Location). Ticks keep their local wall-clock time across
+// daylight-saving changes: a tick in the hour that repeats when clocks go
+// back fires once (a schedule more frequent than hourly skips that hour's
+// second pass), and a tick in the gap when they go forward is skipped, so
+// schedule nightly work outside the change hours.
+//
+// A tick whose jobs cannot be built (its Jobs function or a job's
+// MarshalJSON panics, or Enqueue would refuse a job) is skipped: it creates
+// nothing, is logged at Error with the reason (and the stack, for a panic),
+// and the schedule moves on to its next tick instead of failing the same way
+// at every poll; the morning review lists it among the ticks that created
+// nothing.
+//
+// # Batch windows
+//
+// A [Window] keeps a kind's jobs, or a whole queue's, from starting outside
+// daily hours:
+//
+//	night, err := queue.DailyWindow("23:00", "05:00", kolkata) // crosses midnight
+//	err = queue.Register(reg, heavyReport, queue.During(night)) // a kind
+//	reg.QueueWindow("nightly", night)                           // or a whole queue (cheaper)
+//
+// Outside its window a job stays QUEUED and no runner claims it; a job that
+// is running when the window closes finishes. Windows go by the runner's
+// clock ([WithClock]).
+//
+// # Dependencies
+//
+// A [Rule] releases a child job when its parents complete:
+//
+//	// 1→1: every completed county report releases that county's summary.
+//	err := queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{"county_report"}, Each: true},
+//		func(parents []queue.JobRecord) (SummaryArgs, []queue.EnqueueOption) { ... })
+//	// N→1: the consolidated report waits for the weekly and the monthly of the same period.
+//	err = queue.Depend(reg, queue.Rule{Name: "consolidated", Parents: []string{"weekly", "monthly"}},
+//		func(parents []queue.JobRecord) (ConsolidatedArgs, []queue.EnqueueOption) { ... })
+//
+// A child is released in the transaction that completes its last parent,
+// under a lock per rule and period, so parents completing at the same
+// instant on different runners release exactly one child. A failed or
+// cancelled parent releases nothing; retried to success, it releases the
+// child then. A rule whose child cannot be built (its function or the
+// child's MarshalJSON panics, or Enqueue would refuse the child) lets the
+// parent complete without the child, logged at Error; the review lists the
+// chain as stopped with every parent complete. Cycles are refused when rules
+// are registered. A child takes its parents' run and period, and reads them,
+// and what they left with Job.SetOutput, through Job.Parents.
+//
+// # The morning review
+//
+// [Client.Review] says what a run (or a time range) did:
+//
+//	rv, err := client.Review(ctx, queue.ReviewQuery{RunID: "county-daily@2025-12-08T23:00:00+05:30"})
+//	// rv.Counts by status; rv.Failed with errors and attempts; rv.Slow against each kind's
+//	// median of its earlier runs; rv.NeverRan and why; rv.MissedTicks (ticks that created nothing);
+//	// rv.Stopped: dependency chains that stopped, and the parent that stopped them.
+//	n, err := client.RetryFailed(ctx, queue.Filter{RunID: rv.Query.RunID}) // the selective retry
+//
+// A review covers a run or a time range (From, To); a range also lists the
+// schedule ticks in it that created no job.
+//
+// # Telemetry
+//
+// Package github.com/sheaf-dev/sheaf/queue/otelqueue reports the queue to
+// OpenTelemetry through [WithHooks], as one option given to the client.
+// Without it the queue does no telemetry work and imports no OpenTelemetry.
+//
+// # Tables
+//
+// The queue owns these tables, in the schema (PostgreSQL) or file (SQLite)
+// it is given; Migrate creates them:
+//
+//   - sheaf_jobs: every job, one row each: kind, queue, status, priority,
+//     payload, attempts and claims, lease, times, progress, last error,
+//     auth, run, period, parents, output and trace context.
+//   - sheaf_schedules: one row per schedule, its last tick whose jobs were
+//     created; locking it claims a tick.
+//   - sheaf_queues: queues paused by hand (a resumed queue keeps its row).
+//   - sheaf_attempts: the last 20 attempts of each job that did not
+//     complete (retried, failed, cancelled while running, rescued), with
+//     runner, times, outcome and error.
+//   - sheaf_runners: the runners that are up, with their queues and
+//     workers; each writes its row as it starts and at every lease renewal,
+//     and deletes it as it stops.
+//   - sheaf_audit: what operators did, as an application records it
+//     ([Client.RecordAudit]).
+//   - sheaf_migrations: the schema versions applied.
+//
+// # Upgrading the schema
+//
+// The schema has a version, [SchemaVersion]. To upgrade, run the new
+// release's [Client.Migrate], then replace the processes. Migrate is
+// idempotent and holds a lock while it works (an advisory lock on
+// PostgreSQL, the write lock on SQLite), so processes that migrate at once
+// run one after the other and the later ones find nothing to do. It logs a
+// warning naming the runners that were up (seen in the last minute) as it
+// upgraded the schema: they run an earlier release and must be replaced. A
+// runner of this release refuses to start on an older schema
+// (ErrNotMigrated), and Migrate and Start refuse a newer one
+// (ErrSchemaTooNew). Teams that apply schema changes with their own tool
+// (goose, golang-migrate, atlas) take the SQL from [Client.Migrations]:
+// applied in order, each in a transaction, they give the schema Migrate
+// gives. Migrations only go forward.
+//
+// From schema version 7 on, a process that is already running keeps working
+// through a migration that adds a column: every statement names the columns
+// it reads, and a runner tries a write again when PostgreSQL says a
+// statement it had prepared changed its result ("cached plan must not
+// change result type", SQLSTATE 0A000). From version 6, stop the runners
+// first: version 6 read whole jobs with *, so on PostgreSQL each of its
+// statements that does fails once per connection after the migration. A
+// client call then returns that error and works when tried again; but a
+// runner does not retry it, and a completion that releases dependency
+// children is dropped and runs again once its lease is out. A version-6
+// runner also does not see the trace context of jobs that version 7
+// enqueued.
 package queue

@@ -72,7 +72,7 @@ func TestEnqueueRefusesTextPostgreSQLWouldNotStoreAsGiven(t *testing.T) {
 	)
 	type tc struct {
 		args queue.Args
-		opts []queue.JobOption
+		opts []queue.EnqueueOption
 		want error
 		msg  string
 	}
@@ -95,18 +95,18 @@ func TestEnqueueRefusesTextPostgreSQLWouldNotStoreAsGiven(t *testing.T) {
 		"MarshalJSON NUL":           {args: textArgs{Own: `"x\u0000"`}, want: queue.ErrInvalidPayload, msg: `args.Own: escape \u0000 (NUL)`},
 		"MarshalText 0xFF":          {args: textArgs{Text: ff}, want: queue.ErrInvalidPayload, msg: "args.Text: invalid UTF-8 at offset 2 in what its MarshalText writes"},
 		"json.Number out of range":  {args: textArgs{Num: "1e-20000"}, want: queue.ErrInvalidPayload, msg: "args.Num: number 1e-20000 outside"},
-		"auth value":                {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{"role": nul})}, want: queue.ErrInvalidPayload, msg: `auth["role"]: NUL byte`},
-		"auth key":                  {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{ff: "x"})}, want: queue.ErrInvalidPayload, msg: `auth: key "ok\xff": invalid UTF-8`},
-		"auth nested":               {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{"scope": map[string]any{"counties": []any{"Travis", ff}}})}, want: queue.ErrInvalidPayload, msg: `auth["scope"]["counties"][1]: invalid UTF-8`},
-		"idempotency key NUL":       {args: noop{}, opts: []queue.JobOption{queue.IdempotencyKey(nul)}, want: queue.ErrInvalidOption, msg: "IdempotencyKey: NUL byte at offset 1"},
-		"idempotency key 0xFF":      {args: noop{}, opts: []queue.JobOption{queue.IdempotencyKey(ff)}, want: queue.ErrInvalidOption, msg: "IdempotencyKey: invalid UTF-8"},
-		"correlation ID NUL":        {args: noop{}, opts: []queue.JobOption{queue.CorrelationID(nul)}, want: queue.ErrInvalidOption, msg: "CorrelationID: NUL byte"},
-		"correlation ID 0xFF":       {args: noop{}, opts: []queue.JobOption{queue.CorrelationID(ff)}, want: queue.ErrInvalidOption, msg: "CorrelationID: invalid UTF-8"},
-		"queue NUL":                 {args: noop{}, opts: []queue.JobOption{queue.OnQueue(nul)}, want: queue.ErrInvalidOption, msg: "OnQueue: NUL byte"},
-		"queue 0xFF":                {args: noop{}, opts: []queue.JobOption{queue.OnQueue(ff)}, want: queue.ErrInvalidOption, msg: "OnQueue: invalid UTF-8"},
-		"run":                       {args: noop{}, opts: []queue.JobOption{queue.InRun(surrogate)}, want: queue.ErrInvalidOption, msg: "InRun: invalid UTF-8"},
-		"period":                    {args: noop{}, opts: []queue.JobOption{queue.InPeriod(nul)}, want: queue.ErrInvalidOption, msg: "InPeriod: NUL byte"},
-		"unencodable auth, as ever": {args: noop{}, opts: []queue.JobOption{queue.AuthContext(queue.Auth{"f": func() {}})}, want: queue.ErrInvalidOption, msg: "auth context does not encode"},
+		"auth value":                {args: noop{}, opts: []queue.EnqueueOption{queue.AuthContext(queue.Auth{"role": nul})}, want: queue.ErrInvalidPayload, msg: `auth["role"]: NUL byte`},
+		"auth key":                  {args: noop{}, opts: []queue.EnqueueOption{queue.AuthContext(queue.Auth{ff: "x"})}, want: queue.ErrInvalidPayload, msg: `auth: key "ok\xff": invalid UTF-8`},
+		"auth nested":               {args: noop{}, opts: []queue.EnqueueOption{queue.AuthContext(queue.Auth{"scope": map[string]any{"counties": []any{"Travis", ff}}})}, want: queue.ErrInvalidPayload, msg: `auth["scope"]["counties"][1]: invalid UTF-8`},
+		"idempotency key NUL":       {args: noop{}, opts: []queue.EnqueueOption{queue.IdempotencyKey(nul)}, want: queue.ErrInvalidOption, msg: "IdempotencyKey: NUL byte at offset 1"},
+		"idempotency key 0xFF":      {args: noop{}, opts: []queue.EnqueueOption{queue.IdempotencyKey(ff)}, want: queue.ErrInvalidOption, msg: "IdempotencyKey: invalid UTF-8"},
+		"correlation ID NUL":        {args: noop{}, opts: []queue.EnqueueOption{queue.CorrelationID(nul)}, want: queue.ErrInvalidOption, msg: "CorrelationID: NUL byte"},
+		"correlation ID 0xFF":       {args: noop{}, opts: []queue.EnqueueOption{queue.CorrelationID(ff)}, want: queue.ErrInvalidOption, msg: "CorrelationID: invalid UTF-8"},
+		"queue NUL":                 {args: noop{}, opts: []queue.EnqueueOption{queue.OnQueue(nul)}, want: queue.ErrInvalidOption, msg: "OnQueue: NUL byte"},
+		"queue 0xFF":                {args: noop{}, opts: []queue.EnqueueOption{queue.OnQueue(ff)}, want: queue.ErrInvalidOption, msg: "OnQueue: invalid UTF-8"},
+		"run":                       {args: noop{}, opts: []queue.EnqueueOption{queue.InRun(surrogate)}, want: queue.ErrInvalidOption, msg: "InRun: invalid UTF-8"},
+		"period":                    {args: noop{}, opts: []queue.EnqueueOption{queue.InPeriod(nul)}, want: queue.ErrInvalidOption, msg: "InPeriod: NUL byte"},
+		"unencodable auth, as ever": {args: noop{}, opts: []queue.EnqueueOption{queue.AuthContext(queue.Auth{"f": func() {}})}, want: queue.ErrInvalidOption, msg: "auth context does not encode"},
 	}
 	for name, c := range cases {
 		_, err := e.client.Enqueue(ctx, c.args, c.opts...)
@@ -124,7 +124,7 @@ func TestEnqueueRefusesTextPostgreSQLWouldNotStoreAsGiven(t *testing.T) {
 		_, err = e.client.EnqueueBulk(ctx, jobs)
 		require.ErrorIs(t, err, c.want, name)
 		require.ErrorContains(t, err, "job 1: ", name)
-		jobs[0].Options = []queue.JobOption{queue.IdempotencyKey("first")}
+		jobs[0].Options = []queue.EnqueueOption{queue.IdempotencyKey("first")}
 		_, err = e.client.EnqueueBulk(ctx, jobs)
 		require.ErrorIs(t, err, c.want, name)
 	}
@@ -210,8 +210,8 @@ func TestNamesAreCheckedWhereTheyAreGiven(t *testing.T) {
 	require.ErrorIs(t, queue.Register(r, nopHandler[noop](), queue.OnQueue("q\x00")), queue.ErrInvalidOption)
 	require.ErrorIs(t, r.Schedule(queue.Periodic{Name: "s\xff", Spec: queue.Daily(1, 0), Jobs: func(queue.Tick) []queue.Params { return nil }}), queue.ErrInvalidOption)
 	require.ErrorIs(t, queue.Depend(e.reg, queue.Rule{Name: "r\x00", Parents: []string{"noop"}, Each: true},
-		func([]queue.JobRecord) (textArgs, []queue.JobOption) { return textArgs{}, nil }), queue.ErrInvalidOption)
-	for name, opt := range map[string]queue.Option{
+		func([]queue.JobRecord) (textArgs, []queue.EnqueueOption) { return textArgs{}, nil }), queue.ErrInvalidOption)
+	for name, opt := range map[string]queue.RunnerOption{
 		"WithQueues: NUL byte": queue.WithQueues("default", "q\x00"),
 		"WithQueues: invalid":  queue.WithQueues("\xff"),
 		"WithQueues: queue":    queue.WithQueues(strings.Repeat("q", 129)),

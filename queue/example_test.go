@@ -158,7 +158,7 @@ func ExampleClient_Attempts() {
 			return errors.New("county server down")
 		}
 		return nil
-	}), queue.Retry(queue.Delays{0})); err != nil {
+	}), queue.RetryBackoff(queue.Delays{0})); err != nil {
 		log.Fatal(err)
 	}
 	client, runner := startOn(ctx, connect(), reg)
@@ -192,7 +192,7 @@ func Example_runner() {
 			return errors.New("source not ready") // retried after the kind's backoff
 		}
 		return nil
-	}), queue.Retry(queue.Delays{0})); err != nil {
+	}), queue.RetryBackoff(queue.Delays{0})); err != nil {
 		log.Fatal(err)
 	}
 	client, err := queue.NewClient(connect(), reg)
@@ -389,7 +389,7 @@ func ExampleDepend() {
 		log.Fatal(err)
 	}
 	if err := queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{"county_report"}, Each: true},
-		func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+		func(parents []queue.JobRecord) (CountySummary, []queue.EnqueueOption) {
 			var report CountyReport
 			_ = json.Unmarshal(parents[0].Payload, &report)
 			return CountySummary{County: report.County, Report: parents[0].ID}, nil
@@ -459,4 +459,47 @@ func ExampleClient_Review() {
 	// completed: 2 failed: 1
 	// true permanent: no data for Harris
 	// retried: 1 now: [COMPLETED COMPLETED COMPLETED]
+}
+
+// A handler that writes rows completes its job in the same transaction:
+// the rows and the job's completion commit together, or not at all, so a
+// crash at any point leaves neither or both, and the job's next attempt
+// does not write the rows a second time.
+func ExampleJob_CompleteTx() {
+	ctx := context.Background()
+	db := connect()
+	if err := db.Exec("CREATE TABLE county_totals (county text PRIMARY KEY, total bigint NOT NULL)").Error; err != nil {
+		log.Fatal(err)
+	}
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(ctx context.Context, j *queue.Job[CountyReport]) error {
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec("INSERT INTO county_totals (county, total) VALUES (?, ?)", j.Args.County, 42).Error; err != nil {
+				return err
+			}
+			// Last, just before the commit. ErrLeaseLost (the job was
+			// cancelled or rescued) rolls the row back with the rest.
+			return j.CompleteTx(ctx, tx)
+		})
+	})); err != nil {
+		log.Fatal(err)
+	}
+	client, runner := startOn(ctx, db, reg)
+	defer runner.Stop(ctx)
+
+	res, err := client.Enqueue(ctx, CountyReport{County: "Travis"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	done, err := client.Wait(ctx, res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var total int64
+	if err := db.Raw("SELECT total FROM county_totals WHERE county = ?", "Travis").Scan(&total).Error; err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(done[0].Status, total)
+	// Output:
+	// COMPLETED 42
 }

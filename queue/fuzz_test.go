@@ -63,7 +63,7 @@ func FuzzEnqueue(f *testing.F) {
 		args := fuzzArgs{S: field, M: map[string]string{field: claim}, Raw: raw}
 		auth := queue.Auth{"claim": claim, "k:" + claim: []any{claim}}
 		key = fmt.Sprint(n.Add(1), ":", key) // unique, so no job is a duplicate
-		opts := []queue.JobOption{queue.IdempotencyKey(key), queue.AuthContext(auth)}
+		opts := []queue.EnqueueOption{queue.IdempotencyKey(key), queue.AuthContext(auth)}
 		if corr != "" {
 			opts = append(opts, queue.CorrelationID(corr))
 		}

@@ -66,7 +66,7 @@ type env struct {
 	events *queuetest.Events
 }
 
-func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
+func quiet() queue.InstrumentOption { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
 
 // newEnv migrates a fresh schema. register, if given, registers handlers
 // before the client is built.
@@ -85,8 +85,8 @@ func newEnv(t *testing.T, register func(*queue.Registry)) *env {
 }
 
 // runner starts a runner on the env and stops it when the test ends.
-func (e *env) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
-	return queuetest.StartRunner(t, e.client, append([]queue.Option{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
+func (e *env) runner(t *testing.T, opts ...queue.RunnerOption) *queue.Runner {
+	return queuetest.StartRunner(t, e.client, append([]queue.RunnerOption{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 }
 
 // waitStatus waits until job id has status st, looking every 5 ms, and
@@ -139,12 +139,12 @@ func (e *env) status(t *testing.T, id int64) queue.Status {
 }
 
 // newEnvB is newEnv for benchmarks, with client options.
-func newEnvB(b *testing.B, register func(*queue.Registry), opts ...queue.Option) *env {
+func newEnvB(b *testing.B, register func(*queue.Registry), opts ...queue.ClientOption) *env {
 	b.Helper()
 	db := pgtest.NewDB(b)
 	reg := queue.NewRegistry()
 	register(reg)
-	c, err := queue.NewClient(db.Gorm, reg, append([]queue.Option{quiet()}, opts...)...)
+	c, err := queue.NewClient(db.Gorm, reg, append([]queue.ClientOption{quiet()}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func (l *logs) count(msg string) (int, map[string]string) {
 	return l.seen[msg], l.attrs[msg]
 }
 
-func (l *logs) option() queue.Option { return queue.WithLogger(slog.New(l)) }
+func (l *logs) option() queue.InstrumentOption { return queue.WithLogger(slog.New(l)) }
 
 // wait blocks until msg has been logged n times, or fails the test after a
 // generous deadline.

@@ -59,13 +59,14 @@ type Hooks struct {
 }
 
 // WithHooks adds hooks (client or runner). Hooks add up: a runner has its
-// client's and its own, and each call adds one set.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) error {
+// client's and its own, and each call adds one set. A client calls Enqueue;
+// a runner calls them all.
+func WithHooks(h Hooks) InstrumentOption {
+	return InstrumentOption{func(c *config) error {
 		// Clip: a runner's hooks must not write into its client's array.
 		c.hooks = append(slices.Clip(c.hooks), h)
 		return nil
-	})
+	}}
 }
 
 // EnqueueCall describes an enqueue call to Hooks.Enqueue.
@@ -125,7 +126,7 @@ const (
 
 // hooked runs an enqueue call through the client's Enqueue hooks. enqueue
 // inserts rows with the context the hooks returned.
-func (c *Client) hooked(ctx context.Context, op string, rows []newJob, enqueue func(context.Context) EnqueueResult) EnqueueResult {
+func (c *ops) hooked(ctx context.Context, op string, rows []newJob, enqueue func(context.Context) EnqueueResult) EnqueueResult {
 	ctx, done := enqueueHooks(ctx, c.cfg.hooks, &EnqueueCall{Operation: op}, rows)
 	res := enqueue(ctx)
 	done(res)

@@ -13,7 +13,7 @@ import (
 )
 
 // Registry returns the registry the client was built with.
-func (c *Client) Registry() *Registry { return c.reg }
+func (c *ops) Registry() *Registry { return c.reg }
 
 // Schedules returns the registered schedules, sorted by name, each with its
 // Location set (UTC where none was given). Their Next method lists their
@@ -45,7 +45,7 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 // completed, in ID order: the child of each one-to-one rule of its kind,
 // and the child of each many-to-one rule of its period that lists it among
 // its parents. It returns ErrNotFound if there is no such job.
-func (c *Client) Children(ctx context.Context, id int64) ([]JobRecord, error) {
+func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 	job, err := c.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ type RunSummary struct {
 // Runs lists runs, newest first (by when their first job was created, then
 // by run ID descending). It groups every job that has a run ID, so, like
 // Stats, it is for dashboards, not hot paths.
-func (c *Client) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
+func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	limit := q.Limit
 	switch {
 	case limit == 0:
@@ -173,7 +173,7 @@ const missedAfter = time.Minute
 
 // ScheduleStates returns the registry's schedules, sorted by name, each
 // with its last fired tick and the ticks it has missed, as of now.
-func (c *Client) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
+func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 	last, err := store.LastTicks(ctx, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", err)

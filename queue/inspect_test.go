@@ -38,7 +38,7 @@ func TestChildren(t *testing.T) {
 	t.Parallel()
 	_, e := newNightly(t)
 	ctx := context.Background()
-	run := []queue.JobOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
+	run := []queue.EnqueueOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
 	a := enqueue(t, e, countyDaily{County: "Travis"}, run...)
 	w := enqueue(t, e, weekly{}, run...)
 	m := enqueue(t, e, monthly{}, run...)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -32,8 +34,10 @@ const (
 	StatusCancelled  Status = "CANCELLED"
 )
 
-// Statuses lists every status, in lifecycle order.
-var Statuses = []Status{StatusQueued, StatusProcessing, StatusCompleted, StatusFailed, StatusCancelled}
+// Statuses returns every status, in lifecycle order, in a new slice.
+func Statuses() []Status {
+	return []Status{StatusQueued, StatusProcessing, StatusCompleted, StatusFailed, StatusCancelled}
+}
 
 // Terminal reports whether s is final unless someone retries the job.
 func (s Status) Terminal() bool {
@@ -213,6 +217,7 @@ type execution interface {
 	SetProgress(ctx context.Context, processed, total int64) error
 	SetOutput(ctx context.Context, output string) error
 	Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
+	CompleteTx(ctx context.Context, tx *gorm.DB) error
 }
 
 // attempt is a runner's execution of a job, with the client and hooks of
@@ -276,6 +281,49 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil
+}
+
+// CompleteTx completes the job inside tx, a transaction that the handler
+// began on the queue's database, so that the completion commits or rolls
+// back with the rows the handler writes in tx: the handler's effects happen
+// exactly once. It runs the guarded completion the runner would run (the job
+// must still be PROCESSING in this attempt's claim), and releases, in tx,
+// the children of dependency rules whose parents are then all complete
+// (see Rule), so that they are released exactly when the job completes. It
+// returns ErrLeaseLost if the job is no longer this attempt's to complete
+// (cancelled, rescued, or completed already by an earlier transaction); on
+// that or any other error, roll tx back and return an error.
+//
+// Once the handler returns, the runner reads whether tx committed:
+//
+//   - it committed: the job is COMPLETED, and the runner reports the
+//     attempt as completed (events, hooks, stats) without writing it again,
+//     even if the handler returned an error after the commit;
+//   - it did not (it rolled back, or the handler left it open, which the
+//     runner then rolls back): the attempt failed, with the handler's error
+//     or, if the handler returned nil, with an error saying the transaction
+//     did not commit; it retries or fails as any failed attempt does.
+//
+// Calling it again in the same transaction does nothing; calling it in a new
+// transaction, after an earlier one rolled back, completes the job in that
+// one. Call it last, just before the commit: from then on tx holds the job's
+// row, and cancelling the job waits for tx to end (lease renewals pass it
+// by). On SQLite, a transaction that has written holds the database's write
+// lock, which every writer, the queue's own included, waits for: keep it
+// short. Finding out whether tx committed costs one read of the job's row
+// by primary key after the handler returns.
+//
+// It returns an error wrapping ErrInvalidOption for a nil tx, one that is
+// not a transaction, one on a database other than the queue's (of another
+// kind, or one that does not see the job as the queue's database holds
+// it), and for a job of a Chunked handler, which completes after its last
+// chunk. On a Job built by hand, as in a handler's unit test, it does
+// nothing.
+func (j *Job[A]) CompleteTx(ctx context.Context, tx *gorm.DB) error {
+	if j.exec == nil {
+		return nil
+	}
+	return j.exec.CompleteTx(ctx, tx)
 }
 
 // SetProgress records how many of total records the job has processed. It

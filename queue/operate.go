@@ -22,24 +22,25 @@ import (
 // PostgreSQL, which notifies them), and the jobs already running finish.
 // Enqueueing goes on; the jobs wait, QUEUED, until ResumeQueue. Pausing a
 // paused queue changes nothing; a queue that has no jobs yet may be paused.
-// A bad name returns an error wrapping ErrInvalidOption. The pause is
-// written at once, outside any transaction of Tx.
-func (c *Client) PauseQueue(ctx context.Context, name string) error {
+// A bad name returns an error wrapping ErrInvalidOption. On a TxClient the
+// pause takes effect when the transaction commits (runners on SQLite learn
+// of it within a poll interval).
+func (c *ops) PauseQueue(ctx context.Context, name string) error {
 	return c.setPaused(ctx, "PauseQueue", name, true)
 }
 
 // ResumeQueue resumes a queue that PauseQueue paused: runners claim its
 // jobs again within a poll interval (at once on PostgreSQL). Resuming a
 // queue that is not paused changes nothing.
-func (c *Client) ResumeQueue(ctx context.Context, name string) error {
+func (c *ops) ResumeQueue(ctx context.Context, name string) error {
 	return c.setPaused(ctx, "ResumeQueue", name, false)
 }
 
-func (c *Client) setPaused(ctx context.Context, op, name string, paused bool) error {
+func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error {
 	if err := checkQueueName(op, name); err != nil {
 		return err
 	}
-	if err := c.st.SetPaused(ctx, name, paused); err != nil {
+	if err := c.st.SetPaused(ctx, c.db, name, paused); err != nil {
 		return fmt.Errorf("queue: %s %q: %w", op, name, notMigrated(err))
 	}
 	return nil
@@ -61,12 +62,12 @@ type QueueInfo struct {
 
 // Queues describes every queue that has jobs or is paused, by name. Like
 // Stats it reads the whole jobs table: it is for dashboards.
-func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	counts, err := c.st.QueueCounts(ctx)
+func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
+	counts, err := c.st.QueueCounts(ctx, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
 	}
-	paused, err := c.st.Paused(ctx)
+	paused, err := c.st.Paused(ctx, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
 	}
@@ -127,12 +128,12 @@ type Attempt struct {
 // Attempts returns the last 20 attempts of job id, oldest first, or
 // ErrNotFound. The history holds the attempts of jobs run since schema
 // version 4.
-func (c *Client) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
+func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 	rec, err := c.Get(ctx, id) // first, so that an attempt that ends meanwhile is found in the history
 	if err != nil {
 		return nil, err
 	}
-	stored, err := c.st.History(ctx, id)
+	stored, err := c.st.History(ctx, c.db, id)
 	if err != nil {
 		return nil, fmt.Errorf("queue: attempts of %d: %w", id, notMigrated(err))
 	}
@@ -173,7 +174,7 @@ const cancelChunk = 1000
 // Statuses narrow it further; f.AfterID, f.BeforeID, f.Newest and f.Limit
 // are ignored. When it fails part way, the count is of the jobs cancelled
 // until then.
-func (c *Client) CancelMatching(ctx context.Context, f Filter) (int64, error) {
+func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
 	f.unpaged()
 	if err := f.check(); err != nil {
 		return 0, err
@@ -274,7 +275,7 @@ type AuditEntry struct {
 // empty, and Target, if set, must be JSON that PostgreSQL's jsonb stores as
 // given; errors wrap ErrInvalidOption. The log keeps what applications
 // record: the queue records nothing itself.
-func (c *Client) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
+func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 	if e.Action == "" {
 		return 0, invalid("audit entry without an action")
 	}
@@ -293,7 +294,7 @@ func (c *Client) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 	if len(e.Target) > 0 {
 		se.Target = e.Target
 	}
-	id, err := c.st.RecordAudit(ctx, se)
+	id, err := c.st.RecordAudit(ctx, c.db, se)
 	if err != nil {
 		return 0, fmt.Errorf("queue: record audit: %w", notMigrated(err))
 	}
@@ -303,14 +304,14 @@ func (c *Client) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 // AuditLog returns the audit log newest first: up to limit entries (0
 // means 100, the most is 1000) with IDs below beforeID, or from the newest
 // if beforeID is 0. Pass the last ID returned to read on.
-func (c *Client) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
+func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
 	switch {
 	case limit == 0:
 		limit = 100
 	case limit < 0 || limit > 1000:
 		return nil, invalid("limit %d not in [0, 1000]", limit)
 	}
-	rows, err := c.st.AuditLog(ctx, beforeID, limit)
+	rows, err := c.st.AuditLog(ctx, c.db, beforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: audit log: %w", notMigrated(err))
 	}

@@ -115,7 +115,7 @@ func TestAttemptsOfARetriedJob(t *testing.T) {
 			return errors.New("county server down")
 		}
 		return nil
-	}, queue.Retry(queue.Delays{0}), queue.MaxAttempts(3)))
+	}, queue.RetryBackoff(queue.Delays{0}), queue.MaxAttempts(3)))
 	ctx := context.Background()
 	ok := enqueue(t, e, report{County: "Travis", Fail: 2})
 	failed := enqueue(t, e, report{County: "Kent", Fail: 3})
@@ -152,7 +152,7 @@ func TestAttemptsKeepsTheLastTwenty(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
 		return errors.New("again")
-	}, queue.Retry(queue.Delays{0}), queue.MaxAttempts(25)))
+	}, queue.RetryBackoff(queue.Delays{0}), queue.MaxAttempts(25)))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	e.waitStatus(t, id, queue.StatusFailed)
@@ -265,7 +265,7 @@ func TestCancelMatching(t *testing.T) {
 
 	bulk := make([]queue.Params, 1500)
 	for i := range bulk {
-		bulk[i] = queue.Params{Args: noop{}, Options: []queue.JobOption{queue.OnQueue("y")}}
+		bulk[i] = queue.Params{Args: noop{}, Options: []queue.EnqueueOption{queue.OnQueue("y")}}
 	}
 	_, err := e.client.EnqueueBulk(ctx, bulk)
 	require.NoError(t, err)

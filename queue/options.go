@@ -5,26 +5,70 @@ import (
 	"time"
 )
 
-// A JobOption sets something about a job. Options marked "kind or job" can
-// be given to Register (a default for the kind) or to Enqueue (for one job,
-// overriding the kind's); the others only where their doc says.
-type JobOption interface {
-	applyJob(*jobOptions, optionSite) error
+// Options are sealed, one type per place they are given, so that an option
+// given where it does not apply does not compile:
+//
+//   - RegisterOption: Register, a kind's defaults;
+//   - ChunkedOption: RegisterChunked, a RegisterOption or ChunkSize;
+//   - EnqueueOption: Enqueue, EnqueueRaw, Params (EnqueueMany, EnqueueBulk,
+//     schedules' jobs) and dependency rules' children: one job;
+//   - JobOption: both a RegisterOption and an EnqueueOption, for what a kind
+//     sets by default and a job may override;
+//   - ClientOption, RunnerOption: NewClient and NewRunner; InstrumentOption
+//     is both.
+
+// A ChunkedOption sets a default of a chunked kind, for RegisterChunked:
+// every RegisterOption is one, and so is ChunkSize.
+type ChunkedOption interface {
+	applyKind(*jobOptions) error
 }
 
-type optionSite int
+// A RegisterOption sets a default of a kind, for Register and
+// RegisterChunked.
+type RegisterOption interface {
+	ChunkedOption
+	registerOption()
+}
 
-const (
-	atRegister optionSite = iota
-	atEnqueue
-)
+// An EnqueueOption sets something about one job, for Enqueue, EnqueueRaw,
+// Params and dependency rules' children. It overrides the kind's default.
+type EnqueueOption interface {
+	applyJob(*jobOptions) error
+}
 
-func (s optionSite) String() string {
-	if s == atRegister {
-		return "Register"
+// A JobOption sets something a kind has by default and a job may override:
+// it is both a RegisterOption and an EnqueueOption. OnQueue, Priority,
+// MaxAttempts and RetryBackoff return one.
+type JobOption struct {
+	apply func(o *jobOptions, job bool) error
+}
+
+func (j JobOption) applyKind(o *jobOptions) error { return j.call(o, false) }
+func (j JobOption) applyJob(o *jobOptions) error  { return j.call(o, true) }
+func (JobOption) registerOption()                 {}
+
+func (j JobOption) call(o *jobOptions, job bool) error {
+	if j.apply == nil {
+		return invalid("zero JobOption")
 	}
-	return "Enqueue"
+	return j.apply(o, job)
 }
+
+// kindOption is a RegisterOption only.
+type kindOption func(*jobOptions) error
+
+func (f kindOption) applyKind(o *jobOptions) error { return f(o) }
+func (kindOption) registerOption()                 {}
+
+// chunkedOption is a ChunkedOption only.
+type chunkedOption func(*jobOptions) error
+
+func (f chunkedOption) applyKind(o *jobOptions) error { return f(o) }
+
+// enqueueOption is an EnqueueOption only.
+type enqueueOption func(*jobOptions) error
+
+func (f enqueueOption) applyJob(o *jobOptions) error { return f(o) }
 
 type jobOptions struct {
 	queue          string
@@ -46,63 +90,53 @@ type jobOptions struct {
 	traceState     string
 }
 
-type jobOptionFunc func(*jobOptions, optionSite) error
-
-func (f jobOptionFunc) applyJob(o *jobOptions, s optionSite) error { return f(o, s) }
-
-func only(name string, want, got optionSite, f func() error) error {
-	if want != got {
-		return invalid("%s applies to %s, not %s", name, want, got)
-	}
-	return f()
-}
-
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of
 // UTF-8 without NUL. Runners work the queues given to WithQueues. Default
 // DefaultQueue.
 func OnQueue(name string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+	return JobOption{func(o *jobOptions, _ bool) error {
 		if err := checkQueueName("OnQueue", name); err != nil {
 			return err
 		}
 		o.queue = name
 		return nil
-	})
+	}}
 }
 
 // Priority sets the priority, MinPriority to MaxPriority; higher runs first
 // (kind or job). Default DefaultPriority.
 func Priority(p int) JobOption {
-	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+	return JobOption{func(o *jobOptions, _ bool) error {
 		if p < MinPriority || p > MaxPriority {
 			return invalid("priority %d not in [%d, %d]", p, MinPriority, MaxPriority)
 		}
 		o.priority = p
 		return nil
-	})
+	}}
 }
 
 // MaxAttempts sets how many times a job runs before it fails, counting the
 // first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
 func MaxAttempts(n int) JobOption {
-	return jobOptionFunc(func(o *jobOptions, _ optionSite) error {
+	return JobOption{func(o *jobOptions, _ bool) error {
 		if n < 1 || n > 1000 {
 			return invalid("max attempts %d not in [1, 1000]", n)
 		}
 		o.maxAttempts = n
 		return nil
-	})
+	}}
 }
 
-// Retry sets the backoff between attempts (kind or job). A kind may use any
-// Backoff; a job's own must be Exponential, Linear or Delays, because it is
-// stored with the job. Default DefaultBackoff.
-func Retry(b Backoff) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
+// RetryBackoff sets the backoff between attempts (kind or job). A kind may
+// use any Backoff; a job's own must be Exponential, Linear or Delays,
+// because it is stored with the job (another is refused at Enqueue with
+// ErrInvalidOption). Default DefaultBackoff().
+func RetryBackoff(b Backoff) JobOption {
+	return JobOption{func(o *jobOptions, job bool) error {
 		if err := validBackoff(b); err != nil {
 			return err
 		}
-		if s == atEnqueue {
+		if job {
 			if _, err := encodeBackoff(b); err != nil {
 				return err
 			}
@@ -110,255 +144,252 @@ func Retry(b Backoff) JobOption {
 		}
 		o.backoff = b
 		return nil
-	})
+	}}
 }
 
-// Timeout bounds each attempt of the kind's jobs (Register only): the job's
-// context is cancelled when it passes and the attempt fails. Default none.
-func Timeout(d time.Duration) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("Timeout", atRegister, s, func() error {
-			if d <= 0 {
-				return invalid("timeout %v not positive", d)
-			}
-			o.timeout = d
-			return nil
-		})
+// Timeout bounds each attempt of the kind's jobs: the job's context is
+// cancelled when it passes and the attempt fails. Default none.
+func Timeout(d time.Duration) RegisterOption {
+	return kindOption(func(o *jobOptions) error {
+		if d <= 0 {
+			return invalid("timeout %v not positive", d)
+		}
+		o.timeout = d
+		return nil
 	})
 }
 
 // ChunkSize sets how many records a chunked kind processes per chunk, that
-// is per transaction and progress update (RegisterChunked only). Default
-// DefaultChunkSize.
-func ChunkSize(n int) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("ChunkSize", atRegister, s, func() error {
-			if n < 1 || n > 1<<24 {
-				return invalid("chunk size %d not in [1, %d]", n, 1<<24)
-			}
-			o.chunkSize = n
-			return nil
-		})
-	})
-}
-
-// RunAt makes the job wait until t (Enqueue only).
-func RunAt(t time.Time) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("RunAt", atEnqueue, s, func() error {
-			if t.IsZero() {
-				return invalid("zero RunAt time")
-			}
-			o.runAt = t
-			return nil
-		})
-	})
-}
-
-// After makes the job wait d, measured on the database's clock (Enqueue only).
-func After(d time.Duration) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("After", atEnqueue, s, func() error {
-			if d < 0 {
-				return invalid("negative delay %v", d)
-			}
-			o.delay = d
-			return nil
-		})
-	})
-}
-
-// IdempotencyKey makes the job unique by key (Enqueue only): enqueueing a
-// second job with the same key creates nothing and returns the existing job,
-// whatever its status. A key has 1 to 512 bytes of UTF-8 without NUL.
-func IdempotencyKey(key string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("IdempotencyKey", atEnqueue, s, func() error {
-			if key == "" || len(key) > 512 {
-				return invalid("idempotency key must have 1 to 512 bytes")
-			}
-			if err := checkText("IdempotencyKey", key); err != nil {
-				return err
-			}
-			o.idempotencyKey = key
-			return nil
-		})
-	})
-}
-
-// CorrelationID tags the job for tracing; it appears in the job's logs
-// (Enqueue only). An ID has up to 512 bytes of UTF-8 without NUL.
-func CorrelationID(id string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("CorrelationID", atEnqueue, s, func() error {
-			if len(id) > 512 {
-				return invalid("correlation ID longer than 512 bytes")
-			}
-			if err := checkText("CorrelationID", id); err != nil {
-				return err
-			}
-			o.correlationID = id
-			return nil
-		})
-	})
-}
-
-// AuthContext stores the submitter's claims with the job (Enqueue only); see
-// Auth. Claims are stored as JSON: claims that do not encode are refused
-// with ErrInvalidOption, and strings in them (keys and values, at any depth)
-// that are not UTF-8 or hold a NUL with ErrInvalidPayload.
-func AuthContext(a Auth) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("AuthContext", atEnqueue, s, func() error {
-			o.auth = a
-			return nil
-		})
-	})
-}
-
-// InRun puts the job in a run (Enqueue only), as a schedule tick does with
-// the jobs it creates; the morning review reports runs.
-func InRun(runID string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("InRun", atEnqueue, s, func() error {
-			if runID == "" || len(runID) > 512 {
-				return invalid("run ID must have 1 to 512 bytes")
-			}
-			if err := checkText("InRun", runID); err != nil {
-				return err
-			}
-			o.runID = runID
-			return nil
-		})
-	})
-}
-
-// InPeriod puts the job in a period (Enqueue only), as a schedule tick does
-// with its local date; dependency rules group parents by period.
-func InPeriod(period string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("InPeriod", atEnqueue, s, func() error {
-			if period == "" || len(period) > 128 {
-				return invalid("period must have 1 to 128 bytes")
-			}
-			if err := checkText("InPeriod", period); err != nil {
-				return err
-			}
-			o.period = period
-			return nil
-		})
-	})
-}
-
-// TraceContext stores a W3C trace context with the job (Enqueue only), the
-// traceparent and tracestate headers of the request that submitted it, as
-// queue/console does: the job's attempts then link to that trace. A
-// traceparent has 1 to 256 bytes, a tracestate up to 512 (empty for none),
-// both UTF-8 without NUL. Hooks that enqueue in a trace of their own (see
-// Hooks.Enqueue) take it as the parent of theirs.
-func TraceContext(traceparent, tracestate string) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("TraceContext", atEnqueue, s, func() error {
-			if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
-				return invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
-			}
-			if err := checkText("TraceContext", traceparent); err != nil {
-				return err
-			}
-			if err := checkText("TraceContext", tracestate); err != nil {
-				return err
-			}
-			o.traceParent, o.traceState = traceparent, tracestate
-			return nil
-		})
-	})
-}
-
-func applyJobOptions(o *jobOptions, site optionSite, opts []JobOption) error {
-	for _, opt := range opts {
-		if opt == nil {
-			return invalid("nil JobOption")
+// is per transaction and progress update. Default DefaultChunkSize; 1 to
+// MaxChunkSize.
+func ChunkSize(n int) ChunkedOption {
+	return chunkedOption(func(o *jobOptions) error {
+		if n < 1 || n > MaxChunkSize {
+			return invalid("chunk size %d not in [1, %d]", n, MaxChunkSize)
 		}
-		if err := opt.applyJob(o, site); err != nil {
+		o.chunkSize = n
+		return nil
+	})
+}
+
+// RunAt makes the job wait until t.
+func RunAt(t time.Time) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if t.IsZero() {
+			return invalid("zero RunAt time")
+		}
+		o.runAt = t
+		return nil
+	})
+}
+
+// After makes the job wait d, measured on the database's clock.
+func After(d time.Duration) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if d < 0 {
+			return invalid("negative delay %v", d)
+		}
+		o.delay = d
+		return nil
+	})
+}
+
+// IdempotencyKey makes the job unique by key: enqueueing a second job with
+// the same key creates nothing and returns the existing job, whatever its
+// status. A key has 1 to 512 bytes of UTF-8 without NUL.
+func IdempotencyKey(key string) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if key == "" || len(key) > 512 {
+			return invalid("idempotency key must have 1 to 512 bytes")
+		}
+		if err := checkText("IdempotencyKey", key); err != nil {
+			return err
+		}
+		o.idempotencyKey = key
+		return nil
+	})
+}
+
+// CorrelationID tags the job for tracing; it appears in the job's logs. An
+// ID has up to 512 bytes of UTF-8 without NUL.
+func CorrelationID(id string) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if len(id) > 512 {
+			return invalid("correlation ID longer than 512 bytes")
+		}
+		if err := checkText("CorrelationID", id); err != nil {
+			return err
+		}
+		o.correlationID = id
+		return nil
+	})
+}
+
+// AuthContext stores the submitter's claims with the job; see Auth. Claims
+// are stored as JSON: claims that do not encode are refused with
+// ErrInvalidOption, and strings in them (keys and values, at any depth)
+// that are not UTF-8 or hold a NUL with ErrInvalidPayload.
+func AuthContext(a Auth) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		o.auth = a
+		return nil
+	})
+}
+
+// InRun puts the job in a run, as a schedule tick does with the jobs it
+// creates; the morning review reports runs.
+func InRun(runID string) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if runID == "" || len(runID) > 512 {
+			return invalid("run ID must have 1 to 512 bytes")
+		}
+		if err := checkText("InRun", runID); err != nil {
+			return err
+		}
+		o.runID = runID
+		return nil
+	})
+}
+
+// InPeriod puts the job in a period, as a schedule tick does with its local
+// date; dependency rules group parents by period.
+func InPeriod(period string) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if period == "" || len(period) > 128 {
+			return invalid("period must have 1 to 128 bytes")
+		}
+		if err := checkText("InPeriod", period); err != nil {
+			return err
+		}
+		o.period = period
+		return nil
+	})
+}
+
+// TraceContext stores a W3C trace context with the job, the traceparent and
+// tracestate headers of the request that submitted it, as queue/console
+// does: the job's attempts then link to that trace. A traceparent has 1 to
+// 256 bytes, a tracestate up to 512 (empty for none), both UTF-8 without
+// NUL. Hooks that enqueue in a trace of their own (see Hooks.Enqueue) take
+// it as the parent of theirs.
+func TraceContext(traceparent, tracestate string) EnqueueOption {
+	return enqueueOption(func(o *jobOptions) error {
+		if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
+			return invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
+		}
+		if err := checkText("TraceContext", traceparent); err != nil {
+			return err
+		}
+		if err := checkText("TraceContext", tracestate); err != nil {
+			return err
+		}
+		o.traceParent, o.traceState = traceparent, tracestate
+		return nil
+	})
+}
+
+// applyEach applies opts with apply, refusing a nil option (an interface
+// holding nothing, which the compiler lets through); what names their type.
+func applyEach[O any](what string, opts []O, apply func(O) error) error {
+	for _, opt := range opts {
+		if any(opt) == nil {
+			return invalid("nil %s", what)
+		}
+		if err := apply(opt); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Defaults of the client and runner options.
+// Defaults and limits of the client, runner and chunk options.
 const (
 	DefaultWorkers      = 100
 	MaxWorkers          = 10_000
 	DefaultPollInterval = time.Second
 	DefaultLease        = 30 * time.Second
 	DefaultChunkSize    = 1000
+	MaxChunkSize        = 1 << 24
 )
 
-// An Option configures a Client (NewClient) or a Runner (NewRunner). Each
-// option's doc says which it applies to; giving NewClient a runner option is
-// an error.
-type Option interface {
-	apply(*config) error
+// A ClientOption configures NewClient. WithLogger, WithObserver and
+// WithHooks return one.
+type ClientOption interface {
+	applyClient(*config) error
 }
+
+// A RunnerOption configures NewRunner. The With options return one.
+type RunnerOption interface {
+	applyRunner(*config) error
+}
+
+// An InstrumentOption sets what a client or a runner reports, and to whom:
+// WithLogger, WithObserver and WithHooks return one. It is both a
+// ClientOption and a RunnerOption; a runner starts from its client's.
+type InstrumentOption struct {
+	apply func(*config) error
+}
+
+func (o InstrumentOption) applyClient(c *config) error { return o.call(c) }
+func (o InstrumentOption) applyRunner(c *config) error { return o.call(c) }
+
+func (o InstrumentOption) call(c *config) error {
+	if o.apply == nil {
+		return invalid("zero InstrumentOption")
+	}
+	return o.apply(c)
+}
+
+// runnerOption is a RunnerOption only.
+type runnerOption func(*config) error
+
+func (f runnerOption) applyRunner(c *config) error { return f(c) }
 
 type config struct {
-	logger        *slog.Logger
-	observer      Observer
-	workers       int
-	queues        []string
-	poll          time.Duration
-	lease         time.Duration
-	rescueEvery   time.Duration
-	runnerID      string
-	clock         Clock
-	hooks         []Hooks
-	runnerOptions []string // names of runner options given, to reject them at NewClient
-}
-
-type optionFunc func(*config) error
-
-func (f optionFunc) apply(c *config) error { return f(c) }
-
-func runnerOption(name string, f func(*config) error) Option {
-	return optionFunc(func(c *config) error {
-		c.runnerOptions = append(c.runnerOptions, name)
-		return f(c)
-	})
+	logger      *slog.Logger
+	observer    Observer
+	workers     int
+	queues      []string
+	poll        time.Duration
+	lease       time.Duration
+	rescueEvery time.Duration
+	runnerID    string
+	clock       Clock
+	hooks       []Hooks
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's
 // unless given its own). Jobs are logged with their ID, kind, attempt and
 // correlation ID, never their payload or auth context. Default slog.Default;
 // nil discards.
-func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) error {
+func WithLogger(l *slog.Logger) InstrumentOption {
+	return InstrumentOption{func(c *config) error {
 		if l == nil {
 			l = slog.New(slog.DiscardHandler)
 		}
 		c.logger = l
 		return nil
-	})
+	}}
 }
 
 // WithObserver sets the observer of job events (client or runner; a runner
 // uses its client's unless given its own). Default none.
-func WithObserver(o Observer) Option {
-	return optionFunc(func(c *config) error {
+func WithObserver(o Observer) InstrumentOption {
+	return InstrumentOption{func(c *config) error {
 		c.observer = o
 		return nil
-	})
+	}}
 }
 
-// WithWorkers sets how many jobs a runner works at once (runner). Default
+// WithWorkers sets how many jobs a runner works at once. Default
 // DefaultWorkers; 1 to MaxWorkers. A runner with two or more workers also
 // claims ahead of need as many jobs as its workers will likely finish while
 // a claim is on its way (workers × claim time ÷ job time, at most as many
 // again as it has workers), so that its workers do not wait for the
 // database; a job claimed ahead that waits 100 ms for a worker goes back to
 // the queue. A runner with one worker holds one job at a time.
-func WithWorkers(n int) Option {
-	return runnerOption("WithWorkers", func(c *config) error {
+func WithWorkers(n int) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if n < 1 || n > MaxWorkers {
 			return invalid("workers %d not in [1, %d]", n, MaxWorkers)
 		}
@@ -367,10 +398,10 @@ func WithWorkers(n int) Option {
 	})
 }
 
-// WithQueues sets the queues a runner works (runner); names are as for
-// OnQueue. Default DefaultQueue.
-func WithQueues(names ...string) Option {
-	return runnerOption("WithQueues", func(c *config) error {
+// WithQueues sets the queues a runner works; names are as for OnQueue.
+// Default DefaultQueue.
+func WithQueues(names ...string) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if len(names) == 0 {
 			return invalid("WithQueues needs at least one queue")
 		}
@@ -385,10 +416,10 @@ func WithQueues(names ...string) Option {
 }
 
 // WithPollInterval sets how often a runner looks for jobs when no
-// notification woke it (runner): the fallback for lost notifications and for
-// jobs whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
-func WithPollInterval(d time.Duration) Option {
-	return runnerOption("WithPollInterval", func(c *config) error {
+// notification woke it: the fallback for lost notifications and for jobs
+// whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
+func WithPollInterval(d time.Duration) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if d < 10*time.Millisecond || d > time.Hour {
 			return invalid("poll interval %v not in [10ms, 1h]", d)
 		}
@@ -397,12 +428,12 @@ func WithPollInterval(d time.Duration) Option {
 	})
 }
 
-// WithLease sets how long a claimed job stays a runner's without renewal
-// (runner). The runner renews it every third of that while the job runs; if
-// the runner dies, the job is rescued once the lease expires. Default
+// WithLease sets how long a claimed job stays a runner's without renewal.
+// The runner renews it every third of that while the job runs; if the
+// runner dies, the job is rescued once the lease expires. Default
 // DefaultLease; 500ms to 24h.
-func WithLease(d time.Duration) Option {
-	return runnerOption("WithLease", func(c *config) error {
+func WithLease(d time.Duration) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if d < 500*time.Millisecond || d > 24*time.Hour {
 			return invalid("lease %v not in [500ms, 24h]", d)
 		}
@@ -412,9 +443,9 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithRescueInterval sets how often a runner looks for expired leases to
-// rescue (runner). Default half the lease.
-func WithRescueInterval(d time.Duration) Option {
-	return runnerOption("WithRescueInterval", func(c *config) error {
+// rescue. Default half the lease; 10ms to 24h.
+func WithRescueInterval(d time.Duration) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if d < 10*time.Millisecond || d > 24*time.Hour {
 			return invalid("rescue interval %v not in [10ms, 24h]", d)
 		}
@@ -423,11 +454,10 @@ func WithRescueInterval(d time.Duration) Option {
 	})
 }
 
-// WithRunnerID names the runner in the jobs it locks (runner): 1 to 200
-// bytes of UTF-8 without NUL. Default hostname, process ID and a random
-// suffix.
-func WithRunnerID(id string) Option {
-	return runnerOption("WithRunnerID", func(c *config) error {
+// WithRunnerID names the runner in the jobs it locks: 1 to 200 bytes of
+// UTF-8 without NUL. Default hostname, process ID and a random suffix.
+func WithRunnerID(id string) RunnerOption {
+	return runnerOption(func(c *config) error {
 		if id == "" || len(id) > 200 {
 			return invalid("runner ID must have 1 to 200 bytes")
 		}
@@ -439,27 +469,15 @@ func WithRunnerID(id string) Option {
 	})
 }
 
-// WithClock sets the clock that schedules and windows go by (runner). Runs,
-// leases and retries keep the database's clock. Default SystemClock; tests
-// and demonstrations pass one they control.
-func WithClock(c Clock) Option {
-	return runnerOption("WithClock", func(cfg *config) error {
+// WithClock sets the clock that schedules and windows go by. Runs, leases
+// and retries keep the database's clock. Default SystemClock{}; tests and
+// demonstrations pass one they control.
+func WithClock(c Clock) RunnerOption {
+	return runnerOption(func(cfg *config) error {
 		if c == nil {
 			return invalid("nil Clock")
 		}
 		cfg.clock = c
 		return nil
 	})
-}
-
-func applyOptions(c *config, opts []Option) error {
-	for _, opt := range opts {
-		if opt == nil {
-			return invalid("nil Option")
-		}
-		if err := opt.apply(c); err != nil {
-			return err
-		}
-	}
-	return nil
 }

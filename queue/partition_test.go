@@ -30,7 +30,7 @@ type cutOff struct {
 // startCutOff starts a runner on e's schema through a proxy, with its own
 // pool sized as the multi-runner tests size theirs. Its events go to e's
 // observer; its logs, at Info and above, to the returned logs.
-func startCutOff(t *testing.T, e *env, opts ...queue.Option) *cutOff {
+func startCutOff(t *testing.T, e *env, opts ...queue.RunnerOption) *cutOff {
 	t.Helper()
 	p := pgtest.NewProxy(t, e.db)
 	db, err := gorm.Open(postgres.Open(p.DSN(e.db.DSN)), &gorm.Config{Logger: logger.Discard})
@@ -42,7 +42,7 @@ func startCutOff(t *testing.T, e *env, opts ...queue.Option) *cutOff {
 	l := newLogs(slog.LevelDebug)
 	c, err := queue.NewClient(db, e.reg, l.option(), queue.WithObserver(e.events))
 	require.NoError(t, err)
-	r, err := queue.NewRunner(c, append([]queue.Option{queue.WithRunnerID("cut-off"), queue.WithWorkers(testWorkers),
+	r, err := queue.NewRunner(c, append([]queue.RunnerOption{queue.WithRunnerID("cut-off"), queue.WithWorkers(testWorkers),
 		queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))

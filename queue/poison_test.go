@@ -66,7 +66,7 @@ func TestPoisonJobDiesAloneAndItsNeighboursComplete(t *testing.T) {
 	t.Parallel()
 	e := ledgerEnv(t)
 	res, err := e.client.EnqueueMany(context.Background(), []queue.Params{
-		{Args: poisonJob{}, Options: []queue.JobOption{queue.MaxAttempts(3)}},
+		{Args: poisonJob{}, Options: []queue.EnqueueOption{queue.MaxAttempts(3)}},
 		{Args: napJob{Ms: 500}}, {Args: napJob{Ms: 500}}, {Args: napJob{Ms: 500}},
 	})
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestPoisonJobAmongManyCostsTheOthersNoAttempts(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = queue.Params{Args: napJob{Ms: 20}}
 	}
-	jobs[200] = queue.Params{Args: poisonJob{}, Options: []queue.JobOption{queue.MaxAttempts(3)}}
+	jobs[200] = queue.Params{Args: poisonJob{}, Options: []queue.EnqueueOption{queue.MaxAttempts(3)}}
 	res, err := e.client.EnqueueMany(context.Background(), jobs)
 	require.NoError(t, err)
 	workInChildren(t, e, ids(res))

@@ -117,12 +117,17 @@ func TestRuleWhoseChildCannotBeBuilt(t *testing.T) {
 		require.NoError(t, queue.Register(r, nopHandler[monthly]()))
 		require.NoError(t, queue.Register(r, nopHandler[brokenChild]()))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "explodes", Parents: []string{"weekly"}, Each: true},
-			func([]queue.JobRecord) (brokenChild, []queue.JobOption) { return brokenChild{Boom: &explosive{}}, nil }))
+			func([]queue.JobRecord) (brokenChild, []queue.EnqueueOption) {
+				return brokenChild{Boom: &explosive{}}, nil
+			}))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "exits", Parents: []string{"monthly"}, Each: true},
-			func([]queue.JobRecord) (brokenChild, []queue.JobOption) { runtime.Goexit(); return brokenChild{}, nil }))
+			func([]queue.JobRecord) (brokenChild, []queue.EnqueueOption) {
+				runtime.Goexit()
+				return brokenChild{}, nil
+			}))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "refused", Parents: []string{"monthly"}, Each: true},
-			func([]queue.JobRecord) (brokenChild, []queue.JobOption) {
-				return brokenChild{Note: "ok\xff"}, []queue.JobOption{queue.CorrelationID("fine")}
+			func([]queue.JobRecord) (brokenChild, []queue.EnqueueOption) {
+				return brokenChild{Note: "ok\xff"}, []queue.EnqueueOption{queue.CorrelationID("fine")}
 			}))
 	})
 	c, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithLogger(log.logger()), queue.WithObserver(e.events))

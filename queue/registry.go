@@ -71,18 +71,18 @@ func (r *Registry) kindsLocked() []string {
 }
 
 // Register registers h as the handler of the kind named by A's Kind method.
-// opts set the kind's defaults (OnQueue, Priority, MaxAttempts, Retry,
-// Timeout). It returns an error wrapping ErrInvalidOption for a kind
+// opts set the kind's defaults (OnQueue, Priority, MaxAttempts,
+// RetryBackoff, Timeout, During). It returns an error wrapping ErrInvalidOption for a kind
 // registered twice, a kind name that is empty, longer than 200 bytes, not
 // UTF-8 or holds a NUL, or a bad option.
-func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
+func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if h == nil {
 		return invalid("nil handler")
 	}
 	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
 		return invalid("nil HandlerFunc")
 	}
-	return register[A](r, false, opts, func(ctx context.Context, a *attempt, _ *kindEntry) error {
+	return register[A](r, false, kindOptions(opts), func(ctx context.Context, a *attempt, _ *kindEntry) error {
 		job, err := decodeJob[A](a.Row(), a)
 		if err != nil {
 			return err
@@ -91,7 +91,17 @@ func Register[A Args](r *Registry, h Handler[A], opts ...JobOption) error {
 	})
 }
 
-func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(context.Context, *attempt, *kindEntry) error) error {
+// kindOptions converts Register's options to RegisterChunked's, which
+// include them.
+func kindOptions(opts []RegisterOption) []ChunkedOption {
+	out := make([]ChunkedOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
+}
+
+func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func(context.Context, *attempt, *kindEntry) error) error {
 	kind, err := kindOf[A]()
 	if err != nil {
 		return err
@@ -101,14 +111,15 @@ func register[A Args](r *Registry, chunked bool, opts []JobOption, work func(con
 		argsType: reflect.TypeFor[A](),
 		plain:    plainJSON(reflect.TypeFor[A]()),
 		chunked:  chunked,
-		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, chunkSize: DefaultChunkSize},
+		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,
 	}
-	if err := applyJobOptions(&e.defaults, atRegister, opts); err != nil {
-		return fmt.Errorf("register %q: %w", kind, err)
+	what := "RegisterOption"
+	if chunked {
+		what = "ChunkedOption"
 	}
-	if !chunked && e.defaults.chunkSize != DefaultChunkSize {
-		return invalid("register %q: ChunkSize applies to RegisterChunked", kind)
+	if err := applyEach(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
+		return fmt.Errorf("register %q: %w", kind, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -192,7 +203,7 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if rk, ok := k.built.Load(e); ok {
 		return rk.(*runner.Kind), nil
 	}
-	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff,
+	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
 			return e.work(ctx, &attempt{Execution: ex, c: k.c, hooks: k.hooks}, e)
 		}})

@@ -37,7 +37,7 @@ func TestRunnerRidesOutAServerRestart(t *testing.T) {
 	// out of them.
 	jobs := make([]queue.Params, n)
 	for i := range jobs {
-		jobs[i] = queue.Params{Args: ledgerJob{N: i}, Options: []queue.JobOption{queue.MaxAttempts(10)}}
+		jobs[i] = queue.Params{Args: ledgerJob{N: i}, Options: []queue.EnqueueOption{queue.MaxAttempts(10)}}
 	}
 	_, err = c.EnqueueBulk(ctx, jobs)
 	require.NoError(t, err)

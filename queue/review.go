@@ -79,7 +79,7 @@ type StoppedChain struct {
 
 // Review reviews the jobs q selects. It reads the jobs in scope and, for
 // the slow check, the recent history of their kinds.
-func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
+func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	rangeOK := !q.From.IsZero() && !q.To.IsZero() && q.From.Before(q.To)
 	switch {
 	case q.RunID != "" && q.Period != "":
@@ -138,7 +138,7 @@ func (c *Client) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 // History completed jobs of its kind: not in scope, and completed before
 // the first of the kind's jobs in scope started, so that reviewing an old
 // night compares it with the nights before it, not after.
-func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]SlowJob, error) {
+func (c *ops) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]SlowJob, error) {
 	typical := map[string]time.Duration{}
 	inScope := make([]int64, 0, len(jobs))
 	firstStart := map[string]time.Time{}
@@ -157,7 +157,7 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 		t, ok := typical[j.Kind]
 		if !ok {
 			var err error
-			t, _, err = c.st.TypicalDuration(ctx, j.Kind, inScope, firstStart[j.Kind], q.History)
+			t, _, err = c.st.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
 			}
@@ -172,7 +172,7 @@ func (c *Client) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) 
 
 // missedTicks lists ticks of the registered schedules that created nothing:
 // for a run, its own tick; for a range, every tick in it.
-func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
+func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
 	scheds, _ := c.reg.schedulesNow()
 	var expected []Tick
 	for _, s := range scheds {
@@ -215,7 +215,7 @@ func (c *Client) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error)
 
 // stoppedChains finds, for every rule, the groups in scope whose child is
 // missing because a parent did not complete.
-func (c *Client) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedChain, error) {
+func (c *ops) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedChain, error) {
 	c.reg.mu.RLock()
 	rules := slices.Clone(c.reg.rules)
 	c.reg.mu.RUnlock()

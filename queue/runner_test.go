@@ -20,14 +20,14 @@ import (
 )
 
 // registerReport registers a report handler built by work.
-func registerReport(t *testing.T, work func(ctx context.Context, j *queue.Job[report]) error, opts ...queue.JobOption) func(*queue.Registry) {
+func registerReport(t *testing.T, work func(ctx context.Context, j *queue.Job[report]) error, opts ...queue.RegisterOption) func(*queue.Registry) {
 	return func(r *queue.Registry) {
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[report](work), opts...))
 		require.NoError(t, queue.Register(r, nopHandler[noop]()))
 	}
 }
 
-func enqueue(t *testing.T, e *env, args queue.Args, opts ...queue.JobOption) int64 {
+func enqueue(t *testing.T, e *env, args queue.Args, opts ...queue.EnqueueOption) int64 {
 	t.Helper()
 	res, err := e.client.Enqueue(context.Background(), args, opts...)
 	require.NoError(t, err)
@@ -108,7 +108,7 @@ func TestRetryWithBackoffOnTheDatabaseClock(t *testing.T) {
 			return errors.New("transient: connection reset")
 		}
 		return nil
-	}, queue.Retry(queue.Delays{5 * time.Second})))
+	}, queue.RetryBackoff(queue.Delays{5 * time.Second})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	ev := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
@@ -134,7 +134,7 @@ func TestLastAttemptFailsIntoTheDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, registerReport(t, func(_ context.Context, j *queue.Job[report]) error {
 		return fmt.Errorf("attempt %d failed", j.Attempt)
-	}, queue.MaxAttempts(3), queue.Retry(queue.Delays{0})))
+	}, queue.MaxAttempts(3), queue.RetryBackoff(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	failed := e.events.Wait(t, queue.EventFailed, id, 1)[0]
@@ -181,7 +181,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 			panic("nil map in report writer")
 		}
 		return nil
-	}, queue.Retry(queue.Delays{0})))
+	}, queue.RetryBackoff(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	e.runner(t)
 	e.events.Wait(t, queue.EventCompleted, id, 1)
@@ -334,7 +334,7 @@ func TestBackendTerminatedMidJob(t *testing.T) {
 			return e.db.Gorm.WithContext(ctx).Exec("SELECT pg_sleep(60) /* sheaf-test-victim-" + j.Args.County + " */").Error
 		}
 		return nil
-	}, queue.Retry(queue.Delays{0})))
+	}, queue.RetryBackoff(queue.Delays{0})))
 	id := enqueue(t, e, report{County: e.db.Schema})
 	e.runner(t)
 	e.events.Wait(t, queue.EventStarted, id, 1)
@@ -359,7 +359,7 @@ func TestHandlerGoexit(t *testing.T) {
 			runtime.Goexit()
 		}
 		return nil
-	}, queue.Retry(queue.Delays{0})))
+	}, queue.RetryBackoff(queue.Delays{0})))
 	id := enqueue(t, e, report{})
 	r := e.runner(t, queue.WithWorkers(1))
 	retry := e.events.Wait(t, queue.EventRetrying, id, 1)[0]
@@ -423,7 +423,7 @@ func TestRetryWakesTheRunnerWhenDue(t *testing.T) {
 			return errors.New("transient")
 		}
 		return nil
-	}, queue.Retry(queue.Delays{100 * time.Millisecond})))
+	}, queue.RetryBackoff(queue.Delays{100 * time.Millisecond})))
 	id := enqueue(t, e, report{})
 	r, err := queue.NewRunner(e.client, queue.WithPollInterval(time.Hour)) // polling would take an hour
 	require.NoError(t, err)

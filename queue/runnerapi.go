@@ -42,16 +42,13 @@ type RunnerStats struct {
 // WithWorkers, WithQueues, WithPollInterval, WithLease, WithRescueInterval,
 // WithRunnerID, WithClock, WithLogger and WithObserver (the last two default
 // to the client's).
-func NewRunner(c *Client, opts ...Option) (*Runner, error) {
+func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if c == nil {
 		return nil, invalid("nil *Client")
 	}
-	if c.tx {
-		return nil, invalid("a runner cannot work inside a transaction; give NewRunner the Client, not Client.Tx")
-	}
 	cfg := c.cfg
-	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock
-	if err := applyOptions(&cfg, opts); err != nil {
+	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock{}
+	if err := applyEach("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}
 	if cfg.rescueEvery == 0 {
@@ -78,10 +75,10 @@ func NewRunner(c *Client, opts ...Option) (*Runner, error) {
 		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
 		Preflight:      func(ctx context.Context) error { return preflight(ctx, c, sqlDB, cfg.workers, log) },
 		Scheduler:      c.scheduler(cfg, log, obs.observe),
-		DefaultBackoff: DefaultBackoff,
+		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return decodeBackoff(b) },
 		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,
-			LeaseLost: ErrLeaseLost, Timeout: ErrTimeout, Permanent: IsPermanent},
+			LeaseLost: ErrLeaseLost, Timeout: ErrTimeout, Invalid: ErrInvalidOption, Permanent: IsPermanent},
 	}
 	if len(cfg.hooks) > 0 {
 		rc.Attempt = func(ctx context.Context, ex *runner.Execution) (context.Context, func(runner.Event)) {

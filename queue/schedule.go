@@ -24,13 +24,14 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
-type systemClock struct{}
+// SystemClock is the real clock, the default: SystemClock{}.
+type SystemClock struct{}
 
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
 
-// SystemClock is the real clock, the default.
-var SystemClock Clock = systemClock{}
+// After returns time.After(d).
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // A Spec says when a schedule fires: a cron expression, made by Cron or by a
 // preset (Daily, Weekly, Monthly, Quarterly, Yearly). Presets check their

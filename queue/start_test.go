@@ -198,7 +198,7 @@ func TestPanickingBackoffFallsBackToTheDefault(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, registerReport(t, func(context.Context, *queue.Job[report]) error {
 		return errors.New("transient")
-	}, queue.Retry(panickyBackoff{})))
+	}, queue.RetryBackoff(panickyBackoff{})))
 	id := enqueue(t, e, report{})
 	r := e.runner(t)
 	ev := e.events.Wait(t, queue.EventRetrying, id, 1)[0]

@@ -123,7 +123,7 @@ func TestStopUnderContinuousEnqueue(t *testing.T) {
 func TestRunnerOptionsAreChecked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))
-	for name, opt := range map[string]queue.Option{
+	for name, opt := range map[string]queue.RunnerOption{
 		"workers":  queue.WithWorkers(0),
 		"queues":   queue.WithQueues(),
 		"empty q":  queue.WithQueues(""),

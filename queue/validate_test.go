@@ -161,10 +161,10 @@ func BenchmarkPrepare(b *testing.B) {
 	if err := Register(reg, HandlerFunc[benchNoop](func(context.Context, *Job[benchNoop]) error { return nil })); err != nil {
 		b.Fatal(err)
 	}
-	c := &Client{reg: reg}
+	c := &Client{ops{reg: reg}}
 	report := Params{
 		Args: benchArgs{County: "Travis", Date: "2025-12-08", Format: "csv", Tags: map[string]string{"team": "Ops – Austin"}},
-		Options: []JobOption{CorrelationID("req-4f1c2a"), IdempotencyKey("travis-2025-12-08"),
+		Options: []EnqueueOption{CorrelationID("req-4f1c2a"), IdempotencyKey("travis-2025-12-08"),
 			AuthContext(Auth{"sub": "user-17", "role": "SUPERVISOR", "counties": []any{"Travis", "Hays"}})},
 	}
 	for name, p := range map[string]Params{"noop": {Args: benchNoop{}}, "report": report} {

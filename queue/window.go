@@ -82,13 +82,11 @@ func (w Window) String() string {
 	return f(w.start) + "-" + f(w.end) + " " + w.loc.String()
 }
 
-// During restricts the kind's jobs to a window (Register only).
-func During(w Window) JobOption {
-	return jobOptionFunc(func(o *jobOptions, s optionSite) error {
-		return only("During", atRegister, s, func() error {
-			o.window = w
-			return nil
-		})
+// During restricts the kind's jobs to a window.
+func During(w Window) RegisterOption {
+	return kindOption(func(o *jobOptions) error {
+		o.window = w
+		return nil
 	})
 }
 

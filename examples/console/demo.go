@@ -56,7 +56,7 @@ const (
 func registry() (*queue.Registry, error) {
 	reg := queue.NewRegistry()
 	err := errors.Join(
-		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.Retry(queue.Delays{time.Hour})),
+		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.RetryBackoff(queue.Delays{time.Hour})),
 		queue.Register(reg, queue.HandlerFunc[CountySummary](func(ctx context.Context, j *queue.Job[CountySummary]) error {
 			return j.SetOutput(ctx, map[string]string{"summary": j.Args.County + " County, " + j.Args.Date + ": all entries in"})
 		})),
@@ -67,7 +67,7 @@ func registry() (*queue.Registry, error) {
 	}
 	return reg, errors.Join(
 		queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{CountyReport{}.Kind()}, Each: true},
-			func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+			func(parents []queue.JobRecord) (CountySummary, []queue.EnqueueOption) {
 				var c CountySummary
 				_ = json.Unmarshal(parents[0].Payload, &c) // a CountyReport: the fields fit
 				return c, nil
@@ -134,7 +134,7 @@ func fill(ctx context.Context, c *queue.Client) (int, error) {
 	var jobs []queue.Params
 	for _, county := range counties {
 		jobs = append(jobs, queue.Params{Args: CountyReport{County: county, Date: period},
-			Options: []queue.JobOption{queue.InRun(run), queue.InPeriod(period), queue.IdempotencyKey(run + "/" + county)}})
+			Options: []queue.EnqueueOption{queue.InRun(run), queue.InPeriod(period), queue.IdempotencyKey(run + "/" + county)}})
 	}
 	for _, table := range []string{"timesheet_entries", "employees", "payroll"} {
 		jobs = append(jobs, queue.Params{Args: Export{Table: table, Rows: 5000}})
@@ -142,8 +142,8 @@ func fill(ctx context.Context, c *queue.Client) (int, error) {
 	// Tomorrow's night, not tonight's: from 23:00 UTC tonight's is due.
 	tomorrow := queue.RunAt(night.Add(48 * time.Hour))
 	jobs = append(jobs,
-		queue.Params{Args: Export{Table: "audit_trail", Rows: 2000}, Options: []queue.JobOption{tomorrow}},
-		queue.Params{Args: Export{Table: "old_payroll", Rows: 9000}, Options: []queue.JobOption{tomorrow}},
+		queue.Params{Args: Export{Table: "audit_trail", Rows: 2000}, Options: []queue.EnqueueOption{tomorrow}},
+		queue.Params{Args: Export{Table: "old_payroll", Rows: 9000}, Options: []queue.EnqueueOption{tomorrow}},
 	)
 	for _, p := range jobs {
 		if _, err := c.Enqueue(ctx, p.Args, p.Options...); err != nil {

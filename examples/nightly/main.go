@@ -158,14 +158,14 @@ func (s *story) registry() (*queue.Registry, queue.Window, error) {
 	}
 	err = errors.Join(
 		queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{CountyReport{}.Kind()}, Each: true},
-			func(parents []queue.JobRecord) (CountySummary, []queue.JobOption) {
+			func(parents []queue.JobRecord) (CountySummary, []queue.EnqueueOption) {
 				// The parent's payload is a CountyReport, so its fields fit.
 				var c CountySummary
 				_ = json.Unmarshal(parents[0].Payload, &c)
 				return c, nil
 			}),
 		queue.Depend(reg, queue.Rule{Name: "consolidated", Parents: []string{WeeklyReport{}.Kind(), MonthlyReport{}.Kind()}},
-			func(parents []queue.JobRecord) (ConsolidatedReport, []queue.JobOption) {
+			func(parents []queue.JobRecord) (ConsolidatedReport, []queue.EnqueueOption) {
 				return ConsolidatedReport{Period: *parents[0].Period}, nil
 			}),
 		reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0), Location: s.loc,

@@ -83,7 +83,7 @@ func printReview(title string, runs []queue.Event, rv *queue.Review, jobs []queu
 	}
 	fmt.Printf("  runs         %s\n", strings.Join(cells, ", "))
 	cells = cells[:0]
-	for _, st := range queue.Statuses {
+	for _, st := range queue.Statuses() {
 		if n := rv.Counts[st]; n > 0 {
 			cells = append(cells, fmt.Sprintf("%d %s", n, st))
 		}

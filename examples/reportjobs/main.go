@@ -109,7 +109,7 @@ func run(ctx context.Context, dsn, out string, workers int) (err error) {
 	err = queue.RegisterChunked[CountyReport, Entry](reg, h,
 		queue.ChunkSize(chunkSize),
 		// A short backoff, so the demo's retry comes within a second.
-		queue.Retry(queue.Delays{200 * time.Millisecond}))
+		queue.RetryBackoff(queue.Delays{200 * time.Millisecond}))
 	if err != nil {
 		return err
 	}

@@ -155,11 +155,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 				return fmt.Errorf("county %s: source unavailable", j.Args.County)
 			}
 			return nil
-		}), queue.MaxAttempts(2), queue.Retry(queue.Delays{0})),
+		}), queue.MaxAttempts(2), queue.RetryBackoff(queue.Delays{0})),
 		queue.Register(reg, queue.HandlerFunc[Summary](func(context.Context, *queue.Job[Summary]) error { return nil })),
 		queue.RegisterChunked[Import, int](reg, importer{}, queue.ChunkSize(400)),
 		queue.Depend(reg, queue.Rule{Name: "summarise", Parents: []string{"county_report"}, Each: true},
-			func([]queue.JobRecord) (Summary, []queue.JobOption) { return Summary{}, nil }),
+			func([]queue.JobRecord) (Summary, []queue.EnqueueOption) { return Summary{}, nil }),
 	)
 	if err != nil {
 		return err

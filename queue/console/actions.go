@@ -170,7 +170,7 @@ func (c *console) many(r *http.Request, ids []int64, fb *filterBody,
 // checkStatuses refuses what is not a status.
 func checkStatuses(ss []queue.Status) error {
 	for _, s := range ss {
-		if !slices.Contains(queue.Statuses, s) {
+		if !slices.Contains(queue.Statuses(), s) {
 			return badRequest("filter.statuses: %q is not a status (QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED)", s)
 		}
 	}

@@ -196,7 +196,7 @@ func fillTable(t *benchTable) error {
 			default:
 				args = resize{Image: fmt.Sprintf("img/%d.png", k)}
 			}
-			opts := []queue.JobOption{queue.OnQueue(queues[(k/5)%len(queues)])}
+			opts := []queue.EnqueueOption{queue.OnQueue(queues[(k/5)%len(queues)])}
 			if k < benchRunJobs {
 				opts = append(opts, queue.InRun(benchRun), queue.InPeriod("2025-12-08"))
 			}

@@ -74,13 +74,13 @@ func TestBrowserOverviewShowsTheCounts(t *testing.T) {
 	require.Len(t, qs, 2)
 	total := map[queue.Status]int64{}
 	for _, q := range qs {
-		for _, s := range queue.Statuses {
+		for _, s := range queue.Statuses() {
 			got := texts(t, b, fmt.Sprintf(`tr[data-queue=%q] td[data-status=%q]`, q.Name, s))
 			require.Equal(t, []string{strconv.FormatInt(q.Counts[s], 10)}, got, "queue %s, %s", q.Name, s)
 			total[s] += q.Counts[s]
 		}
 	}
-	for _, s := range queue.Statuses {
+	for _, s := range queue.Statuses() {
 		require.Equal(t, []string{strconv.FormatInt(total[s], 10)}, texts(t, b, fmt.Sprintf(`#totals td[data-status=%q]`, s)), "all, %s", s)
 	}
 	require.EqualValues(t, 2, total[queue.StatusFailed])
@@ -303,8 +303,8 @@ func TestBrowserMorningReview(t *testing.T) {
 	e := newEnv(t, console.WithAuthorizer(allowAll))
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
 	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "rollup", Parents: []string{report{}.Kind()}, Each: true},
-		func([]queue.JobRecord) (countyRollup, []queue.JobOption) { return countyRollup{}, nil }))
-	run := []queue.JobOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
+		func([]queue.JobRecord) (countyRollup, []queue.EnqueueOption) { return countyRollup{}, nil }))
+	run := []queue.EnqueueOption{queue.InRun("nightly@2025-12-08"), queue.InPeriod("2025-12-08")}
 	var ids []int64
 	for i := range 6 {
 		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("county", i), Fail: i >= 4}, run...))

@@ -10,17 +10,61 @@
 // New returns an http.Handler that starts no goroutines and can be mounted
 // under any prefix with http.StripPrefix:
 //
-//	h, err := console.New(client, console.WithAuthorizer(authorize))
+//	h, err := console.New(client,
+//		console.WithAuthorizer(authorize),       // who may do what; without it, read-only
+//		console.WithSubmitter(claimsOf),         // the caller's claims become submitted jobs' queue.Auth
+//		console.WithArgsFormatter(redact),       // what operators see of jobs' arguments
+//		console.WithTrustedOrigins("https://ops.example.com"))
 //	mux.Handle("/ops/", http.StripPrefix("/ops", h))
+//
+// The program in examples/console serves the API and the dashboard over a
+// demo night of jobs, with a runner, on SQLite by default; its README has a
+// curl for every endpoint and a picture of every page.
+//
+// # Endpoints
+//
+//   - GET /api/jobs: jobs newest first, a page at a time (keyset cursor);
+//     filters status, kind, queue, run, period, correlation, since, until,
+//     and q, text in the last error or the arguments.
+//   - POST /api/jobs: submit a job (201; 200 with the existing job for a
+//     taken idempotency key).
+//   - GET /api/jobs/{id}: one job, its output, the jobs it released, its
+//     last 20 attempts (runner, start, end, outcome, error).
+//   - POST /api/jobs/{id}/cancel, /retry: cancel or retry one job (409
+//     wrong_status when it cannot be).
+//   - POST /api/jobs/cancel, /retry: in bulk, {"ids":[…]}, or
+//     {"filter":{…}} for every matching job (QUEUED and PROCESSING ones to
+//     cancel, FAILED ones to retry).
+//   - GET /api/queues: each queue's jobs by status, its oldest due job's
+//     wait, whether it is paused.
+//   - POST /api/queues/{name}/pause, /resume: pause a queue in every
+//     runner, or resume it.
+//   - GET /api/runs, /api/runs/{id}/review: schedule runs, and the morning
+//     review of one, with why each job that never ran waits.
+//   - GET /api/schedules, /api/kinds, /api/stats: schedules in their own
+//     zones with their last tick (or, before the first, since when they
+//     wait), the ticks they missed and their next ticks; the kinds; counts.
+//   - GET /api/runners?within=1m: the runners seen lately.
+//   - GET /api/health: database ping, schema version, runners seen in the
+//     last minute; 503 when the database does not answer.
+//   - GET /api/audit: the audit log, newest first.
+//   - GET /api/openapi.json: the OpenAPI 3 document, built from the same
+//     route table as the server, so the two agree.
 //
 // # Access
 //
-// Every request goes through the authorizer (WithAuthorizer), which says
-// what its caller may read and do. Without one, the console is read-only:
-// every request that would change something is refused with 403.
-// Requests that change state are also refused when a browser sends them
-// from another origin (http.CrossOriginProtection), and their JSON bodies
-// are limited to 1 MiB and may hold no field the endpoint does not know.
+// Every request goes through the authorizer (WithAuthorizer), a
+// func(*http.Request) (Access, error) that says what its caller may do
+// (read, submit, cancel, retry, pause) and names the actor. Without one,
+// the console is read-only: every request that would change something is
+// refused with 403, and New says so once in its log. Requests that change
+// state are also refused when a browser sends them from another origin
+// (http.CrossOriginProtection; WithTrustedOrigins lets some in), and their
+// JSON bodies are limited to 1 MiB and may hold no field the endpoint does
+// not know. The submitter's claims (WithSubmitter) are stored with the jobs
+// a caller submits, and never shown; the arguments formatter
+// (WithArgsFormatter) rewrites what every response shows of a job's
+// arguments, while the q search still reads them as stored.
 //
 // # Audit
 //
@@ -37,29 +81,61 @@
 //
 // # Large tables
 //
-// The reads stay quick on a table of millions of jobs: a page of jobs of a
-// status (FAILED or CANCELLED: others are found by walking back from the
-// newest) comes from an index; a page of a search (q) examines only the
-// SearchWindow jobs below its cursor, and may come back short, or empty,
-// with a next_cursor to older jobs; GET /api/stats and GET /api/queues,
-// which count every job, reuse their counts for a few seconds
-// (WithCountsCache), and say when they were read (as_of).
+// The reads stay quick on a table of millions of jobs (examples/BENCHMARKS.md
+// has the times): a page of jobs of a status (FAILED or CANCELLED: others
+// are found by walking back from the newest) comes from an index; a page of
+// a search (q) examines only the SearchWindow jobs below its cursor, and may
+// come back short, or empty, with a next_cursor to older jobs; GET
+// /api/stats and GET /api/queues, which count every job, reuse their counts
+// for a few seconds (WithCountsCache), and say when they were read (as_of).
+//
+// The dashboard's overview reuses what it reads in the same way, however
+// many dashboards are open: the last hour's activity as long as the counts,
+// the last day's twelve times as long (a minute, by default).
 //
 // # Dashboard
 //
-// GET / is an overview (jobs by queue and status, queues with their
-// oldest due job and a pause button, the last hour's and day's activity
-// as charts, the runners); /jobs lists jobs by the API's filters, with
-// bulk retry and cancel of a selection or of every job that matches;
-// /jobs/{id} is one job with its attempts and progress; /runs and
-// /runs/{id} are the runs of a night and a run's morning review;
-// /schedules shows the schedules and batch windows; /audit the audit log.
-// The pages are rendered on the server from templates embedded in the
-// package, with one stylesheet and one small script and nothing loaded
-// from elsewhere. The script shows times in the viewer's zone, refreshes
-// the live parts of a page while its tab is shown, and sends every action
-// to the API, through the same authorizer, origin check and audit log; a
-// caller who may not act sees no action buttons.
+// The same handler serves a dashboard for people under /: the API's data as
+// HTML pages, for the operator who opens a browser in the morning to see
+// what ran overnight, what failed and why, what is slow, what never ran,
+// and to fix it with a click.
+//
+//   - / (overview): jobs by queue and status, each count a link to those
+//     jobs; each queue's oldest due job and a pause/resume button; jobs
+//     finished per minute over the last hour and per quarter hour over the
+//     last day, with their wait and run times (median and 95th percentile),
+//     drawn as SVG charts; the runners seen in the last minute.
+//   - /jobs: every filter of GET /api/jobs as a form, newest first, keyset
+//     pages; retry or cancel the jobs selected, or every job that matches,
+//     after a confirmation that states how many.
+//   - /jobs/{id}: a job's status, arguments (through the formatter), the
+//     progress bar of a chunked job, which moves while it runs, the
+//     timeline of its attempts with runners and errors, parents and
+//     children as links, output, correlation ID; retry and cancel.
+//   - /runs, /runs/{id}: the runs of a night, and a run's morning review:
+//     its counts, failures grouped by error with their jobs, dependency
+//     chains that stopped drawn as a small graph with the parent that
+//     stopped each marked, slow jobs against their kind's history, jobs that
+//     never ran and why, missed ticks; retry the run's failed jobs.
+//   - /schedules: each schedule on its own clock (last tick, missed ticks,
+//     next ticks), and each batch window, open or closed now.
+//   - /audit: who did what through the console, newest first.
+//
+// The pages are rendered on the server from templates, one stylesheet and
+// one small script embedded in the package (go:embed): go get brings it all,
+// there is no build step, and nothing is loaded from anywhere else (the
+// pages carry a strict Content-Security-Policy). The script shows times in
+// the viewer's zone, naming it (schedules stay on their own clocks);
+// refreshes the live parts of a page every 5 s (every second on a job that
+// has not finished), only while its tab is shown; and sends every action to
+// the API, so actions pass the same authorizer, origin check and audit log
+// as any other call. A caller who may not act sees no action buttons, and a
+// forged request is refused with 403 anyway. The pages work at 1280 and at
+// 390 pixels wide, from the keyboard, with every control labelled.
+//
+// The TestBrowser tests drive headless Chromium (Debian's chromium package,
+// or the binary in SHEAF_CHROMIUM) against a real database, and save a
+// screenshot each; without Chromium they skip, and with CI set they fail.
 //
 // # Errors
 //

@@ -40,7 +40,7 @@ var templateFuncs = template.FuncMap{
 		return strconv.FormatFloat(a/b, 'f', 1, 64)
 	},
 	"runFilter": func(run string) retryRequest { return retryRequest{Filter: &filterBody{Run: run}} },
-	"statuses":  func() []queue.Status { return queue.Statuses },
+	"statuses":  func() []queue.Status { return queue.Statuses() },
 	"count":     func(m map[queue.Status]int64, s queue.Status) int64 { return m[s] },
 	"jsonAttr": func(v any) (string, error) {
 		b, err := json.Marshal(v)

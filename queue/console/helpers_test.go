@@ -169,7 +169,7 @@ func (e *env) expectError(t *testing.T, status int, code, method, path, body str
 }
 
 // enqueue submits a report job through the client.
-func (e *env) enqueue(t *testing.T, args report, opts ...queue.JobOption) int64 {
+func (e *env) enqueue(t *testing.T, args report, opts ...queue.EnqueueOption) int64 {
 	t.Helper()
 	res, err := e.client.Enqueue(context.Background(), args, opts...)
 	require.NoError(t, err)

@@ -241,7 +241,7 @@ func readFilter(q query) (queue.Filter, error) {
 		Period: q.str("period"), CorrelationID: q.str("correlation"), Search: q.str("q")}
 	for _, s := range q.list("status") {
 		st := queue.Status(strings.ToUpper(s))
-		if !slices.Contains(queue.Statuses, st) {
+		if !slices.Contains(queue.Statuses(), st) {
 			return f, badParam("status", "%q is not a status (QUEUED, PROCESSING, COMPLETED, FAILED, CANCELLED)", s)
 		}
 		f.Statuses = append(f.Statuses, st)
@@ -274,7 +274,7 @@ func (c *console) enqueue(r *http.Request, _ Access) (int, any, error) {
 	case key == "":
 		key = req.IdempotencyKey
 	}
-	var opts []queue.JobOption
+	var opts []queue.EnqueueOption
 	if req.Queue != "" {
 		opts = append(opts, queue.OnQueue(req.Queue))
 	}

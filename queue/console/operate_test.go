@@ -19,8 +19,8 @@ import (
 
 // startRunner starts a runner that polls every 20ms, stopped at the
 // test's end.
-func (e *env) startRunner(t *testing.T, opts ...queue.Option) *queue.Runner {
-	return queuetest.StartRunner(t, e.client, append([]queue.Option{queue.WithPollInterval(20 * time.Millisecond)}, opts...)...)
+func (e *env) startRunner(t *testing.T, opts ...queue.RunnerOption) *queue.Runner {
+	return queuetest.StartRunner(t, e.client, append([]queue.RunnerOption{queue.WithPollInterval(20 * time.Millisecond)}, opts...)...)
 }
 
 // status returns the status of job id.

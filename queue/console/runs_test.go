@@ -16,7 +16,7 @@ func TestRunsAndReview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	run := "nightly@2025-12-08T23:00:00+05:30"
-	in := []queue.JobOption{queue.InRun(run), queue.InPeriod("2025-12-08")}
+	in := []queue.EnqueueOption{queue.InRun(run), queue.InPeriod("2025-12-08")}
 	ok := e.enqueue(t, report{County: "A"}, in...)
 	f1 := e.enqueue(t, report{County: "B", Fail: true}, in...)
 	f2 := e.enqueue(t, report{County: "C", Fail: true}, in...)

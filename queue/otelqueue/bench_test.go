@@ -57,14 +57,14 @@ func (*countingProcessor) Shutdown(context.Context) error                  { ret
 func (*countingProcessor) ForceFlush(context.Context) error                { return nil }
 
 func benchOverhead(b *testing.B, tel *otelqueue.Telemetry) {
+	var opts []queue.ClientOption
 	if tel != nil {
-		benchOverheadOpt(b, tel.Option())
-	} else {
-		benchOverheadOpt(b, nil)
+		opts = append(opts, tel.Option())
 	}
+	benchOverheadOpt(b, opts...)
 }
 
-func benchOverheadOpt(b *testing.B, tel queue.Option) {
+func benchOverheadOpt(b *testing.B, tel ...queue.ClientOption) {
 	db := pgtest.NewDB(b)
 	db.SQL.SetMaxOpenConns(20) // as the README sizes a runner's pool
 	reg := queue.NewRegistry()
@@ -73,15 +73,13 @@ func benchOverheadOpt(b *testing.B, tel queue.Option) {
 	}
 	var completed atomic.Int64
 	finished := make(chan struct{})
-	opts := []queue.Option{queue.WithLogger(slog.New(slog.DiscardHandler)),
+	opts := []queue.ClientOption{queue.WithLogger(slog.New(slog.DiscardHandler)),
 		queue.WithObserver(queue.ObserverFunc(func(ev queue.Event) {
 			if ev.Type == queue.EventCompleted && completed.Add(1) == int64(b.N) {
 				close(finished)
 			}
 		}))}
-	if tel != nil {
-		opts = append(opts, tel)
-	}
+	opts = append(opts, tel...)
 	c, err := queue.NewClient(db.Gorm, reg, opts...)
 	if err != nil {
 		b.Fatal(err)

@@ -3,7 +3,7 @@
 // metrics.
 //
 // It installs through the queue's hooks (queue.WithHooks), as one
-// [queue.Option] given to the client; the client's runners inherit it:
+// [queue.InstrumentOption] given to the client; the client's runners inherit it:
 //
 //	tel, err := otelqueue.New(otelqueue.WithMeterProvider(mp), otelqueue.WithTracerProvider(tp))
 //	...
@@ -32,8 +32,12 @@
 // enqueued one job, and messaging.batch.message_count for the others. A
 // schedule's tick is one too, "schedule <queue>", with operation "schedule"
 // and sheaf.schedule the schedule's name; it ends once the transaction that
-// spends the tick has. The span's W3C trace context is stored with each
-// job, in the job's metadata (queue.JobRecord.Metadata). A job submitted
+// spends the tick has; the runner's hooks make it, so telemetry given to a
+// runner alone has it too. The span's W3C trace context is stored with each
+// job, in the job's metadata (queue.JobRecord.Metadata), where a traceparent
+// takes 26 bytes (schema version 7's meta column); jobs enqueued before
+// version 7 keep theirs in version 6's metadata column, which claims and
+// reads still read, so the upgrade rewrites no row. A job submitted
 // with a trace context of its own (queue.TraceContext, as queue/console
 // does with a request's traceparent header) from a context without a span
 // gets a producer span in that trace.
@@ -109,5 +113,12 @@
 // context, not the attempt span's, so they carry no exemplars: looking for
 // one on every job would cost more than the measurement.
 // BenchmarkAttemptHook measures an attempt's share, BenchmarkOverhead the
-// whole, end to end.
+// whole, end to end; examples/BENCHMARKS.md has their figures and how to
+// run them.
+//
+// # Prometheus
+//
+// The program in examples/telemetry works jobs and a batch with otelqueue
+// and otelbatch installed, and serves /metrics through the OpenTelemetry
+// Prometheus exporter; its README shows a scrape and a trace.
 package otelqueue

@@ -105,7 +105,7 @@ func (g *gauges) observe(ctx context.Context, o metric.Observer) error {
 		}
 		for _, q := range s.queues {
 			dest := AttrDestination.String(q.Name)
-			for _, st := range queue.Statuses {
+			for _, st := range queue.Statuses() {
 				o.ObserveInt64(g.jobs, q.Counts[st], metric.WithAttributes(dest, AttrStatus.String(string(st))))
 			}
 			o.ObserveFloat64(g.oldest, q.OldestDue.Seconds(), metric.WithAttributes(dest))

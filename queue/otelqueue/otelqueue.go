@@ -208,7 +208,7 @@ func New(opts ...Option) (*Telemetry, error) {
 // runner of such a client as well would count everything twice). Giving it
 // to a runner alone traces its attempts and its schedules' ticks, but not
 // enqueues.
-func (t *Telemetry) Option() queue.Option {
+func (t *Telemetry) Option() queue.InstrumentOption {
 	return queue.WithHooks(queue.Hooks{
 		Enqueue: t.enqueue,
 		Attempt: t.attempt,

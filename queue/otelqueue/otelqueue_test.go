@@ -57,7 +57,7 @@ type harness struct {
 	events   *queuetest.Events
 }
 
-func quiet() queue.Option { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
+func quiet() queue.InstrumentOption { return queue.WithLogger(slog.New(slog.DiscardHandler)) }
 
 func newHarness(t *testing.T, register func(*queue.Registry)) *harness {
 	t.Helper()
@@ -82,8 +82,8 @@ func newHarness(t *testing.T, register func(*queue.Registry)) *harness {
 	return h
 }
 
-func (h *harness) runner(t *testing.T, opts ...queue.Option) *queue.Runner {
-	return queuetest.StartRunner(t, h.client, append([]queue.Option{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
+func (h *harness) runner(t *testing.T, opts ...queue.RunnerOption) *queue.Runner {
+	return queuetest.StartRunner(t, h.client, append([]queue.RunnerOption{queue.WithPollInterval(50 * time.Millisecond)}, opts...)...)
 }
 
 // spans returns the ended spans named name, in the order they started.
@@ -248,7 +248,7 @@ func TestJobThatRetriesThenFails(t *testing.T) {
 	h := newHarness(t, func(r *queue.Registry) {
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error {
 			return errors.New("source unavailable")
-		}), queue.MaxAttempts(2), queue.Retry(queue.Delays{0})))
+		}), queue.MaxAttempts(2), queue.RetryBackoff(queue.Delays{0})))
 	})
 	res, err := h.client.Enqueue(context.Background(), report{})
 	require.NoError(t, err)
@@ -405,7 +405,7 @@ func summarised(t *testing.T) func(*queue.Registry) {
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })))
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[summary](func(context.Context, *queue.Job[summary]) error { return nil })))
 		require.NoError(t, queue.Depend(r, queue.Rule{Name: "summarise", Parents: []string{"report"}, Each: true},
-			func([]queue.JobRecord) (summary, []queue.JobOption) { return summary{}, nil }))
+			func([]queue.JobRecord) (summary, []queue.EnqueueOption) { return summary{}, nil }))
 	}
 }
 
@@ -456,7 +456,7 @@ func TestGauges(t *testing.T) {
 	h := newHarness(t, summarised(t))
 	stop := h.tel.Watch(h.client)
 	defer stop()
-	_, err := h.client.EnqueueMany(context.Background(), []queue.Params{{Args: report{}}, {Args: report{}, Options: []queue.JobOption{queue.OnQueue("slow")}}})
+	_, err := h.client.EnqueueMany(context.Background(), []queue.Params{{Args: report{}}, {Args: report{}, Options: []queue.EnqueueOption{queue.OnQueue("slow")}}})
 	require.NoError(t, err)
 	require.NoError(t, h.client.PauseQueue(context.Background(), "slow"))
 

@@ -13,7 +13,7 @@ import (
 
 // StartRunner starts a runner on c with opts and stops it, letting its jobs
 // finish, when the test ends.
-func StartRunner(t testing.TB, c *queue.Client, opts ...queue.Option) *queue.Runner {
+func StartRunner(t testing.TB, c *queue.Client, opts ...queue.RunnerOption) *queue.Runner {
 	t.Helper()
 	r, err := queue.NewRunner(c, opts...)
 	if err != nil {

@@ -111,6 +111,13 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 		delete(accepted, res.ex.row.ID)
 		return err
 	}
+	r.announceReleased(res.ex, released)
+	return nil
+}
+
+// announceReleased reports the children that the completion of ex's job
+// released, once that completion has committed.
+func (r *Runner) announceReleased(ex *Execution, released []Released) {
 	for _, c := range released {
 		ev := Event{Type: EventReleased, JobID: c.ID, Kind: c.Kind, Queue: c.Queue, Priority: c.Priority,
 			ParentIDs: c.ParentIDs, Rule: c.Rule}
@@ -118,9 +125,8 @@ func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
 			ev.RunID = *c.RunID
 		}
 		r.observe(ev)
-		r.debug(res.ex, "queue: job released a dependent job", "rule", c.Rule, "child_id", c.ID, "child_kind", c.Kind)
+		r.debug(ex, "queue: job released a dependent job", "rule", c.Rule, "child_id", c.ID, "child_kind", c.Kind)
 	}
-	return nil
 }
 
 // writeResults runs write, a finishing statement, and marks the IDs it

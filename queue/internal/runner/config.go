@@ -58,6 +58,7 @@ type Errors struct {
 	Cancelled error // the cause of a job cancelled by Client.Cancel
 	LeaseLost error // the cause of a job no longer the runner's
 	Timeout   error // the cause of a job that ran past its kind's Timeout
+	Invalid   error // wrapped by errors about the caller's arguments
 	// Permanent reports whether a handler's error must not be retried.
 	Permanent func(error) bool
 }
@@ -81,6 +82,7 @@ type Kind struct {
 	Work    func(ctx context.Context, ex *Execution) error
 	Timeout time.Duration // bounds each attempt; 0: no bound
 	Backoff Backoff       // between attempts, unless the job has its own
+	Chunked bool          // its handler is a queue.Chunked, which completes after its last chunk
 }
 
 // Rules are the registry's dependency rules (see queue.Rule). The runner

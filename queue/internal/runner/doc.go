@@ -25,7 +25,7 @@
 // It reports a job as a Row and an Event, which package queue turns into a
 // JobRecord and an Event of its own. A handler's Job reaches the attempt
 // that runs it through the exported methods of Execution (SetProgress,
-// SetOutput), never through the runner's fields; a chunked handler runs
+// SetOutput, CompleteTx), never through the runner's fields; a chunked handler runs
 // through RunChunked.
 //
 // # Files
@@ -41,6 +41,8 @@
 //   - complete.go: the completer's flush: results written many per
 //     statement, parents completed with their children (Rules), and what
 //     each result reports.
+//   - completetx.go: Execution.CompleteTx, a completion in the handler's
+//     own transaction, and how finish settles it once the handler returns.
 //   - release.go: a parent's completion and the release of its children
 //     (Rules), in one transaction.
 //   - lease.go: the renewer's renew (and orphans put back), the runner's

@@ -34,6 +34,9 @@ type Execution struct {
 	// context they made, for the Release hooks (see queue.Hooks).
 	ends   []func(Event)
 	hooked context.Context
+	// inTx is the completion the handler wrote in its own transaction
+	// (Job.CompleteTx), if it did; guarded by r.mu.
+	inTx *txCompletion
 }
 
 func (ex *Execution) suspect() bool { return ex.row.Rescues > 0 }
@@ -193,9 +196,19 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 	r.mu.Lock()
 	released := ex.released
 	ex.finished = true
+	inTx := ex.inTx
 	r.mu.Unlock()
+	committed := false
+	if inTx != nil {
+		// Whether the handler's transaction committed decides, before
+		// anything the runner would do with the job: a committed
+		// completion is final.
+		committed, err = r.settleTx(ex, inTx, err)
+	}
 	cause := context.Cause(ctx)
 	switch {
+	case committed:
+		r.completedInTx(ex, inTx, err, took)
 	case released: // the runner is stopping: back to the queue, now the handler has returned
 		ex.endedAs(EventRequeued, err, took)
 		r.requeue([]*Execution{ex}, "the runner stopped before it finished")

@@ -36,27 +36,35 @@ type Release struct {
 // accepted (the attempt was still the job's) and the children it released.
 func (r *Runner) completeReleasing(ctx context.Context, ex *Execution, rules []Rule) (accepted bool, released []Released, err error) {
 	err = r.st.Tx(ctx, r.cfg.DB, func(tx *gorm.DB) error {
-		released = nil // a try before this one did not commit
-		period, runID, completed, err := r.st.CompleteParent(tx, ex.row.ID, ex.row.Claims)
-		if err != nil || !completed {
-			return err
-		}
-		accepted = true
-		for _, ru := range rules {
-			child, err := r.release(tx, ru, ex, period, runID)
-			if err != nil {
-				return fmt.Errorf("rule %q: %w", ru.Name, err)
-			}
-			if child != nil {
-				released = append(released, *child)
-			}
-		}
-		return nil
+		accepted, released, err = r.completeIn(tx, ex, rules)
+		return err
 	})
 	if err != nil {
 		return false, nil, err
 	}
 	return accepted, released, nil
+}
+
+// completeIn completes attempt's job inside tx, if the attempt still holds
+// it, and releases the children of rules whose parents are now all
+// complete, in tx too: the runner's transaction (completeReleasing) or the
+// handler's (CompleteTx). The children are released only if tx commits,
+// and then for certain, whatever happens to the process after the commit.
+func (r *Runner) completeIn(tx *gorm.DB, attempt *Execution, rules []Rule) (accepted bool, released []Released, err error) {
+	period, runID, completed, err := r.st.CompleteTx(tx, attempt.row.ID, attempt.row.Claims)
+	if err != nil || !completed {
+		return false, nil, err
+	}
+	for _, ru := range rules {
+		child, err := r.release(tx, ru, attempt, period, runID)
+		if err != nil {
+			return false, nil, fmt.Errorf("rule %q: %w", ru.Name, err)
+		}
+		if child != nil {
+			released = append(released, *child)
+		}
+	}
+	return true, released, nil
 }
 
 // release creates a rule's child if its parents are now all complete.

@@ -22,20 +22,26 @@ type row struct {
 
 func (row) TableName() string { return store.JobsTable }
 
+// migrateAndInsert migrates the store's schema and inserts jobs.
+func migrateAndInsert(t *testing.T, st store.Store, db *gorm.DB, jobs ...store.NewJob) []row {
+	t.Helper()
+	_, err := st.Migrate(context.Background())
+	require.NoError(t, err)
+	var ins []row
+	require.NoError(t, st.Insert(context.Background(), db, jobs, &ins))
+	require.Len(t, ins, len(jobs))
+	return ins
+}
+
 // A job's way through the runner's statements: claim, fail with a retry,
 // claim again, renew, complete; a second job claimed and left to expire is
 // rescued as a suspect, and claimed as one.
 func TestRunnerStatements(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		var ins []row
-		require.NoError(t, st.Insert(ctx, db, []store.NewJob{
-			{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
-			{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`},
-		}, &ins))
-		require.Len(t, ins, 2)
+		ins := migrateAndInsert(t, st, db,
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
+			store.NewJob{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`})
 		a, b := ins[0].ID, ins[1].ID
 		conn := st.Hold(false)
 		defer conn.Close()
@@ -116,5 +122,62 @@ func TestRunnerStatements(t *testing.T) {
 		require.Equal(t, "QUEUED", rows[1].Status)
 		require.Equal(t, 0, rows[1].Attempts)
 		require.Nil(t, rows[1].LockedBy)
+	})
+}
+
+// CompleteTx completes a claim's job inside a caller's transaction, seen
+// there at once and elsewhere once it commits; a renewal meanwhile passes
+// the job's locked row by, counting it renewed, rather than wait for the
+// transaction (PostgreSQL; on SQLite the transaction holds every writer).
+func TestCompleteTxAndRenewalsMeanwhile(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		id := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
+		conn := st.Hold(false)
+		defer conn.Close()
+		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		claims := got[0].Claims
+		key := store.Key(id, claims)
+
+		state := func(db *gorm.DB) string {
+			status, n, err := st.StateIn(db, id)
+			require.NoError(t, err)
+			require.Equal(t, claims, n)
+			return status
+		}
+		renew := func() []int64 {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			renewed, orphans, err := conn.Renew(rctx, time.Minute, []int64{id}, []int64{key}, "r1")
+			require.NoError(t, err, "the renewal did not wait for the transaction")
+			require.Empty(t, orphans)
+			return renewed
+		}
+		for _, commit := range []bool{false, true} {
+			tx := db.Begin()
+			require.NoError(t, tx.Error)
+			_, _, completed, err := st.CompleteTx(tx, id, claims+1)
+			require.NoError(t, err)
+			require.False(t, completed, "another claim's completion changes nothing")
+			_, _, completed, err = st.CompleteTx(tx, id, claims)
+			require.NoError(t, err)
+			require.True(t, completed)
+			require.Equal(t, "COMPLETED", state(tx))
+			require.Equal(t, "PROCESSING", state(db), "not before the commit")
+			if st.Dialect() == "postgres" {
+				require.Equal(t, []int64{key}, renew(), "still the runner's until the transaction commits")
+			}
+			if !commit {
+				require.NoError(t, tx.Rollback().Error)
+				require.Equal(t, "PROCESSING", state(db))
+				require.Equal(t, []int64{key}, renew())
+				continue
+			}
+			require.NoError(t, tx.Commit().Error)
+			require.Equal(t, "COMPLETED", state(db))
+			require.Empty(t, renew(), "completed: no longer the runner's")
+		}
 	})
 }

@@ -100,17 +100,17 @@ type KindCount struct {
 }
 
 // CountByKind counts the jobs by kind and status. It reads the whole table.
-func (s *postgres) CountByKind(ctx context.Context) ([]KindCount, error) {
+func (*postgres) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
 	var out []KindCount
-	err := s.gdb.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
+	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
 	return out, err
 }
 
 // Ready counts the QUEUED jobs due now, and how long the longest-waiting
 // one has waited.
-func (s *postgres) Ready(ctx context.Context) (n int64, oldest time.Duration, err error) {
+func (*postgres) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	var secs float64
-	err = s.gdb.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
+	err = db.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
 		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&n, &secs)
 	return n, time.Duration(secs * float64(time.Second)), err
 }

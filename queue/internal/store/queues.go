@@ -163,18 +163,18 @@ func queuesJSON(qs []string) string {
 
 // PostgreSQL.
 
-func (s *postgres) Paused(ctx context.Context) ([]PausedQueue, error) {
-	return pausedQueues(ctx, s.gdb)
+func (*postgres) Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
+	return pausedQueues(ctx, db)
 }
-func (s *postgres) QueueCounts(ctx context.Context) ([]QueueCount, error) {
-	return queueCounts(ctx, s.gdb, "now()")
+func (*postgres) QueueCounts(ctx context.Context, db *gorm.DB) ([]QueueCount, error) {
+	return queueCounts(ctx, db, "now()")
 }
-func (s *postgres) History(ctx context.Context, id int64) ([]Attempt, error) {
-	return history(ctx, s.gdb, id)
+func (*postgres) History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
+	return history(ctx, db, id)
 }
 func (s *postgres) Version(ctx context.Context) (int, error) { return schemaVersion(ctx, s.db) }
-func (s *postgres) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
-	return auditLog(ctx, s.gdb, before, limit)
+func (*postgres) AuditLog(ctx context.Context, db *gorm.DB, before int64, limit int) ([]AuditEntry, error) {
+	return auditLog(ctx, db, before, limit)
 }
 
 // Runners reads the runners seen within the last within (all, if within is
@@ -188,8 +188,8 @@ func (s *postgres) Runners(ctx context.Context, within time.Duration) ([]RunnerR
 
 // SetPaused pauses or resumes queue name, and tells the runners. Pausing a
 // paused queue keeps the time it was first paused.
-func (s *postgres) SetPaused(ctx context.Context, name string, paused bool) error {
-	return s.gdb.WithContext(ctx).Exec(`WITH q AS (
+func (*postgres) SetPaused(ctx context.Context, db *gorm.DB, name string, paused bool) error {
+	return db.WithContext(ctx).Exec(`WITH q AS (
 		INSERT INTO sheaf_queues AS q (name, paused_at) VALUES (?, CASE WHEN ? THEN now() END)
 		ON CONFLICT (name) DO UPDATE SET paused_at = CASE WHEN excluded.paused_at IS NULL THEN NULL ELSE coalesce(q.paused_at, now()) END,
 			updated_at = now()
@@ -198,7 +198,7 @@ func (s *postgres) SetPaused(ctx context.Context, name string, paused bool) erro
 }
 
 // RecordAudit appends e to the audit log and returns its ID.
-func (s *postgres) RecordAudit(ctx context.Context, e AuditEntry) (id int64, err error) {
+func (*postgres) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id int64, err error) {
 	var at any
 	if !e.At.IsZero() {
 		at = e.At
@@ -207,9 +207,9 @@ func (s *postgres) RecordAudit(ctx context.Context, e AuditEntry) (id int64, err
 	if e.Target != nil {
 		target = string(e.Target)
 	}
-	err = s.db.QueryRowContext(ctx, `INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
-		VALUES (coalesce($1::timestamptz, now()), $2, $3, $4::jsonb, $5, $6) RETURNING id`,
-		at, e.Actor, e.Action, target, e.Result, e.Changed).Scan(&id)
+	err = db.WithContext(ctx).Raw(`INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
+		VALUES (coalesce(?::timestamptz, now()), ?, ?, ?::jsonb, ?, ?) RETURNING id`,
+		at, e.Actor, e.Action, target, e.Result, e.Changed).Row().Scan(&id)
 	return id, err
 }
 
@@ -250,16 +250,18 @@ func (h *held) exec(ctx context.Context, query string, args ...any) (err error) 
 
 // SQLite.
 
-func (s *sqlite) Paused(ctx context.Context) ([]PausedQueue, error) { return pausedQueues(ctx, s.gdb) }
-func (s *sqlite) QueueCounts(ctx context.Context) ([]QueueCount, error) {
-	return queueCounts(ctx, s.gdb, sqliteNow)
+func (*sqlite) Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
+	return pausedQueues(ctx, db)
 }
-func (s *sqlite) History(ctx context.Context, id int64) ([]Attempt, error) {
-	return history(ctx, s.gdb, id)
+func (*sqlite) QueueCounts(ctx context.Context, db *gorm.DB) ([]QueueCount, error) {
+	return queueCounts(ctx, db, sqliteNow)
+}
+func (*sqlite) History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
+	return history(ctx, db, id)
 }
 func (s *sqlite) Version(ctx context.Context) (int, error) { return schemaVersion(ctx, s.db) }
-func (s *sqlite) AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
-	return auditLog(ctx, s.gdb, before, limit)
+func (*sqlite) AuditLog(ctx context.Context, db *gorm.DB, before int64, limit int) ([]AuditEntry, error) {
+	return auditLog(ctx, db, before, limit)
 }
 
 func (s *sqlite) Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error) {
@@ -269,32 +271,34 @@ func (s *sqlite) Runners(ctx context.Context, within time.Duration) ([]RunnerRow
 	return runnersSeen(ctx, s.gdb, "seen_at >= ?", sqliteTime(now().Add(-within)))
 }
 
-func (s *sqlite) SetPaused(ctx context.Context, name string, paused bool) error {
+// SetPaused tells the runners of this process at once, unless db is a
+// caller's transaction: they would read the paused queues before it
+// commits, so they find the change at their next read, within a poll.
+func (s *sqlite) SetPaused(ctx context.Context, db *gorm.DB, name string, paused bool) error {
 	t := sqliteTime(now())
 	var at any
 	if paused {
 		at = t
 	}
-	err := s.writing(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, `INSERT INTO sheaf_queues AS q (name, paused_at, updated_at) VALUES (?1, ?2, ?3)
-			ON CONFLICT (name) DO UPDATE SET paused_at = CASE WHEN excluded.paused_at IS NULL THEN NULL ELSE coalesce(q.paused_at, ?3) END,
-				updated_at = ?3`, name, at, t)
-		return err
+	err := s.Tx(ctx, db, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO sheaf_queues AS q (name, paused_at, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET paused_at = CASE WHEN excluded.paused_at IS NULL THEN NULL ELSE coalesce(q.paused_at, ?) END,
+				updated_at = ?`, name, at, t, t, t).Error
 	})
-	if err == nil {
+	if err == nil && !inTx(db) {
 		s.shared.hub.publish(QueuesChannel, name)
 	}
 	return err
 }
 
-func (s *sqlite) RecordAudit(ctx context.Context, e AuditEntry) (id int64, err error) {
+func (s *sqlite) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id int64, err error) {
 	at := e.At
 	if at.IsZero() {
 		at = now()
 	}
-	err = s.writing(ctx, func() error {
-		return s.db.QueryRowContext(ctx, `INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id`, sqliteTime(at), e.Actor, e.Action, e.Target, e.Result, e.Changed).Scan(&id)
+	err = s.Tx(ctx, db, func(tx *gorm.DB) error {
+		return tx.Raw(`INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
+			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, sqliteTime(at), e.Actor, e.Action, e.Target, e.Result, e.Changed).Row().Scan(&id)
 	})
 	return id, err
 }

@@ -10,20 +10,33 @@ import (
 )
 
 // Dependency release runs in one transaction with the parent's completion:
-// CompleteParent, then for each rule LockGroup and PeriodParents, then
+// CompleteTx, then for each rule LockGroup and PeriodParents, then
 // InsertChild.
 
-// CompleteParent completes the attempt of claim claims of job id inside tx
-// and returns the job's period and run ID; completed is false if the claim
-// no longer holds the job.
-func (*postgres) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
-	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL,
+// CompleteTx completes the attempt of claim claims of job id inside tx (the
+// runner's, for a parent; the handler's, for Job.CompleteTx) and returns the
+// job's period and run ID; completed is false if the claim no longer holds
+// the job. Like completeSQL it keeps locked_by, naming the runner that
+// completed the job. completed_at is the statement's time, not the
+// transaction's start: a handler's transaction may have begun long before.
+func (*postgres) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
+	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = statement_timestamp(), locked_until = NULL,
 		rescues = 0 WHERE id = @id AND claims = @claims AND status = 'PROCESSING' RETURNING period, run_id`,
 		sql.Named("id", id), sql.Named("claims", claims)).Row().Scan(&period, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return period, runID, false, nil
 	}
 	return period, runID, err == nil, err
+}
+
+// StateIn reads job id's status and claim number as tx sees them.
+func (*postgres) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
+func stateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	err = tx.Raw("SELECT status, claims FROM sheaf_jobs WHERE id = ?", id).Row().Scan(&status, &claims)
+	return status, claims, err
 }
 
 // LockGroup takes the transaction-level lock of a rule's group of parents,
@@ -55,12 +68,12 @@ func periodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
 // TypicalDuration returns the median run time of kind's last history
 // completed jobs that finished before before, leaving out the jobs exclude;
 // ok is false when there are none.
-func (s *postgres) TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (d time.Duration, ok bool, err error) {
+func (*postgres) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (d time.Duration, ok bool, err error) {
 	if exclude == nil {
 		exclude = []int64{} // NOT id = ANY(NULL) would match nothing
 	}
 	var secs *float64
-	err = s.gdb.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
+	err = db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
 		SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?) AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?) h`, kind, IDListValue(exclude), before, history).Row().Scan(&secs)

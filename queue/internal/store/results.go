@@ -119,13 +119,28 @@ func (h *held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
 // so that it is harmless if it, too, runs on the server after the runner
 // gave up on it: putBackSQL puts orphans back, by key, once the runner has
 // made sure that it does not hold them.
+//
+// A held job whose row another transaction has locked is passed by, and
+// its key returned as renewed, unrenewed: the transaction is finishing it
+// (a handler's, that completes it: Job.CompleteTx; or one that cancels it),
+// and may last as long as its owner likes. Waiting for it would hold up
+// the renewal of every other lease the runner holds, until they expired.
+// If it rolls back, the next renewal renews the lease.
 var renewSQL = `
-WITH renewed AS (
-	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
+WITH free AS (
+	SELECT j.id FROM sheaf_jobs j
 	WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+	FOR NO KEY UPDATE SKIP LOCKED
+), renewed AS (
+	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
+	FROM free WHERE j.id = free.id
 	RETURNING ` + claimKey("j") + ` AS key
 )
 SELECT key, false FROM renewed
+UNION ALL
+SELECT ` + claimKey("j") + `, false FROM sheaf_jobs j
+WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+	AND NOT j.id IN (SELECT id FROM free)
 UNION ALL
 SELECT ` + claimKey("j") + `, true FROM sheaf_jobs j
 WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + claimKey("j") + ` = ANY($3)`

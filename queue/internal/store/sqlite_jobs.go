@@ -112,16 +112,16 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 	return jobIDs(ctx, db, f, sqliteTime)
 }
 
-func (s *sqlite) CountByKind(ctx context.Context) ([]KindCount, error) {
+func (*sqlite) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
 	var out []KindCount
-	err := s.gdb.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
+	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
 	return out, err
 }
 
-func (s *sqlite) Ready(ctx context.Context) (n int64, oldest time.Duration, err error) {
+func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	t := now()
 	var first sqlTime
-	err = s.gdb.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= ?`,
+	err = db.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= ?`,
 		sqliteTime(t)).Row().Scan(&n, &first)
 	if first.valid {
 		oldest = t.Sub(first.t)
@@ -131,8 +131,8 @@ func (s *sqlite) Ready(ctx context.Context) (n int64, oldest time.Duration, err 
 
 // TypicalDuration reads the durations and takes their median here: SQLite
 // has no percentile_cont.
-func (s *sqlite) TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error) {
-	rows, err := s.gdb.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
+func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error) {
+	rows, err := db.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT `+inList("id", "?")+` AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?`, kind, jsonIDs(exclude), sqliteTime(before), history).Rows()
 	if err != nil {
@@ -267,7 +267,7 @@ func (s *sqlite) SetLastTick(tx *gorm.DB, name string, at time.Time) error {
 	return tx.Exec("UPDATE sheaf_schedules SET last_tick = ?, updated_at = ? WHERE name = ?", sqliteTime(at), sqliteTime(now()), name).Error
 }
 
-func (s *sqlite) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
+func (s *sqlite) CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error) {
 	err = tx.Raw(`UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ?, locked_until = NULL,
 		rescues = 0 WHERE id = ? AND claims = ? AND status = 'PROCESSING' RETURNING period, run_id`,
 		sqliteTime(now()), id, claims).Row().Scan(&period, &runID)
@@ -277,8 +277,12 @@ func (s *sqlite) CompleteParent(tx *gorm.DB, id int64, claims int) (period, runI
 	return period, runID, err == nil, err
 }
 
+func (s *sqlite) StateIn(tx *gorm.DB, id int64) (status string, claims int, err error) {
+	return stateIn(tx, id)
+}
+
 // LockGroup has nothing to do: the release's transaction holds SQLite's
-// write lock since CompleteParent wrote, so releases run one at a time.
+// write lock since CompleteTx wrote, so releases run one at a time.
 func (s *sqlite) LockGroup(*gorm.DB, string) error { return nil }
 
 func (s *sqlite) PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error) {

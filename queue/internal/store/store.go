@@ -53,9 +53,9 @@ type Store interface {
 	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
 	// JobIDs returns the IDs of the jobs f selects.
 	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
-	CountByKind(ctx context.Context) ([]KindCount, error)
-	Ready(ctx context.Context) (n int64, oldest time.Duration, err error)
-	TypicalDuration(ctx context.Context, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
+	CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error)
+	Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error)
+	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
 	// Activity reads the buckets of width bucket, from start on, in which
 	// jobs of queue ("": every queue) finished COMPLETED or FAILED, in order
 	// (activity.go); buckets without such jobs are left out.
@@ -76,9 +76,15 @@ type Store interface {
 	AddSchedule(tx *gorm.DB, name string, last time.Time) error
 	SetLastTick(tx *gorm.DB, name string, at time.Time) error
 
-	// Dependency release, in tx: CompleteParent, then for each rule
+	// Completion in a transaction: CompleteTx, of a parent in some rule
+	// or of a job whose handler completes it in its own transaction
+	// (Job.CompleteTx); then, to release dependants, for each rule
 	// LockGroup and PeriodParents, then InsertChild.
-	CompleteParent(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
+	CompleteTx(tx *gorm.DB, id int64, claims int) (period, runID sql.NullString, completed bool, err error)
+	// StateIn is State as tx sees it. After a CompleteTx that changed
+	// nothing, it tells a tx that had completed the job already from one
+	// on another database.
+	StateIn(tx *gorm.DB, id int64) (status string, claims int, err error)
 	LockGroup(tx *gorm.DB, key string) error
 	PeriodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
 	InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, error)
@@ -97,16 +103,23 @@ type Store interface {
 	Listen(ctx context.Context, ready func(), each func(channel, payload string)) error
 
 	// Queues, runners, attempt history and the audit log (queues.go).
-	SetPaused(ctx context.Context, name string, paused bool) error
-	Paused(ctx context.Context) ([]PausedQueue, error)
-	QueueCounts(ctx context.Context) ([]QueueCount, error)
+	// Those that take a db run on it: the store's, or a caller's
+	// transaction.
+	//
+	// SetPaused pauses or resumes a queue and tells the runners: at the
+	// commit of db's transaction on PostgreSQL; on SQLite, at once outside
+	// a caller's transaction and at their next read of the paused queues
+	// (every poll) inside one.
+	SetPaused(ctx context.Context, db *gorm.DB, name string, paused bool) error
+	Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error)
+	QueueCounts(ctx context.Context, db *gorm.DB) ([]QueueCount, error)
 	// History reads job id's recorded attempts (those that did not
 	// complete), oldest first.
-	History(ctx context.Context, id int64) ([]Attempt, error)
+	History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error)
 	Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error)
 	Version(ctx context.Context) (int, error)
-	RecordAudit(ctx context.Context, e AuditEntry) (int64, error)
-	AuditLog(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
+	RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (int64, error)
+	AuditLog(ctx context.Context, db *gorm.DB, before int64, limit int) ([]AuditEntry, error)
 
 	// Transient reports whether a statement that failed with err may
 	// succeed if tried again.
