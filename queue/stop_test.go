@@ -3,6 +3,7 @@ package queue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -349,28 +350,26 @@ func TestStopDoesNotWaitForHandlersThatIgnoreCancellation(t *testing.T) {
 // A result that is finished but not yet written when Stop runs out of time
 // is written, not put back, before Stop returns. An Attempt hook holds the
 // finished job between its handler's return and its result's hand-over to
-// the writer until the stop has begun to cut the other job short.
+// the writer until the stop has put the other job back.
 func TestStopOutOfTimeWritesWhatFinished(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 2)
-	cut := make(chan struct{})
 	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
 		started <- struct{}{}
 		if j.Args.County == "quick" {
 			return nil
 		}
 		<-ctx.Done()
-		close(cut)
 		return ctx.Err()
 	}))
 	quick := enqueue(t, e, report{County: "quick"})
 	slow := enqueue(t, e, report{County: "slow"})
-	returned := make(chan struct{})
+	returned, release := make(chan struct{}), make(chan struct{})
 	hold := queue.WithHooks(queue.Hooks{Attempt: func(ctx context.Context, job *queue.JobRecord) (context.Context, func(queue.Event)) {
 		return ctx, func(ev queue.Event) {
 			if job.ID == quick {
 				close(returned)
-				<-cut
+				<-release
 			}
 		}
 	}})
@@ -380,11 +379,14 @@ func TestStopOutOfTimeWritesWhatFinished(t *testing.T) {
 	<-started
 	<-started
 	<-returned
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	require.ErrorIs(t, r.Stop(ctx), context.DeadlineExceeded)
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(ctx) }()
+	e.waitStatus(t, slow, queue.StatusQueued) // put back: the stop now waits for what finished
+	close(release)
+	require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
 	require.Equal(t, queue.StatusCompleted, e.status(t, quick), "written before Stop returned")
-	require.Equal(t, queue.StatusQueued, e.status(t, slow))
 	<-r.Done()
 	require.Equal(t, int64(1), r.Stats().Completed)
 	require.Equal(t, int64(1), r.Stats().Requeued)
@@ -418,4 +420,41 @@ func TestStopOutOfTimeWithoutTheDatabaseSaysWhatBecomesOfTheJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusProcessing, rec.Status)
 	require.Equal(t, "cut-off", *rec.LockedBy)
+}
+
+// A worker process that stops with a deadline when it is told to (as on
+// SIGTERM) and exits the moment Stop returns strands nothing: the jobs it
+// was running, longer than Stop's deadline, are back in the queue once it
+// has exited, their attempts uncounted and none of them a suspect, whether
+// their handlers honour their cancellation or ignore it; and Stop returned
+// before its deadline.
+func TestAProcessThatExitsWhenStopReturnsStrandsNothing(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string]queue.Args{"handlers honour cancellation": hangJob{}, "handlers ignore it": stubbornJob{}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := ledgerEnv(t)
+			c := startChild(t, e.db.DSN, "exiting", 30*time.Second, nil, childStopMS+"=3000")
+			jobs := make([]queue.Params, testWorkers) // one per worker, all running at once
+			for i := range jobs {
+				jobs[i] = queue.Params{Args: args}
+			}
+			res, err := e.client.EnqueueMany(context.Background(), jobs)
+			require.NoError(t, err)
+			for range jobs {
+				c.expect(t, "started")
+			}
+			require.NoError(t, c.stdin.Close()) // stop now
+			line := c.expect(t, "stop returned")
+			var took, early int64
+			_, err = fmt.Sscanf(line, "stop returned %d %d", &took, &early)
+			require.NoError(t, err)
+			require.Positive(t, early, "Stop returned before its deadline: %s", line)
+			require.Contains(t, line, "put them back in the queue")
+			<-c.exited()
+			require.True(t, c.cmd.ProcessState.Success())
+			requirePutBack(t, e, ids(res)...)
+			require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'PROCESSING'"))
+		})
+	}
 }
