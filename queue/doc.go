@@ -67,10 +67,14 @@
 //
 // Runner.Start checks the database first and fails at once if it does not
 // answer or its schema is not migrated (ErrNotMigrated). Runner.Stop lets
-// running jobs finish; if its context ends first, it returns at once, and
-// the jobs still running are cancelled and each put back in the queue,
-// without counting the attempt, once its handler has returned; Done is
-// closed when the last has. Cancelling Start's context does the same.
+// running jobs finish. If its context ends first (with a deadline, a little
+// before it ends), Stop cancels the jobs still running and puts them back
+// in the queue, without counting the attempt, before it returns, whether or
+// not their handlers have returned: once Stop returns, nothing is left
+// PROCESSING under the runner, and a program may exit. Whatever a handler
+// that ignored its cancellation does afterwards is refused; Done is closed
+// once the last has returned. Cancelling Start's context does the same. See
+// the example of Runner.Stop for a worker that shuts down on SIGTERM.
 //
 // # Poison jobs
 //
