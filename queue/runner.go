@@ -370,6 +370,10 @@ func (r *Runner) cutShort() {
 // passed, Stop cuts short when ctx is done, and returns once the put-back
 // is done.
 //
+// If Start's context ended, or another Stop's, and the jobs were cut short,
+// Stop returns nil once they are back in the queue: the cut was that
+// Stop's to report.
+//
 // If the database cannot be reached, the jobs Stop could not put back (or
 // whose results it could not write) stay PROCESSING until their leases
 // expire and another runner rescues them; Stop's error says so. Stop is
@@ -397,6 +401,8 @@ func (r *Runner) Stop(ctx context.Context) error {
 	select {
 	case <-r.done:
 		return nil
+	case <-r.cut: // cut short already, as Start's context or another Stop's ended, which was told
+		return nil
 	case <-ctx.Done():
 	case <-cutSoon:
 	}
@@ -418,7 +424,13 @@ func (r *Runner) Stop(ctx context.Context) error {
 		return fmt.Errorf("queue: stop: %w: the runner could not put its running jobs back in the queue in time; "+
 			"they go back when it can, or are rescued when their leases expire", context.DeadlineExceeded)
 	}
-	res := r.cutResult
+	return r.cutResult.stopError(ctx)
+}
+
+// stopError is what Stop(ctx) returns after the cut res: nil if it cut
+// nothing short, else an error wrapping why it did and saying what became
+// of the jobs.
+func (res cutResult) stopError(ctx context.Context) error {
 	if !res.cut || res.jobs == 0 && res.err == nil {
 		return nil // everything finished: there was nothing to cut short
 	}
