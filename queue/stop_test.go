@@ -446,6 +446,7 @@ func TestAProcessThatExitsWhenStopReturnsStrandsNothing(t *testing.T) {
 			}
 			require.NoError(t, c.stdin.Close()) // stop now
 			line := c.expect(t, "stop returned")
+			t.Log(line) // microseconds Stop took, and before its deadline it returned
 			var took, early int64
 			_, err = fmt.Sscanf(line, "stop returned %d %d", &took, &early)
 			require.NoError(t, err)
