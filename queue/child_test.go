@@ -29,6 +29,11 @@ const (
 	childEnv     = "SHEAF_QUEUE_CHILD" // runner ID
 	childDSNEnv  = "SHEAF_QUEUE_CHILD_DSN"
 	childLeaseMS = "SHEAF_QUEUE_CHILD_LEASE_MS"
+	// childStopMS, if set, makes the child stop with a deadline this many
+	// milliseconds away when its stdin closes, report on stdout how long
+	// Stop took and how long before its deadline it returned, and exit at
+	// once, as a program that stops on SIGTERM does.
+	childStopMS = "SHEAF_QUEUE_CHILD_STOP_MS"
 )
 
 // Payloads the child knows.
@@ -39,6 +44,13 @@ func (ledgerJob) Kind() string { return "ledger" }
 type hangJob struct{}
 
 func (hangJob) Kind() string { return "hang" }
+
+// stubbornJob, in a child process, announces itself on out and blocks,
+// ignoring its cancellation; in the test's own process it records itself
+// in the ledger.
+type stubbornJob struct{}
+
+func (stubbornJob) Kind() string { return "stubborn" }
 
 type suicideJob struct{}
 
@@ -87,6 +99,13 @@ func registerLedger(db *gorm.DB, out io.Writer) func(*queue.Registry) {
 			}
 			<-ctx.Done()
 			return ctx.Err()
+		})))
+		must(queue.Register(r, queue.HandlerFunc[stubbornJob](func(ctx context.Context, j *queue.Job[stubbornJob]) error {
+			fmt.Fprintf(out, "started %d %d\n", j.ID, j.Attempt)
+			if !inChild {
+				return db.WithContext(ctx).Exec("INSERT INTO ledger (job_id, attempt) VALUES (?, ?)", j.ID, j.Attempt).Error
+			}
+			select {} // until the process exits
 		})))
 		must(queue.Register(r, queue.HandlerFunc[poisonJob](func(context.Context, *queue.Job[poisonJob]) error {
 			os.Exit(3)
@@ -173,6 +192,19 @@ func runChild() bool {
 	must(r.Start(context.Background()))
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes our stdin
+	if ms := os.Getenv(childStopMS); ms != "" {
+		var n int
+		fmt.Sscan(ms, &n)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*time.Millisecond)
+		deadline, _ := ctx.Deadline()
+		began := time.Now()
+		err := r.Stop(ctx)
+		returned := time.Now()
+		cancel()
+		out.Lock() // held until the exit: no line after this one
+		fmt.Printf("stop returned %d %d %v\n", returned.Sub(began).Microseconds(), deadline.Sub(returned).Microseconds(), err)
+		os.Exit(0)
+	}
 	must(r.Stop(context.Background()))
 	fmt.Println("stopped")
 	return true
@@ -188,12 +220,14 @@ type child struct {
 	exit      chan struct{}
 }
 
-// startChild starts a runner process. Its completions ("done <id>" lines)
-// are counted and handed to obs as EventCompleted events.
-func startChild(t *testing.T, dsn, id string, lease time.Duration, obs queue.Observer) *child {
+// startChild starts a runner process, with env added to its environment.
+// Its completions ("done <id>" lines) are counted and handed to obs as
+// EventCompleted events.
+func startChild(t *testing.T, dsn, id string, lease time.Duration, obs queue.Observer, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+id, childDSNEnv+"="+dsn, fmt.Sprintf("%s=%d", childLeaseMS, lease.Milliseconds()))
+	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

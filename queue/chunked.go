@@ -17,8 +17,8 @@ import (
 // job is still its own: a cancelled or rescued job stops at the next chunk.
 // When an attempt fails, or is cancelled, Cleanup removes what its chunks
 // wrote, unless the job has already passed to a later attempt (the attempt
-// lost its lease and the job was rescued): that attempt's output is not its
-// to remove. Before any attempt after the first starts, Cleanup runs too, to
+// lost its lease and the job was rescued, or a Stop that ran out of time
+// put the job back): that attempt's output is not its to remove. Before any attempt after the first starts, Cleanup runs too, to
 // remove what an earlier attempt that crashed or lost the job left behind;
 // so Cleanup must be idempotent and cope with nothing to clean.
 type Chunked[A Args, R any] interface {

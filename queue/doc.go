@@ -423,24 +423,36 @@
 //	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 //	defer stop()
 //	...
-//	if err := runner.Start(context.Background()); err != nil { ... }
+//	// Start on a context the signal does not cancel: cancelling Start's
+//	// context cuts running jobs short at once, with no grace period.
+//	if err := runner.Start(context.WithoutCancel(ctx)); err != nil { ... }
 //	<-ctx.Done() // or the program's own work, on ctx
 //	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 //	defer cancel()
 //	if err := runner.Stop(stopCtx); err != nil { ... }
 //
-// Stop claims nothing more and waits for running jobs to finish and their
-// results to be written. If its context ends first, it cancels the jobs
-// still running (cause [ErrStopping]) and returns an error wrapping the
-// context's error; those jobs go back to the queue with their attempt
-// uncounted, each once its handler has returned, so that no other runner
-// starts a job while this one is still winding it down. When Stop returns,
-// nothing is left PROCESSING under that runner, unless the database could
-// not be reached (then the jobs are rescued when their leases expire). Stop
-// is idempotent and safe without Start.
+// Stop claims nothing more and lets running jobs finish. A little before
+// its deadline (a fifth of the time it was given, at least 100 ms, at most
+// one bookkeeping statement's timeout: a 5 s deadline lets jobs run 4 s) it
+// cancels the jobs still running (cause [ErrStopping]), puts them back in
+// the queue with their attempt uncounted, writes the results of the jobs
+// that finished, and returns an error wrapping [context.DeadlineExceeded]
+// that says how many it cut short. A context cancelled without a deadline
+// does the same at once. When Stop returns, nothing is left PROCESSING
+// under that runner, so the program may exit.
+//
+// Stop does not wait for handlers that ignore their cancellation: their
+// jobs go back all the same, and what those handlers do afterwards (their
+// result, SetProgress, SetOutput, CompleteTx) is refused, though their own
+// side effects are not, so a handler should return soon once its context
+// is done. [Runner.Done] is closed when every handler has returned. Choose
+// a grace period shorter than the orchestrator's kill timeout (30 s by
+// default on Kubernetes). If the database cannot be reached, Stop returns
+// an error saying that the jobs it could not put back are rescued when
+// their leases expire. Stop is idempotent and safe without Start.
 //
 // Start's context carries values to every job's context; cancelling it
-// stops the runner at once, as Stop does when its deadline passes. So give
+// stops the runner at once, as Stop does at its deadline. So give
 // Start a context that lives as long as the runner, and stop the runner
 // with Stop.
 //

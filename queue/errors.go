@@ -38,7 +38,8 @@ var (
 	// no longer belongs to this runner: its lease expired and it was rescued.
 	ErrLeaseLost = errors.New("queue: job lease lost")
 	// ErrStopping is the cause of a job context cancelled because Runner.Stop
-	// ran out of time; the job was put back in the queue.
+	// ran out of time (or Start's context ended): the job goes back to the
+	// queue at once, and whatever the handler returns is dropped.
 	ErrStopping = errors.New("queue: runner stopping")
 	// ErrTimeout is the cause of a job context cancelled by the kind's Timeout.
 	ErrTimeout = errors.New("queue: job timed out")

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"iter"
 	"log"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gorm.io/gorm"
@@ -229,6 +232,61 @@ func Example_runner() {
 	// Output:
 	// COMPLETED attempts: 1
 	// COMPLETED attempts: 2
+}
+
+// A worker process shuts down on SIGTERM (or Ctrl-C): it stops claiming,
+// gives its running jobs a grace period to finish, and exits when Stop
+// returns. Jobs that did not finish in time are back in the queue by then,
+// their attempts uncounted, for another runner to take. Choose a grace
+// period shorter than the time your orchestrator waits before it kills the
+// process (Kubernetes: 30 s after SIGTERM, by default); this example gives
+// one second.
+func ExampleRunner_Stop() {
+	// Done when the process is asked to stop.
+	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	started := make(chan struct{}) // for the example to signal itself at the right time
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(ctx context.Context, j *queue.Job[CountyReport]) error {
+		fmt.Println("exporting", j.Args.County)
+		close(started)
+		select {
+		case <-time.After(time.Hour): // a long export
+			return nil
+		case <-ctx.Done(): // Stop ran out of time; the job goes back to the queue
+			return ctx.Err()
+		}
+	})); err != nil {
+		log.Fatal(err)
+	}
+	// Not the signal's context: cancelling Start's context cuts the jobs
+	// short at once, with no grace period.
+	client, runner := startOn(context.Background(), connect(), reg)
+	res, err := client.Enqueue(context.Background(), CountyReport{County: "Travis"})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	<-started
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM) // as the deployment would
+	<-signalled.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := runner.Stop(ctx); err != nil {
+		fmt.Println(err) // the jobs it cut short, and what became of them
+	}
+	// A program exits here: nothing is left PROCESSING under the runner.
+	rec, err := client.Get(context.Background(), res.Job.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rec.Status, "attempts:", rec.Attempts)
+	<-runner.Done() // the example, which does not exit, waits for the handler
+	// Output:
+	// exporting Travis
+	// queue: stop: context deadline exceeded: cancelled 1 unfinished jobs and put them back in the queue
+	// QUEUED attempts: 0
 }
 
 // countyLines is a chunked handler: it writes a county's lines chunk by

@@ -96,13 +96,6 @@ func (e *env) waitStatus(t *testing.T, id int64, st queue.Status) {
 	e.waitFor(t, id, string(st), func(s queue.Status) bool { return s == st })
 }
 
-// waitLeaves waits until job id no longer has status st, as waitStatus
-// waits, and returns the status it has then.
-func (e *env) waitLeaves(t *testing.T, id int64, st queue.Status) queue.Status {
-	t.Helper()
-	return e.waitFor(t, id, "any status but "+string(st), func(s queue.Status) bool { return s != st })
-}
-
 // waitFor waits until job id's status is one that ok accepts (want names
 // them), looking every 5 ms, and returns it; it fails the test if none
 // came before a generous deadline.

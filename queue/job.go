@@ -341,7 +341,11 @@ func (j *Job[A]) SetProgress(ctx context.Context, processed, total int64) error 
 // the job retry after its backoff, or fail when it has no attempts left or
 // the error is Permanent. ctx is cancelled when the job is cancelled, times
 // out, loses its lease, or the runner stops without time to let it finish;
-// context.Cause(ctx) tells which.
+// context.Cause(ctx) tells which. In the last case the job is already back
+// in the queue, and another runner may take it up while the handler winds
+// down: what the handler then returns or saves through Job is refused, but
+// its own side effects are not, so a handler should return soon once ctx
+// is done.
 type Handler[A Args] interface {
 	Work(ctx context.Context, job *Job[A]) error
 }

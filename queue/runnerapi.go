@@ -108,21 +108,41 @@ func (r *Runner) ID() string { return r.id }
 // pool cannot serve its workers, and says what to set.
 //
 // ctx carries values to every job's context. Cancelling it stops the runner
-// as Stop does when its context ends: claims stop, running jobs are
-// cancelled (cause ErrStopping) and go back to the queue as their handlers
-// return, and Done is closed once they have. Call Stop to wait for that.
+// as Stop does when its context ends: claims stop, and the jobs still
+// running are cancelled (cause ErrStopping) and put back in the queue at
+// once; Done is closed once their handlers have returned. So give Start a
+// context that lives as long as the runner (context.WithoutCancel of a
+// signal's context), and stop the runner with Stop.
 func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
 
 // Stop stops the runner: it claims nothing more and waits for running jobs
-// to finish and their results to be written, then returns nil. If ctx ends
-// first, Stop cancels the jobs still running (cause ErrStopping) and returns
-// at once an error wrapping ctx.Err(); each of those jobs goes back to the
-// queue, without its attempt counting, once its handler has returned
-// (whatever it returns is ignored), so that no other runner starts a job
-// while this one is still winding it down. Done is closed when the last has.
-// Once Done is closed no job is left PROCESSING by this runner, unless the
-// database could not be reached (then the jobs are rescued when their leases
-// expire). Stop is idempotent and safe without Start.
+// to finish and their results to be written, then returns nil.
+//
+// If ctx ends first, or is about to, Stop cuts the jobs short: it cancels
+// the jobs still running or claimed ahead (cause ErrStopping), puts them
+// back in the queue without their attempts counting, writes the results of
+// the jobs that finished, and returns an error wrapping ctx.Err()
+// (context.DeadlineExceeded if the deadline is still to come). When Stop
+// returns, no job is left PROCESSING under this runner, so a program may
+// exit then. Stop does not wait for handlers that ignore their
+// cancellation: their jobs are put back all the same, and whatever those
+// handlers do afterwards (a result, SetProgress, SetOutput, CompleteTx) is
+// refused, the job being another attempt's by then. Done is closed when
+// they have returned.
+//
+// With a deadline, Stop cuts short a margin before it, so that the
+// put-back is done before the deadline passes: a fifth of the time left
+// when Stop was called, at least 100 ms (or all of it), at most one
+// bookkeeping statement's timeout (WithLease / 6, between 1 s and 10 s). A
+// 5 s deadline lets jobs run 4 s. Without a deadline, or with one already
+// passed, Stop cuts short when ctx is done and returns once the put-back is
+// done. If Start's context ended, or another Stop's, and the jobs were cut
+// short, Stop returns nil once they are back in the queue.
+//
+// If the database cannot be reached, the jobs Stop could not put back (or
+// whose results it could not write) stay PROCESSING until their leases
+// expire and another runner rescues them; Stop's error says so. Stop is
+// idempotent and safe without Start.
 func (r *Runner) Stop(ctx context.Context) error { return r.r.Stop(ctx) }
 
 // Done returns a channel that is closed when the runner has stopped and

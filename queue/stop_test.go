@@ -3,6 +3,7 @@ package queue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -43,7 +45,8 @@ func TestStopWaitsForRunningJobs(t *testing.T) {
 }
 
 // When Stop runs out of time, running jobs go back to the queue without
-// their attempt counting, and their handlers learn why.
+// their attempt counting, and their handlers learn why; they are back by
+// the time Stop returns, before its deadline.
 func TestStopOutOfTimeRequeuesWithoutBurningAnAttempt(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})
@@ -59,17 +62,10 @@ func TestStopOutOfTimeRequeuesWithoutBurningAnAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err = r.Stop(ctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	stopOutOfTime(t, r, time.Second)
+	requirePutBack(t, e, id)
 	require.ErrorIs(t, <-causes, queue.ErrStopping)
 	<-r.Done()
-	rec, err := e.client.Get(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, queue.StatusQueued, rec.Status)
-	require.Zero(t, rec.Attempts, "the interrupted attempt does not count")
-	require.Nil(t, rec.LockedBy)
 	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.Of(id))
 	require.Equal(t, int64(1), r.Stats().Requeued)
 }
@@ -106,11 +102,16 @@ func TestStopUnderContinuousEnqueue(t *testing.T) {
 		}
 	})
 	e.events.Wait(t, queue.EventCompleted, 0, 50) // it is busy
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-	defer cancel()
-	// nil, or a deadline error and the rest unwinds in the background:
-	// either way nothing is left PROCESSING once Done is closed.
-	_ = r.Stop(ctx)
+	// A context cancelled without a deadline: Stop puts back at once what
+	// runs or waits, and returns once it has.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = r.Stop(ctx)
+	if err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorContains(t, err, "put them back in the queue")
+	}
+	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'PROCESSING'"), "nothing left PROCESSING when Stop returns")
 	close(stopProducer)
 	wg.Wait()
 	<-r.Done()
@@ -118,6 +119,35 @@ func TestStopUnderContinuousEnqueue(t *testing.T) {
 	require.Equal(t, produced.Load(), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status IN ('COMPLETED', 'QUEUED')"))
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED' AND attempts > 0"),
 		"requeued jobs kept their attempt count at zero")
+}
+
+// stopOutOfTime stops r with a deadline d away, while jobs run that take
+// longer, and requires that Stop returned before its deadline, saying
+// that it put them back.
+func stopOutOfTime(t *testing.T, r *queue.Runner, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	err := r.Stop(ctx)
+	require.True(t, time.Now().Before(deadline), "Stop returned before its deadline")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "put them back in the queue")
+}
+
+// requirePutBack requires that the jobs ids are back in the queue after
+// one claim, as Stop puts them back: their attempt uncounted, not suspects.
+func requirePutBack(t *testing.T, e *env, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		rec, err := e.client.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, rec.Status, "job %d is back in the queue", id)
+		require.Zero(t, rec.Attempts, "job %d: the interrupted attempt does not count", id)
+		require.Zero(t, rec.Rescues, "job %d: not a suspect", id)
+		require.Equal(t, 1, rec.Claims, "job %d", id)
+		require.Nil(t, rec.LockedBy, "job %d", id)
+	}
 }
 
 func TestRunnerOptionsAreChecked(t *testing.T) {
@@ -241,43 +271,191 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 	}
 }
 
-// When Stop runs out of time, a job whose handler returns at once goes back
-// to the queue then, not when the slowest handler returns: its lease is not
-// renewed once it has finished, and the rescuer would otherwise fail it.
-func TestStopPutsEachJobBackAsItsHandlerReturns(t *testing.T) {
+// When Stop runs out of time it does not wait for handlers that ignore
+// their cancellation: their jobs are back in the queue when it returns, and
+// whatever those handlers do afterwards is refused. SetProgress and
+// SetOutput return ErrLeaseLost, even once another runner holds the job
+// PROCESSING under a later claim; their result is dropped; the job
+// completes once, by the later claim. Done waits for the handlers.
+func TestStopDoesNotWaitForHandlersThatIgnoreCancellation(t *testing.T) {
 	t.Parallel()
-	started := make(chan string, 2)
-	slow := make(chan struct{})
+	stubbornStarted, politeStarted, laterStarted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	goStale, finishLater := make(chan struct{}), make(chan struct{})
+	staleErrs := make(chan error, 2)
+	var stubbornRuns atomic.Int64
 	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
-		started <- j.Args.County
-		if j.Args.County == "slow" {
-			<-slow // ignores its context for longer than the lease
+		if j.Args.County == "polite" {
+			close(politeStarted)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if stubbornRuns.Add(1) > 1 { // the later claim, on runner B
+			close(laterStarted)
+			<-finishLater
+			return j.SetOutput(ctx, "later")
+		}
+		close(stubbornStarted)
+		<-goStale // ignores its context
+		staleErrs <- j.SetProgress(ctx, 1, 2)
+		staleErrs <- j.SetOutput(ctx, "stale")
+		return nil // a success the runner must not write
+	}))
+	polite := enqueue(t, e, report{County: "polite"})
+	stubborn := enqueue(t, e, report{County: "stubborn"})
+	a, err := queue.NewRunner(e.client, queue.WithRunnerID("a"))
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	<-politeStarted
+	<-stubbornStarted
+
+	stopOutOfTime(t, a, time.Second) // whatever the handlers do
+	requirePutBack(t, e, polite, stubborn)
+	select {
+	case <-a.Done():
+		t.Fatal("Done closed while a handler still runs")
+	default:
+	}
+
+	// Another runner claims the stubborn job again while A's handler still
+	// runs, and holds it PROCESSING under claim 2.
+	b := e.runner(t, queue.WithRunnerID("b"))
+	<-laterStarted
+	close(goStale)
+	require.ErrorIs(t, <-staleErrs, queue.ErrLeaseLost, "SetProgress from the handler Stop cut short")
+	require.ErrorIs(t, <-staleErrs, queue.ErrLeaseLost, "SetOutput from the handler Stop cut short")
+	<-a.Done()
+	rec, err := e.client.Get(context.Background(), stubborn)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusProcessing, rec.Status, "A's late success was not written")
+	require.Equal(t, 2, rec.Claims)
+	require.Equal(t, "b", *rec.LockedBy)
+	require.Zero(t, rec.Processed, "A's late progress was not written")
+	require.Nil(t, rec.Output, "A's late output was not written")
+
+	close(finishLater)
+	e.events.Wait(t, queue.EventCompleted, stubborn, 1)
+	rec, err = e.client.Get(context.Background(), stubborn)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusCompleted, rec.Status)
+	require.Equal(t, 1, rec.Attempts, "completed once, by its only counted attempt")
+	require.JSONEq(t, `"later"`, string(rec.Output))
+	require.Zero(t, a.Stats().Completed)
+	require.Zero(t, a.Stats().Rejected, "A dropped its late result without sending it")
+	require.Equal(t, int64(2), a.Stats().Requeued)
+	require.Equal(t, int64(1), b.Stats().Completed)
+	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued, queue.EventStarted, queue.EventCompleted},
+		e.events.Of(stubborn))
+}
+
+// A result that is finished but not yet written when Stop runs out of time
+// is written, not put back, before Stop returns. An Attempt hook holds the
+// finished job between its handler's return and its result's hand-over to
+// the writer until the stop has put the other job back.
+func TestStopOutOfTimeWritesWhatFinished(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 2)
+	e := newEnv(t, registerReport(t, func(ctx context.Context, j *queue.Job[report]) error {
+		started <- struct{}{}
+		if j.Args.County == "quick" {
 			return nil
 		}
 		<-ctx.Done()
 		return ctx.Err()
-	}, queue.MaxAttempts(1)))
-	polite := enqueue(t, e, report{County: "polite"})
-	stubborn := enqueue(t, e, report{County: "slow"})
-	r, err := queue.NewRunner(e.client, queue.WithLease(500*time.Millisecond))
+	}))
+	quick := enqueue(t, e, report{County: "quick"})
+	slow := enqueue(t, e, report{County: "slow"})
+	returned, release := make(chan struct{}), make(chan struct{})
+	hold := queue.WithHooks(queue.Hooks{Attempt: func(ctx context.Context, job *queue.JobRecord) (context.Context, func(queue.Event)) {
+		return ctx, func(ev queue.Event) {
+			if job.ID == quick {
+				close(returned)
+				<-release
+			}
+		}
+	}})
+	r, err := queue.NewRunner(e.client, hold)
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	<-started
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	<-returned
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(ctx) }()
-	e.waitLeaves(t, polite, queue.StatusProcessing)
-	rec, err := e.client.Get(context.Background(), polite)
-	require.NoError(t, err)
-	require.Equal(t, queue.StatusQueued, rec.Status, "back in the queue, not rescued and failed")
-	require.Zero(t, rec.Attempts)
-	require.ErrorIs(t, <-stopped, context.DeadlineExceeded, "Stop returns at its deadline, whatever the handlers do")
-	require.Equal(t, queue.StatusProcessing, e.status(t, stubborn), "not put back while its handler runs")
-	close(slow)
+	e.waitStatus(t, slow, queue.StatusQueued) // put back: the stop now waits for what finished
+	close(release)
+	require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
+	require.Equal(t, queue.StatusCompleted, e.status(t, quick), "written before Stop returned")
 	<-r.Done()
-	require.Equal(t, queue.StatusQueued, e.status(t, stubborn))
-	require.Equal(t, []queue.EventType{queue.EventStarted, queue.EventRequeued}, e.events.Of(polite))
-	require.Equal(t, int64(2), r.Stats().Requeued)
+	require.Equal(t, int64(1), r.Stats().Completed)
+	require.Equal(t, int64(1), r.Stats().Requeued)
+}
+
+// When the database cannot be reached as Stop runs out of time, Stop
+// returns at its deadline all the same, and says that the jobs it could not
+// put back will be rescued when their leases expire; they are PROCESSING
+// under the runner's name meanwhile.
+func TestStopOutOfTimeWithoutTheDatabaseSaysWhatBecomesOfTheJobs(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
+	t.Parallel()
+	started := make(chan struct{})
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	id := enqueue(t, e, report{})
+	co := startCutOff(t, e)
+	<-started
+	co.proxy.Partition()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	err := co.runner.Stop(ctx)
+	require.WithinDuration(t, deadline, time.Now(), 500*time.Millisecond, "Stop returned at its deadline")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "rescued when their leases expire")
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusProcessing, rec.Status)
+	require.Equal(t, "cut-off", *rec.LockedBy)
+}
+
+// A worker process that stops with a deadline when it is told to (as on
+// SIGTERM) and exits the moment Stop returns strands nothing: the jobs it
+// was running, longer than Stop's deadline, are back in the queue once it
+// has exited, their attempts uncounted and none of them a suspect, whether
+// their handlers honour their cancellation or ignore it; and Stop returned
+// before its deadline.
+func TestAProcessThatExitsWhenStopReturnsStrandsNothing(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string]queue.Args{"handlers honour cancellation": hangJob{}, "handlers ignore it": stubbornJob{}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := ledgerEnv(t)
+			c := startChild(t, e.db.DSN, "exiting", 30*time.Second, nil, childStopMS+"=3000")
+			jobs := make([]queue.Params, testWorkers) // one per worker, all running at once
+			for i := range jobs {
+				jobs[i] = queue.Params{Args: args}
+			}
+			res, err := e.client.EnqueueMany(context.Background(), jobs)
+			require.NoError(t, err)
+			for range jobs {
+				c.expect(t, "started")
+			}
+			require.NoError(t, c.stdin.Close()) // stop now
+			line := c.expect(t, "stop returned")
+			t.Log(line) // microseconds Stop took, and before its deadline it returned
+			var took, early int64
+			_, err = fmt.Sscanf(line, "stop returned %d %d", &took, &early)
+			require.NoError(t, err)
+			require.Positive(t, early, "Stop returned before its deadline: %s", line)
+			require.Contains(t, line, "put them back in the queue")
+			<-c.exited()
+			require.True(t, c.cmd.ProcessState.Success())
+			requirePutBack(t, e, ids(res)...)
+			require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'PROCESSING'"))
+		})
+	}
 }

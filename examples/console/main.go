@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
@@ -38,6 +39,12 @@ import (
 )
 
 const schema = "sheaf_example_console"
+
+// stopGrace is how long the runner's jobs have to finish once the program
+// is asked to stop; those that have not are put back in the queue.
+// Shorter than the time an orchestrator waits before it kills the process
+// (Kubernetes: 30 s after SIGTERM, by default).
+const stopGrace = 10 * time.Second
 
 // options are the program's flags.
 type options struct {
@@ -60,7 +67,8 @@ func main() {
 	if o.dsn == "" {
 		o.dsn = os.Getenv("DATABASE_URL")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM ends the program: the runner stops (see run).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
 		log.Fatal("console: ", err)
@@ -101,11 +109,15 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := runner.Start(ctx); err != nil {
+	// Started on a context the signal does not cancel, which would cut the
+	// running jobs short at once: when ctx ends, Stop gives them a grace
+	// period, then puts back in the queue those that have not finished, and
+	// the program may exit as soon as it returns.
+	if err := runner.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer func() {
-		stop, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stop, cancel := context.WithTimeout(context.Background(), stopGrace)
 		defer cancel()
 		err = errors.Join(err, runner.Stop(stop))
 	}()

@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +65,7 @@ func main() {
 	if o.dsn == "" {
 		o.dsn = os.Getenv("DATABASE_URL")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, os.Stdout); err != nil {
 		log.Fatal("telemetry: ", err)
@@ -110,7 +111,7 @@ func (importer) Cleanup(context.Context, *queue.Job[Import]) error              
 // reports, the summaries of the three that complete, and the import.
 const jobs = 4 + 3 + 1
 
-func run(ctx context.Context, o options, out io.Writer) error {
+func run(ctx context.Context, o options, out io.Writer) (err error) {
 	// Metrics: the Prometheus exporter is a reader of the SDK's meter
 	// provider; it registers with a registry of the program's own.
 	promReg := prometheus.NewRegistry()
@@ -201,10 +202,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := runner.Start(ctx); err != nil {
+	// Started on a context the signal does not cancel, which would cut the
+	// running jobs short at once: when ctx ends, Stop gives them ten
+	// seconds, then puts back in the queue those that have not finished.
+	if err := runner.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	defer func() { _ = runner.Stop(context.Background()) }()
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, runner.Stop(stopCtx))
+	}()
 	if err := enqueue(ctx, tp, client); err != nil {
 		return err
 	}

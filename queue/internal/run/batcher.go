@@ -35,11 +35,22 @@ func (b *Batcher[T]) Start(room int) {
 
 // Send queues v for a Flush, waiting for room.
 func (b *Batcher[T]) Send(v T) {
+	b.Reserve()
+	b.SendReserved(v)
+}
+
+// Reserve counts one item that the caller will hand to SendReserved, so
+// that a WaitFlushed that begins in between waits for it too: a caller that
+// decides under its own lock that an item will be sent, and sends it once
+// it has let go of the lock, is never seen with nothing in flight.
+func (b *Batcher[T]) Reserve() {
 	b.mu.Lock()
 	b.unflushed++
 	b.mu.Unlock()
-	b.in <- v
 }
+
+// SendReserved is Send for an item that Reserve counted.
+func (b *Batcher[T]) SendReserved(v T) { b.in <- v }
 
 // Stop flushes what was sent and waits for the last Flush to return. No
 // Send may follow or run concurrently.
@@ -48,9 +59,9 @@ func (b *Batcher[T]) Stop() {
 	<-b.done
 }
 
-// WaitFlushed waits, at most for limit, until everything sent has been
-// flushed.
-func (b *Batcher[T]) WaitFlushed(limit time.Duration) {
+// WaitFlushed waits, at most for limit, until everything sent (or
+// reserved) has been flushed, and reports whether it was.
+func (b *Batcher[T]) WaitFlushed(limit time.Duration) bool {
 	// The deadline first, then the timer that wakes the wait at it: a
 	// timer set first could fire before the deadline, and a wait begun
 	// after it fired would sleep until the next flush.
@@ -66,6 +77,7 @@ func (b *Batcher[T]) WaitFlushed(limit time.Duration) {
 	for b.unflushed > 0 && time.Now().Before(deadline) {
 		b.flushed.Wait()
 	}
+	return b.unflushed == 0
 }
 
 func (b *Batcher[T]) loop() {

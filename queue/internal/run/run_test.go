@@ -108,7 +108,7 @@ func TestBatcherFlushesEverythingInBatches(t *testing.T) {
 	for i := range 10 {
 		b.Send(i)
 	}
-	b.WaitFlushed(10 * time.Second)
+	require.True(t, b.WaitFlushed(10*time.Second))
 	mu.Lock()
 	var all []int
 	for _, v := range batches {
@@ -128,9 +128,25 @@ func TestBatcherWaitFlushedGivesUpAtItsLimit(t *testing.T) {
 	b.Start(1)
 	b.Send(1)
 	began := time.Now()
-	b.WaitFlushed(20 * time.Millisecond)
+	require.False(t, b.WaitFlushed(20*time.Millisecond), "not flushed")
 	require.GreaterOrEqual(t, time.Since(began), 20*time.Millisecond)
 	close(gate)
+	b.Stop()
+}
+
+// An item reserved and not yet sent is waited for: a WaitFlushed that
+// begins between Reserve and SendReserved does not return early.
+func TestBatcherWaitFlushedWaitsForReservedItems(t *testing.T) {
+	flushed := make(chan []int, 1)
+	b := Batcher[int]{Max: 10, Busy: func() bool { return false }, Flush: func(v []int) { flushed <- append([]int(nil), v...) }}
+	b.Start(1)
+	b.Reserve()
+	require.False(t, b.WaitFlushed(time.Millisecond), "the reserved item is not flushed yet")
+	waited := make(chan bool, 1)
+	go func() { waited <- b.WaitFlushed(time.Minute) }()
+	b.SendReserved(7)
+	require.Equal(t, []int{7}, <-flushed)
+	require.True(t, <-waited)
 	b.Stop()
 }
 

@@ -45,9 +45,19 @@ func newTimeouts(lease time.Duration) timeouts {
 // grow, and end once the runner is stopping out of time: from then on each
 // write gets one try, and what it could not write is rescued later.
 func (r *Runner) retry(op func(ctx context.Context, try int) error) error {
+	return r.retryBy(time.Time{}, op)
+}
+
+// retryBy is retry with every try also bounded by the time by, unless it
+// is zero: a stop out of time must be done before its deadline.
+func (r *Runner) retryBy(by time.Time, op func(ctx context.Context, try int) error) error {
 	var pause time.Duration
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeouts.statement)
+		end := time.Now().Add(r.timeouts.statement)
+		if !by.IsZero() && by.Before(end) {
+			end = by
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
 		err := op(ctx, try)
 		cancel()
 		if err == nil || !r.st.Transient(err) {

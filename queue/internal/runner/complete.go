@@ -88,6 +88,8 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		// completed nor rejected; the lease keeper puts it back.
 		if written, known := accepted[res.ex.row.ID]; known {
 			r.report(res, written)
+		} else {
+			r.unwritten.Add(1)
 		}
 	}
 	r.unhold(exs...)

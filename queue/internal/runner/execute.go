@@ -24,12 +24,17 @@ type Execution struct {
 	start   time.Time // when a worker took it up
 	// counted is set once the attempt counts towards MaxAttempts: at the
 	// claim, or, for a suspect, when it starts (see queue.JobRecord.Rescues).
+	// Guarded by r.mu once the attempt may have started, as are the row's
+	// Attempts and StartedAt: a stop out of time reads them while it runs.
 	counted bool
 	// Guarded by r.mu: released means the job is being put back in the
-	// queue (by Stop, or because it waited too long for a worker), so its
-	// result must be dropped; finished means its result is written or on
-	// its way.
-	released, finished bool
+	// queue (by a stop out of time, because it waited too long for a
+	// worker, or because its start as a suspect could not be recorded), so
+	// its result must be dropped; cut means a stop out of time put it back
+	// (or tried to) while its handler ran, so nothing more is written for
+	// it; finished means its handler returned (or it never ran) and its
+	// result is written or on its way.
+	released, cut, finished bool
 	// ends are the functions the Attempt hooks returned, and hooked the
 	// context they made, for the Release hooks (see queue.Hooks).
 	ends   []func(Event)
@@ -186,7 +191,9 @@ func (r *Runner) startSuspect(ex *Execution) error {
 		r.mu.Unlock()
 		return r.cfg.Errors.Stopping
 	}
+	r.mu.Lock()
 	ex.row.Attempts, ex.row.StartedAt, ex.counted = attempts, &started, true
+	r.mu.Unlock()
 	return nil
 }
 
@@ -194,24 +201,37 @@ func (r *Runner) startSuspect(ex *Execution) error {
 // longer this runner's to finish.
 func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, took time.Duration) {
 	r.mu.Lock()
-	released := ex.released
-	ex.finished = true
 	inTx := ex.inTx
 	r.mu.Unlock()
 	committed := false
 	if inTx != nil {
 		// Whether the handler's transaction committed decides, before
 		// anything the runner would do with the job: a committed
-		// completion is final.
+		// completion is final, even if a stop out of time cut the
+		// attempt short meanwhile (its put-back found the job COMPLETED
+		// and changed nothing).
 		committed, err = r.settleTx(ex, inTx, err)
 	}
 	cause := context.Cause(ctx)
+	dropped := errors.Is(cause, r.cfg.Errors.Cancelled) || errors.Is(cause, r.cfg.Errors.LeaseLost)
+	r.mu.Lock()
+	released, cut := ex.released, ex.cut
+	ex.finished = true
+	if !committed && !released && !dropped {
+		// Counted as on its way to the completer from now: a stop out of
+		// time, which cuts short only attempts not finished, waits for it
+		// to be written (see cutShort).
+		r.completer.Reserve()
+	}
+	r.mu.Unlock()
 	switch {
 	case committed:
 		r.completedInTx(ex, inTx, err, took)
-	case released: // the runner is stopping: back to the queue, now the handler has returned
+	case cut: // put back by a stop out of time while its handler ran: whatever it returned is dropped
 		ex.endedAs(EventRequeued, err, took)
-		r.requeue([]*Execution{ex}, "the runner stopped before it finished")
+	case released: // its start as a suspect could not be recorded: back to the queue
+		ex.endedAs(EventRequeued, err, took)
+		_ = r.requeue([]*Execution{ex}, time.Time{}, "could not record the start of a rescued job") // logged
 	case errors.Is(cause, r.cfg.Errors.Cancelled):
 		r.unhold(ex)
 		r.stats.cancelled.Add(1)
@@ -231,7 +251,7 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 		if len(ex.ends) > 0 {
 			ex.ended(res.event())
 		}
-		r.completer.Send(res)
+		r.completer.SendReserved(res)
 	}
 	r.mu.Lock()
 	delete(r.running, ex)

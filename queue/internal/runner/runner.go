@@ -61,6 +61,19 @@ type Runner struct {
 	stopOnce, hardOnce sync.Once
 	done               chan struct{} // closed once every goroutine of the runner has returned
 
+	// A stop out of time cuts the running jobs short (see cutShort). cutBy
+	// is the deadline it must be done by, in Unix nanoseconds (0: none,
+	// bound it by a statement's timeout); Stop sets it before closing hard.
+	// cut is closed once the cut is done, or the runner has stopped
+	// without one, and cutResult is written before.
+	cutBy     atomic.Int64
+	cut       chan struct{}
+	cutOnce   sync.Once
+	cutResult cutResult
+	// unwritten counts results whose statements failed (see flush), for a
+	// cut to tell whether those it waited for were written.
+	unwritten atomic.Int64
+
 	stats runnerCounters
 }
 
@@ -101,6 +114,7 @@ func New(cfg Config) *Runner {
 		stopping: make(chan struct{}),
 		hard:     make(chan struct{}),
 		done:     make(chan struct{}),
+		cut:      make(chan struct{}),
 	}
 	if r.scheduler == nil {
 		r.scheduler = noPart{}
@@ -135,9 +149,10 @@ const Conns = 4
 // Start or after Stop. See queue.Runner.Start.
 //
 // ctx carries values to every job's context. Cancelling it stops the runner
-// as Stop does when its context ends: claims stop, running jobs are
-// cancelled (cause Errors.Stopping) and go back to the queue as their handlers
-// return, and Done is closed once they have. Call Stop to wait for that.
+// as Stop does when its context ends: claims stop, and the jobs still
+// running are cancelled (cause Errors.Stopping) and put back in the queue at
+// once; Done is closed once their handlers have returned. Call Stop to wait
+// for the put-back.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,10 +198,13 @@ func (r *Runner) Start(ctx context.Context) error {
 // supervise stops the runner's parts, in order, once Stop is called or
 // Start's context ends, and closes done when every goroutine has returned:
 // first those that claim, then (once the workers have run what was claimed,
-// or, stopping hard, once the jobs still running have been put back) the
-// lease keepers and the completer; then it closes their connections.
+// or, stopping hard, at once, while the handlers still run) the jobs still
+// running and waiting are put back (see cutShort); once the workers have
+// returned, the lease keepers and the completer stop; then it closes their
+// connections.
 func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFunc, closeConns func()) {
 	defer close(r.done)
+	defer r.endCut(cutResult{}) // a Stop waiting for a cut that never came
 	defer cancelJobs()
 	select {
 	case <-r.stopping:
@@ -209,9 +227,9 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 	select {
 	case <-jobsDone:
 	default:
-		// Jobs that never started go back now; the others each as its
-		// handler returns (see finish), their leases renewed till then.
-		r.requeue(r.releaseRunning(), "the runner stopped before they finished")
+		r.cutShort()
+		// Handlers that ignore their cancellation still run: the workers,
+		// the lease keepers and the completer wait for them.
 		<-jobsDone
 	}
 	r.renewer.Stop()
@@ -223,16 +241,67 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 
 func (r *Runner) stopHard() { r.hardOnce.Do(func() { close(r.hard) }) }
 
-// Stop stops the runner: it claims nothing more and waits for running jobs
-// to finish and their results to be written, then returns nil. If ctx ends
-// first, Stop cancels the jobs still running (cause Errors.Stopping) and returns
-// at once an error wrapping ctx.Err(); each of those jobs goes back to the
-// queue, without its attempt counting, once its handler has returned
-// (whatever it returns is ignored), so that no other runner starts a job
-// while this one is still winding it down. Done is closed when the last has.
-// Once Done is closed no job is left PROCESSING by this runner, unless the
-// database could not be reached (then the jobs are rescued when their leases
-// expire). Stop is idempotent and safe without Start.
+// cutMargin is how long before Stop's deadline, left away, a stop out of
+// time begins to put back the jobs still running: a fifth of the time left
+// when Stop was called, but at least minCutMargin (all of it, if less),
+// and no more than one bookkeeping statement's timeout. The put-back is
+// one statement, and the results already finished are written meanwhile:
+// milliseconds on a healthy database; the margin leaves room for a loaded
+// one, and most of Stop's time to the jobs. A 5 s deadline puts back at
+// 4 s; a minute's, 5 s before its end with the default lease.
+func cutMargin(left, statement time.Duration) time.Duration {
+	return max(0, min(left, max(left/5, minCutMargin), statement))
+}
+
+// minCutMargin is the least time a stop out of time leaves itself to put
+// back the jobs: a round trip or two to a database across a network.
+const minCutMargin = 100 * time.Millisecond
+
+// cutResult is what a cut (see cutShort) did.
+type cutResult struct {
+	cut  bool  // it ran
+	jobs int   // jobs it cancelled and put back, or tried to
+	err  error // what it could not do, and what becomes of that
+}
+
+// endCut records res, unless a cut was recorded before, and lets Stop
+// return.
+func (r *Runner) endCut(res cutResult) {
+	r.cutOnce.Do(func() {
+		r.cutResult = res
+		close(r.cut)
+	})
+}
+
+// cutShort, for a runner stopping out of time, cancels every job still
+// running or waiting for a worker (cause ErrStopping) and puts them back in
+// the queue at once, their attempts uncounted, without waiting for their
+// handlers; and it waits for the results already finished to be written.
+// Both are bounded by Stop's deadline (see cutBy), or, without one, by a
+// bookkeeping statement's timeout. A handler still running afterwards has
+// lost its job: the job is QUEUED, and claimed again under a new claim
+// number, so the store's guards (status PROCESSING and this claim) refuse
+// its result, SetProgress and SetOutput.
+func (r *Runner) cutShort() {
+	by := time.Now().Add(r.timeouts.statement)
+	if ns := r.cutBy.Load(); ns != 0 && time.Unix(0, ns).After(time.Now()) {
+		by = time.Unix(0, ns)
+	}
+	unwritten := r.unwritten.Load()
+	exs := r.cutRunning()
+	var errs []error
+	if err := r.requeue(exs, by, "the runner stopped out of time before they finished"); err != nil {
+		errs = append(errs, fmt.Errorf("could not put them back in the queue (%w); they will be rescued when their leases expire", err))
+	}
+	if !r.completer.WaitFlushed(time.Until(by)) || r.unwritten.Load() != unwritten {
+		errs = append(errs, errors.New("could not write the results of jobs that finished; they will be rescued when their leases expire"))
+	}
+	r.endCut(cutResult{cut: true, jobs: len(exs), err: errors.Join(errs...)})
+}
+
+// Stop stops the runner, cutting short what still runs a margin before
+// ctx's deadline (see cutMargin and cutShort): when it returns, nothing is
+// left PROCESSING under the runner. See queue.Runner.Stop for the contract.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	was := r.state
@@ -243,18 +312,67 @@ func (r *Runner) Stop(ctx context.Context) error {
 		return nil
 	}
 	r.stopOnce.Do(func() { close(r.stopping) })
+	var cutSoon <-chan time.Time
+	var margin time.Duration
+	deadline, ok := ctx.Deadline()
+	if ok {
+		left := time.Until(deadline)
+		margin = cutMargin(left, r.timeouts.statement)
+		t := time.NewTimer(left - margin)
+		defer t.Stop()
+		cutSoon = t.C
+	}
 	select {
 	case <-r.done:
 		return nil
+	case <-r.cut: // cut short already, as Start's context or another Stop's ended, which was told
+		return nil
 	case <-ctx.Done():
-		r.stopHard()
-		return fmt.Errorf("queue: stop: %w (the jobs still running were cancelled and go back to the queue as their handlers return; Done is closed when they have)", ctx.Err())
+	case <-cutSoon:
 	}
+	var late <-chan time.Time
+	if left := time.Until(deadline); ok && left > 0 {
+		// The cut ends a moment before the deadline, so that what it could
+		// not do is reported here. It may have to wait first for a claim
+		// under way (see supervise), which is bounded by a statement's
+		// timeout, not by the deadline: hence late.
+		r.cutBy.Store(deadline.Add(-margin / 20).UnixNano())
+		t := time.NewTimer(left)
+		defer t.Stop()
+		late = t.C
+	}
+	r.stopHard()
+	select {
+	case <-r.cut:
+	case <-late:
+		return fmt.Errorf("queue: stop: %w: the runner could not put its running jobs back in the queue in time; "+
+			"they go back when it can, or are rescued when their leases expire", context.DeadlineExceeded)
+	}
+	return r.cutResult.stopError(ctx)
+}
+
+// stopError is what Stop(ctx) returns after the cut res: nil if it cut
+// nothing short, else an error wrapping why it did and saying what became
+// of the jobs.
+func (res cutResult) stopError(ctx context.Context) error {
+	if !res.cut || res.jobs == 0 && res.err == nil {
+		return nil // everything finished: there was nothing to cut short
+	}
+	why := ctx.Err()
+	if why == nil {
+		why = context.DeadlineExceeded // cut short ahead of the deadline
+	}
+	if res.err != nil {
+		return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs: %w", why, res.jobs, res.err)
+	}
+	return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs and put them back in the queue", why, res.jobs)
 }
 
 // Done returns a channel that is closed when the runner has stopped and
-// every goroutine it started has returned: after Stop, or after Start's
-// context ended. For a runner that was never started it is closed by Stop.
+// every goroutine it started has returned, handlers that ignore their
+// cancellation included: after Stop, or after Start's context ended. It
+// may close well after Stop returns (see Stop). For a runner that was never
+// started it is closed by Stop.
 func (r *Runner) Done() <-chan struct{} { return r.done }
 
 // Stats returns the runner's counters.
@@ -274,65 +392,75 @@ func (r *Runner) runningNow() int {
 	return len(r.running)
 }
 
-// releaseRunning, for a runner stopping out of time, marks the attempts
-// still running as released and cancels them: finish then puts each back in
-// the queue once its handler has returned, instead of writing its result. It
-// takes the attempts still waiting for a worker out of the workers' reach
-// and returns them, to be put back at once.
-func (r *Runner) releaseRunning() []*Execution {
-	waiting := r.unwait(func(*Execution) bool { return true })
-	var running []*Execution
+// cutRunning, for a runner stopping out of time, marks every attempt whose
+// handler has not returned as cut (finish then writes nothing for it) and
+// takes the attempts still waiting for a worker out of the workers' reach;
+// it cancels them all and returns them, to be put back at once.
+func (r *Runner) cutRunning() []*Execution {
+	exs := r.unwait(func(*Execution) bool { return true })
 	r.mu.Lock()
+	for _, ex := range exs {
+		ex.cut = true
+	}
 	for ex := range r.running {
-		if !ex.finished && !ex.released {
-			ex.released = true
-			running = append(running, ex)
+		if !ex.finished {
+			ex.released, ex.cut = true, true
+			exs = append(exs, ex)
 		}
 	}
 	r.mu.Unlock()
-	for _, ex := range append(running, waiting...) {
+	for _, ex := range exs {
 		ex.cancel(r.cfg.Errors.Stopping)
 	}
-	return waiting
+	return exs
 }
 
 // requeue puts released attempts' jobs back in the queue without counting
-// the attempt. None of the released ones can still write, because their
-// handlers have returned or never started. A job that is no longer the
-// attempt's (cancelled, or rescued) stays as it is; a cancelled one is
-// reported as such.
-func (r *Runner) requeue(exs []*Execution, why string) {
+// the attempt, trying until by (if not zero). A released attempt's handler
+// has returned, never started, or (cut short) may still run: its result,
+// if any, is dropped by finish and would be refused by the store's guards,
+// since the job is no longer PROCESSING under its claim. A job that is no
+// longer the attempt's (cancelled, or rescued) stays as it is; a cancelled
+// one is reported as such. The error is the database's, if it could not be
+// reached.
+func (r *Runner) requeue(exs []*Execution, by time.Time, why string) error {
 	if len(exs) == 0 {
-		return
+		return nil
 	}
 	defer r.unhold(exs...)
 	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]bool, len(exs))
+	requeued, cancelled := make([]Event, len(exs)), make([]Event, len(exs))
+	// Under the lock: a suspect cut short may be recording its start.
+	r.mu.Lock()
 	for i, ex := range exs {
 		ids[i], keys[i], counted[i] = ex.row.ID, keyOf(ex), ex.counted
+		requeued[i], cancelled[i] = ex.event(EventRequeued), ex.event(EventCancelled)
 	}
+	r.mu.Unlock()
 	back := map[int64]bool{}
-	err := r.retry(func(ctx context.Context, _ int) error {
+	err := r.retryBy(by, func(ctx context.Context, _ int) error {
 		put, err := r.st.Requeue(ctx, ids, keys, counted)
 		mark(back, put)
 		return err
 	})
 	if err != nil {
 		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)
-		return
+		return err
 	}
-	for _, ex := range exs {
+	for i, ex := range exs {
 		switch {
 		case back[ex.row.ID]:
 			r.stats.requeued.Add(1)
-			r.observe(ex.event(EventRequeued))
+			r.observe(requeued[i])
 		case errors.Is(context.Cause(ex.ctx), r.cfg.Errors.Cancelled):
 			r.stats.cancelled.Add(1)
-			r.observe(ex.event(EventCancelled))
+			r.observe(cancelled[i])
 		}
 	}
 	if len(back) > 0 {
 		r.log.Warn("queue: jobs put back in the queue", "why", why, "jobs", len(back))
 	}
+	return nil
 }
 
 // debug logs at Debug level about a job, building the job's logger only if

@@ -181,3 +181,65 @@ func TestCompleteTxAndRenewalsMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// A claim whose job was put back (Requeue, as a stop out of time does while
+// the handler still runs) writes nothing more: not while the job is QUEUED,
+// and not once a later claim holds it PROCESSING. Every write of an attempt
+// is guarded by status and claim number.
+func TestAPutBackClaimWritesNothingMore(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		id := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func() int {
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r1"})
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			return got[0].Claims
+		}
+		first := claim()
+		put, err := st.Requeue(ctx, []int64{id}, []int64{store.Key(id, first)}, []bool{true})
+		require.NoError(t, err)
+		require.Equal(t, []int64{id}, put)
+
+		// stale tries every write of the first claim and requires that none
+		// changed the job.
+		stale := func(when string) {
+			key := store.Key(id, first)
+			done, err := conn.Complete(ctx, []int64{id}, []int64{key})
+			require.NoError(t, err)
+			require.Empty(t, done, "completion, %s", when)
+			failed, err := conn.Fail(ctx, store.Failures{IDs: []int64{id}, Keys: []int64{key}, Statuses: []string{"FAILED"},
+				Delays: []time.Duration{0}, Errors: []string{"late"}, Runner: "r1"})
+			require.NoError(t, err)
+			require.Empty(t, failed, "failure, %s", when)
+			changed, err := st.SetProgress(ctx, id, first, 1, 2)
+			require.NoError(t, err)
+			require.False(t, changed, "progress, %s", when)
+			changed, err = st.SetOutput(ctx, id, first, `{"late":true}`)
+			require.NoError(t, err)
+			require.False(t, changed, "output, %s", when)
+			require.NoError(t, db.Transaction(func(tx *gorm.DB) error {
+				_, _, completed, err := st.CompleteTx(tx, id, first)
+				require.False(t, completed, "completion in a transaction, %s", when)
+				return err
+			}))
+		}
+		stale("while the job is QUEUED")
+		var r row
+		require.NoError(t, db.First(&r, id).Error)
+		require.Equal(t, "QUEUED", r.Status)
+		require.Equal(t, 0, r.Attempts, "the put-back attempt is uncounted")
+
+		second := claim()
+		require.Equal(t, first+1, second)
+		stale("while a later claim holds the job")
+		require.NoError(t, db.First(&r, id).Error)
+		require.Equal(t, "PROCESSING", r.Status)
+		require.Equal(t, 1, r.Attempts)
+		done, err := conn.Complete(ctx, []int64{id}, []int64{store.Key(id, second)})
+		require.NoError(t, err)
+		require.Equal(t, []int64{id}, done, "the later claim completes it")
+	})
+}
