@@ -17,7 +17,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
-// poolSize is the pool the README's queue section sizes; SHEAF_BENCH_POOL
+// poolSize is the pool the queue documentation sizes (Connections); SHEAF_BENCH_POOL
 // overrides it, to compare sizes.
 var poolSize = envInt("SHEAF_BENCH_POOL", 20)
 
@@ -172,7 +172,7 @@ type visit struct {
 
 // BenchmarkQueueDBHandler works b.N jobs whose handler inserts one row with
 // gorm, through the same *gorm.DB as the queue, under the runner's default
-// options and the pool sizing the README gives (sizePoolAsREADME); it
+// options and the pool sizing the queue documentation gives (sizePoolAsDocumented); it
 // reports jobs/s from the runner's start until the last completion. Its
 // baseline, raw, makes the same inserts through the same pool from as many
 // goroutines as the runner has workers, with no queue: the ratio of the two
@@ -221,7 +221,7 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 }
 
 // visitsDB opens a gorm DB on e's database as a user would for
-// BenchmarkQueueDBHandler's handler, its pool sized as the README says, and
+// BenchmarkQueueDBHandler's handler, its pool sized as the queue documentation says, and
 // creates the visits table.
 func visitsDB(b *testing.B, e *env) *gorm.DB {
 	db, err := pgtest.OpenDSN(e.db.DSN, &gorm.Config{SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
@@ -233,15 +233,15 @@ func visitsDB(b *testing.B, e *env) *gorm.DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sqlDB.Close() })
-	sizePoolAsREADME(sqlDB)
+	sizePoolAsDocumented(sqlDB)
 	if err := db.AutoMigrate(&visit{}); err != nil {
 		b.Fatal(err)
 	}
 	return db
 }
 
-// sizePoolAsREADME sizes a pool as the README's queue section tells users to.
-func sizePoolAsREADME(db *sql.DB) {
+// sizePoolAsDocumented sizes a pool as the queue documentation (Connections) tells users to.
+func sizePoolAsDocumented(db *sql.DB) {
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
 }

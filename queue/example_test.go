@@ -34,7 +34,7 @@ type CountySummary struct {
 func (CountySummary) Kind() string { return "county_summary" }
 
 // connect stands for your program's gorm.Open, with the pool sized as the
-// README's queue section says:
+// queue documentation's Connections section says:
 //
 //	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{})
 //	sqlDB, _ := db.DB()

@@ -52,7 +52,7 @@ func (c *Client) migrate(ctx context.Context) error {
 // warnOfOlderRunners logs a warning when Migrate has upgraded the schema
 // from version under runners that are up: they run an earlier release,
 // since this one's refuse to start on an older schema. Those of version 6
-// should have been stopped first (see the README's Upgrading), and every
+// should have been stopped first (see Upgrading the schema in the package documentation), and every
 // one of them must be replaced now. A failed read of the runners goes
 // unsaid: the migration it would warn of is done.
 func (c *Client) warnOfOlderRunners(ctx context.Context, version int) {

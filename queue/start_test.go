@@ -79,7 +79,7 @@ func TestStartNamesMigrate(t *testing.T) {
 
 // With database/sql's default of two idle connections, the handlers of a
 // hundred workers would open and close connections all the time: the runner
-// says so once, at Start, and what to set. A pool sized as the README says
+// says so once, at Start, and what to set. A pool sized as the package documentation says
 // gets no warning.
 func TestStartWarnsWhenThePoolCannotServeTheWorkers(t *testing.T) {
 	t.Parallel()

@@ -24,7 +24,7 @@ import (
 // The benchmarks write the same 1,000,000 rows per op into the same table,
 // four ways: through the coordinator with a Table (gorm path and COPY path),
 // and with plain gorm CreateInBatches and plain pgx CopyFrom as baselines.
-// Each reports rows/s. Run them as interleaved rounds (see the README):
+// Each reports rows/s. Run them as interleaved rounds (see examples/BENCHMARKS.md):
 //
 //	go test -c -o /tmp/gormbatch.test ./batch/gormbatch
 //	for i in $(seq 7); do /tmp/gormbatch.test -test.run '^$' -test.bench . -test.benchtime 1x; done

@@ -315,7 +315,7 @@ type database struct {
 
 // open opens the database o names: a fresh schema on PostgreSQL, or a file
 // in a temporary folder on SQLite, opened as sqlitedb.Open opens it (its
-// pool as the queue's README has it).
+// pool as the queue documentation has it).
 func open(ctx context.Context, o options) (*database, error) {
 	if o.store == "sqlite" {
 		dir, err := os.MkdirTemp("", "queuebench")

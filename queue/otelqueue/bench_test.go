@@ -66,7 +66,7 @@ func benchOverhead(b *testing.B, tel *otelqueue.Telemetry) {
 
 func benchOverheadOpt(b *testing.B, tel ...queue.ClientOption) {
 	db := pgtest.NewDB(b)
-	db.SQL.SetMaxOpenConns(20) // as the README sizes a runner's pool
+	db.SQL.SetMaxOpenConns(20) // as the queue documentation sizes a runner's pool
 	reg := queue.NewRegistry()
 	if err := queue.Register(reg, queue.HandlerFunc[noop](func(context.Context, *queue.Job[noop]) error { return nil })); err != nil {
 		b.Fatal(err)
