@@ -36,6 +36,7 @@ type Runner struct {
 	completer run.Batcher[result]   // writes finished attempts, many per statement
 	renewer   run.Renewer           // renews the leases of held claims
 	rescuer   run.Periodic          // rescues expired leases, any runner's
+	idle      idleWatch             // warns when the pool keeps too few idle connections
 	listener  run.Reconnect         // notifications of new jobs and cancellations
 	scheduler scheduler             // fires the registry's schedules
 	releaser  releaser              // releases dependants as their parents complete
@@ -223,6 +224,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.scheduler.Start(values)
 	r.renewer.Start(values)
 	r.rescuer.Start(values)
+	r.idle.Start(values)
 	go r.supervise(ctx, cancelJobs, func() { r.forget(leases); f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.workers, "queues", r.cfg.queues)
 	return nil
@@ -264,6 +266,7 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 	}
 	r.renewer.Stop()
 	r.rescuer.Stop()
+	r.idle.Stop()
 	r.completer.Stop()
 	closeConns()
 	r.log.Info("queue: runner stopped")
