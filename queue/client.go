@@ -37,6 +37,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...Option) (*Client, error) {
 	if reg == nil {
 		return nil, invalid("nil *Registry")
 	}
+	db = store.Quiet(db)
 	st, err := store.Open(db)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -60,7 +61,7 @@ func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 // runners are notified at the commit.
 func (c *Client) Tx(tx *gorm.DB) *Client {
 	cp := *c
-	cp.db, cp.tx = tx, true
+	cp.db, cp.tx = store.Quiet(tx), true
 	return &cp
 }
 
