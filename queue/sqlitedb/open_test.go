@@ -94,3 +94,12 @@ func TestOpenSizesThePoolForADefaultRunner(t *testing.T) {
 	require.Zero(t, sqlDB.Stats().MaxIdleClosed, "connections closed for want of idle room")
 	require.Empty(t, w.all())
 }
+
+// A file that cannot be opened fails Open, naming it, rather than the
+// first statement.
+func TestOpenFailsOnAFileItCannotOpen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "no such folder", "jobs.db")
+	_, err := sqlitedb.Open(path)
+	require.ErrorContains(t, err, "sqlitedb: open "+path+": ")
+}
