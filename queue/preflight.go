@@ -82,7 +82,7 @@ type idleWatch struct {
 }
 
 // The idle watch looks every idleWatchEvery and warns when the pool closed
-// more than idleClosesPerSecond a second: a rate at which opening
+// idleClosesPerSecond a second or more: a rate at which opening
 // connections costs the server (a PostgreSQL backend each) real work,
 // where a few closes in a burst cost nothing worth a warning.
 const (
@@ -107,6 +107,8 @@ func (w *idleWatch) Stop() {
 	w.check()
 }
 
+// check warns if the pool closed limit connections or more since the last
+// check, unless the watch has warned already.
 func (w *idleWatch) check() {
 	closed := w.db.Stats().MaxIdleClosed
 	n := closed - w.last
@@ -115,7 +117,7 @@ func (w *idleWatch) check() {
 		return
 	}
 	w.warned = true
-	w.log.Warn(poolWarning, "advice", fmt.Sprintf("it closed %d connections in %s because it keeps too few idle: "+
+	w.log.Warn(poolWarning, "advice", fmt.Sprintf("it closed %d connections within %s because it keeps too few idle: "+
 		"handlers open and close a connection for most of their statements: "+
 		"call SetMaxIdleConns(%d), as many as it may open", n, w.Every, w.need))
 }
