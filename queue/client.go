@@ -56,6 +56,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 	if reg == nil {
 		return nil, invalid("nil *Registry")
 	}
+	db = store.Quiet(db)
 	st, err := store.Open(db)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -82,7 +83,7 @@ func (c *Client) Tx(tx *gorm.DB) *TxClient {
 // in returns c's operations inside tx.
 func (c *ops) in(tx *gorm.DB) ops {
 	cp := *c
-	cp.db, cp.tx = tx, true
+	cp.db, cp.tx = store.Quiet(tx), true
 	return cp
 }
 

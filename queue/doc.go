@@ -412,8 +412,10 @@
 //	sqlDB.SetMaxOpenConns(20)
 //	sqlDB.SetMaxIdleConns(20)
 //
-// Start warns, once, when the pool cannot serve its workers, and says what
-// to set. Handlers that write a single row each are faster with gorm's
+// Start warns when a pool with no open limit may open more connections
+// than the server accepts; while it runs, the runner warns once if the pool
+// closes ten or more connections a second because its idle list is full
+// (DBStats.MaxIdleClosed), and says what to set. Handlers that write a single row each are faster with gorm's
 // SkipDefaultTransaction, which saves a BEGIN and a COMMIT per insert.
 //
 // # Shutting down
@@ -467,8 +469,11 @@
 // single binary that needs no server. Open the file with
 // github.com/sheaf-dev/sheaf/queue/sqlitedb and hand it to NewClient as you
 // would a PostgreSQL handle; everything else is the same. The driver is
-// modernc.org/sqlite (SQLite translated to Go) under gorm's SQLite
-// dialector: no cgo, so CGO_ENABLED=0 builds and cross-compiles work. What
+// modernc.org/sqlite (SQLite translated to Go) under the pure-Go gorm
+// dialector github.com/libtnb/sqlite: no cgo and no C compiler, so
+// CGO_ENABLED=0 builds and cross-compiles work, and a first build compiles
+// no C. sqlitedb.Open's pool keeps up to 128 idle connections, enough for a
+// default runner's workers, and closes those idle for 5 minutes. What
 // differs, because SQLite has one writer and no server:
 //
 //   - Writes take turns: within a process on one semaphore per file, across
@@ -622,6 +627,17 @@
 // (goose, golang-migrate, atlas) take the SQL from [Client.Migrations]:
 // applied in order, each in a transaction, they give the schema Migrate
 // gives. Migrations only go forward.
+//
+// Migrate refuses a schema that was partly dropped by hand (some of the
+// tables above missing, or tables left with no version recorded) with
+// [ErrPartialSchema], naming the tables found and missing and the way out:
+// restore what was dropped, or drop the queue's remaining tables and
+// migrate afresh.
+//
+// The queue's own statements are not written to your gorm logger: they are
+// batches of up to thousands of IDs, and their errors are returned to you.
+// Your statements on the same handle, or in a transaction given to
+// [Client.Tx], are logged as before.
 //
 // From schema version 7 on, a process that is already running keeps working
 // through a migration that adds a column: every statement names the columns

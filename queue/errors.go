@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -26,6 +27,12 @@ var (
 	// ErrSchemaTooNew is returned by Migrate when the database was migrated
 	// by a newer sheaf.
 	ErrSchemaTooNew = errors.New("queue: schema is newer than this sheaf")
+	// ErrPartialSchema is wrapped by Migrate's error when the queue's
+	// tables are not those of the schema version recorded: some were
+	// dropped by hand, or the version table was. The error names the
+	// tables found and those missing; restore what was dropped, or drop
+	// the tables it names and call Migrate again.
+	ErrPartialSchema = store.ErrPartialSchema
 	// ErrNotMigrated is wrapped by errors from a database whose schema is
 	// missing or older than this sheaf: call Client.Migrate.
 	ErrNotMigrated = errors.New("queue: schema not migrated; call Client.Migrate")

@@ -2,13 +2,9 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // preflightTimeout bounds Start's checks: longer than a bookkeeping
@@ -17,24 +13,22 @@ import (
 const preflightTimeout = 10 * time.Second
 
 // preflight checks, before the runner starts anything, that the database
-// answers and that its schema is the one this sheaf knows, and warns when
-// the connection pool cannot serve the workers.
-func preflight(ctx context.Context, c *Client, sqlDB *sql.DB, workers int, log *slog.Logger) error {
+// answers and that its schema is the one this sheaf knows, and returns how
+// many more connections the server accepts, for the runner's advice on its
+// pool (see runner.PoolAdvice).
+func preflight(ctx context.Context, c *Client) (room int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	version, room, err := c.st.Preflight(ctx)
 	switch {
 	case errors.Is(notMigrated(err), ErrNotMigrated):
-		return fmt.Errorf("queue: start: %w (%v)", ErrNotMigrated, err)
+		return 0, fmt.Errorf("queue: start: %w (%v)", ErrNotMigrated, err)
 	case err != nil:
-		return fmt.Errorf("queue: start: the database did not answer: %w", err)
+		return 0, fmt.Errorf("queue: start: the database did not answer: %w", err)
 	case version < SchemaVersion:
-		return fmt.Errorf("queue: start: %w: the schema is at version %d, this sheaf needs %d", ErrNotMigrated, version, SchemaVersion)
+		return 0, fmt.Errorf("queue: start: %w: the schema is at version %d, this sheaf needs %d", ErrNotMigrated, version, SchemaVersion)
 	case version > SchemaVersion:
-		return fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", ErrSchemaTooNew, version, SchemaVersion)
+		return 0, fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", ErrSchemaTooNew, version, SchemaVersion)
 	}
-	if advice := runner.PoolAdvice(sqlDB, workers, room); advice != "" {
-		log.Warn("queue: the connection pool cannot serve the runner's workers well", "advice", advice)
-	}
-	return nil
+	return room, nil
 }

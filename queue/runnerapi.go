@@ -73,7 +73,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
-		Preflight:      func(ctx context.Context) error { return preflight(ctx, c, sqlDB, cfg.workers, log) },
+		Preflight:      func(ctx context.Context) (int, error) { return preflight(ctx, c) },
 		Scheduler:      c.scheduler(cfg, log, obs.observe),
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return decodeBackoff(b) },

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,13 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/stretchr/testify/require"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
-	"github.com/sheaf-dev/sheaf/queue"
 )
 
 // Start fails at once, and starts nothing, against a server that does not
@@ -77,41 +77,87 @@ func TestStartNamesMigrate(t *testing.T) {
 	require.NoError(t, r.Stop(context.Background()))
 }
 
-// With database/sql's default of two idle connections, the handlers of a
-// hundred workers would open and close connections all the time: the runner
-// says so once, at Start, and what to set. A pool sized as the package documentation says
-// gets no warning.
-func TestStartWarnsWhenThePoolCannotServeTheWorkers(t *testing.T) {
+// With database/sql's default of two idle connections, handlers that each
+// take a connection open and close them all the time: the runner sees the
+// pool close them (DBStats.MaxIdleClosed) while it runs, warns once, and
+// says what to set. A pool sized as the queue documentation says gets no warning.
+func TestRunnerWarnsWhenThePoolKeepsTooFewIdle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, basic(t))
-	const msg = "queue: the connection pool cannot serve the runner's workers well"
-	start := func(configure func(*gorm.DB)) (int, map[string]string) {
+	const workers = 10
+	var (
+		pool    atomic.Pointer[sql.DB]
+		arrived atomic.Int32
+		all     atomic.Pointer[chan struct{}] // closed when every handler of a round holds a connection
+	)
+	// Each handler takes a connection of the pool and holds it until all
+	// the round's handlers hold one: workers connections at once.
+	e := newEnv(t, registerReport(t, func(ctx context.Context, _ *queue.Job[report]) error {
+		conn, err := pool.Load().Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ch := *all.Load()
+		if arrived.Add(1) == workers {
+			close(ch)
+		}
+		select {
+		case <-ch:
+			return conn.PingContext(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}))
+	round := func() {
+		arrived.Store(0)
+		ch := make(chan struct{})
+		all.Store(&ch)
+		ids := make([]int64, workers)
+		for i := range ids {
+			ids[i] = enqueue(t, e, report{})
+		}
+		jobs, err := e.client.Wait(context.Background(), ids...)
+		require.NoError(t, err)
+		for _, j := range jobs {
+			require.Equal(t, queue.StatusCompleted, j.Status)
+		}
+	}
+	start := func(configure func(*sql.DB)) (*queue.Runner, *logs, *sql.DB) {
 		db, err := pgtest.OpenDSN(e.db.DSN)
 		require.NoError(t, err)
 		sqlDB, err := db.DB()
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sqlDB.Close() })
-		configure(db)
+		configure(sqlDB)
+		pool.Store(sqlDB)
 		l := newLogs(slog.LevelWarn)
 		c, err := queue.NewClient(db, e.reg, l.option())
 		require.NoError(t, err)
-		r, err := queue.NewRunner(c, queue.WithWorkers(10))
+		r, err := queue.NewRunner(c, queue.WithWorkers(workers), queue.WithPollInterval(20*time.Millisecond))
 		require.NoError(t, err)
+		queue.WatchIdle(r, 10*time.Millisecond, 1)
 		require.NoError(t, r.Start(context.Background()))
-		require.NoError(t, r.Stop(context.Background()))
-		return l.count(msg)
+		return r, l, sqlDB
 	}
 
-	n, attrs := start(func(*gorm.DB) {})
+	r, l, _ := start(func(db *sql.DB) { db.SetMaxIdleConns(2) }) // database/sql's default
+	round()
+	l.wait(t, queue.PoolWarning, 1) // seen while the runner runs
+	round()
+	require.NoError(t, r.Stop(context.Background()))
+	n, attrs := l.count(queue.PoolWarning)
 	require.Equal(t, 1, n, "warned once")
-	require.Contains(t, attrs["advice"], "at most 2 idle connections")
+	require.Contains(t, attrs["advice"], "because it keeps too few idle")
 	require.Contains(t, attrs["advice"], "SetMaxIdleConns(14)")
 
-	n, _ = start(func(db *gorm.DB) {
-		sqlDB, _ := db.DB()
-		sqlDB.SetMaxOpenConns(14)
-		sqlDB.SetMaxIdleConns(14)
+	r, l, sqlDB := start(func(db *sql.DB) {
+		db.SetMaxOpenConns(workers + 4)
+		db.SetMaxIdleConns(workers + 4)
 	})
+	round()
+	require.NoError(t, r.Stop(context.Background())) // the watch looks a last time
+	require.Zero(t, sqlDB.Stats().MaxIdleClosed)
+	n, _ = l.count(queue.PoolWarning)
 	require.Zero(t, n, "a pool sized for the workers")
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -73,11 +72,13 @@ func PostgresOnly(t testing.TB, why string) {
 }
 
 // OpenDSN opens a gorm handle on a DSN that New or NewSQLite made, as
-// another process would: an SQLite DSN starts with "file:".
+// another process would: an SQLite DSN (sqlitedb.DSN) starts with "file:",
+// and its file is opened with sqlitedb.Open.
 func OpenDSN(dsn string, config ...gorm.Option) (*gorm.DB, error) {
 	config = append([]gorm.Option{&gorm.Config{Logger: logger.Discard}}, config...)
-	if strings.HasPrefix(dsn, "file:") {
-		return gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}), config...)
+	if path, ok := strings.CutPrefix(dsn, "file:"); ok {
+		path, _, _ = strings.Cut(path, "?")
+		return sqlitedb.Open(path, config...)
 	}
 	return gorm.Open(postgres.Open(dsn), config...)
 }

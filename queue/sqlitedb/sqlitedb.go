@@ -3,19 +3,34 @@
 // waits for another process's write instead of failing), transactions that
 // take the write lock when they begin, and foreign keys on.
 //
-// It uses gorm's SQLite driver over modernc.org/sqlite, SQLite compiled to
-// Go: no cgo, so CGO_ENABLED=0 builds work and cross-compiling needs no C
-// toolchain.
+// It is pure Go: modernc.org/sqlite (SQLite compiled to Go) under the
+// gorm dialector github.com/libtnb/sqlite. No cgo and no C compiler, so
+// CGO_ENABLED=0 builds work, cross-compiling needs no C toolchain, and a
+// first build does not compile SQLite's C source. Importing the dialector
+// turns on, for the whole process, modernc.org/sqlite's strict pragmas (a
+// misspelt _pragma fails the connection), open-file-description locks on
+// Linux and fdatasync: each can be turned off by calling its switch in
+// modernc.org/sqlite with false before the first database opens.
+//
+// The pool Open returns keeps up to MaxIdleConns connections open between
+// uses, enough for a runner with the default workers whose handlers each
+// use one: an SQLite connection is a file handle and a page cache, cheap
+// to keep and costly to reopen (the schema is read again). Connections
+// idle for ConnMaxIdleTime are closed, so a burst's connections do not
+// stay forever. Writers still take turns, one at a time, as SQLite allows;
+// the busy timeout makes the others wait.
 //
 //	db, err := sqlitedb.Open("jobs.db")
 //	client, err := queue.NewClient(db, reg)
 package sqlitedb
 
 import (
+	"database/sql"
 	"fmt"
 	"net/url"
+	"time"
 
-	"gorm.io/driver/sqlite"
+	"github.com/libtnb/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -46,20 +61,34 @@ func Open(path string, config ...gorm.Option) (*gorm.DB, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlitedb: need a file path, not %q: an in-memory database is private to one connection", path)
 	}
-	opts := append([]gorm.Option{&gorm.Config{Logger: logger.Discard}}, config...)
-	db, err := gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: DSN(path)}), opts...)
+	// The pool is opened here, on exactly DSN(path), and handed to the
+	// dialector: given a DSN, the dialector would add parameters of its own
+	// (times read back as time.Time) that change how the queue's TIMESTAMP
+	// columns, text in TimeLayout, scan.
+	sqlDB, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitedb: open %s: %w", path, err)
 	}
-	sqlDB, err := db.DB()
+	sqlDB.SetMaxIdleConns(MaxIdleConns)
+	sqlDB.SetConnMaxIdleTime(ConnMaxIdleTime)
+	opts := append([]gorm.Option{&gorm.Config{Logger: logger.Discard}}, config...)
+	db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sqlDB}), opts...)
 	if err != nil {
-		return nil, err
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("sqlitedb: open %s: %w", path, err)
 	}
-	// Connections are cheap to keep and their page caches warm: keep
-	// the runner's loops and a few handlers' open between uses.
-	sqlDB.SetMaxIdleConns(8)
 	return db, nil
 }
+
+// MaxIdleConns is how many connections the pool Open returns keeps open
+// between uses: a runner's default 100 workers (queue.DefaultWorkers),
+// each handler holding one, plus the runner's own few, with room to spare.
+// Only connections opened at once are kept: a quiet process keeps few.
+const MaxIdleConns = 128
+
+// ConnMaxIdleTime is how long a connection of the pool Open returns stays
+// open unused before it is closed.
+const ConnMaxIdleTime = 5 * time.Minute
 
 // TimeLayout is how the queue writes times in SQLite (UTC, fixed width, so
 // that comparing the text compares the times): bind times in this layout

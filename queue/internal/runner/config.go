@@ -35,9 +35,10 @@ type Config struct {
 	// It returns the context to hand the handler and a function to call,
 	// once, with the event the attempt ended as (see queue.Hooks.Attempt).
 	Attempt func(ctx context.Context, ex *Execution) (context.Context, func(Event))
-	// Preflight checks the database before Start starts anything; an error
-	// is Start's.
-	Preflight func(ctx context.Context) error
+	// Preflight checks the database before Start starts anything and
+	// returns how many more connections the server accepts (for the
+	// advice on the pool, see PoolAdvice); an error is Start's.
+	Preflight func(ctx context.Context) (room int, err error)
 	// Scheduler fires the registry's schedules while the runner runs.
 	Scheduler Part
 

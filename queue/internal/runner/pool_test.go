@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"database/sql"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,23 +8,21 @@ import (
 
 func TestPoolAdvice(t *testing.T) {
 	t.Parallel()
-	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none") // never connects
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-
-	advice := PoolAdvice(db, 100, 50)
-	require.Contains(t, advice, "no limit on open connections")
+	advice, need := PoolAdvice(0, 100, 50)
+	require.Contains(t, advice, "no limit on open connections, so handlers that each take one may need 104")
 	require.Contains(t, advice, "the server accepts 50 more")
-	require.Contains(t, advice, "SetMaxIdleConns(50)")
+	require.Contains(t, advice, "call SetMaxOpenConns")
+	require.Equal(t, 50, need, "as many idle as the server can open")
 
-	db.SetMaxOpenConns(40)
-	advice = PoolAdvice(db, 100, 50)
-	require.NotContains(t, advice, "no limit")
-	require.Contains(t, advice, "SetMaxIdleConns(40)")
+	advice, need = PoolAdvice(0, 100, 2)
+	require.Contains(t, advice, "the server accepts 2 more")
+	require.Equal(t, Conns, need, "never fewer than the runner's own")
 
-	db.SetMaxIdleConns(40)
-	require.Empty(t, PoolAdvice(db, 100, 50))
-	n, known := maxIdleConns(db)
-	require.True(t, known)
-	require.Equal(t, 40, n)
+	advice, need = PoolAdvice(40, 100, 50)
+	require.Empty(t, advice, "a limit on open connections")
+	require.Equal(t, 40, need)
+
+	advice, need = PoolAdvice(0, 10, 50)
+	require.Empty(t, advice, "the server has room")
+	require.Equal(t, 14, need)
 }

@@ -28,6 +28,7 @@ type Runner struct {
 	completer run.Batcher[result]   // writes finished attempts, many per statement
 	renewer   run.Renewer           // renews the leases of held claims
 	rescuer   run.Periodic          // rescues expired leases, any runner's
+	idle      idleWatch             // warns when the pool keeps too few idle connections
 	listener  run.Reconnect         // notifications of new jobs and cancellations
 	scheduler Part                  // fires the registry's schedules
 
@@ -159,9 +160,19 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.state != runnerCreated {
 		return r.cfg.Errors.Started
 	}
-	if err := r.cfg.Preflight(ctx); err != nil {
+	room, err := r.cfg.Preflight(ctx)
+	if err != nil {
 		return err
 	}
+	sqlDB, err := r.cfg.DB.DB()
+	if err != nil {
+		return err
+	}
+	advice, need := PoolAdvice(sqlDB.Stats().MaxOpenConnections, r.cfg.Workers, room)
+	if advice != "" {
+		r.log.Warn(PoolWarning, "advice", advice)
+	}
+	r.idle.arm(sqlDB, r.log, need)
 	r.state = runnerStarted
 	r.suspects.Store(true) // rescued jobs may be waiting from before this runner started
 	// Jobs are cancelled by the runner, each with its cause, never by ctx
@@ -190,6 +201,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.scheduler.Start(values)
 	r.renewer.Start(values)
 	r.rescuer.Start(values)
+	r.idle.Start(values)
 	go r.supervise(ctx, cancelJobs, func() { r.forget(leases); f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.Workers, "queues", r.cfg.Queues)
 	return nil
@@ -234,6 +246,7 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 	}
 	r.renewer.Stop()
 	r.rescuer.Stop()
+	r.idle.Stop()
 	r.completer.Stop()
 	closeConns()
 	r.log.Info("queue: runner stopped")

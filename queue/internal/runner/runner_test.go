@@ -87,7 +87,7 @@ func config(k Kinds) Config {
 	return Config{
 		ID: "test-runner", Workers: 2, Queues: []string{"q"}, Poll: 50 * time.Millisecond, Lease: 30 * time.Second,
 		RescueEvery: time.Minute, Clock: systemClock{}, Log: slog.New(slog.DiscardHandler),
-		Kinds: k, Rules: noRules{}, Observe: func(Event) {}, Preflight: func(context.Context) error { return nil },
+		Kinds: k, Rules: noRules{}, Observe: func(Event) {}, Preflight: func(context.Context) (int, error) { return 1 << 20, nil },
 		DefaultBackoff: constant(time.Hour), DecodeBackoff: func([]byte) (Backoff, error) { return constant(time.Minute), nil },
 		Errors: Errors{Started: errStarted, Stopping: errStopping, Cancelled: errCancelled, LeaseLost: errLeaseLost,
 			Timeout: errTimeout, Permanent: isPermanent},
@@ -392,7 +392,7 @@ func TestStartAndStop(t *testing.T) {
 	t.Parallel()
 	cfg := config(kinds{})
 	down := errors.New("database down")
-	cfg.Preflight = func(context.Context) error { return down }
+	cfg.Preflight = func(context.Context) (int, error) { return 0, down }
 	r := New(cfg)
 	require.ErrorIs(t, r.Start(context.Background()), down)
 	require.NoError(t, r.Stop(context.Background()))

@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	gormsqlite "github.com/libtnb/sqlite"
 	"github.com/stretchr/testify/require"
-	gormsqlite "gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -17,12 +18,11 @@ import (
 // predicate, which the schema must keep word for word.
 func TestSQLiteListsFailedJobsThroughTheirIndex(t *testing.T) {
 	require.Contains(t, strings.Join(sqliteMigrations, "\n"), "ON sheaf_jobs (status, id) WHERE "+failedIndexPredicate+";")
-	db, err := gorm.Open(gormsqlite.New(gormsqlite.Config{DriverName: "sqlite", DSN: "file:" + filepath.Join(t.TempDir(), "jobs.db") + "?_pragma=busy_timeout(5000)"}),
-		&gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err)
-	sqlDB, err := db.DB()
+	sqlDB, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "jobs.db")+"?_pragma=busy_timeout(5000)")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sqlDB.Close() })
+	db, err := gorm.Open(gormsqlite.New(gormsqlite.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
 	st, err := Open(db)
 	require.NoError(t, err)
 	_, err = st.Migrate(context.Background())

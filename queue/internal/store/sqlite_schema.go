@@ -152,6 +152,9 @@ func (s *sqlite) Migrate(ctx context.Context) (found int, err error) {
 			return err
 		}
 		ups := s.Migrations()
+		if err := checkTables(tx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ?", ups, found); err != nil {
+			return err
+		}
 		for v := found + 1; v <= SchemaVersion; v++ {
 			if err := tx.Exec(ups[v-1]).Error; err != nil {
 				return fmt.Errorf("to version %d: %w", v, err)

@@ -1,0 +1,20 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Both stores' migrations create the same tables at every version, those
+// Migrate checks a schema against.
+func TestBothStoresCreateTheSameTables(t *testing.T) {
+	t.Parallel()
+	pg, lite := pgMigrations(), (*sqlite)(nil).Migrations()
+	for v := 0; v <= SchemaVersion; v++ {
+		require.Equal(t, tables(pg, v), tables(lite, v), "version %d", v)
+	}
+	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit"},
+		tables(pg, SchemaVersion))
+	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules"}, tables(pg, 2))
+}

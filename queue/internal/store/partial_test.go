@@ -1,0 +1,88 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// ownedTables are the queue's tables at SchemaVersion, in the order the
+// migrations create them.
+var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit"}
+
+// A schema whose tables were partly dropped by hand, or whose version
+// table was, fails Migrate with ErrPartialSchema, naming the tables found
+// and those missing, and changes nothing. Dropping the tables the error
+// names lets Migrate start afresh.
+func TestMigrateNamesTheTablesOfAPartialSchema(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		damage func(db *gorm.DB) error
+		want   string
+		found  []string // what the error tells to drop
+	}{{
+		name:   "some tables of the version recorded dropped",
+		damage: drop("sheaf_queues", "sheaf_attempts"),
+		want: "sheaf_migrations records version 7, whose sheaf_queues, sheaf_attempts are missing: restore what was dropped from a backup, " +
+			"or drop sheaf_migrations, sheaf_jobs, sheaf_schedules, sheaf_runners, sheaf_audit (losing the jobs they hold) and call Migrate again",
+		found: []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_runners", "sheaf_audit"},
+	}, {
+		name:   "the version table dropped",
+		damage: drop("sheaf_migrations"),
+		want: "no version is recorded (sheaf_migrations is missing or empty), yet sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit are there: " +
+			"restore what was dropped from a backup, or drop sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit",
+		found: ownedTables[1:],
+	}, {
+		name:   "every table but the schedules dropped",
+		damage: drop("sheaf_migrations", "sheaf_jobs", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit"),
+		want:   "yet sheaf_schedules is there: restore what was dropped from a backup, or drop sheaf_schedules (losing",
+		found:  []string{"sheaf_schedules"},
+	}, {
+		name: "versions forgotten",
+		damage: func(db *gorm.DB) error {
+			return db.Exec("DELETE FROM sheaf_migrations WHERE version > 2").Error
+		},
+		want:  "sheaf_migrations records version 2, and sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit of a later version are there: ",
+		found: ownedTables,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+				ctx := context.Background()
+				_, err := st.Migrate(ctx)
+				require.NoError(t, err)
+				require.NoError(t, c.damage(db))
+
+				_, err = st.Migrate(ctx)
+				require.ErrorIs(t, err, store.ErrPartialSchema)
+				require.ErrorContains(t, err, c.want)
+				_, again := st.Migrate(ctx)
+				require.EqualError(t, again, err.Error(), "the failed Migrate changed nothing")
+
+				require.NoError(t, drop(c.found...)(db))
+				found, err := st.Migrate(ctx)
+				require.NoError(t, err, "from nothing")
+				require.Zero(t, found)
+				var n int
+				require.NoError(t, db.Raw("SELECT count(*) FROM sheaf_migrations").Scan(&n).Error)
+				require.Equal(t, store.SchemaVersion, n)
+			})
+		})
+	}
+}
+
+// drop returns a function that drops tables.
+func drop(tables ...string) func(db *gorm.DB) error {
+	return func(db *gorm.DB) error {
+		for _, t := range tables {
+			if err := db.Exec("DROP TABLE " + t).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
