@@ -56,7 +56,7 @@ func TestRunChunked(t *testing.T) {
 		}
 	}
 	cfg := config(kinds{"whole": {Work: work(0)}, "breaks": {Work: work(2)}})
-	cfg.Store, cfg.Workers = st, 1
+	cfg.Store, cfg.DB, cfg.Workers = st, db, 1
 	insert(t, st, db, store.NewJob{Kind: "whole", Queue: "q", Priority: 9, Attempts: 1, Payload: `{}`},
 		store.NewJob{Kind: "breaks", Queue: "q", Priority: 1, Attempts: 1, Payload: `{}`})
 	r := New(cfg)

@@ -261,7 +261,7 @@ func collect(t *testing.T, ch <-chan Event, want map[int64]int) map[int64][]Even
 // returns once the job's handler has closed started.
 func startOne(t *testing.T, cfg Config, st store.Store, db *gorm.DB, kind string, started <-chan struct{}) (*Runner, <-chan Event, int64) {
 	t.Helper()
-	cfg.Store = st
+	cfg.Store, cfg.DB = st, db
 	ch := events(&cfg)
 	id := insert(t, st, db, store.NewJob{Kind: kind, Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0]
 	r := New(cfg)
@@ -310,7 +310,7 @@ func TestRunsJobsThroughTheSeams(t *testing.T) {
 		"fails": {Backoff: constant(time.Hour), Work: func(context.Context, *Execution) error { return errors.New("boom") }},
 	}
 	cfg := config(k)
-	cfg.Store = st
+	cfg.Store, cfg.DB = st, db
 	ch := events(&cfg)
 	hooked := make(chan EventType, 10)
 	cfg.Attempt = func(ctx context.Context, ex *Execution) (context.Context, func(Event)) {
