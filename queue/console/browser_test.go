@@ -276,12 +276,14 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	var fetches int
 	b.Run(t, chromedp.Evaluate(`window.fetches`, &fetches))
 	require.Zero(t, fetches, "a hidden tab refreshed")
-	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
+	// (The text may already say 2 of 4: a refresh sent just before the
+	// tab was hidden can land after the second chunk. What counts is that
+	// nothing was asked while hidden, and that showing the tab asks.)
 	b.Run(t, chromedp.Evaluate(`(() => {
 		Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
 		document.dispatchEvent(new Event("visibilitychange"));
 	})()`, nil))
-	b.Wait(t, `Number(document.getElementById("progress").value) === 2`)
+	b.Wait(t, `window.fetches >= 1 && Number(document.getElementById("progress").value) === 2`)
 
 	gate <- struct{}{}
 	// The page moves by itself: no reload.
