@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -32,7 +33,7 @@ func NewRegistry() *Registry {
 type kindEntry struct {
 	kind     string
 	argsType reflect.Type
-	plain    bool // argsType is plainJSON
+	plain    bool // argsType is payload.Plain
 	defaults jobOptions
 	chunked  bool
 	// work decodes the job's payload and runs its handler.
@@ -109,7 +110,7 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 	e := &kindEntry{
 		kind:     kind,
 		argsType: reflect.TypeFor[A](),
-		plain:    plainJSON(reflect.TypeFor[A]()),
+		plain:    payload.Plain(reflect.TypeFor[A]()),
 		chunked:  chunked,
 		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,
