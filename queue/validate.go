@@ -2,7 +2,6 @@ package queue
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -91,26 +90,11 @@ func checkRaw(b []byte) error {
 }
 
 // notMigrated marks err as ErrNotMigrated, keeping it in the chain, when the
-// database said that one of sheaf's tables or columns does not exist: the
-// schema was never migrated, or was migrated by an older sheaf. It returns
-// any other error, and nil, as it is. An undefined table that is not one of
-// sheaf's, and an undefined column of another table, are left alone: they
-// are somebody else's, or a bug, not a missing migration.
+// database said that one of sheaf's tables or columns does not exist (see
+// store.Unmigrated). It returns any other error, and nil, as it is.
 func notMigrated(err error) error {
-	// A missing column is taken to be of sheaf's tables unless the
-	// database named another: the statements are sheaf's.
-	table, undefined := store.Undefined(err)
-	if !undefined || (table != "" && !isSheafTable(table)) {
+	if !store.Unmigrated(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrNotMigrated, err)
-}
-
-// isSheafTable reports whether name, perhaps schema-qualified, is one of
-// sheaf's tables.
-func isSheafTable(name string) bool {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	return strings.HasPrefix(name, "sheaf_")
 }
