@@ -14,14 +14,10 @@ import (
 // or, for strings encoding/json replaces, the job is stored altered. The
 // checks here refuse such input before any statement, naming the field.
 
-// textFlaw says what in s PostgreSQL would not store as text (see
-// store.TextFlaw).
-func textFlaw(s string) string { return store.TextFlaw(s) }
-
 // checkText refuses s, given as the option or field called name, if
 // PostgreSQL would not store it as text.
 func checkText(name, s string) error {
-	if flaw := textFlaw(s); flaw != "" {
+	if flaw := store.TextFlaw(s); flaw != "" {
 		return invalid("%s: %s", name, flaw)
 	}
 	return nil

@@ -23,6 +23,10 @@ func TestUnmigrated(t *testing.T) {
 		{pg("42P01", `relation "sheaf_jobs" does not exist`), true},
 		{pg("42P01", `relation "app.sheaf_schedules" does not exist`), true},
 		{pg("42703", `column "period" does not exist`), true},
+		{pg("42703", `column "period" of relation "sheaf_jobs" does not exist`), true},
+		{pg("42703", `column j.period does not exist`), true},
+		{pg("22P05", `unsupported Unicode escape sequence`), false},
+		{errors.New(`relation "sheaf_jobs" does not exist`), false}, // not the database's
 		{pg("42703", `column "total" of relation "orders" does not exist`), false},
 		{pg("42P01", `relation "orders" does not exist`), false},
 		{pg("42P01", `missing FROM-clause entry for table "sheaf_jobs"`), false},
