@@ -177,26 +177,18 @@ func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
 	scheds, _ := c.reg.schedulesNow()
 	var expected []Tick
 	for _, s := range scheds {
-		if q.Period != "" {
-			// Every tick of the period's local date, in each schedule's zone.
-			day, err := time.ParseInLocation("2006-01-02", q.Period, s.Location)
-			if err != nil {
-				continue // not a date: periods set by hand need not be
+		var ats []time.Time
+		switch {
+		case q.Period != "":
+			ats = s.timing.OnDay(q.Period)
+		case q.RunID != "":
+			if at, ok := s.timing.Of(q.RunID); ok {
+				ats = []time.Time{at}
 			}
-			for at := s.next(day.Add(-time.Nanosecond)); !at.IsZero() && at.Before(day.AddDate(0, 0, 1)); at = s.next(at) {
-				expected = append(expected, s.tick(at))
-			}
-			continue
+		default:
+			ats = s.timing.Between(q.From, q.To)
 		}
-		if q.RunID != "" {
-			// A run ID names a schedule and a tick: name@time.
-			name, at, ok := strings.Cut(q.RunID, "@")
-			if t, err := time.Parse(time.RFC3339, at); ok && err == nil && name == s.Name {
-				expected = append(expected, s.tick(t))
-			}
-			continue
-		}
-		for at := s.next(q.From.Add(-time.Nanosecond)); !at.IsZero() && at.Before(q.To); at = s.next(at) {
+		for _, at := range ats {
 			expected = append(expected, s.tick(at))
 		}
 	}
