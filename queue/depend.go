@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -105,7 +106,7 @@ func (r *Registry) Rules() []Rule {
 	for i, ru := range r.rules {
 		out[i] = Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
 	}
-	slices.SortFunc(out, func(a, b Rule) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -156,18 +157,8 @@ func (r *Registry) rulesFor(kind string) []*rule {
 			out = append(out, ru)
 		}
 	}
-	slices.SortFunc(out, func(a, b *rule) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *rule) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hookRelease stores with child the metadata the Release hooks make of its

@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -24,7 +26,7 @@ func (r *Registry) Schedules() []Periodic {
 	for _, s := range scheds {
 		out = append(out, s.Periodic)
 	}
-	slices.SortFunc(out, func(a, b Periodic) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Periodic) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -54,9 +56,9 @@ func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 	for _, ru := range c.reg.rulesFor(job.Kind) {
 		switch {
 		case ru.Each:
-			keys = append(keys, fmt.Sprint("sheaf-dep:", ru.Name, ":job:", id))
+			keys = append(keys, runner.ChildKey(ru.Name, runner.EachGroup(id)))
 		case job.Period != nil:
-			keys = append(keys, "sheaf-dep:"+ru.Name+":period:"+*job.Period)
+			keys = append(keys, runner.ChildKey(ru.Name, runner.PeriodGroup(*job.Period)))
 		}
 	}
 	if len(keys) == 0 {
@@ -193,6 +195,6 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b ScheduleState) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b ScheduleState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

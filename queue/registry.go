@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Registry holds the job kinds a Client may enqueue and a Runner may work,
@@ -32,7 +34,7 @@ func NewRegistry() *Registry {
 type kindEntry struct {
 	kind     string
 	argsType reflect.Type
-	plain    bool // argsType is plainJSON
+	plain    bool // argsType is payload.Plain
 	defaults jobOptions
 	chunked  bool
 	// work decodes the job's payload and runs its handler.
@@ -109,7 +111,7 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 	e := &kindEntry{
 		kind:     kind,
 		argsType: reflect.TypeFor[A](),
-		plain:    plainJSON(reflect.TypeFor[A]()),
+		plain:    payload.Plain(reflect.TypeFor[A]()),
 		chunked:  chunked,
 		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize},
 		work:     work,
@@ -142,7 +144,7 @@ func kindOf[A Args]() (kind string, err error) {
 	if kind == "" || len(kind) > 200 {
 		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
 	}
-	if flaw := textFlaw(kind); flaw != "" {
+	if flaw := store.TextFlaw(kind); flaw != "" {
 		return "", invalid("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, flaw)
 	}
 	return kind, nil

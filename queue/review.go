@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -176,26 +177,18 @@ func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
 	scheds, _ := c.reg.schedulesNow()
 	var expected []Tick
 	for _, s := range scheds {
-		if q.Period != "" {
-			// Every tick of the period's local date, in each schedule's zone.
-			day, err := time.ParseInLocation("2006-01-02", q.Period, s.Location)
-			if err != nil {
-				continue // not a date: periods set by hand need not be
+		var ats []time.Time
+		switch {
+		case q.Period != "":
+			ats = s.timing.OnDay(q.Period)
+		case q.RunID != "":
+			if at, ok := s.timing.Of(q.RunID); ok {
+				ats = []time.Time{at}
 			}
-			for at := s.next(day.Add(-time.Nanosecond)); !at.IsZero() && at.Before(day.AddDate(0, 0, 1)); at = s.next(at) {
-				expected = append(expected, s.tick(at))
-			}
-			continue
+		default:
+			ats = s.timing.Between(q.From, q.To)
 		}
-		if q.RunID != "" {
-			// A run ID names a schedule and a tick: name@time.
-			name, at, ok := strings.Cut(q.RunID, "@")
-			if t, err := time.Parse(time.RFC3339, at); ok && err == nil && name == s.Name {
-				expected = append(expected, s.tick(t))
-			}
-			continue
-		}
-		for at := s.next(q.From.Add(-time.Nanosecond)); !at.IsZero() && at.Before(q.To); at = s.next(at) {
+		for _, at := range ats {
 			expected = append(expected, s.tick(at))
 		}
 	}
@@ -221,36 +214,39 @@ func (c *ops) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedCha
 	c.reg.mu.RUnlock()
 	var out []StoppedChain
 	for _, ru := range rules {
-		groups := map[string][]JobRecord{} // group → parents in scope
+		// A group of parents: one (one-to-one), or a period's, read whole
+		// below because parents may be outside scope (many-to-one).
+		type group struct {
+			period  string
+			parents []JobRecord
+		}
+		groups := map[string]*group{}
 		for _, j := range jobs {
-			if !slices.Contains(ru.Parents, j.Kind) {
-				continue
-			}
 			switch {
+			case !slices.Contains(ru.Parents, j.Kind):
 			case ru.Each:
-				g := fmt.Sprint("job:", j.ID)
-				groups[g] = append(groups[g], j)
+				groups[runner.EachGroup(j.ID)] = &group{parents: []JobRecord{j}}
 			case j.Period != nil:
-				groups["period:"+*j.Period] = nil // read whole below: parents may be outside scope
+				groups[runner.PeriodGroup(*j.Period)] = &group{period: *j.Period}
 			}
 		}
-		for g, parents := range groups {
-			child, err := c.st.Count(ctx, c.db, store.Filter{IdempotencyKeys: []string{"sheaf-dep:" + ru.Name + ":" + g}})
+		for g, gr := range groups {
+			child, err := c.st.Count(ctx, c.db, store.Filter{IdempotencyKeys: []string{runner.ChildKey(ru.Name, g)}})
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 			}
 			if child > 0 {
 				continue
 			}
+			sc := StoppedChain{Rule: ru.Name, ChildKind: ru.childKind, Group: g}
 			if !ru.Each {
-				period := g[len("period:"):]
-				if err := c.st.Jobs(ctx, c.db, store.Filter{Period: period, Kinds: ru.Parents}, 0, &parents); err != nil {
+				sc.Group = gr.period
+				if err := c.st.Jobs(ctx, c.db, store.Filter{Period: gr.period, Kinds: ru.Parents}, 0, &gr.parents); err != nil {
 					return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 				}
 			}
-			sc := StoppedChain{Rule: ru.Name, ChildKind: ru.childKind, Group: trimGroup(g)}
 			present := map[string]bool{}
-			for _, p := range parents {
+			for _, p := range gr.parents {
 				present[p.Kind] = true
 				if p.Status != StatusCompleted {
 					sc.Blocking = append(sc.Blocking, p)
@@ -265,18 +261,10 @@ func (c *ops) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedCha
 		}
 	}
 	slices.SortFunc(out, func(a, b StoppedChain) int {
-		if c := cmpString(a.Rule, b.Rule); c != 0 {
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
 			return c
 		}
-		return cmpString(a.Group, b.Group)
+		return strings.Compare(a.Group, b.Group)
 	})
 	return out, nil
-}
-
-// trimGroup drops the "period:" prefix; one-to-one groups keep "job:".
-func trimGroup(g string) string {
-	if len(g) > len("period:") && g[:len("period:")] == "period:" {
-		return g[len("period:"):]
-	}
-	return g
 }

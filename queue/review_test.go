@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -100,6 +101,8 @@ func TestMorningReview(t *testing.T) {
 	require.Len(t, summaries, 2, "the failed and the never-run county reports released no summary")
 	blocked := []int64{summaries[0].Blocking[0].ID, summaries[1].Blocking[0].ID}
 	require.ElementsMatch(t, []int64{failed, never}, blocked)
+	require.ElementsMatch(t, []string{fmt.Sprint("job:", failed), fmt.Sprint("job:", never)},
+		[]string{summaries[0].Group, summaries[1].Group}, "a one-to-one chain is named by its parent")
 
 	// A range over three nights: the 7th had no run at all.
 	rv, err = e.client.Review(ctx, queue.ReviewQuery{

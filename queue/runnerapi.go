@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -76,7 +77,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		Preflight:      func(ctx context.Context) (int, error) { return preflight(ctx, c) },
 		Scheduler:      c.scheduler(cfg, log, obs.observe),
 		DefaultBackoff: DefaultBackoff(),
-		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return decodeBackoff(b) },
+		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
 		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,
 			LeaseLost: ErrLeaseLost, Timeout: ErrTimeout, Invalid: ErrInvalidOption, Permanent: IsPermanent},
 	}

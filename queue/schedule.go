@@ -2,16 +2,15 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // Clock tells the time for schedules and windows. Runs, leases and retries
@@ -52,19 +51,10 @@ func (s Spec) String() string { return s.expr }
 func Cron(expr string) Spec { return Spec{expr: expr} }
 
 func (s Spec) parse() (cron.Schedule, error) {
-	switch {
-	case s.err != nil:
+	if s.err != nil {
 		return nil, s.err
-	case s.expr == "":
-		return nil, errors.New("no Spec: use Cron or a preset")
-	case strings.HasPrefix(s.expr, "TZ=") || strings.HasPrefix(s.expr, "CRON_TZ="):
-		return nil, fmt.Errorf("Cron(%q): set Periodic.Location instead of a time zone in the expression", s.expr)
 	}
-	c, err := cron.ParseStandard(s.expr)
-	if err != nil {
-		return nil, fmt.Errorf("Cron(%q): %v", s.expr, err)
-	}
-	return c, nil
+	return calendar.ParseCron(s.expr)
 }
 
 // The presets below cover the usual nightly, weekly, monthly, quarterly and
@@ -74,14 +64,14 @@ func (s Spec) parse() (cron.Schedule, error) {
 // Daily fires every day at hour:minute.
 func Daily(hour, minute int) Spec {
 	return preset(fmt.Sprintf("Daily(%d, %d)", hour, minute), fmt.Sprintf("%d %d * * *", minute, hour),
-		bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+		calendar.Hour(hour), calendar.Minute(minute))
 }
 
 // Weekly fires every week on day at hour:minute.
 func Weekly(day time.Weekday, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Weekly(%s, %d, %d)", named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
+	return preset(fmt.Sprintf("Weekly(%s, %d, %d)", calendar.Named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
 		fmt.Sprintf("%d %d * * %d", minute, hour, day),
-		bounded{"weekday", int(day), int(time.Sunday), int(time.Saturday)}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+		calendar.Arg{Name: "weekday", V: int(day), Lo: int(time.Sunday), Hi: int(time.Saturday)}, calendar.Hour(hour), calendar.Minute(minute))
 }
 
 // Monthly fires on day (1 to 31) of every month at hour:minute. Months
@@ -89,14 +79,14 @@ func Weekly(day time.Weekday, hour, minute int) Spec {
 // or earlier for a tick every month.
 func Monthly(day, hour, minute int) Spec {
 	return preset(fmt.Sprintf("Monthly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d * *", minute, hour, day),
-		bounded{"day", day, 1, 31}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
 }
 
 // Quarterly fires on day (1 to 31) of January, April, July and October at
 // hour:minute; a day April lacks has no tick in April, as for Monthly.
 func Quarterly(day, hour, minute int) Spec {
 	return preset(fmt.Sprintf("Quarterly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day),
-		bounded{"day", day, 1, 31}, bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
 }
 
 // Yearly fires on day of month every year at hour:minute. February 29th
@@ -105,40 +95,18 @@ func Yearly(month time.Month, day, hour, minute int) Spec {
 	known := month >= time.January && month <= time.December
 	last := 31
 	if known {
-		last = time.Date(2024, month+1, 0, 0, 0, 0, 0, time.UTC).Day() // 2024 is a leap year
+		last = calendar.DaysIn(month)
 	}
-	return preset(fmt.Sprintf("Yearly(%s, %d, %d, %d)", named(month, known), day, hour, minute),
+	return preset(fmt.Sprintf("Yearly(%s, %d, %d, %d)", calendar.Named(month, known), day, hour, minute),
 		fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
-		bounded{"month", int(month), int(time.January), int(time.December)}, bounded{"day", day, 1, last},
-		bounded{"hour", hour, 0, 23}, bounded{"minute", minute, 0, 59})
+		calendar.Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
+		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: last}, calendar.Hour(hour), calendar.Minute(minute))
 }
 
-// bounded is a preset's argument and its range.
-type bounded struct {
-	name      string
-	v, lo, hi int
-}
-
-// preset returns the Spec of expr, or one that carries the first argument
-// out of its range.
-func preset(call, expr string, args ...bounded) Spec {
-	for _, a := range args {
-		if a.v < a.lo || a.v > a.hi {
-			return Spec{expr: expr, err: fmt.Errorf("%s: %s %d not in [%d, %d]", call, a.name, a.v, a.lo, a.hi)}
-		}
-	}
-	return Spec{expr: expr}
-}
-
-// named prints a weekday or month by name when it is one, by number when not.
-func named[T interface {
-	~int
-	String() string
-}](v T, known bool) string {
-	if known {
-		return v.String()
-	}
-	return strconv.Itoa(int(v))
+// preset returns the Spec of expr, carrying the first argument of call out
+// of its range if there is one.
+func preset(call, expr string, args ...calendar.Arg) Spec {
+	return Spec{expr: expr, err: calendar.CheckArgs(call, args...)}
 }
 
 // MissedPolicy says what a schedule does about ticks that passed while no

@@ -1,8 +1,9 @@
 package queue
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 )
 
 // Window is a daily span of local time in which some jobs may start, such as
@@ -10,77 +11,39 @@ import (
 // QUEUED and runners do not claim them; a job already running when the
 // window closes runs to its end. A window whose end is at or before its start
 // crosses midnight. Build one with DailyWindow.
-type Window struct {
-	start, end time.Duration // since local midnight
-	loc        *time.Location
-}
+type Window struct{ w calendar.Window }
 
 // DailyWindow returns the window from start to end, given as "15:04" in loc
 // (nil means UTC). It crosses midnight when end is not after start; equal
 // start and end make a window that is always open.
 func DailyWindow(start, end string, loc *time.Location) (Window, error) {
-	s, err := clockTime(start)
-	if err != nil {
-		return Window{}, err
+	s, ok := calendar.ClockTime(start)
+	if !ok {
+		return Window{}, invalid("window time %q is not HH:MM", start)
 	}
-	e, err := clockTime(end)
-	if err != nil {
-		return Window{}, err
+	e, ok := calendar.ClockTime(end)
+	if !ok {
+		return Window{}, invalid("window time %q is not HH:MM", end)
 	}
 	if loc == nil {
 		loc = time.UTC
 	}
-	return Window{start: s, end: e, loc: loc}, nil
-}
-
-func clockTime(s string) (time.Duration, error) {
-	t, err := time.Parse("15:04", s)
-	if err != nil {
-		return 0, invalid("window time %q is not HH:MM", s)
-	}
-	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
+	return Window{calendar.Window{Start: s, End: e, Loc: loc}}, nil
 }
 
 // Open reports whether t falls in the window, on the local clock of the
 // window's location.
-func (w Window) Open(t time.Time) bool {
-	if w.loc == nil || w.start == w.end {
-		return true // the zero Window, and a full-day one, never close
-	}
-	lt := t.In(w.loc)
-	since := time.Duration(lt.Hour())*time.Hour + time.Duration(lt.Minute())*time.Minute +
-		time.Duration(lt.Second())*time.Second + time.Duration(lt.Nanosecond())
-	if w.start < w.end {
-		return since >= w.start && since < w.end
-	}
-	return since >= w.start || since < w.end // across midnight
-}
+func (w Window) Open(t time.Time) bool { return w.w.Open(t) }
 
 // NextOpen returns when the window next opens after t (t itself if it is
 // open), on the window's local clock.
-func (w Window) NextOpen(t time.Time) time.Time {
-	if w.Open(t) {
-		return t
-	}
-	lt := t.In(w.loc)
-	// By the wall clock, not midnight plus a duration: on the day clocks
-	// change, the two differ by an hour.
-	h, m := int(w.start/time.Hour), int(w.start%time.Hour/time.Minute)
-	open := time.Date(lt.Year(), lt.Month(), lt.Day(), h, m, 0, 0, w.loc)
-	if !open.After(lt) {
-		open = time.Date(lt.Year(), lt.Month(), lt.Day()+1, h, m, 0, 0, w.loc)
-	}
-	return open
-}
+func (w Window) NextOpen(t time.Time) time.Time { return w.w.NextOpen(t) }
 
 // String describes the window, as "23:00-05:00 Asia/Kolkata".
-func (w Window) String() string {
-	if w.loc == nil {
-		return "always"
-	}
-	f := func(d time.Duration) string { return fmt.Sprintf("%02d:%02d", int(d.Hours()), int(d.Minutes())%60) }
-	return f(w.start) + "-" + f(w.end) + " " + w.loc.String()
-}
+func (w Window) String() string { return w.w.String() }
+
+// closes reports whether the window is ever closed: not the zero Window.
+func (w Window) closes() bool { return w.w.Closes() }
 
 // During restricts the kind's jobs to a window.
 func During(w Window) RegisterOption {
@@ -110,7 +73,7 @@ func (r *Registry) nextOpening(now time.Time, qs []string) time.Time {
 	defer r.mu.RUnlock()
 	var next time.Time
 	consider := func(w Window) {
-		if w.loc == nil || w.Open(now) {
+		if !w.closes() || w.Open(now) {
 			return
 		}
 		if t := w.NextOpen(now); next.IsZero() || t.Before(next) {
@@ -140,7 +103,7 @@ func (r *Registry) closedNow(now time.Time, qs []string) (queues map[string]bool
 		}
 	}
 	for k, e := range r.kinds {
-		if e.defaults.window.loc != nil && !e.defaults.window.Open(now) {
+		if e.defaults.window.closes() && !e.defaults.window.Open(now) {
 			kinds = append(kinds, k)
 		}
 	}

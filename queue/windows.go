@@ -13,10 +13,10 @@ import (
 func (r *Registry) ClosedWindow(kind, queue string, t time.Time) (w Window, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if qw, found := r.windows[queue]; found && qw.loc != nil && !qw.Open(t) {
+	if qw, found := r.windows[queue]; found && qw.closes() && !qw.Open(t) {
 		return qw, true
 	}
-	if e, found := r.kinds[kind]; found && e.defaults.window.loc != nil && !e.defaults.window.Open(t) {
+	if e, found := r.kinds[kind]; found && e.defaults.window.closes() && !e.defaults.window.Open(t) {
 		return e.defaults.window, true
 	}
 	return Window{}, false
@@ -36,12 +36,12 @@ func (r *Registry) Windows() []WindowRule {
 	defer r.mu.RUnlock()
 	var qs, ks []WindowRule
 	for q, w := range r.windows {
-		if w.loc != nil {
+		if w.closes() {
 			qs = append(qs, WindowRule{Queue: q, Window: w})
 		}
 	}
 	for k, e := range r.kinds {
-		if e.defaults.window.loc != nil {
+		if e.defaults.window.closes() {
 			ks = append(ks, WindowRule{Kind: k, Window: e.defaults.window})
 		}
 	}

@@ -44,7 +44,7 @@
 //   - completetx.go: Execution.CompleteTx, a completion in the handler's
 //     own transaction, and how finish settles it once the handler returns.
 //   - release.go: a parent's completion and the release of its children
-//     (Rules), in one transaction.
+//     (Rules), in one transaction, and the keys that name them (ChildKey).
 //   - lease.go: the renewer's renew (and orphans put back), the runner's
 //     row, and rescue of expired leases.
 //   - listen.go: notifications of new jobs, paused queues and
@@ -54,7 +54,7 @@
 //   - schedule.go: Scheduler, the part that fires the registry's
 //     schedules (generic over package queue's schedule type, which it
 //     hands back to SchedulerConfig.Create to build a tick's jobs), and
-//     Timing, when a schedule fires.
+//     Timing, when a schedule fires (and which ticks a review expects).
 //   - bookkeeping.go: timeouts and retries of the runner's own statements.
 //   - pool.go: what the connection pool needs for the runner (Conns,
 //     PoolAdvice).

@@ -67,17 +67,31 @@ func (r *Runner) completeIn(tx *gorm.DB, attempt *Execution, rules []Rule) (acce
 	return true, released, nil
 }
 
+// EachGroup names the group of a one-to-one rule's parent, and PeriodGroup
+// that of a many-to-one rule's parents in a period. ChildKey is the
+// idempotency key of a group's child, under which it is released once;
+// package queue finds children and stopped chains by it.
+func EachGroup(parentID int64) string { return fmt.Sprint("job:", parentID) }
+
+// PeriodGroup names the group of a many-to-one rule's parents in period
+// (see EachGroup).
+func PeriodGroup(period string) string { return "period:" + period }
+
+// ChildKey is the idempotency key of the child of a rule's group (see
+// EachGroup).
+func ChildKey(rule, group string) string { return "sheaf-dep:" + rule + ":" + group }
+
 // release creates a rule's child if its parents are now all complete.
 func (r *Runner) release(tx *gorm.DB, ru Rule, attempt *Execution, period, runID sql.NullString) (*Released, error) {
 	parentID := attempt.row.ID
-	group := fmt.Sprint("job:", parentID)
+	group := EachGroup(parentID)
 	if !ru.Each {
 		if !period.Valid {
 			return nil, nil // many-to-one rules group by period
 		}
-		group = "period:" + period.String
+		group = PeriodGroup(period.String)
 	}
-	key := "sheaf-dep:" + ru.Name + ":" + group
+	key := ChildKey(ru.Name, group)
 	// Parents that complete at the same time on different runners meet
 	// here: each has already written its own completion, and each reads the
 	// others' after the lock, so the last one to arrive sees them all.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -82,6 +83,35 @@ func (s *Timing) Latest(since, now time.Time) (last time.Time, n int) {
 		}
 	}
 	return last, n
+}
+
+// Between returns the schedule's ticks from from, inclusive, to to,
+// exclusive.
+func (s *Timing) Between(from, to time.Time) []time.Time {
+	var out []time.Time
+	for at := s.Next(from.Add(-time.Nanosecond)); !at.IsZero() && at.Before(to); at = s.Next(at) {
+		out = append(out, at)
+	}
+	return out
+}
+
+// OnDay returns the schedule's ticks on period, a local date (2006-01-02)
+// in its location; none if period is not a date, as periods set by hand
+// need not be.
+func (s *Timing) OnDay(period string) []time.Time {
+	day, err := time.ParseInLocation("2006-01-02", period, s.Location)
+	if err != nil {
+		return nil
+	}
+	return s.Between(day, day.AddDate(0, 0, 1))
+}
+
+// Of returns the time of the tick whose RunID is runID (see Tick), if it
+// names a tick of this schedule.
+func (s *Timing) Of(runID string) (time.Time, bool) {
+	name, at, ok := strings.Cut(runID, "@")
+	t, err := time.Parse(time.RFC3339, at)
+	return t, ok && err == nil && name == s.Name
 }
 
 // SchedulerConfig is what a Scheduler is built from. Every field must be

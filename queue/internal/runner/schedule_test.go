@@ -35,3 +35,29 @@ func TestTiming(t *testing.T) {
 	_, n = s.Latest(time.Date(2026, 3, 1, 3, 0, 0, 0, berlin), time.Date(2026, 3, 2, 2, 0, 0, 0, berlin))
 	require.Zero(t, n)
 }
+
+// The ticks a review expects: those in a range, on a local date, and the
+// one a run ID names.
+func TestTimingBetweenOnDayAndOf(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	c, err := cron.ParseStandard("0 */12 * * *")
+	require.NoError(t, err)
+	s := &Timing{Name: "twice", Cron: c, Location: ny}
+	at := func(d, h int) time.Time { return time.Date(2025, 11, d, h, 0, 0, 0, ny) }
+
+	require.Equal(t, []time.Time{at(1, 0), at(1, 12), at(2, 0)}, s.Between(at(1, 0), at(2, 12)), "from inclusive, to exclusive")
+	require.Empty(t, s.Between(at(1, 1), at(1, 12)))
+	require.Equal(t, []time.Time{at(2, 0), at(2, 12)}, s.OnDay("2025-11-02"), "the 25-hour day of the change has its two ticks")
+	require.Empty(t, s.OnDay("night of the 2nd"), "a period set by hand")
+
+	tick := s.Tick(at(2, 12))
+	got, ok := s.Of(tick.RunID)
+	require.True(t, ok)
+	require.True(t, got.Equal(at(2, 12)))
+	for _, id := range []string{"other@" + at(2, 12).Format(time.RFC3339), "twice@yesterday", "twice", ""} {
+		_, ok := s.Of(id)
+		require.False(t, ok, id)
+	}
+}

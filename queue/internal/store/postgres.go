@@ -40,12 +40,32 @@ func (*postgres) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, er
 	return jobIDs(ctx, db, f, pgTime)
 }
 
-// Undefined reports whether err says that a table or a column does not
+// Unmigrated reports whether err says that one of sheaf's tables or
+// columns does not exist: the schema was never migrated, or was migrated by
+// an older sheaf. An undefined table that is not one of sheaf's, and an
+// undefined column of another table, are somebody else's, or a bug, not a
+// missing migration; a missing column is taken to be of sheaf's tables
+// unless the database named another, the statements being sheaf's.
+func Unmigrated(err error) bool {
+	table, ok := undefined(err)
+	return ok && (table == "" || isSheafTable(table))
+}
+
+// isSheafTable reports whether name, perhaps schema-qualified, is one of
+// sheaf's tables.
+func isSheafTable(name string) bool {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return strings.HasPrefix(name, "sheaf_")
+}
+
+// undefined reports whether err says that a table or a column does not
 // exist, and names the table when the database did. PostgreSQL names the
 // relation in undefined_table (42P01), which without a name is a missing
 // FROM-clause entry, a bug, not a missing table; and, for some statements,
 // in undefined_column (42703). SQLite says "no such table: name".
-func Undefined(err error) (string, bool) {
+func undefined(err error) (string, bool) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return sqliteUndefined(err)
