@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -40,8 +42,11 @@ type Execution struct {
 	ends   []func(Event)
 	hooked context.Context
 	// inTx is the completion the handler wrote in its own transaction
-	// (Job.CompleteTx), if it did; guarded by r.mu.
+	// (Job.CompleteTx), if it did; txs are the transactions it called
+	// CompleteTx in, for a stop out of time to roll back (see cutRunning).
+	// Guarded by r.mu.
 	inTx *txCompletion
+	txs  []gorm.TxCommitter
 }
 
 func (ex *Execution) suspect() bool { return ex.row.Rescues > 0 }
@@ -231,7 +236,7 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 		ex.endedAs(EventRequeued, err, took)
 	case released: // its start as a suspect could not be recorded: back to the queue
 		ex.endedAs(EventRequeued, err, took)
-		_ = r.requeue([]*Execution{ex}, time.Time{}, "could not record the start of a rescued job") // logged
+		_, _ = r.requeue([]*Execution{ex}, time.Time{}, "could not record the start of a rescued job") // logged
 	case errors.Is(cause, r.cfg.Errors.Cancelled):
 		r.unhold(ex)
 		r.stats.cancelled.Add(1)
