@@ -233,6 +233,10 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 	case committed:
 		r.completedInTx(ex, inTx, err, took)
 	case cut: // put back by a stop out of time while its handler ran: whatever it returned is dropped
+		// A committed CompleteTx lands here too when settleTx could not
+		// read the job: the job stays COMPLETED (the put-back leaves it),
+		// but EventCompleted and its children's EventReleased are not
+		// reported, and the Attempt hooks are told it was requeued.
 		ex.endedAs(EventRequeued, err, took)
 	case released: // its start as a suspect could not be recorded: back to the queue
 		ex.endedAs(EventRequeued, err, took)
