@@ -53,7 +53,10 @@
 // belong in a transaction (Migrate, Wait, Ping, Runners, SchemaVersion,
 // Activity) is only on [Client], and so is NewRunner's argument. A pause
 // made in a transaction takes effect at commit (on SQLite, runners see it
-// within a poll interval).
+// within a poll interval), and so does a cancellation (on SQLite, the
+// running job's context is cancelled at its runner's next lease renewal,
+// within a third of the lease; a transaction that rolls back cancels
+// nothing).
 //
 // [Client.EnqueueMany] enqueues several jobs in one statement, and
 // [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
@@ -232,7 +235,8 @@
 //
 // From CompleteTx to the commit the transaction holds the job's row:
 // cancelling the job waits for it, and lease renewals skip it rather than
-// wait. On SQLite a transaction that has written holds the database's write
+// wait. A stop out of time that cuts the handler short rolls the
+// transaction back (unless it is committing) and puts the job back. On SQLite a transaction that has written holds the database's write
 // lock, so keep it short. Knowing whether it committed costs one read of
 // the job's row after the handler returns. Effects outside the database
 // (HTTP calls, files, messages) cannot share the transaction: they are at
@@ -452,6 +456,16 @@
 // default on Kubernetes). If the database cannot be reached, Stop returns
 // an error saying that the jobs it could not put back are rescued when
 // their leases expire. Stop is idempotent and safe without Start.
+//
+// A row that another transaction holds does not keep the other jobs from
+// going back: they go back at once, and the held one when it is free, or,
+// past the deadline, when its lease expires. Stop rolls back the open
+// transaction of a handler it cuts short after [Job.CompleteTx]. On SQLite
+// every transaction that has written holds the database, so a handler that
+// keeps another open, ignoring its cancellation, keeps every job from going
+// back: begin a handler's transactions with its context
+// (db.WithContext(ctx)). A cut-short chunked job cleans up nothing; its
+// next attempt does, before it starts.
 //
 // Start's context carries values to every job's context; cancelling it
 // stops the runner at once, as Stop does at its deadline. So give

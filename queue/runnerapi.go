@@ -138,7 +138,17 @@ func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
 // 5 s deadline lets jobs run 4 s. Without a deadline, or with one already
 // passed, Stop cuts short when ctx is done and returns once the put-back is
 // done. If Start's context ended, or another Stop's, and the jobs were cut
-// short, Stop returns nil once they are back in the queue.
+// short, Stop returns nil once they are back in the queue, or an error
+// saying what that cut could not do.
+//
+// The put-back rolls back the transactions in which the handlers it cuts
+// short called Job.CompleteTx, which hold their jobs' rows; one that is
+// committing completes its job instead. It puts back at once the jobs whose
+// rows no other transaction holds, and waits for the others until the
+// deadline. On SQLite, any transaction that has written holds the whole
+// database: a handler that keeps one open, ignoring its cancellation,
+// keeps the put-back waiting, so begin such transactions with the job's
+// context (db.WithContext(ctx)), which ends them when the job is cancelled.
 //
 // If the database cannot be reached, the jobs Stop could not put back (or
 // whose results it could not write) stay PROCESSING until their leases

@@ -102,6 +102,14 @@ func RunChunked[R any](ctx context.Context, ex *Execution, c Chunks[R]) error {
 		batch.WithMaxBatchSize(chunkSize),
 		batch.WithWorkers(1),
 		batch.WithCleanup(cleanup.Func(func(ctx context.Context, _ string, _ int) error {
+			if errors.Is(context.Cause(ex.ctx), ex.r.cfg.Errors.Stopping) {
+				// Cut short by a stop out of time, which puts the job back
+				// (or leaves it to be rescued): the next attempt cleans up
+				// before it starts. The job may still be PROCESSING under
+				// this claim, so MovedOn cannot tell; cleaning up now could
+				// delete the next attempt's output, if it came first.
+				return nil
+			}
 			if ex.MovedOn(ctx) {
 				return nil // see MovedOn
 			}

@@ -47,6 +47,13 @@ func (ex *Execution) CompleteTx(ctx context.Context, tx *gorm.DB) error {
 		return r.invalid("CompleteTx of job %d: a %s transaction, but the queue is on %s", id, d, r.st.Dialect())
 	}
 	tx = tx.WithContext(ctx)
+	// Recorded before the completion runs, which locks the job's row (on
+	// SQLite, the database's write lock) in tx until tx ends, and kept if
+	// it fails: a stop out of time rolls tx back (see cutRunning) rather
+	// than wait for a handler that may never end it.
+	r.mu.Lock()
+	ex.txs = append(ex.txs, conn)
+	r.mu.Unlock()
 	accepted, released, err := r.completeIn(tx, ex, r.cfg.Rules.For(ex.row.Kind))
 	if err != nil {
 		return fmt.Errorf("queue: complete job %d: %w", id, err)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -40,8 +42,11 @@ type Execution struct {
 	ends   []func(Event)
 	hooked context.Context
 	// inTx is the completion the handler wrote in its own transaction
-	// (Job.CompleteTx), if it did; guarded by r.mu.
+	// (Job.CompleteTx), if it did; txs are the transactions it called
+	// CompleteTx in, for a stop out of time to roll back (see cutRunning).
+	// Guarded by r.mu.
 	inTx *txCompletion
+	txs  []gorm.TxCommitter
 }
 
 func (ex *Execution) suspect() bool { return ex.row.Rescues > 0 }
@@ -228,10 +233,14 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 	case committed:
 		r.completedInTx(ex, inTx, err, took)
 	case cut: // put back by a stop out of time while its handler ran: whatever it returned is dropped
+		// A committed CompleteTx lands here too when settleTx could not
+		// read the job: the job stays COMPLETED (the put-back leaves it),
+		// but EventCompleted and its children's EventReleased are not
+		// reported, and the Attempt hooks are told it was requeued.
 		ex.endedAs(EventRequeued, err, took)
 	case released: // its start as a suspect could not be recorded: back to the queue
 		ex.endedAs(EventRequeued, err, took)
-		_ = r.requeue([]*Execution{ex}, time.Time{}, "could not record the start of a rescued job") // logged
+		_, _ = r.requeue([]*Execution{ex}, time.Time{}, "could not record the start of a rescued job") // logged
 	case errors.Is(cause, r.cfg.Errors.Cancelled):
 		r.unhold(ex)
 		r.stats.cancelled.Add(1)

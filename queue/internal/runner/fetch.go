@@ -224,7 +224,7 @@ func (r *Runner) releaseWaiting() time.Duration {
 		for _, ex := range exs {
 			ex.cancel(nil) // it will never run; free its context
 		}
-		_ = r.requeue(exs, time.Time{}, "claimed ahead, and waited too long for a worker") // logged; the lease keeper puts back what it could not
+		_, _ = r.requeue(exs, time.Time{}, "claimed ahead, and waited too long for a worker") // logged; the lease keeper puts back what it could not
 	}
 	return next
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -273,7 +275,8 @@ const minCutMargin = 100 * time.Millisecond
 // cutResult is what a cut (see cutShort) did.
 type cutResult struct {
 	cut  bool  // it ran
-	jobs int   // jobs it cancelled and put back, or tried to
+	jobs int   // attempts it cancelled
+	back int   // jobs it put back: fewer, if some had finished meanwhile
 	err  error // what it could not do, and what becomes of that
 }
 
@@ -303,13 +306,14 @@ func (r *Runner) cutShort() {
 	unwritten := r.unwritten.Load()
 	exs := r.cutRunning()
 	var errs []error
-	if err := r.requeue(exs, by, "the runner stopped out of time before they finished"); err != nil {
+	back, err := r.requeue(exs, by, "the runner stopped out of time before they finished")
+	if err != nil {
 		errs = append(errs, fmt.Errorf("could not put them back in the queue (%w); they will be rescued when their leases expire", err))
 	}
 	if !r.completer.WaitFlushed(time.Until(by)) || r.unwritten.Load() != unwritten {
 		errs = append(errs, errors.New("could not write the results of jobs that finished; they will be rescued when their leases expire"))
 	}
-	r.endCut(cutResult{cut: true, jobs: len(exs), err: errors.Join(errs...)})
+	r.endCut(cutResult{cut: true, jobs: len(exs), back: back, err: errors.Join(errs...)})
 }
 
 // Stop stops the runner, cutting short what still runs a margin before
@@ -337,9 +341,9 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-r.done:
-		return nil
+		return r.cutResult.earlierError()
 	case <-r.cut: // cut short already, as Start's context or another Stop's ended, which was told
-		return nil
+		return r.cutResult.earlierError()
 	case <-ctx.Done():
 	case <-cutSoon:
 	}
@@ -376,9 +380,25 @@ func (res cutResult) stopError(ctx context.Context) error {
 		why = context.DeadlineExceeded // cut short ahead of the deadline
 	}
 	if res.err != nil {
-		return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs: %w", why, res.jobs, res.err)
+		return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs (%d put back in the queue): %w", why, res.jobs, res.back, res.err)
+	}
+	if res.back < res.jobs {
+		return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs and put %d back in the queue; the others had completed or been cancelled meanwhile",
+			why, res.jobs, res.back)
 	}
 	return fmt.Errorf("queue: stop: %w: cancelled %d unfinished jobs and put them back in the queue", why, res.jobs)
+}
+
+// earlierError is what a Stop that finds the runner already cut short (by
+// Start's context, or another Stop) returns: nil if that cut put back
+// every job it cut, else what it could not do. That cut's own Stop, if
+// any, returned its stopError.
+func (res cutResult) earlierError() error {
+	if res.err == nil {
+		return nil
+	}
+	return fmt.Errorf("queue: stop: the runner was cut short before this Stop (its Start's context ended, or another Stop ran out of time), "+
+		"and cancelled %d unfinished jobs (%d put back in the queue): %w", res.jobs, res.back, res.err)
 }
 
 // Done returns a channel that is closed when the runner has stopped and
@@ -409,8 +429,17 @@ func (r *Runner) runningNow() int {
 // handler has not returned as cut (finish then writes nothing for it) and
 // takes the attempts still waiting for a worker out of the workers' reach;
 // it cancels them all and returns them, to be put back at once.
+//
+// It rolls back the transactions the cut handlers called Job.CompleteTx
+// in: such a transaction holds its job's row (on SQLite, the database's
+// write lock) until it ends, and a handler that began it without the job's
+// context may not end it for a long while, keeping the put-back waiting.
+// A transaction that is committing is not rolled back (sql.Tx settles
+// which comes first): its job is then COMPLETED, and the put-back leaves
+// it so.
 func (r *Runner) cutRunning() []*Execution {
 	exs := r.unwait(func(*Execution) bool { return true })
+	var txs []gorm.TxCommitter
 	r.mu.Lock()
 	for _, ex := range exs {
 		ex.cut = true
@@ -419,11 +448,15 @@ func (r *Runner) cutRunning() []*Execution {
 		if !ex.finished {
 			ex.released, ex.cut = true, true
 			exs = append(exs, ex)
+			txs = append(txs, ex.txs...)
 		}
 	}
 	r.mu.Unlock()
 	for _, ex := range exs {
 		ex.cancel(r.cfg.Errors.Stopping)
+	}
+	for _, tx := range txs {
+		_ = tx.Rollback() // sql.ErrTxDone if it ended already
 	}
 	return exs
 }
@@ -434,11 +467,11 @@ func (r *Runner) cutRunning() []*Execution {
 // if any, is dropped by finish and would be refused by the store's guards,
 // since the job is no longer PROCESSING under its claim. A job that is no
 // longer the attempt's (cancelled, or rescued) stays as it is; a cancelled
-// one is reported as such. The error is the database's, if it could not be
-// reached.
-func (r *Runner) requeue(exs []*Execution, by time.Time, why string) error {
+// one is reported as such. It returns how many jobs it put back, and the
+// database's error, if it could not be reached.
+func (r *Runner) requeue(exs []*Execution, by time.Time, why string) (int, error) {
 	if len(exs) == 0 {
-		return nil
+		return 0, nil
 	}
 	defer r.unhold(exs...)
 	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]bool, len(exs))
@@ -457,8 +490,8 @@ func (r *Runner) requeue(exs []*Execution, by time.Time, why string) error {
 		return err
 	})
 	if err != nil {
-		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why, "jobs", len(ids), "err", err)
-		return err
+		r.log.Error("queue: could not put jobs back in the queue; they will be rescued when their leases expire", "why", why,
+			"jobs", len(ids)-len(back), "put_back", len(back), "err", err)
 	}
 	for i, ex := range exs {
 		switch {
@@ -473,7 +506,7 @@ func (r *Runner) requeue(exs []*Execution, by time.Time, why string) error {
 	if len(back) > 0 {
 		r.log.Warn("queue: jobs put back in the queue", "why", why, "jobs", len(back))
 	}
-	return nil
+	return len(back), err
 }
 
 // debug logs at Debug level about a job, building the job's logger only if

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -242,4 +243,50 @@ func TestAPutBackClaimWritesNothingMore(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []int64{id}, done, "the later claim completes it")
 	})
+}
+
+// A put-back of many claims (Requeue, as a stop out of time does) puts
+// back at once the jobs no other transaction holds, though one of them is
+// held: the held one waits, until the put-back's deadline, and only it is
+// left PROCESSING.
+func TestRequeuePassesAHeldRowBy(t *testing.T) {
+	pgtest.PostgresOnly(t, "row locks (on SQLite, a writing transaction holds the whole database)")
+	t.Parallel()
+	db := pgtest.New(t).Gorm
+	st, err := store.Open(db)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ins := migrateAndInsert(t, st, db,
+		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
+		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
+	conn := st.Hold(false)
+	defer conn.Close()
+	got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 2, Lease: time.Minute, Runner: "r1"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	ids, keys := []int64{got[0].ID, got[1].ID}, []int64{store.Key(got[0].ID, got[0].Claims), store.Key(got[1].ID, got[1].Claims)}
+	held, free := ins[0].ID, ins[1].ID
+
+	lock := db.Begin()
+	defer lock.Rollback()
+	require.NoError(t, lock.Exec("SELECT id FROM sheaf_jobs WHERE id = ? FOR UPDATE", held).Error)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	put, err := st.Requeue(short, ids, keys, []bool{true, true})
+	require.Error(t, err, "the held row is waited for until the deadline")
+	require.Equal(t, []int64{free}, put)
+	status := func(id int64) string {
+		var r row
+		require.NoError(t, db.First(&r, id).Error)
+		return r.Status
+	}
+	require.Equal(t, "QUEUED", status(free))
+	require.Equal(t, "PROCESSING", status(held))
+
+	// Once the row is free, trying again puts the rest back.
+	require.NoError(t, lock.Rollback().Error)
+	put, err = st.Requeue(ctx, ids, keys, []bool{true, true})
+	require.NoError(t, err)
+	require.Equal(t, []int64{held}, put)
+	require.Equal(t, "QUEUED", status(held))
 }

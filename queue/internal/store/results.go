@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 )
 
@@ -217,18 +218,32 @@ func (h *held) PutBack(ctx context.Context, keys []int64, runner string) (_ []Jo
 // requeueSQL puts claims' jobs back in the queue, each only while that
 // claim holds it, keeping its run time (and so its place in the queue), and
 // returns the IDs it put back. The attempt is uncounted if it was counted
-// ($3: at the claim, or for a suspect when it started).
-var requeueSQL = `
+// ($3: at the claim, or for a suspect when it started). free is the rows
+// it may take: all of them, waiting for any that another transaction
+// holds, or (requeueFreeSQL) only those no transaction holds.
+func requeueSQL(free string) string {
+	return `
 WITH d AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS d(id, key, counted)),
+free AS (SELECT j.id FROM sheaf_jobs j WHERE j.id = ANY($1) AND j.status = 'PROCESSING' ` + free + `),
 req AS (
 	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - d.counted, locked_until = NULL, locked_by = NULL
-	FROM d WHERE j.id = ANY($1) AND j.id = d.id AND ` + claimKey("j") + ` = d.key AND j.status = 'PROCESSING'
+	FROM d, free WHERE j.id = free.id AND j.id = d.id AND ` + claimKey("j") + ` = d.key AND j.status = 'PROCESSING'
 	RETURNING j.id, j.queue, j.priority, j.run_at, j.status, j.rescues
 ), notified AS (` + notifyDue("req") + `)
 SELECT req.id FROM req, notified`
+}
+
+var (
+	requeueFreeSQL = requeueSQL("FOR NO KEY UPDATE SKIP LOCKED")
+	requeueAllSQL  = requeueSQL("")
+)
 
 // Requeue puts the claims' jobs back in the queue, uncounting the attempts
-// marked counted, and returns the IDs it put back.
+// marked counted, and returns the IDs it put back. It puts back at once
+// the jobs whose rows no other transaction holds, and only then waits for
+// the others (a handler's transaction that completes its job: see renewSQL;
+// or one that cancels it), until ctx ends: one held row does not keep the
+// others PROCESSING. On an error it returns the IDs put back before it.
 func (s *postgres) Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error) {
 	n := make([]int32, len(counted))
 	for i, c := range counted {
@@ -236,11 +251,30 @@ func (s *postgres) Requeue(ctx context.Context, ids, keys []int64, counted []boo
 			n[i] = 1
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, requeueSQL, ids, keys, n)
+	rows, err := s.db.QueryContext(ctx, requeueFreeSQL, ids, keys, n)
 	if err != nil {
 		return nil, err
 	}
-	return scanIDs(rows)
+	put, err := scanIDs(rows)
+	if err != nil || len(put) == len(ids) {
+		return put, err
+	}
+	// The rest were held, or are no longer the claims' (completed,
+	// cancelled, rescued): wait for the held ones.
+	var rest []int64
+	var restKeys []int64
+	var restN []int32
+	for i, id := range ids {
+		if !slices.Contains(put, id) {
+			rest, restKeys, restN = append(rest, id), append(restKeys, keys[i]), append(restN, n[i])
+		}
+	}
+	rows, err = s.db.QueryContext(ctx, requeueAllSQL, rest, restKeys, restN)
+	if err != nil {
+		return put, err
+	}
+	more, err := scanIDs(rows)
+	return append(put, more...), err
 }
 
 // rescueSQL takes jobs whose lease expired back from their runner ($1 is

@@ -113,11 +113,40 @@ func (s *sqlite) writing(ctx context.Context, fn func() error) error {
 // Tx takes the process's turn to write for the transaction, unless db is a
 // caller's transaction, which holds SQLite's write lock already once it has
 // written, and may hold it longer than a turn should last.
+//
+// What the transaction tells the runners of this process (see afterCommit)
+// is told once it commits. In a caller's transaction, whose commit the
+// store does not see, it is not told: the runners find it by reading the
+// database (a cancelled job at their next lease renewal).
 func (s *sqlite) Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	if inTx(db) {
 		return db.WithContext(ctx).Transaction(fn)
 	}
-	return s.writing(ctx, func() error { return db.WithContext(ctx).Transaction(fn) })
+	var after afterCommit
+	ctx = context.WithValue(ctx, afterCommitKey{}, &after)
+	err := s.writing(ctx, func() error { return db.WithContext(ctx).Transaction(fn) })
+	if err == nil {
+		for _, id := range after.cancelled {
+			s.shared.hub.publish(CancelChannel, strconv.FormatInt(id, 10))
+		}
+	}
+	return err
+}
+
+// afterCommit is what a transaction of the store's own (see sqlite.Tx)
+// tells the runners once it commits: a runner told before, of a
+// transaction that then rolled back, would act on what never happened.
+type afterCommit struct {
+	cancelled []int64 // running jobs it cancelled
+}
+
+type afterCommitKey struct{}
+
+// afterCommitOf returns the afterCommit of tx, a transaction of the
+// store's own, or nil for a caller's transaction.
+func afterCommitOf(tx *gorm.DB) *afterCommit {
+	after, _ := tx.Statement.Context.Value(afterCommitKey{}).(*afterCommit)
+	return after
 }
 
 // SQLiteTimeLayout is how the store writes times in SQLite: UTC, fixed

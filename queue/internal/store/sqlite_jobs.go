@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -212,8 +211,11 @@ func (s *sqlite) CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error) {
 	if err := recordSQLite(tx.Statement.ConnPool, tx.Statement.Context, running, t); err != nil {
 		return nil, err
 	}
-	for _, a := range running {
-		s.shared.hub.publish(CancelChannel, strconv.FormatInt(a.Job, 10))
+	// The runners are told once the transaction commits (see sqlite.Tx).
+	if after := afterCommitOf(tx); after != nil {
+		for _, a := range running {
+			after.cancelled = append(after.cancelled, a.Job)
+		}
 	}
 	return ids, nil
 }
