@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,51 +157,25 @@ func TestStopOutOfTimePutsBackPastAHeldRow(t *testing.T) {
 func TestChunkedCutShortLeavesItsCleanupToTheNextAttempt(t *testing.T) {
 	t.Parallel()
 	w := &reportWriter{}
-	inChunk2 := make(chan struct{})
-	var once sync.Once
-	w.onChunk = func(ctx context.Context, _ *queue.Job[countyReport], chunk batch.Batch[int]) error {
-		if chunk.Seq != 2 {
-			return nil
-		}
-		first := false
-		once.Do(func() { first = true })
-		if !first {
-			return nil
-		}
-		close(inChunk2)
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	var mu sync.Mutex
-	cleanups := 0
-	w.onCleanup = func(context.Context, *queue.Job[countyReport]) error {
-		mu.Lock()
-		defer mu.Unlock()
-		cleanups++
-		return nil
-	}
+	inChunk2, cleanups := cutInChunk2(w)
 	e := chunkedEnv(t, w)
 	id := enqueue(t, e, countyReport{Records: 1500})
 	a, err := queue.NewRunner(e.client, quiet(), queue.WithRunnerID("a"))
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
 	<-inChunk2
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second) // a 600 ms margin
 	defer cancel()
 	require.ErrorContains(t, a.Stop(ctx), "put them back in the queue")
 	<-a.Done()
 	require.Equal(t, queue.StatusQueued, e.status(t, id))
-	mu.Lock()
-	require.Zero(t, cleanups, "the cut attempt did not clean up")
-	mu.Unlock()
+	require.Zero(t, cleanups(), "the cut attempt did not clean up")
 	require.Equal(t, int64(1000), e.outputRows(t, id), "the first chunk's output, for the next attempt to clean up")
 
 	e.runner(t, queue.WithRunnerID("b"))
 	e.waitStatus(t, id, queue.StatusCompleted)
 	require.Equal(t, int64(1500), e.outputRows(t, id))
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, 1, cleanups, "the next attempt cleaned up before it started")
+	require.Equal(t, 1, cleanups(), "the next attempt cleaned up before it started")
 }
 
 // TxClient.Cancel in a transaction that rolls back cancels nothing: the
@@ -255,28 +230,7 @@ func TestChunkedCutShortCleansUpNothingWhileItsPutBackWaits(t *testing.T) {
 	t.Parallel()
 	pgtest.PostgresOnly(t, "row locks (on SQLite, a writing transaction holds the whole database)")
 	w := &reportWriter{}
-	inChunk2 := make(chan struct{})
-	var once sync.Once
-	w.onChunk = func(ctx context.Context, _ *queue.Job[countyReport], chunk batch.Batch[int]) error {
-		first := false
-		if chunk.Seq == 2 {
-			once.Do(func() { first = true })
-		}
-		if !first {
-			return nil
-		}
-		close(inChunk2)
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	var mu sync.Mutex
-	cleanups := 0
-	w.onCleanup = func(context.Context, *queue.Job[countyReport]) error {
-		mu.Lock()
-		defer mu.Unlock()
-		cleanups++
-		return nil
-	}
+	inChunk2, cleanups := cutInChunk2(w)
 	e := chunkedEnv(t, w)
 	id := enqueue(t, e, countyReport{Records: 1500})
 	cutEnded := make(chan struct{})
@@ -302,9 +256,7 @@ func TestChunkedCutShortCleansUpNothingWhileItsPutBackWaits(t *testing.T) {
 	}()
 	<-cutEnded
 	require.Equal(t, queue.StatusProcessing, e.status(t, id), "the put-back waits for the test's transaction")
-	mu.Lock()
-	require.Zero(t, cleanups, "the cut attempt did not clean up")
-	mu.Unlock()
+	require.Zero(t, cleanups(), "the cut attempt did not clean up")
 	require.Equal(t, int64(1000), e.outputRows(t, id))
 	require.NoError(t, lock.Rollback().Error)
 	require.ErrorContains(t, <-stopped, "put them back in the queue")
@@ -312,4 +264,30 @@ func TestChunkedCutShortCleansUpNothingWhileItsPutBackWaits(t *testing.T) {
 	e.runner(t, queue.WithRunnerID("b"))
 	e.waitStatus(t, id, queue.StatusCompleted)
 	require.Equal(t, int64(1500), e.outputRows(t, id))
+}
+
+// cutInChunk2 makes w's handler wait for its cancellation in the second
+// chunk of its first attempt, and counts its cleanups: it returns a channel
+// closed when that chunk begins, and the count.
+func cutInChunk2(w *reportWriter) (inChunk2 <-chan struct{}, cleanups func() int) {
+	in := make(chan struct{})
+	var once sync.Once
+	w.onChunk = func(ctx context.Context, _ *queue.Job[countyReport], chunk batch.Batch[int]) error {
+		first := false
+		if chunk.Seq == 2 {
+			once.Do(func() { first = true })
+		}
+		if !first {
+			return nil
+		}
+		close(in)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	var n atomic.Int32
+	w.onCleanup = func(context.Context, *queue.Job[countyReport]) error {
+		n.Add(1)
+		return nil
+	}
+	return in, func() int { return int(n.Load()) }
 }
