@@ -271,7 +271,7 @@ func ExampleRunner_Stop() {
 	<-started
 	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM) // as the deployment would
 	<-signalled.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := runner.Stop(ctx); err != nil {
 		fmt.Println(err) // the jobs it cut short, and what became of them
