@@ -244,9 +244,11 @@ func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
 	return out, r.changed
 }
 
-func (s *schedule) tick(at time.Time) Tick {
-	t := s.timing.Tick(at)
-	return Tick{Schedule: s.Name, At: t.At, RunID: t.RunID, Period: t.Period}
+func (s *schedule) tick(at time.Time) Tick { return tickOf(s.Name, s.timing.Tick(at)) }
+
+// tickOf is the Tick of the runner's tick t of the schedule name.
+func tickOf(name string, t runner.Tick) Tick {
+	return Tick{Schedule: name, At: t.At, RunID: t.RunID, Period: t.Period}
 }
 
 // next returns the schedule's first tick after t (see runner.Timing.Next).
@@ -268,7 +270,7 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 		Schedules: c.reg.schedulesNow,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
-			rows, unbuilt = tickJobs(c, s, Tick{Schedule: s.Name, At: tick.At, RunID: tick.RunID, Period: tick.Period})
+			rows, unbuilt = tickJobs(c, s, tickOf(s.Name, tick))
 			if len(rows) == 0 {
 				return 0, unbuilt, nil, nil
 			}

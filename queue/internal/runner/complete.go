@@ -38,20 +38,24 @@ func keyOf(ex *Execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
 // job was rescued or cancelled changes nothing.
 func (r *Runner) flush(conn store.Conn, batch []result) {
 	accepted := map[int64]bool{}
-	var ok, failed, parents []result
+	var ok, failed []result
+	type parent struct {
+		res   result
+		rules []Rule
+	}
+	var parents []parent
 	for _, res := range batch {
-		switch {
-		case res.status != statusCompleted:
+		if res.status != statusCompleted {
 			failed = append(failed, res)
-		case len(r.cfg.Rules.For(res.ex.row.Kind)) > 0:
-			parents = append(parents, res)
-		default:
+		} else if rules := r.cfg.Rules.For(res.ex.row.Kind); len(rules) > 0 {
+			parents = append(parents, parent{res, rules})
+		} else {
 			ok = append(ok, res)
 		}
 	}
 	var errs []error
-	for _, res := range parents {
-		errs = append(errs, r.completeParent(res, accepted))
+	for _, p := range parents {
+		errs = append(errs, r.completeParent(p.res, p.rules, accepted))
 	}
 	if len(ok) > 0 {
 		ids, keys := make([]int64, len(ok)), make([]int64, len(ok))
@@ -95,10 +99,9 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 	r.unhold(exs...)
 }
 
-// completeParent completes a job that is a parent in some rule, releasing
+// completeParent completes a job that is a parent in rules, releasing
 // children in the same transaction (see Rules), and marks it in accepted.
-func (r *Runner) completeParent(res result, accepted map[int64]bool) error {
-	rules := r.cfg.Rules.For(res.ex.row.Kind)
+func (r *Runner) completeParent(res result, rules []Rule, accepted map[int64]bool) error {
 	var released []Released
 	err := r.retry(func(ctx context.Context, try int) error {
 		ok, children, err := r.completeReleasing(ctx, res.ex, rules)

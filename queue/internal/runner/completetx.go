@@ -31,7 +31,7 @@ var errNotCommitted = errors.New("queue: the handler returned nil, but the trans
 // tx it cannot complete the job in.
 func (ex *Execution) CompleteTx(ctx context.Context, tx *gorm.DB) error {
 	r, id := ex.r, ex.row.ID
-	if e, _ := r.cfg.Kinds.Lookup(ex.row.Kind); e != nil && e.Chunked {
+	if ex.kind != nil && ex.kind.Chunked {
 		return r.invalid("CompleteTx of job %d: a chunked job completes after its last chunk, not in a transaction of its handler's", id)
 	}
 	if tx == nil {
@@ -143,7 +143,7 @@ func (r *Runner) completedInTx(ex *Execution, c *txCompletion, err error, took t
 			"err", err)
 	}
 	res := result{ex: ex, status: statusCompleted, took: took}
-	if len(ex.ends) > 0 {
+	if ex.end != nil {
 		ex.ended(res.event())
 	}
 	r.announceReleased(ex, c.released)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -37,10 +36,13 @@ type Execution struct {
 	// it; finished means its handler returned (or it never ran) and its
 	// result is written or on its way.
 	released, cut, finished bool
-	// ends are the functions the Attempt hooks returned, and hooked the
-	// context they made, for the Release hooks (see queue.Hooks).
-	ends   []func(Event)
+	// end is the function the Attempt hook returned, and hooked the
+	// context it made, for the Release hooks (see queue.Hooks).
+	end    func(Event)
 	hooked context.Context
+	// kind is the job's kind, looked up as the attempt begins (nil if
+	// unknown), before its handler runs.
+	kind *Kind
 	// inTx is the completion the handler wrote in its own transaction
 	// (Job.CompleteTx), if it did; txs are the transactions it called
 	// CompleteTx in, for a stop out of time to roll back (see cutRunning).
@@ -116,6 +118,7 @@ func (r *Runner) execute(ex *Execution) {
 	ex.start = time.Now()
 	var err error
 	e, lookupErr := r.cfg.Kinds.Lookup(ex.row.Kind)
+	ex.kind = e
 	if ctx.Err() == nil && ex.suspect() {
 		if err := r.startSuspect(ex); err != nil {
 			ex.cancel(err)
@@ -257,7 +260,7 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 		r.jobLogger(&ex.row).Warn("queue: job lost its lease while running; its result is dropped")
 	default:
 		res := r.resultOf(ex, e, err, took)
-		if len(ex.ends) > 0 {
+		if ex.end != nil {
 			ex.ended(res.event())
 		}
 		r.completer.SendReserved(res)
@@ -413,25 +416,22 @@ func (r *Runner) cancelRunning(id int64, cause error) {
 // the handler's context; ex.ended calls the function it returned.
 func (r *Runner) attemptHooks(ctx context.Context, ex *Execution) context.Context {
 	ctx, done := r.cfg.Attempt(ctx, ex)
-	if done != nil {
-		ex.ends = append(ex.ends, done)
-	}
-	ex.hooked = ctx
+	ex.end, ex.hooked = done, ctx
 	return ctx
 }
 
 // ended tells the Attempt hooks that ex's handler returned.
 func (ex *Execution) ended(ev Event) {
-	for _, done := range slices.Backward(ex.ends) {
-		done(ev)
+	if end := ex.end; end != nil {
+		ex.end = nil
+		end(ev)
 	}
-	ex.ends = nil
 }
 
 // endedAs tells the Attempt hooks that ex's handler returned, as an event
 // of type t.
 func (ex *Execution) endedAs(t EventType, err error, took time.Duration) {
-	if len(ex.ends) == 0 {
+	if ex.end == nil {
 		return
 	}
 	ev := ex.event(t)

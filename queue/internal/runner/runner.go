@@ -475,12 +475,12 @@ func (r *Runner) requeue(exs []*Execution, by time.Time, why string) (int, error
 	}
 	defer r.unhold(exs...)
 	ids, keys, counted := make([]int64, len(exs)), make([]int64, len(exs)), make([]bool, len(exs))
-	requeued, cancelled := make([]Event, len(exs)), make([]Event, len(exs))
+	events := make([]Event, len(exs)) // requeued, or cancelled: only the type differs
 	// Under the lock: a suspect cut short may be recording its start.
 	r.mu.Lock()
 	for i, ex := range exs {
 		ids[i], keys[i], counted[i] = ex.row.ID, keyOf(ex), ex.counted
-		requeued[i], cancelled[i] = ex.event(EventRequeued), ex.event(EventCancelled)
+		events[i] = ex.event(EventRequeued)
 	}
 	r.mu.Unlock()
 	back := map[int64]bool{}
@@ -497,10 +497,11 @@ func (r *Runner) requeue(exs []*Execution, by time.Time, why string) (int, error
 		switch {
 		case back[ex.row.ID]:
 			r.stats.requeued.Add(1)
-			r.observe(requeued[i])
+			r.observe(events[i])
 		case errors.Is(context.Cause(ex.ctx), r.cfg.Errors.Cancelled):
 			r.stats.cancelled.Add(1)
-			r.observe(cancelled[i])
+			events[i].Type = EventCancelled
+			r.observe(events[i])
 		}
 	}
 	if len(back) > 0 {
