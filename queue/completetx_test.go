@@ -29,6 +29,30 @@ func (txJob) Kind() string { return "tx_job" }
 // txWork is a txJob handler's work: db is the env's database.
 type txWork func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error
 
+// completeAndHold is a txWork that writes its ledger row and completes its
+// job in one transaction, then closes inTx and holds the transaction open
+// until release is closed, without watching its context. The transaction
+// is begun on the job's context if withCtx, as a careful handler does, or
+// without it, as ordinary gorm code does.
+func completeAndHold(inTx, release chan struct{}, withCtx bool) txWork {
+	return func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error {
+		if withCtx {
+			db = db.WithContext(ctx)
+		}
+		return db.Transaction(func(tx *gorm.DB) error {
+			if err := writeLedger(tx, j); err != nil {
+				return err
+			}
+			if err := j.CompleteTx(ctx, tx); err != nil {
+				return err
+			}
+			close(inTx)
+			<-release
+			return nil
+		})
+	}
+}
+
 // txEnv is an env with a ledger table and a txJob handler that calls work,
 // for attempts of up to two, retried at once.
 func txEnv(t *testing.T, work txWork) *env {
@@ -398,19 +422,7 @@ func TestCompleteTxDoesNotHoldUpRenewals(t *testing.T) {
 	t.Parallel()
 	pgtest.PostgresOnly(t, "row locks (on SQLite, every writer waits for a transaction that has written)")
 	inTx, release := make(chan struct{}), make(chan struct{})
-	e := txEnv(t, func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error {
-		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := writeLedger(tx, j); err != nil {
-				return err
-			}
-			if err := j.CompleteTx(ctx, tx); err != nil {
-				return err
-			}
-			close(inTx)
-			<-release
-			return nil
-		})
-	})
+	e := txEnv(t, completeAndHold(inTx, release, true))
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[holdJob](func(ctx context.Context, _ *queue.Job[holdJob]) error {
 		select {
 		case <-release:

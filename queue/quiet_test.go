@@ -48,14 +48,11 @@ func TestTheQueuesStatementsAreNotLogged(t *testing.T) {
 		out2, err = c.Tx(tx).EnqueueMany(ctx, params[:1000])
 		return err
 	}))
-	ids := make([]int64, 0, len(out1)+len(out2))
-	for _, o := range append(out1, out2...) {
-		ids = append(ids, o.Job.ID)
-	}
+	jobIDs := ids(append(out1, out2...))
 	r, err := queue.NewRunner(c, queue.WithPollInterval(50*time.Millisecond))
 	require.NoError(t, err)
 	require.NoError(t, r.Start(ctx))
-	jobs, err := c.Wait(ctx, ids...)
+	jobs, err := c.Wait(ctx, jobIDs...)
 	require.NoError(t, err)
 	require.NoError(t, r.Stop(ctx))
 	for _, j := range jobs {

@@ -24,19 +24,7 @@ import (
 func heldTxEnv(t *testing.T) (e *env, inTx, release, politeStarted chan struct{}) {
 	t.Helper()
 	inTx, release, politeStarted = make(chan struct{}), make(chan struct{}), make(chan struct{})
-	e = txEnv(t, func(ctx context.Context, db *gorm.DB, j *queue.Job[txJob]) error {
-		return db.Transaction(func(tx *gorm.DB) error {
-			if err := writeLedger(tx, j); err != nil {
-				return err
-			}
-			if err := j.CompleteTx(ctx, tx); err != nil {
-				return err
-			}
-			close(inTx)
-			<-release
-			return nil
-		})
-	})
+	e = txEnv(t, completeAndHold(inTx, release, false))
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[holdJob](func(ctx context.Context, _ *queue.Job[holdJob]) error {
 		close(politeStarted)
 		<-ctx.Done()
