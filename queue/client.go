@@ -77,13 +77,15 @@ func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 // write exists if and only if tx commits, and runners are notified at the
 // commit. A TxClient is for tx's life: do not use it after tx ends.
 func (c *Client) Tx(tx *gorm.DB) *TxClient {
-	return &TxClient{c.in(tx)}
+	return &TxClient{c.in(store.Quiet(tx))}
 }
 
-// in returns c's operations inside tx.
+// in returns c's operations inside tx, which already has the quiet
+// logger: the caller's transaction made quiet by Tx, or one opened on the
+// client's quiet db.
 func (c *ops) in(tx *gorm.DB) ops {
 	cp := *c
-	cp.db, cp.tx = store.Quiet(tx), true
+	cp.db, cp.tx = tx, true
 	return cp
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Registry holds the job kinds a Client may enqueue and a Runner may work,
@@ -144,7 +143,7 @@ func kindOf[A Args]() (kind string, err error) {
 	if kind == "" || len(kind) > 200 {
 		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
 	}
-	if flaw := store.TextFlaw(kind); flaw != "" {
+	if flaw := payload.TextFlaw(kind); flaw != "" {
 		return "", invalid("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, flaw)
 	}
 	return kind, nil

@@ -17,7 +17,7 @@ import (
 // checkText refuses s, given as the option or field called name, if
 // PostgreSQL would not store it as text.
 func checkText(name, s string) error {
-	if flaw := store.TextFlaw(s); flaw != "" {
+	if flaw := payload.TextFlaw(s); flaw != "" {
 		return invalid("%s: %s", name, flaw)
 	}
 	return nil

@@ -14,8 +14,6 @@ import (
 	"reflect"
 	"slices"
 	"unicode/utf8"
-
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // A Flaw is something in encoded JSON that jsonb refuses.
@@ -277,7 +275,7 @@ func findFlaw(v reflect.Value, path string) (where, what string) {
 	}
 	if m, ok := implementer(v, textMarshalerType); ok {
 		if b, err := m.(encoding.TextMarshaler).MarshalText(); err == nil {
-			if flaw := store.TextFlaw(string(b)); flaw != "" {
+			if flaw := TextFlaw(string(b)); flaw != "" {
 				return path, flaw + " in what its MarshalText writes"
 			}
 		}
@@ -290,7 +288,7 @@ func findFlaw(v reflect.Value, path string) (where, what string) {
 			if f, found, _ := Scan([]byte(v.String())); found {
 				return path, f.What
 			}
-		} else if flaw := store.TextFlaw(v.String()); flaw != "" {
+		} else if flaw := TextFlaw(v.String()); flaw != "" {
 			return path, flaw
 		}
 	case reflect.Pointer, reflect.Interface:
@@ -316,7 +314,7 @@ func findFlaw(v reflect.Value, path string) (where, what string) {
 				b, _ := m.(encoding.TextMarshaler).MarshalText()
 				name = string(b)
 			}
-			if flaw := store.TextFlaw(name); flaw != "" {
+			if flaw := TextFlaw(name); flaw != "" {
 				return path, fmt.Sprintf("key %q: %s", name, flaw)
 			}
 			if where, what := findFlaw(v.MapIndex(k), fmt.Sprintf("%s[%q]", path, name)); where != "" {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -73,7 +74,7 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 			Delays: make([]time.Duration, n), Errors: make([]string, n), Runner: r.cfg.ID}
 		for i, res := range part {
 			f.IDs[i], f.Keys[i], f.Statuses[i] = res.ex.row.ID, keyOf(res.ex), string(res.status)
-			f.Delays[i], f.Errors[i] = res.delay, store.Storable(res.err.Error())
+			f.Delays[i], f.Errors[i] = res.delay, payload.Storable(res.err.Error())
 		}
 		errs = append(errs, r.writeResults(accepted, f.IDs,
 			func(ctx context.Context) ([]int64, error) { return conn.Fail(ctx, f) },

@@ -36,6 +36,5 @@ func update(ctx context.Context, db *sql.DB, id int64, claims int, set string, a
 
 // State reads a job's status and claim number as the database has them.
 func (s *postgres) State(ctx context.Context, id int64) (status string, claims int, err error) {
-	err = s.db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = $1", id).Scan(&status, &claims)
-	return status, claims, err
+	return stateIn(s.gdb.WithContext(ctx), id)
 }

@@ -101,6 +101,10 @@ type KindCount struct {
 
 // CountByKind counts the jobs by kind and status. It reads the whole table.
 func (*postgres) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
+	return countByKind(ctx, db)
+}
+
+func countByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
 	var out []KindCount
 	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
 	return out, err

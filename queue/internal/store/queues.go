@@ -280,8 +280,8 @@ func (s *sqlite) SetPaused(ctx context.Context, db *gorm.DB, name string, paused
 	if paused {
 		at = t
 	}
-	err := s.Tx(ctx, db, func(tx *gorm.DB) error {
-		return tx.Exec(`INSERT INTO sheaf_queues AS q (name, paused_at, updated_at) VALUES (?, ?, ?)
+	err := s.statement(ctx, db, func(db *gorm.DB) error {
+		return db.Exec(`INSERT INTO sheaf_queues AS q (name, paused_at, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET paused_at = CASE WHEN excluded.paused_at IS NULL THEN NULL ELSE coalesce(q.paused_at, ?) END,
 				updated_at = ?`, name, at, t, t, t).Error
 	})
@@ -296,8 +296,8 @@ func (s *sqlite) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id
 	if at.IsZero() {
 		at = now()
 	}
-	err = s.Tx(ctx, db, func(tx *gorm.DB) error {
-		return tx.Raw(`INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
+	err = s.statement(ctx, db, func(db *gorm.DB) error {
+		return db.Raw(`INSERT INTO sheaf_audit (at, actor, action, target, result, changed)
 			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, sqliteTime(at), e.Actor, e.Action, e.Target, e.Result, e.Changed).Row().Scan(&id)
 	})
 	return id, err

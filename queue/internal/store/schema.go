@@ -240,12 +240,13 @@ func (s *postgres) Migrate(ctx context.Context) (found int, err error) {
 		if err := tx.Raw("SELECT coalesce(max(version), 0) FROM sheaf_migrations").Scan(&found).Error; err != nil {
 			return err
 		}
+		ups := s.Migrations()
 		if err := checkTables(tx, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename IN ?",
-			s.Migrations(), found); err != nil {
+			ups, found); err != nil {
 			return err
 		}
 		for v := found + 1; v <= SchemaVersion; v++ {
-			if err := tx.Exec(pgMigrations()[v-1]).Error; err != nil {
+			if err := tx.Exec(ups[v-1]).Error; err != nil {
 				return fmt.Errorf("to version %d: %w", v, err)
 			}
 		}

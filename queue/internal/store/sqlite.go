@@ -110,6 +110,17 @@ func (s *sqlite) writing(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
+// statement runs fn, one statement, on db: in a caller's transaction as it
+// is, otherwise in the process's turn to write, as a statement of its own.
+// One statement needs no BEGIN and COMMIT, nor a savepoint, around it.
+func (s *sqlite) statement(ctx context.Context, db *gorm.DB, fn func(db *gorm.DB) error) error {
+	db = db.WithContext(ctx)
+	if inTx(db) {
+		return fn(db)
+	}
+	return s.writing(ctx, func() error { return fn(db) })
+}
+
 // Tx takes the process's turn to write for the transaction, unless db is a
 // caller's transaction, which holds SQLite's write lock already once it has
 // written, and may hold it longer than a turn should last.

@@ -112,9 +112,7 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 }
 
 func (*sqlite) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
-	var out []KindCount
-	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
-	return out, err
+	return countByKind(ctx, db)
 }
 
 func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {

@@ -430,8 +430,7 @@ func (s *sqlite) update(ctx context.Context, id int64, claims int, set string, a
 }
 
 func (s *sqlite) State(ctx context.Context, id int64) (status string, claims int, err error) {
-	err = s.db.QueryRowContext(ctx, "SELECT status, claims FROM sheaf_jobs WHERE id = ?1", id).Scan(&status, &claims)
-	return status, claims, err
+	return stateIn(s.gdb.WithContext(ctx), id)
 }
 
 // attemptRow is an attempt to record in the history, as recordSQLite
