@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -145,4 +147,62 @@ func TestLeaderKilledMidRoundIsReplaced(t *testing.T) {
 			require.Equal(t, prev.Round, r.Round, "an unfinished round is done again next: %+v", ledger)
 		}
 	}
+}
+
+// spans records when each runner's copy of a maintenance task held a round
+// open, from its start until its context ended.
+type spans struct {
+	mu      sync.Mutex
+	start   map[string]time.Time
+	end     map[string]time.Time
+	started chan string
+}
+
+func newSpans() *spans {
+	return &spans{start: map[string]time.Time{}, end: map[string]time.Time{}, started: make(chan string, 10)}
+}
+
+func (s *spans) task(runner string) queue.MaintenanceTask { return spanTask{s, runner} }
+
+type spanTask struct {
+	s      *spans
+	runner string
+}
+
+func (spanTask) Name() string { return "span" }
+
+func (t spanTask) Run(ctx context.Context) (time.Duration, error) {
+	t.s.mu.Lock()
+	t.s.start[t.runner] = time.Now()
+	t.s.mu.Unlock()
+	t.s.started <- t.runner
+	<-ctx.Done()
+	t.s.mu.Lock()
+	t.s.end[t.runner] = time.Now()
+	t.s.mu.Unlock()
+	return time.Second, nil
+}
+
+// A leader cut off from the server (its connections pass through a proxy
+// that stops delivering) stops its task before its leadership can lapse,
+// and so before the runner that takes over starts its own.
+func TestCutOffLeaderStopsItsTasksBeforeAnotherLeads(t *testing.T) {
+	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
+	t.Parallel()
+	e := newEnv(t, nil)
+	const lease = 1500 * time.Millisecond
+	s := newSpans()
+	co := startCutOff(t, e, queue.WithLease(lease), queue.WithMaintenance(s.task("cut-off")))
+	require.Equal(t, "cut-off", <-s.started)
+	e.runner(t, queue.WithRunnerID("other"), queue.WithLease(lease), queue.WithMaintenance(s.task("other")))
+	co.proxy.Partition()
+	cut := time.Now()
+	require.Equal(t, "other", <-s.started)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stopped, ok := s.end["cut-off"]
+	require.True(t, ok, "the cut-off leader's task stopped")
+	require.True(t, stopped.Before(s.start["other"]), "before the other runner's began")
+	require.Less(t, stopped.Sub(cut), lease, "within 2/3 of a lease of its last renewal")
+	t.Logf("cut off at 0; its task stopped at %v; the other's began at %v", stopped.Sub(cut), s.start["other"].Sub(cut))
 }
