@@ -118,7 +118,7 @@ func TestLeaderKilledMidRoundIsReplaced(t *testing.T) {
 	b.expect(t, fmt.Sprintf("round %d lead-b", killed))
 	took := time.Since(dead)
 	t.Logf("lead-b took over %v after lead-a was killed (lease %v)", took, lease)
-	require.Less(t, took, 2*lease, "within about a lease")
+	require.Less(t, took, 3*lease, "within about a lease, and room for a loaded machine")
 	b.expect(t, fmt.Sprintf("round %d lead-b", killed+2))
 	b.stop(t)
 
