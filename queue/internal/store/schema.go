@@ -195,10 +195,23 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata jsonb;
 -- time and rewrites no row.
 ALTER TABLE sheaf_jobs ADD COLUMN meta bytea;
 `,
+	8: `
+-- The runner that leads the maintenance (rescue of expired leases, and the
+-- upkeep that must run once however many runners there are): a row per
+-- leadership, taken by a runner when it is free or has expired (by the
+-- server's clock), renewed by its holder well before it expires, and
+-- deleted by its holder as it stops, so that another takes over at once.
+CREATE TABLE sheaf_leader (
+	name       text        PRIMARY KEY,
+	holder     text        NOT NULL,
+	elected_at timestamptz NOT NULL DEFAULT now(),
+	expires_at timestamptz NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
