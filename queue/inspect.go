@@ -109,12 +109,9 @@ type RunSummary struct {
 // by run ID descending). It groups every job that has a run ID, so, like
 // Stats, it is for dashboards, not hot paths.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit := q.Limit
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 10_000:
-		return nil, invalid("limit %d not in [0, 10000]", limit)
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkText("RunsQuery.Period", q.Period); err != nil {
 		return nil, err
@@ -155,16 +152,22 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 // it.
 type ScheduleState struct {
 	Periodic
-	// LastTick is the latest tick a runner fired; zero if none has fired.
-	LastTick time.Time
+	// LastTick is the latest tick a runner fired, as the tick ledger
+	// records it; zero if none has fired. LastRunID is its run, LastJobs
+	// the jobs it created, and LastOutcome TickFired or TickLate.
+	LastTick    time.Time
+	LastRunID   string
+	LastJobs    int
+	LastOutcome TickOutcome
 	// Started is, for a schedule a runner has started but that has not
 	// fired a tick yet, when it was started: it waits for its first tick
-	// after that. Zero otherwise.
+	// after that, less its grace. Zero otherwise.
 	Started time.Time
-	// MissedTicks counts the ticks after LastTick that were due more than
-	// a minute ago and have not fired: no runner was running, or none
-	// could reach the database. LatestMissed is the latest of them. A
-	// runner that starts applies the schedule's Missed policy to them.
+	// MissedTicks counts the ticks after LastTick that did not fire: those
+	// the ledger records as missed, and those due more than the grace (at
+	// least a minute) ago that no runner has reached (none runs, or none
+	// can reach the database; a runner that starts applies the schedule's
+	// Missed policy to them). LatestMissed is the latest of them.
 	MissedTicks  int
 	LatestMissed time.Time
 }
@@ -174,24 +177,52 @@ type ScheduleState struct {
 const missedAfter = time.Minute
 
 // ScheduleStates returns the registry's schedules, sorted by name, each
-// with its last fired tick and the ticks it has missed, as of now.
+// with its last fired tick and the ticks it has missed, as of the client's
+// clock. It reads the tick ledger: a query for every schedule with missed
+// ticks recorded since its last fired one.
 func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
-	last, err := store.LastTicks(ctx, c.db)
+	rows, err := store.ScheduleRows(ctx, c.db)
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule states: %w", err)
+		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
+	}
+	fired, err := store.LastFired(ctx, c.db)
+	if err != nil {
+		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
 	scheds, _ := c.reg.schedulesNow()
-	cutoff := time.Now().Add(-missedAfter)
+	now := c.cfg.clock.Now()
 	out := make([]ScheduleState, 0, len(scheds))
 	for _, s := range scheds {
-		st := ScheduleState{Periodic: s.Periodic, LastTick: last[s.Name]}
-		if !st.LastTick.IsZero() {
-			st.LatestMissed, st.MissedTicks = s.latest(st.LastTick, cutoff)
-			if !s.next(st.LastTick.Add(-time.Nanosecond)).Equal(st.LastTick) {
-				// Off the timetable: not a tick but where a runner that
-				// started the schedule began counting from.
-				st.Started, st.LastTick = st.LastTick, time.Time{}
+		st := ScheduleState{Periodic: s.Periodic}
+		row, started := rows[s.Name]
+		if last, ok := fired[s.Name]; ok {
+			r := tickRecord(s, last)
+			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = r.At, r.RunID, r.Jobs, r.Outcome
+		} else if started && row.Started.IsZero() && s.next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick) {
+			// A tick fired before the ledger existed.
+			st.LastTick, st.LastRunID, st.LastOutcome = row.LastTick.In(s.Location), s.tick(row.LastTick).RunID, TickFired
+		}
+		if st.LastTick.IsZero() && started {
+			st.Started = row.Started
+			if st.Started.IsZero() {
+				st.Started = row.LastTick // where a runner of an earlier release began counting
 			}
+		}
+		if !started {
+			out = append(out, st)
+			continue
+		}
+		recorded, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
+			From: st.LastTick.Add(time.Nanosecond), Limit: 10_000})
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule states: %w", err)
+		}
+		if len(recorded) > 0 {
+			st.MissedTicks, st.LatestMissed = len(recorded), recorded[0].At
+		}
+		if latest, n := s.latest(row.LastTick, s.dueBefore(now)); n > 0 {
+			st.MissedTicks += n
+			st.LatestMissed = latest.In(s.Location)
 		}
 		out = append(out, st)
 	}
