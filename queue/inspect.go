@@ -185,7 +185,7 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
-	fired, err := store.LastFired(ctx, c.db)
+	lastFired, err := store.LastFired(ctx, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
@@ -195,22 +195,14 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 	for _, s := range scheds {
 		st := ScheduleState{Periodic: s.Periodic}
 		row, started := rows[s.Name]
-		if last, ok := fired[s.Name]; ok {
-			r := tickRecord(s, last)
-			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = r.At, r.RunID, r.Jobs, r.Outcome
-		} else if started && row.Started.IsZero() && s.next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick) {
-			// A tick fired before the ledger existed.
-			st.LastTick, st.LastRunID, st.LastOutcome = row.LastTick.In(s.Location), s.tick(row.LastTick).RunID, TickFired
-		}
-		if st.LastTick.IsZero() && started {
-			st.Started = row.Started
-			if st.Started.IsZero() {
-				st.Started = row.LastTick // where a runner of an earlier release began counting
-			}
-		}
 		if !started {
 			out = append(out, st)
 			continue
+		}
+		last, fired := lastFired[s.Name]
+		if fired {
+			r := tickRecord(s, last)
+			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = r.At, r.RunID, r.Jobs, r.Outcome
 		}
 		recorded, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
 			From: st.LastTick.Add(time.Nanosecond), Limit: 10_000})
@@ -219,6 +211,16 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 		}
 		if len(recorded) > 0 {
 			st.MissedTicks, st.LatestMissed = len(recorded), recorded[0].At
+		}
+		switch {
+		case fired:
+		case !row.Started.IsZero():
+			st.Started = row.Started.In(s.Location)
+		case !s.next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick):
+			st.Started = row.LastTick.In(s.Location) // where a runner of an earlier release began counting
+		case len(recorded) == 0:
+			// A tick fired before the ledger existed.
+			st.LastTick, st.LastRunID, st.LastOutcome = row.LastTick.In(s.Location), s.tick(row.LastTick).RunID, TickFired
 		}
 		if latest, n := s.latest(row.LastTick, s.dueBefore(now)); n > 0 {
 			st.MissedTicks += n

@@ -261,6 +261,10 @@ func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM (SELECT run_id FROM sheaf_jobs GROUP BY run_id HAVING count(*) <> 2) d"))
 	require.Equal(t, int64(2*n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE period = '2025-12-08' OR period = '2025-12-09'"))
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id = 'every-minute@2025-12-08T23:00:00Z'"+" AND kind = 'noop'"))
+	// One ledger row per tick, with its jobs; late, as each fired 30
+	// seconds after its time and the grace is a second.
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM sheaf_ticks"))
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM sheaf_ticks WHERE schedule = 'every-minute' AND outcome = 'late' AND jobs = 2"))
 }
 
 func TestMissedTicksPolicies(t *testing.T) {
