@@ -178,14 +178,11 @@ const missedAfter = time.Minute
 
 // ScheduleStates returns the registry's schedules, sorted by name, each
 // with its last fired tick and the ticks it has missed, as of the client's
-// clock. It reads the tick ledger: a query for every schedule with missed
-// ticks recorded since its last fired one.
+// clock. It reads the tick ledger: two queries for every schedule a runner
+// has started, for its last fired tick and the missed ones since, each
+// through the ledger's primary key.
 func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 	rows, err := store.ScheduleRows(ctx, c.db)
-	if err != nil {
-		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
-	}
-	lastFired, err := store.LastFired(ctx, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
@@ -199,10 +196,13 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 			out = append(out, st)
 			continue
 		}
-		last, fired := lastFired[s.Name]
+		last, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickFired, store.TickLate}, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule states: %w", err)
+		}
+		fired := len(last) > 0
 		if fired {
-			r := tickRecord(s, last)
-			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = r.At, r.RunID, r.Jobs, r.Outcome
+			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = last[0].At, last[0].RunID, last[0].Jobs, last[0].Outcome
 		}
 		recorded, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
 			From: st.LastTick.Add(time.Nanosecond), Limit: 10_000})

@@ -47,13 +47,21 @@ func TestFirstStartFiresATickWithinTheGrace(t *testing.T) {
 	t.Parallel()
 	clock := newManualClock(dec8(23, 0, 5))
 	e, c := clockedEnv(t, queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0)}, clock)
+	// Rows older than 400 days, as if the name had served before: the
+	// schedule's own are pruned as it fires, another's are left.
+	old := dec8(23, 0, 0).AddDate(0, 0, -401)
+	for _, name := range []string{"nightly", "other"} {
+		require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_ticks (schedule, at, outcome, recorded_at, run_id) VALUES (?, ?, 'missed', ?, ?)",
+			name, e.db.Time(old), e.db.Time(old), name+"@old").Error)
+	}
 	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond)) // the client's clock
 	ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 	require.Equal(t, "nightly@2025-12-08T23:00:00Z", ev.RunID)
 	require.Equal(t, 2, ev.Jobs)
 
 	recs := ledger(t, c)
-	require.Len(t, recs, 1)
+	require.Len(t, recs, 2)
+	require.Equal(t, "other@old", recs[1].RunID, "the old row of nightly was pruned, other's left")
 	require.Equal(t, queue.TickFired, recs[0].Outcome)
 	require.True(t, recs[0].At.Equal(dec8(23, 0, 0)))
 	require.True(t, recs[0].RecordedAt.Equal(dec8(23, 0, 5)), "recorded %v by the runner's clock", recs[0].RecordedAt)
@@ -76,7 +84,7 @@ func TestFirstStartFiresATickWithinTheGrace(t *testing.T) {
 	clock.Set(dec8(23, 0, 40).AddDate(0, 0, 1))
 	e.events.Wait(t, queue.EventScheduled, 0, 2)
 	recs = ledger(t, c)
-	require.Len(t, recs, 2)
+	require.Len(t, recs, 3)
 	require.Equal(t, "nightly@2025-12-09T23:00:00Z", recs[0].RunID, "newest first")
 	require.Equal(t, queue.TickFired, recs[0].Outcome, "40 seconds after its time is within the grace")
 }

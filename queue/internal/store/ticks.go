@@ -177,20 +177,3 @@ func scanTicks(rows *sql.Rows) ([]TickRow, error) {
 	}
 	return out, rows.Err()
 }
-
-// LastFired returns, for each schedule with a fired (or late) tick in the
-// ledger, its latest such row.
-func LastFired(ctx context.Context, db *gorm.DB) (map[string]TickRow, error) {
-	rows, err := db.WithContext(ctx).Raw(`SELECT t.schedule, t.at, t.outcome, t.recorded_at, t.run_id, t.jobs
-		FROM ` + TicksTable + ` t JOIN (SELECT schedule, max(at) AS at FROM ` + TicksTable + `
-			WHERE outcome <> 'missed' GROUP BY schedule) l ON l.schedule = t.schedule AND l.at = t.at`).Rows()
-	if err != nil {
-		return nil, err
-	}
-	last, err := scanTicks(rows)
-	out := make(map[string]TickRow, len(last))
-	for _, r := range last {
-		out[r.Schedule] = r
-	}
-	return out, err
-}
