@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,4 +272,32 @@ func TestTwoRunnersCatchUpOnce(t *testing.T) {
 		queue.TickMissed: {"hourly@2025-12-08T20:00:00Z", "hourly@2025-12-08T19:00:00Z", "hourly@2025-12-08T18:00:00Z"},
 	}, outcomes)
 	require.Equal(t, int64(4), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "two jobs for each tick caught up, once")
+}
+
+// A runner that cannot write the ledger as it starts a schedule (here, the
+// table is out of the way) loses nothing: it logs the failure, starts
+// nothing, and tries again at its next poll; then the missed ticks are
+// recorded and the next tick fires, once the ledger is back.
+func TestStartingAScheduleIsRetriedWhenTheDatabaseFails(t *testing.T) {
+	t.Parallel()
+	clock := newManualClock(start) // 22:59:30
+	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *")})
+	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)", e.db.Time(dec8(20, 0, 0))).Error)
+	require.NoError(t, e.db.Gorm.Exec("ALTER TABLE sheaf_ticks RENAME TO sheaf_ticks_away").Error)
+	var log logged
+	c, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithLogger(log.logger()), queue.WithObserver(e.events), queue.WithClock(clock))
+	require.NoError(t, err)
+	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond))
+	clock.awaitWaiters(1) // the retry's timer, a poll away
+	require.Contains(t, log.String(), "queue: could not start schedule; will try again")
+
+	require.NoError(t, e.db.Gorm.Exec("ALTER TABLE sheaf_ticks_away RENAME TO sheaf_ticks").Error)
+	clock.Set(start.Add(time.Second))
+	clock.awaitWaiters(1) // started: waiting for 23:00
+	recs := ledger(t, c)
+	require.Len(t, recs, 2, "21:00 and 22:00 recorded as missed")
+	require.Equal(t, queue.TickMissed, recs[0].Outcome)
+	clock.Set(start.Add(time.Minute))
+	require.Equal(t, "hourly@2025-12-08T23:00:00Z", e.events.Wait(t, queue.EventScheduled, 0, 1)[0].RunID)
+	require.Equal(t, 1, strings.Count(log.String(), "could not start schedule"), "one failure, one retry")
 }
