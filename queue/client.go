@@ -61,7 +61,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	cfg := config{logger: slog.Default()}
+	cfg := config{logger: slog.Default(), clock: SystemClock{}}
 	if err := applyEach("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
 		return nil, err
 	}
@@ -415,16 +415,12 @@ func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 10_000:
-		return nil, invalid("limit %d not in [0, 10000]", limit)
+	limit, err := pageLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	var out []JobRecord
-	err := c.st.Jobs(ctx, c.db, f.store(), limit, &out)
-	if err != nil {
+	if err := c.st.Jobs(ctx, c.db, f.store(), limit, &out); err != nil {
 		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
 	return out, nil

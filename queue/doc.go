@@ -290,8 +290,8 @@
 //     maintenance; [WithoutMaintenance]: it never leads.
 //   - [WithRunnerID] (runner): the name it locks jobs with, default host,
 //     process ID and a random suffix.
-//   - [WithClock] (runner): the clock of schedules and windows, default the
-//     system's.
+//   - [WithClock] (client or runner): the clock of schedules and windows,
+//     default the system's; a runner uses its client's unless given its own.
 //
 // Job options, given to Register (the kind's defaults) or to Enqueue (the
 // job's own):
@@ -552,19 +552,32 @@
 //		Jobs: func(t queue.Tick) []queue.Params {
 //			return []queue.Params{{Args: ReportArgs{County: "Travis"}}, {Args: ReportArgs{County: "Harris"}}}
 //		},
-//		Missed: queue.SkipMissed, // or queue.RunMissedOnce
+//		Missed: queue.SkipMissed, // or queue.RunMissedOnce, queue.CatchUp(3)
 //	})
 //
 // Every runner runs the registry's schedules, and a tick creates its jobs
 // exactly once between them: the tick is claimed by moving the schedule's
 // last tick under its row lock, in the same transaction as the jobs, and
-// each job's idempotency key names the tick. Ticks that passed while no
-// process ran are skipped ([SkipMissed]), or the latest is run once on start
-// ([RunMissedOnce]); a tick less than a minute old when a runner starts is
-// not missed but due, and fires. A schedule replaced under the same name
-// follows its new timetable from its next tick. Schedules can be added,
-// replaced and removed while runners run ([Registry.Schedule],
-// [Registry.Unschedule]). Each tick stamps its jobs with a run ID
+// each job's idempotency key names the tick. A tick younger than the
+// schedule's grace ([Periodic.Grace]; default a minute, or two poll
+// intervals if longer) when a runner starts is due and fires, on the first
+// start of a new schedule too: a schedule deployed at 23:00:05 fires 23:00.
+// Older ticks that no runner fired are missed: the schedule's policy skips
+// them ([SkipMissed], the default), runs the latest once ([RunMissedOnce]),
+// or fires the n latest, oldest first ([CatchUp]); the rest are skipped.
+//
+// Every expected tick gets a row in the tick ledger, written in the
+// transaction that creates its jobs or skips it: fired (within the grace),
+// late (caught up, or fired after the database came back) or missed, with
+// the time it was recorded, its run ID and its number of jobs. [Client.Ticks]
+// lists it; [Client.ScheduleStates] and the review's MissedTicks read it, so
+// "last tick" is a tick that fired, and a night skipped is named as such. A
+// schedule's ledger rows older than 400 days are deleted as it fires; a
+// removed schedule's rows stay until deleted by hand.
+//
+// A schedule replaced under the same name follows its new timetable from
+// its next tick. Schedules can be added, replaced and removed while runners
+// run ([Registry.Schedule], [Registry.Unschedule]). Each tick stamps its jobs with a run ID
 // (county-daily@2025-12-08T23:00:00+05:30) and a period (the local date).
 //
 // Presets check their arguments: Daily(25, 0) is refused by
@@ -647,7 +660,9 @@
 //     payload, attempts and claims, lease, times, progress, last error,
 //     auth, run, period, parents, output and trace context.
 //   - sheaf_schedules: one row per schedule, its last tick whose jobs were
-//     created; locking it claims a tick.
+//     created and when a runner first started it; locking it claims a tick.
+//   - sheaf_ticks: the tick ledger, one row per expected tick of a schedule
+//     (fired, late or missed), kept 400 days ([Client.Ticks]).
 //   - sheaf_queues: queues paused by hand (a resumed queue keeps its row).
 //   - sheaf_attempts: the last 20 attempts of each job that did not
 //     complete (retried, failed, cancelled while running, rescued), with

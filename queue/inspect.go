@@ -109,12 +109,9 @@ type RunSummary struct {
 // by run ID descending). It groups every job that has a run ID, so, like
 // Stats, it is for dashboards, not hot paths.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit := q.Limit
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 10_000:
-		return nil, invalid("limit %d not in [0, 10000]", limit)
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkText("RunsQuery.Period", q.Period); err != nil {
 		return nil, err
@@ -155,16 +152,22 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 // it.
 type ScheduleState struct {
 	Periodic
-	// LastTick is the latest tick a runner fired; zero if none has fired.
-	LastTick time.Time
+	// LastTick is the latest tick a runner fired, as the tick ledger
+	// records it; zero if none has fired. LastRunID is its run, LastJobs
+	// the jobs it created, and LastOutcome TickFired or TickLate.
+	LastTick    time.Time
+	LastRunID   string
+	LastJobs    int
+	LastOutcome TickOutcome
 	// Started is, for a schedule a runner has started but that has not
 	// fired a tick yet, when it was started: it waits for its first tick
-	// after that. Zero otherwise.
+	// after that, less its grace. Zero otherwise.
 	Started time.Time
-	// MissedTicks counts the ticks after LastTick that were due more than
-	// a minute ago and have not fired: no runner was running, or none
-	// could reach the database. LatestMissed is the latest of them. A
-	// runner that starts applies the schedule's Missed policy to them.
+	// MissedTicks counts the ticks after LastTick that did not fire: those
+	// the ledger records as missed, and those due more than the grace (at
+	// least a minute) ago that no runner has reached (none runs, or none
+	// can reach the database; a runner that starts applies the schedule's
+	// Missed policy to them). LatestMissed is the latest of them.
 	MissedTicks  int
 	LatestMissed time.Time
 }
@@ -174,24 +177,54 @@ type ScheduleState struct {
 const missedAfter = time.Minute
 
 // ScheduleStates returns the registry's schedules, sorted by name, each
-// with its last fired tick and the ticks it has missed, as of now.
+// with its last fired tick and the ticks it has missed, as of the client's
+// clock. It reads the tick ledger: two queries for every schedule a runner
+// has started, for its last fired tick and the missed ones since, each
+// through the ledger's primary key.
 func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
-	last, err := store.LastTicks(ctx, c.db)
+	rows, err := store.ScheduleRows(ctx, c.db)
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule states: %w", err)
+		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
 	scheds, _ := c.reg.schedulesNow()
-	cutoff := time.Now().Add(-missedAfter)
+	now := c.cfg.clock.Now()
 	out := make([]ScheduleState, 0, len(scheds))
 	for _, s := range scheds {
-		st := ScheduleState{Periodic: s.Periodic, LastTick: last[s.Name]}
-		if !st.LastTick.IsZero() {
-			st.LatestMissed, st.MissedTicks = s.latest(st.LastTick, cutoff)
-			if !s.next(st.LastTick.Add(-time.Nanosecond)).Equal(st.LastTick) {
-				// Off the timetable: not a tick but where a runner that
-				// started the schedule began counting from.
-				st.Started, st.LastTick = st.LastTick, time.Time{}
-			}
+		st := ScheduleState{Periodic: s.Periodic}
+		row, started := rows[s.Name]
+		if !started {
+			out = append(out, st)
+			continue
+		}
+		last, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickFired, store.TickLate}, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule states: %w", err)
+		}
+		fired := len(last) > 0
+		if fired {
+			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = last[0].At, last[0].RunID, last[0].Jobs, last[0].Outcome
+		}
+		recorded, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
+			From: st.LastTick.Add(time.Nanosecond), Limit: 10_000})
+		if err != nil {
+			return nil, fmt.Errorf("queue: schedule states: %w", err)
+		}
+		if len(recorded) > 0 {
+			st.MissedTicks, st.LatestMissed = len(recorded), recorded[0].At
+		}
+		switch {
+		case fired:
+		case !row.Started.IsZero():
+			st.Started = row.Started.In(s.Location)
+		case !s.next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick):
+			st.Started = row.LastTick.In(s.Location) // where a runner of an earlier release began counting
+		case len(recorded) == 0:
+			// A tick fired before the ledger existed.
+			st.LastTick, st.LastRunID, st.LastOutcome = row.LastTick.In(s.Location), s.tick(row.LastTick).RunID, TickFired
+		}
+		if latest, n := s.latest(row.LastTick, s.dueBefore(now)); n > 0 {
+			st.MissedTicks += n
+			st.LatestMissed = latest.In(s.Location)
 		}
 		out = append(out, st)
 	}

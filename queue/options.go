@@ -15,7 +15,7 @@ import (
 //   - JobOption: both a RegisterOption and an EnqueueOption, for what a kind
 //     sets by default and a job may override;
 //   - ClientOption, RunnerOption: NewClient and NewRunner; InstrumentOption
-//     is both.
+//     and ClockOption are both.
 
 // A ChunkedOption sets a default of a chunked kind, for RegisterChunked:
 // every RegisterOption is one, and so is ChunkSize.
@@ -312,8 +312,8 @@ const (
 	MaxChunkSize        = 1 << 24
 )
 
-// A ClientOption configures NewClient. WithLogger, WithObserver and
-// WithHooks return one.
+// A ClientOption configures NewClient. WithLogger, WithObserver, WithHooks
+// and WithClock return one.
 type ClientOption interface {
 	applyClient(*config) error
 }
@@ -470,15 +470,24 @@ func WithRunnerID(id string) RunnerOption {
 	})
 }
 
-// WithClock sets the clock that schedules and windows go by. Runs, leases
-// and retries keep the database's clock. Default SystemClock{}; tests and
-// demonstrations pass one they control.
-func WithClock(c Clock) RunnerOption {
-	return runnerOption(func(cfg *config) error {
-		if c == nil {
-			return invalid("nil Clock")
-		}
-		cfg.clock = c
-		return nil
-	})
+// WithClock sets the clock that schedules and windows go by (client or
+// runner; a runner uses its client's unless given its own): a runner fires
+// ticks by it, and a client's ScheduleStates, Review and Clock read it.
+// Runs, leases and retries keep the database's clock. Default
+// SystemClock{}; tests and demonstrations pass one they control.
+func WithClock(c Clock) ClockOption { return ClockOption{c} }
+
+// A ClockOption sets the clock of a client or a runner: WithClock returns
+// one. It is both a ClientOption and a RunnerOption.
+type ClockOption struct{ c Clock }
+
+func (o ClockOption) applyClient(cfg *config) error { return o.apply(cfg) }
+func (o ClockOption) applyRunner(cfg *config) error { return o.apply(cfg) }
+
+func (o ClockOption) apply(cfg *config) error {
+	if o.c == nil {
+		return invalid("nil Clock")
+	}
+	cfg.clock = o.c
+	return nil
 }

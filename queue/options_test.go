@@ -63,7 +63,7 @@ func TestOptionsApplyWhereTheySay(t *testing.T) {
 		"WithLease":          {queue.WithLease(time.Second), runner},
 		"WithRescueInterval": {queue.WithRescueInterval(time.Second), runner},
 		"WithRunnerID":       {queue.WithRunnerID("r"), runner},
-		"WithClock":          {queue.WithClock(queue.SystemClock{}), runner},
+		"WithClock":          {queue.WithClock(queue.SystemClock{}), client | runner},
 		"OnQueue":            {queue.OnQueue("q"), kindOrJob},
 		"Priority":           {queue.Priority(1), kindOrJob},
 		"MaxAttempts":        {queue.MaxAttempts(1), kindOrJob},
@@ -110,6 +110,10 @@ func TestNilAndZeroOptionsAreRefused(t *testing.T) {
 	require.ErrorContains(t, err, "nil RunnerOption")
 	_, err = queue.NewRunner(e.client, queue.InstrumentOption{})
 	require.ErrorContains(t, err, "zero InstrumentOption")
+	_, err = queue.NewClient(e.db.Gorm, e.reg, queue.ClockOption{})
+	require.ErrorContains(t, err, "nil Clock")
+	_, err = queue.NewRunner(e.client, queue.WithClock(nil))
+	require.ErrorContains(t, err, "nil Clock")
 	require.ErrorContains(t, queue.Register(r, nopHandler[noop](), nil), "nil RegisterOption")
 	require.ErrorContains(t, queue.Register(r, nopHandler[noop](), queue.JobOption{}), "zero JobOption")
 	require.ErrorContains(t, queue.RegisterChunked[countyReport, int](r, &reportWriter{}, nil), "nil ChunkedOption")

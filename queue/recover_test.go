@@ -50,7 +50,7 @@ func TestScheduleTickWhoseJobsCannotBeBuiltIsSkipped(t *testing.T) {
 		basic(t)(r)
 		require.NoError(t, queue.Register(r, nopHandler[explosive]()))
 	})
-	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "m", Spec: queue.Cron("* * * * *"),
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "m", Spec: queue.Cron("* * * * *"), Grace: time.Second,
 		Jobs: func(tk queue.Tick) []queue.Params {
 			switch tk.At.Minute() {
 			case 0:

@@ -47,7 +47,11 @@ type Review struct {
 	Slow []SlowJob
 	// NeverRan lists jobs still QUEUED that have never started.
 	NeverRan []JobRecord
-	// MissedTicks lists schedule ticks in the range that created no job.
+	// MissedTicks lists the schedule ticks in scope that created no job,
+	// oldest first: those the tick ledger records as missed or as having
+	// created nothing (see Client.Ticks), and the ticks of the registered
+	// schedules that were due by now (the client's clock) that no runner
+	// has recorded and that have no job.
 	MissedTicks []Tick
 	// Stopped lists dependency rules whose child was not released because a
 	// parent did not complete.
@@ -169,41 +173,6 @@ func (c *ops) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]
 		}
 	}
 	return out, nil
-}
-
-// missedTicks lists ticks of the registered schedules that created nothing:
-// for a run, its own tick; for a range, every tick in it.
-func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
-	scheds, _ := c.reg.schedulesNow()
-	var expected []Tick
-	for _, s := range scheds {
-		var ats []time.Time
-		switch {
-		case q.Period != "":
-			ats = s.timing.OnDay(q.Period)
-		case q.RunID != "":
-			if at, ok := s.timing.Of(q.RunID); ok {
-				ats = []time.Time{at}
-			}
-		default:
-			ats = s.timing.Between(q.From, q.To)
-		}
-		for _, at := range ats {
-			expected = append(expected, s.tick(at))
-		}
-	}
-	var missed []Tick
-	for _, t := range expected {
-		n, err := c.st.Count(ctx, c.db, store.Filter{RunID: t.RunID})
-		if err != nil {
-			return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
-		}
-		if n == 0 {
-			missed = append(missed, t)
-		}
-	}
-	slices.SortFunc(missed, func(a, b Tick) int { return a.At.Compare(b.At) })
-	return missed, nil
 }
 
 // stoppedChains finds, for every rule, the groups in scope whose child is

@@ -42,13 +42,13 @@ type RunnerStats struct {
 // NewRunner returns a runner that works jobs of c's registry. Options:
 // WithWorkers, WithQueues, WithPollInterval, WithLease, WithRescueInterval,
 // WithRunnerID, WithClock, WithMaintenance, WithoutMaintenance, WithLogger
-// and WithObserver (the last two default to the client's).
+// and WithObserver (the last three default to the client's).
 func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if c == nil {
 		return nil, invalid("nil *Client")
 	}
 	cfg := c.cfg
-	cfg.workers, cfg.queues, cfg.poll, cfg.lease, cfg.clock = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease, SystemClock{}
+	cfg.workers, cfg.queues, cfg.poll, cfg.lease = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease
 	if err := applyEach("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}

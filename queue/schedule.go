@@ -110,20 +110,34 @@ func preset(call, expr string, args ...calendar.Arg) Spec {
 }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
-// process was running it. A tick less than a minute old (or two poll
-// intervals, if longer) when a runner starts is not missed: it is due, and
-// fires then, once.
+// process was running it: its value is how many of the latest missed ticks
+// fire, late, when a runner starts, oldest first (CatchUp); the others are
+// recorded in the tick ledger as missed (see Client.Ticks). A tick younger
+// than the schedule's grace (Periodic.Grace) when a runner starts is not
+// missed: it is due, and fires then, once. Registry.Schedule refuses a
+// policy below 0 or above MaxCatchUp.
 type MissedPolicy int
 
 const (
 	// SkipMissed forgets missed ticks: the schedule resumes at its next
 	// tick. The default: a nightly report for a night long past is rarely
 	// wanted, and the morning review lists what did not run.
-	SkipMissed MissedPolicy = iota
+	SkipMissed MissedPolicy = 0
 	// RunMissedOnce runs the most recent missed tick once, when a process
-	// starts, however many were missed.
-	RunMissedOnce
+	// starts, however many were missed: CatchUp(1).
+	RunMissedOnce MissedPolicy = 1
 )
+
+// MaxCatchUp is the most missed ticks a schedule may catch up: each is a
+// transaction, fired one after the other as a runner starts.
+const MaxCatchUp = 1000
+
+// CatchUp fires the n latest missed ticks, oldest first, when a runner
+// starts, and records the older ones as missed: for a daily report that
+// must exist for every day, give it the days an outage may last.
+// CatchUp(0) is SkipMissed and CatchUp(1) RunMissedOnce. Registry.Schedule
+// refuses n below 0 or above MaxCatchUp.
+func CatchUp(n int) MissedPolicy { return MissedPolicy(n) }
 
 // Tick is one firing of a schedule.
 type Tick struct {
@@ -161,8 +175,15 @@ type Periodic struct {
 	// Jobs returns the jobs of a tick. Options are applied as Enqueue's;
 	// the run, period and idempotency key are set for you.
 	Jobs func(t Tick) []Params
-	// Missed is the policy for missed ticks.
+	// Missed is the policy for missed ticks: SkipMissed (the default),
+	// RunMissedOnce or CatchUp(n).
 	Missed MissedPolicy
+	// Grace is how old a tick may be when a runner starts and still fire
+	// as due rather than be missed, and how long after its time a tick may
+	// fire and still count as on time rather than late in the ledger.
+	// Zero means a minute, or two poll intervals if longer (as the runner
+	// is configured); otherwise 1s to 24h.
+	Grace time.Duration
 }
 
 type schedule struct {
@@ -186,7 +207,8 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 
 // Schedule registers p, or replaces the schedule of the same name; running
 // runners pick the change up at once. It returns an error wrapping
-// ErrInvalidOption for a bad name, spec or missing Jobs function.
+// ErrInvalidOption for a bad name, spec, missed-tick policy or grace, or a
+// missing Jobs function.
 func (r *Registry) Schedule(p Periodic) error {
 	if p.Name == "" || len(p.Name) > 200 {
 		return invalid("schedule name must have 1 to 200 bytes")
@@ -201,10 +223,17 @@ func (r *Registry) Schedule(p Periodic) error {
 	if err != nil {
 		return invalid("schedule %q: %v", p.Name, err)
 	}
+	if p.Missed < 0 || p.Missed > MaxCatchUp {
+		return invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
+	}
+	if p.Grace != 0 && (p.Grace < time.Second || p.Grace > 24*time.Hour) {
+		return invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
+	}
 	if p.Location == nil {
 		p.Location = time.UTC
 	}
-	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location, RunMissed: p.Missed == RunMissedOnce}}
+	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location,
+		CatchUp: int(p.Missed), Grace: p.Grace}}
 	if s.next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.

@@ -241,7 +241,7 @@ var start = time.Date(2025, 12, 8, 22, 59, 30, 0, time.UTC)
 func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	t.Parallel()
 	const n = 30
-	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: queue.Cron("* * * * *")})
+	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: queue.Cron("* * * * *"), Grace: time.Second})
 	clock := newManualClock(start)
 	for i := range 3 {
 		c, err := queue.NewClient(ownPool(t, e), e.reg, quiet(), queue.WithObserver(e.events))
@@ -261,6 +261,10 @@ func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM (SELECT run_id FROM sheaf_jobs GROUP BY run_id HAVING count(*) <> 2) d"))
 	require.Equal(t, int64(2*n), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE period = '2025-12-08' OR period = '2025-12-09'"))
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE run_id = 'every-minute@2025-12-08T23:00:00Z'"+" AND kind = 'noop'"))
+	// One ledger row per tick, with its jobs; late, as each fired 30
+	// seconds after its time and the grace is a second.
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM sheaf_ticks"))
+	require.Equal(t, int64(n), e.db.Count(t, "SELECT count(*) FROM sheaf_ticks WHERE schedule = 'every-minute' AND outcome = 'late' AND jobs = 2"))
 }
 
 func TestMissedTicksPolicies(t *testing.T) {
@@ -332,7 +336,7 @@ func TestARecentTickIsDueNotMissed(t *testing.T) {
 // A schedule replaced under the same name follows its new timetable at once.
 func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 	t.Parallel()
-	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *")})
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *"), Grace: time.Second})
 	clock := newManualClock(start)
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
@@ -350,7 +354,7 @@ func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 
 func TestSchedulesChangeAtRunTime(t *testing.T) {
 	t.Parallel()
-	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *")})
+	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *"), Grace: time.Second})
 	clock := newManualClock(start)
 	e.runner(t, queue.WithClock(clock))
 	clock.awaitWaiters(1)
@@ -358,7 +362,7 @@ func TestSchedulesChangeAtRunTime(t *testing.T) {
 	e.events.Wait(t, queue.EventScheduled, 0, 1)
 	require.True(t, e.reg.Unschedule("a"))
 	require.False(t, e.reg.Unschedule("a"))
-	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: queue.Cron("*/2 * * * *"),
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: queue.Cron("*/2 * * * *"), Grace: time.Second,
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
 	clock.awaitWaiters(2)                 // a's old timer, and the one for b
 	clock.Set(start.Add(3 * time.Minute)) // 23:02:30: b's first tick is 23:02

@@ -117,8 +117,9 @@
 //     chains that stopped drawn as a small graph with the parent that
 //     stopped each marked, slow jobs against their kind's history, jobs that
 //     never ran and why, missed ticks; retry the run's failed jobs.
-//   - /schedules: each schedule on its own clock (last tick, missed ticks,
-//     next ticks), and each batch window, open or closed now.
+//   - /schedules: each schedule on its own clock (last tick, from the tick
+//     ledger, linked to its run; missed ticks; next ticks), and each batch
+//     window, open or closed now, as of the client's clock (queue.WithClock).
 //   - /audit: who did what through the console, newest first.
 //
 // The pages are rendered on the server from templates, one stylesheet and

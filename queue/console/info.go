@@ -21,16 +21,22 @@ type scheduleView struct {
 	// Zone is the IANA time zone of the expression and of Next.
 	Zone string `json:"zone"`
 	// MissedPolicy is what the schedule does about ticks missed while no
-	// runner ran: skip, or run_once.
+	// runner ran: skip, run_once, or catch_up (the latest CatchUp of them
+	// fire).
 	MissedPolicy string `json:"missed_policy"`
+	CatchUp      int    `json:"catch_up,omitempty"`
 	// LastTick is the latest tick a runner fired, in the schedule's zone;
-	// absent if none has fired.
-	LastTick *time.Time `json:"last_tick,omitempty"`
+	// absent if none has fired. LastRunID is its run, LastLate says it
+	// fired late.
+	LastTick  *time.Time `json:"last_tick,omitempty"`
+	LastRunID string     `json:"last_run_id,omitempty"`
+	LastLate  bool       `json:"last_late,omitempty"`
 	// Started is, for a schedule a runner has started but that has not
 	// fired yet, when it was started, in the schedule's zone.
 	Started *time.Time `json:"started,omitempty"`
-	// Missed counts the ticks after LastTick that were due more than a
-	// minute ago and did not fire; MissedLatest is the latest of them.
+	// Missed counts the ticks after LastTick that did not fire: recorded
+	// as missed, or due more than the schedule's grace ago and not reached
+	// by any runner; MissedLatest is the latest of them.
 	Missed       int        `json:"missed"`
 	MissedLatest *time.Time `json:"missed_latest,omitempty"`
 	// Next are its next ticks, in its zone.
@@ -145,12 +151,15 @@ func (c *console) scheduleViews(ctx context.Context) ([]scheduleView, error) {
 		return nil, err
 	}
 	out := []scheduleView{}
-	now := time.Now()
+	now := c.client.Clock().Now() // the clock the runners fire ticks by
 	for _, p := range states {
 		v := scheduleView{Name: p.Name, Expression: p.Spec.String(), Zone: p.Location.String(), MissedPolicy: "skip",
-			Missed: p.MissedTicks, Next: []time.Time{}}
-		if p.Periodic.Missed == queue.RunMissedOnce {
+			Missed: p.MissedTicks, Next: []time.Time{}, LastRunID: p.LastRunID, LastLate: p.LastOutcome == queue.TickLate}
+		switch {
+		case p.Missed == queue.RunMissedOnce:
 			v.MissedPolicy = "run_once"
+		case p.Missed > queue.RunMissedOnce:
+			v.MissedPolicy, v.CatchUp = "catch_up", int(p.Missed)
 		}
 		v.LastTick, v.Started = zonedOrNil(p.LastTick, p.Location), zonedOrNil(p.Started, p.Location)
 		if p.MissedTicks > 0 {

@@ -372,7 +372,7 @@ func (c *console) schedulesHTML(r *http.Request, _ Access) (pageBody, error) {
 		return pageBody{}, err
 	}
 	d := schedulesData{Schedules: vs}
-	now := time.Now()
+	now := c.client.Clock().Now()
 	for _, w := range c.reg.Windows() {
 		row := windowRow{Queue: w.Queue, Kind: w.Kind, Window: w.Window.String(), Open: w.Window.Open(now)}
 		if !row.Open {

@@ -523,7 +523,7 @@ func TestScheduleTick(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(r *queue.Registry) {
 		require.NoError(t, queue.Register(r, queue.HandlerFunc[summary](func(context.Context, *queue.Job[summary]) error { return nil })))
-		require.NoError(t, r.Schedule(queue.Periodic{Name: "minutely", Spec: queue.Cron("* * * * *"),
+		require.NoError(t, r.Schedule(queue.Periodic{Name: "minutely", Spec: queue.Cron("* * * * *"), Grace: time.Second,
 			Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: summary{}}, {Args: summary{}}} }}))
 	})
 	now := time.Now()

@@ -30,10 +30,21 @@ type Timing struct {
 	Name     string
 	Cron     cron.Schedule
 	Location *time.Location
-	// RunMissed runs the latest tick missed while no runner ran, once, as
-	// a runner starts; without it missed ticks are skipped.
-	RunMissed bool
+	// CatchUp is how many of the latest ticks missed while no runner ran
+	// fire, late, as a runner starts, oldest first; the others are
+	// recorded as missed. 0 skips them all.
+	CatchUp int
+	// Grace is how old a tick may be when a runner first sees it and still
+	// fire as due, not missed, and how late a tick may fire and still be
+	// on time; 0 means DefaultGrace.
+	Grace time.Duration
 }
+
+// DefaultGrace is a schedule's grace, unless it sets its own, in a runner
+// that polls every poll: a minute, or two polls if longer, so that a tick
+// a live runner is about to fire (its timer a little late, or a retry
+// after a database error pending) is not taken for missed.
+func DefaultGrace(poll time.Duration) time.Duration { return max(time.Minute, 2*poll) }
 
 // Tick is one firing of a schedule (see queue.Tick).
 type Tick struct {
@@ -76,13 +87,32 @@ func wallClock(t time.Time) time.Time {
 // Latest returns the schedule's last tick at or before now that is after
 // since, and how many ticks passed in between; zero if none.
 func (s *Timing) Latest(since, now time.Time) (last time.Time, n int) {
+	latest, n := s.latest(since, now, 1)
+	if n > 0 {
+		last = latest[0]
+	}
+	return last, n
+}
+
+// latest returns the schedule's last keep ticks at or before now that are
+// after since, oldest first, and how many ticks passed in between.
+func (s *Timing) latest(since, now time.Time, keep int) (last []time.Time, n int) {
+	ring := make([]time.Time, 0, min(keep, 64))
 	for t := s.Next(since); !t.IsZero() && !t.After(now); t = s.Next(t) {
-		last, n = t, n+1
+		if len(ring) < keep {
+			ring = append(ring, t)
+		} else {
+			ring[n%keep] = t // over the oldest kept
+		}
+		n++
 		if n == 1_000_000 {
 			break // a minutely schedule left for two years; enough counting
 		}
 	}
-	return last, n
+	if n <= keep {
+		return ring, n
+	}
+	return append(ring[n%keep:], ring[:n%keep]...), n
 }
 
 // Between returns the schedule's ticks from from, inclusive, to to,
@@ -166,7 +196,10 @@ func (sc *Scheduler[S]) run(ctx context.Context) {
 		for _, s := range scheds {
 			next, ok := known[s]
 			if !ok {
-				next = sc.startSchedule(ctx, s, now)
+				if next, ok = sc.startSchedule(ctx, s, now); !ok {
+					wake = earliest(wake, now.Add(sc.cfg.Poll)) // the database failed; try again shortly
+					continue
+				}
 			}
 			for !next.IsZero() && !next.After(now) && ctx.Err() == nil {
 				if !sc.fire(ctx, s, next) {
@@ -179,9 +212,7 @@ func (sc *Scheduler[S]) run(ctx context.Context) {
 			if !next.IsZero() && !next.After(now) {
 				due = now.Add(sc.cfg.Poll)
 			}
-			if !due.IsZero() && (wake.IsZero() || due.Before(wake)) {
-				wake = due
-			}
+			wake = earliest(wake, due)
 		}
 		for s := range known {
 			if scheds[s.Timing().Name] != s {
@@ -200,57 +231,92 @@ func (sc *Scheduler[S]) run(ctx context.Context) {
 	}
 }
 
-// missedGrace is how old a tick must be, when a runner first sees its
-// schedule, to count as missed. A younger one is merely due: another runner
-// may be about to fire it (its timer a little late, or a retry after a
-// database error pending), and skipping it would lose it. Due ticks are
-// fired like any other, and fire creates each tick's jobs once.
-func (sc *Scheduler[S]) missedGrace() time.Duration { return max(time.Minute, 2*sc.cfg.Poll) }
+// earliest returns the earlier of two wake-ups, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// grace is schedule s's grace in this runner (see Timing.Grace).
+func (sc *Scheduler[S]) grace(s *Timing) time.Duration {
+	if s.Grace > 0 {
+		return s.Grace
+	}
+	return DefaultGrace(sc.cfg.Poll)
+}
+
+// maxMissedRecorded caps the missed ticks one start records in the ledger,
+// the latest of them, so that a minutely schedule left for months costs one
+// short transaction; the log says how many were missed in all.
+const maxMissedRecorded = 1000
 
 // startSchedule brings a schedule's row up to date when a runner first sees
-// it, applying its missed-tick policy to ticks older than missedGrace, and
-// returns the first tick still to fire.
-func (sc *Scheduler[S]) startSchedule(ctx context.Context, sched S, now time.Time) time.Time {
+// it, and returns the first tick still to fire; ok is false if the database
+// failed. A schedule without a row counts its ticks from now less its
+// grace, so that a runner starting just after a tick fires it, as every
+// later start does. Ticks older than the grace that no runner fired are
+// missed: the latest CatchUp of them are left to fire (late), the others
+// are recorded in the ledger as missed, in the transaction that moves the
+// row's last tick past them, so that another runner starting at the same
+// time finds them done.
+func (sc *Scheduler[S]) startSchedule(ctx context.Context, sched S, now time.Time) (next time.Time, ok bool) {
 	s := sched.Timing()
-	cutoff := now.Add(-sc.missedGrace())
-	from := now // a new schedule starts with its next tick, not its last one
-	var missed time.Time
+	cutoff := now.Add(-sc.grace(s))
+	var from time.Time
 	err := sc.cfg.Store.Tx(ctx, sc.cfg.DB, func(tx *gorm.DB) error {
 		last, found, err := sc.cfg.Store.LockSchedule(tx, s.Name)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return sc.cfg.Store.AddSchedule(tx, s.Name, now)
+			from = cutoff
+			return store.StartSchedule(sc.cfg.Store, tx, s.Name, cutoff, now)
 		}
 		from = last
-		if last.Before(cutoff) {
-			from = cutoff
-		}
-		latest, n := s.Latest(last, cutoff)
+		// Ticks the ledger would prune at once are neither recorded nor
+		// counted.
+		missed, n := s.latest(maxTime(last, cutoff.Add(-store.TickKeep)), cutoff, maxMissedRecorded+s.CatchUp)
 		if n == 0 {
 			return nil
 		}
-		if s.RunMissed {
-			missed = latest // fired below, by the same path as any tick
-			sc.log.Warn("queue: schedule missed ticks; running the latest once", "schedule", s.Name, "missed", n, "tick", latest)
-			return nil
+		run := missed[max(0, len(missed)-s.CatchUp):]
+		skip := missed[:len(missed)-len(run)]
+		sc.log.Warn("queue: schedule missed ticks", "schedule", s.Name, "missed", n, "running", len(run), "skipping", n-len(run))
+		if len(skip) == 0 {
+			return nil // the loop fires them, as any tick
 		}
-		sc.log.Warn("queue: schedule missed ticks; skipping them", "schedule", s.Name, "missed", n, "latest", latest)
-		return sc.cfg.Store.SetLastTick(tx, s.Name, latest)
+		rows := make([]store.TickRow, 0, len(skip))
+		for _, at := range skip {
+			rows = append(rows, store.TickRow{Schedule: s.Name, At: at, Outcome: store.TickMissed, RecordedAt: now, RunID: s.Tick(at).RunID})
+		}
+		if err := store.RecordTicks(sc.cfg.Store, tx, rows); err != nil {
+			return err
+		}
+		from = skip[len(skip)-1]
+		return sc.cfg.Store.SetLastTick(tx, s.Name, from)
 	})
-	if err != nil && ctx.Err() == nil { // a runner that stops as it starts has nothing to report
-		sc.log.Error("queue: could not start schedule; retrying at its next tick", "schedule", s.Name, "err", err)
+	if err != nil {
+		if ctx.Err() == nil { // a runner that stops as it starts has nothing to report
+			sc.log.Error("queue: could not start schedule; will try again", "schedule", s.Name, "err", err)
+		}
+		return time.Time{}, false
 	}
-	if !missed.IsZero() {
-		sc.fire(ctx, sched, missed)
+	return s.Next(from), true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return s.Next(from)
+	return b
 }
 
 // fire creates the jobs of one tick, unless another runner did: the tick is
 // claimed by moving the schedule's last tick past it under the row's lock,
-// in the same transaction as the jobs. It reports false if the database
+// in the same transaction as the jobs and the tick's row in the ledger
+// (late if it fires more than the grace after its time). It reports false if the database
 // failed, so that the tick is tried again. A tick whose jobs cannot be built
 // is spent without jobs (see SchedulerConfig.Create).
 func (sc *Scheduler[S]) fire(ctx context.Context, sched S, at time.Time) bool {
@@ -259,6 +325,10 @@ func (sc *Scheduler[S]) fire(ctx context.Context, sched S, at time.Time) bool {
 	var created int
 	var unbuilt error // why the tick created nothing
 	var ended func(error)
+	outcome, now := store.TickFired, sc.cfg.Clock.Now()
+	if now.Sub(at) > sc.grace(s) {
+		outcome = store.TickLate
+	}
 	err := sc.cfg.Store.Tx(ctx, sc.cfg.DB, func(tx *gorm.DB) error {
 		if err := sc.cfg.Store.AddSchedule(tx, s.Name, at.Add(-time.Nanosecond)); err != nil {
 			return err
@@ -272,6 +342,11 @@ func (sc *Scheduler[S]) fire(ctx context.Context, sched S, at time.Time) bool {
 		}
 		created, unbuilt, ended, err = sc.cfg.Create(ctx, tx, sched, t)
 		if err != nil {
+			return err
+		}
+		if err := store.RecordTicks(sc.cfg.Store, tx, []store.TickRow{{
+			Schedule: s.Name, At: at, Outcome: outcome, RecordedAt: now, RunID: t.RunID, Jobs: created,
+		}}); err != nil {
 			return err
 		}
 		return sc.cfg.Store.SetLastTick(tx, s.Name, at)

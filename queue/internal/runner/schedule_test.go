@@ -61,3 +61,26 @@ func TestTimingBetweenOnDayAndOf(t *testing.T) {
 		require.False(t, ok, id)
 	}
 }
+
+// latest keeps the last ticks it is asked for, oldest first, and counts
+// them all.
+func TestTimingLatestKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	c, err := cron.ParseStandard("0 * * * *")
+	require.NoError(t, err)
+	s := &Timing{Name: "hourly", Cron: c, Location: time.UTC}
+	h := func(n int) time.Time { return time.Date(2025, 12, 8, n, 0, 0, 0, time.UTC) }
+	for _, k := range []struct{ keep, want int }{{1, 1}, {3, 3}, {5, 5}, {6, 5}, {1000, 5}} {
+		last, n := s.latest(h(17), h(22).Add(30*time.Minute), k.keep)
+		require.Equal(t, 5, n, "18:00 to 22:00")
+		require.Len(t, last, k.want)
+		for i, at := range last {
+			require.Equal(t, h(22-k.want+1+i), at, "keep %d", k.keep)
+		}
+	}
+	last, n := s.latest(h(22), h(22).Add(30*time.Minute), 3)
+	require.Zero(t, n)
+	require.Empty(t, last)
+	require.Equal(t, time.Minute, DefaultGrace(time.Second))
+	require.Equal(t, 4*time.Minute, DefaultGrace(2*time.Minute))
+}

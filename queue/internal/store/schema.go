@@ -208,10 +208,30 @@ CREATE TABLE sheaf_leader (
 	expires_at timestamptz NOT NULL
 );
 `,
+	11: `
+-- The tick ledger: one row per expected tick of a schedule, written in the
+-- transaction that fires the tick (fired, or late: fired after its time by
+-- more than the schedule's grace) or that skips it (missed). A schedule's
+-- rows older than 400 days are deleted as it fires.
+CREATE TABLE sheaf_ticks (
+	schedule    text        NOT NULL,
+	at          timestamptz NOT NULL,
+	outcome     text        NOT NULL CHECK (outcome IN ('fired', 'late', 'missed')),
+	recorded_at timestamptz NOT NULL,
+	run_id      text        NOT NULL,
+	jobs        integer     NOT NULL DEFAULT 0,
+	PRIMARY KEY (schedule, at)
+);
+-- Reviews read the ticks of a time range, across schedules.
+CREATE INDEX sheaf_ticks_at ON sheaf_ticks (at);
+-- When a runner first started the schedule: its last_tick is then where it
+-- counts ticks from (the start, less the grace), not a tick.
+ALTER TABLE sheaf_schedules ADD COLUMN started_at timestamptz;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 8
+const SchemaVersion = 11
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

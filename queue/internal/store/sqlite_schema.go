@@ -131,6 +131,19 @@ CREATE TABLE sheaf_leader (
 	expires_at TIMESTAMP NOT NULL
 );
 `,
+	11: `
+CREATE TABLE sheaf_ticks (
+	schedule    TEXT      NOT NULL,
+	at          TIMESTAMP NOT NULL,
+	outcome     TEXT      NOT NULL CHECK (outcome IN ('fired', 'late', 'missed')),
+	recorded_at TIMESTAMP NOT NULL,
+	run_id      TEXT      NOT NULL,
+	jobs        INTEGER   NOT NULL DEFAULT 0,
+	PRIMARY KEY (schedule, at)
+);
+CREATE INDEX sheaf_ticks_at ON sheaf_ticks (at);
+ALTER TABLE sheaf_schedules ADD COLUMN started_at TIMESTAMP;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
