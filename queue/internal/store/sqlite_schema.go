@@ -121,6 +121,31 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata TEXT; -- JSON object of strings, as a
 -- version 6's metadata for the jobs enqueued before.
 ALTER TABLE sheaf_jobs ADD COLUMN meta BLOB;
 `,
+	8: `
+-- Reserved for the maintenance leader's table.
+SELECT 1;
+`,
+	9: `
+CREATE TABLE sheaf_history (
+	day       TEXT    NOT NULL, -- 2006-01-02, UTC
+	kind      TEXT    NOT NULL,
+	queue     TEXT    NOT NULL,
+	completed INTEGER NOT NULL DEFAULT 0,
+	failed    INTEGER NOT NULL DEFAULT 0,
+	cancelled INTEGER NOT NULL DEFAULT 0,
+	retries   INTEGER NOT NULL DEFAULT 0,
+	p50_us    INTEGER NOT NULL DEFAULT 0,
+	p95_us    INTEGER NOT NULL DEFAULT 0,
+	max_us    INTEGER NOT NULL DEFAULT 0,
+	errors    TEXT, -- JSON object of counts
+	PRIMARY KEY (day, kind, queue)
+);
+CREATE TABLE sheaf_rollup (
+	id           INTEGER PRIMARY KEY CHECK (id = 1),
+	final_before TEXT    NOT NULL -- 2006-01-02
+);
+CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
