@@ -196,8 +196,17 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata jsonb;
 ALTER TABLE sheaf_jobs ADD COLUMN meta bytea;
 `,
 	8: `
--- Reserved for the maintenance leader's table.
-SELECT 1;
+-- The runner that leads the maintenance (rescue of expired leases, and the
+-- upkeep that must run once however many runners there are): a row per
+-- leadership, taken by a runner when it is free or has expired (by the
+-- server's clock), renewed by its holder well before it expires, and
+-- deleted by its holder as it stops, so that another takes over at once.
+CREATE TABLE sheaf_leader (
+	name       text        PRIMARY KEY,
+	holder     text        NOT NULL,
+	elected_at timestamptz NOT NULL DEFAULT now(),
+	expires_at timestamptz NOT NULL
+);
 `,
 	9: `
 -- Day roll-ups of finished jobs, one row per UTC day, kind and queue, so

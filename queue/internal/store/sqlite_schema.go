@@ -122,8 +122,14 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata TEXT; -- JSON object of strings, as a
 ALTER TABLE sheaf_jobs ADD COLUMN meta BLOB;
 `,
 	8: `
--- Reserved for the maintenance leader's table.
-SELECT 1;
+-- The runner that leads the maintenance, as on PostgreSQL; the write lock
+-- serialises its elections, and the processes on a file share a clock.
+CREATE TABLE sheaf_leader (
+	name       TEXT      PRIMARY KEY,
+	holder     TEXT      NOT NULL,
+	elected_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	expires_at TIMESTAMP NOT NULL
+);
 `,
 	9: `
 CREATE TABLE sheaf_history (
