@@ -202,3 +202,43 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
 	}
 }
+
+// Prune rolls up the days that are over and deletes, in batches, the
+// finished jobs the client's retention no longer keeps, now, in this
+// process, and returns how many jobs it deleted: what the elected runner's
+// maintenance does every 10 minutes, for a program that runs no runner, or
+// an operator who changed the retention. It is safe while runners work,
+// each batch a short transaction; one that meets the maintenance rolling
+// up the same day at the same moment may fail, and may be called again.
+func (c *Client) Prune(ctx context.Context) (int64, error) {
+	tasks := c.upkeepAt(nil)
+	for _, t := range tasks {
+		for {
+			next, err := t.Run(ctx)
+			if err != nil {
+				return pruned(tasks), fmt.Errorf("queue: %w", err)
+			}
+			if next != 0 && next != maintain.PrunePause {
+				break // the round is over
+			}
+			if err := pause(ctx, next); err != nil {
+				return pruned(tasks), err
+			}
+		}
+	}
+	return pruned(tasks), nil
+}
+
+func pruned(tasks []maintain.Task) int64 { return tasks[1].(*maintain.Prune).Deleted() }
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

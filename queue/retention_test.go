@@ -205,3 +205,25 @@ func TestHistoryRefusesBadQueries(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, days)
 }
+
+// Client.Prune rolls up and prunes at once, and says how many jobs went;
+// a cancelled context stops it with its error.
+func TestClientPrune(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	old := time.Now().AddDate(0, 0, -40)
+	for range 3 {
+		insertJob(t, e, "report", "COMPLETED", "", "", 1, &old, &old, "")
+	}
+	recent := time.Now().Add(-time.Minute)
+	kept := insertJob(t, e, "report", "COMPLETED", "", "", 1, &recent, &recent, "")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := e.client.Prune(cancelled)
+	require.ErrorIs(t, err, context.Canceled)
+
+	n, err := e.client.Prune(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"))
+}

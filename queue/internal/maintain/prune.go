@@ -56,7 +56,13 @@ type Prune struct {
 	// after is where the pass goes on: the leader runs one Run at a time,
 	// and a new leader starts a pass from the oldest job.
 	after store.Place
+	// deleted counts the jobs deleted.
+	deleted int64
 }
+
+// Deleted returns how many jobs p's Runs have deleted. Call it between
+// Runs.
+func (p *Prune) Deleted() int64 { return p.deleted }
 
 // Name implements Task.
 func (*Prune) Name() string { return "prune" }
@@ -85,6 +91,7 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return every, fmt.Errorf("prune: %w", err)
 	}
+	p.deleted += int64(len(res.Deleted))
 	if res.Done {
 		p.after = store.Place{}
 		return every, nil
