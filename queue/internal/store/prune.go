@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -175,30 +176,36 @@ func (k keeping) due(a string, rules []KeepRule) (string, []any) {
 	return "(" + a + "." + finishedStatuses + " AND " + a + ".completed_at < " + until + ")", args
 }
 
-// pruneSQL selects a batch's jobs after a cursor, in order, each with
-// whether it is kept for a job of its run or period that is not due. The
-// blocked runs and periods are found once per batch, not once per job.
-func (k keeping) pruneSQL(p Prune) (string, []any) {
-	dueJ, argsJ := k.due("j", p.Rules)
-	blocked := func(col string) (string, []any) {
-		dueO, argsO := k.due("o", p.Rules)
-		return "SELECT DISTINCT o." + col + " FROM sheaf_jobs o WHERE o." + col + " IN (SELECT " + col + " FROM cand) AND NOT coalesce(" +
-			dueO + ", false)", argsO
+// candidatesSQL selects, locked, a batch's jobs due for deletion after a
+// place, in order, with their runs and periods.
+func (k keeping) candidatesSQL(p Prune) (string, []any) {
+	due, args := k.due("j", p.Rules)
+	q := `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
+	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + due + `
+	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock
+	return q, append(append([]any{k.at(p.After.At), p.After.ID}, args...), p.Limit)
+}
+
+// blocked returns those of vals, runs or periods (col), that have a job
+// not due for deletion. It looks the few values of a batch up one by one
+// in their index: a join would read every run's jobs.
+func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
+	if len(vals) == 0 {
+		return nil, nil
 	}
-	runs, argsR := blocked("run_id")
-	periods, argsP := blocked("period")
-	q := `WITH cand AS (
-	SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
-	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + dueJ + `
-	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock + `
-), blocked_runs AS (` + runs + `), blocked_periods AS (` + periods + `)
-SELECT id, completed_at, (run_id IS NOT NULL AND run_id IN (SELECT run_id FROM blocked_runs))
-	OR (period IS NOT NULL AND period IN (SELECT period FROM blocked_periods)) AS kept
-FROM cand ORDER BY completed_at, id`
-	args := append([]any{k.at(p.After.At), p.After.ID}, argsJ...)
-	args = append(args, p.Limit)
-	args = append(args, argsR...)
-	return q, append(args, argsP...)
+	list := make([]string, 0, len(vals))
+	for v := range vals {
+		list = append(list, v)
+	}
+	due, args := k.due("o", rules)
+	var out []string
+	err := tx.Raw("SELECT DISTINCT o."+col+" FROM sheaf_jobs o WHERE o."+col+" IN ? AND NOT coalesce("+due+", false)",
+		append([]any{list}, args...)...).Scan(&out).Error
+	blocked := make(map[string]bool, len(out))
+	for _, v := range out {
+		blocked[v] = true
+	}
+	return blocked, err
 }
 
 func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
@@ -206,32 +213,51 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	if p.Limit < 1 {
 		return res, fmt.Errorf("prune: limit %d not positive", p.Limit)
 	}
-	q, args := k.pruneSQL(p)
+	q, args := k.candidatesSQL(p)
 	rows, err := tx.Raw(q, args...).Rows()
 	if err != nil {
 		return res, err
 	}
 	defer rows.Close()
-	n := 0
+	type cand struct {
+		id          int64
+		run, period sql.NullString
+	}
+	var cands []cand
+	runs, periods := map[string]bool{}, map[string]bool{}
 	for rows.Next() {
 		var (
-			id   int64
-			at   sqlTime
-			kept bool
+			c  cand
+			at sqlTime
 		)
-		if err := rows.Scan(&id, &at, &kept); err != nil {
+		if err := rows.Scan(&c.id, &at, &c.run, &c.period); err != nil {
 			return res, err
 		}
-		n++
-		res.Next = Place{At: at.t, ID: id}
-		if !kept {
-			res.Deleted = append(res.Deleted, id)
+		cands = append(cands, c)
+		res.Next = Place{At: at.t, ID: c.id}
+		if c.run.Valid {
+			runs[c.run.String] = true
+		}
+		if c.period.Valid {
+			periods[c.period.String] = true
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return res, err
 	}
 	rows.Close()
+	if runs, err = k.blocked(tx, "run_id", runs, p.Rules); err != nil {
+		return res, err
+	}
+	if periods, err = k.blocked(tx, "period", periods, p.Rules); err != nil {
+		return res, err
+	}
+	for _, c := range cands {
+		if !(c.run.Valid && runs[c.run.String]) && !(c.period.Valid && periods[c.period.String]) {
+			res.Deleted = append(res.Deleted, c.id)
+		}
+	}
+	n := len(cands)
 	res.Done = n < p.Limit
 	if len(res.Deleted) == 0 {
 		return res, nil

@@ -236,6 +236,8 @@ CREATE TABLE sheaf_rollup (
 -- Finished jobs by the time they finished: what roll-ups read a day of,
 -- and what the pruner walks from the oldest.
 CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+-- Audit entries that target one job, which go with it.
+CREATE INDEX sheaf_audit_job ON sheaf_audit ((target ->> 'job')) WHERE target ->> 'job' IS NOT NULL;
 `,
 }
 

@@ -151,6 +151,7 @@ CREATE TABLE sheaf_rollup (
 	final_before TEXT    NOT NULL -- 2006-01-02
 );
 CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+CREATE INDEX sheaf_audit_job ON sheaf_audit ((CAST(target AS TEXT) ->> '$.job'));
 `,
 }
 
