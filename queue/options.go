@@ -357,7 +357,8 @@ type config struct {
 	runnerID    string
 	clock       Clock
 	hooks       []Hooks
-	retention   Retention // retention.go
+	maint       maintenance // see maintenance.go
+	retention   Retention   // retention.go
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's
@@ -445,7 +446,7 @@ func WithLease(d time.Duration) RunnerOption {
 }
 
 // WithRescueInterval sets how often a runner looks for expired leases to
-// rescue. Default half the lease; 10ms to 24h.
+// rescue while it leads the maintenance. Default half the lease; 10ms to 24h.
 func WithRescueInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
 		if d < 10*time.Millisecond || d > 24*time.Hour {

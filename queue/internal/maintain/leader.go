@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/worker"
 )
@@ -31,9 +30,6 @@ type Config struct {
 	Elector Elector
 	Tasks   []Task
 	Log     *slog.Logger
-	// Clock times the campaign and the tasks' rounds; nil is the system's.
-	// It is for tests: the bound on two leaders depends on real time.
-	Clock run.Clock
 }
 
 // RetryAfter is how long a task waits before its next round when its Run
@@ -44,27 +40,25 @@ const RetryAfter = time.Minute
 // leads, runs its tasks, each on its own goroutine and at its own cadence,
 // the first round of each as soon as it becomes leader.
 //
-// # Timing
-//
 // A leadership lasts TTL from the database's time of the statement that
-// took or renewed it. The leader renews it every TTL/3, and tries again at
-// once and then every few milliseconds (at most TTL/10 apart) when a
-// renewal fails. Its tasks keep running for 2·TTL/3 from the moment it sent
-// the last renewal that succeeded: then, unless a later renewal has
-// succeeded, their contexts are cancelled, whatever the renewals in flight,
-// and they are joined. The database cannot have expired the leadership
-// before TTL from that moment, so a task that returns within TTL/3 of its
-// cancellation has returned before any other runner can lead, and two
-// leaders never run tasks at once. A task that ignores its cancellation
-// longer loses that guarantee.
+// took or renewed it. The leader renews it every TTL/3, each try bounded by
+// TTL/3, and when one fails tries again after 20 ms, then after pauses that
+// double up to TTL/10. Its tasks keep running for 2·TTL/3 from the moment
+// it sent the last renewal that succeeded: then, unless a later renewal has
+// succeeded, their contexts are cancelled, whatever the renewals in
+// flight, and they are joined. The database cannot have expired the
+// leadership before TTL from that moment (its clock and the runner's run at
+// the same rate; what they read does not matter), so a task that returns
+// within TTL/3 of its cancellation has returned before any other runner
+// can lead, and two leaders never run tasks at once. A task that ignores
+// its cancellation longer loses that guarantee.
 //
 // A runner that is not the leader campaigns every TTL/3, or as the leader's
 // lease runs out if that is sooner; so a leader that dies is replaced about
 // TTL after its last renewal, and one that stops (Stop gives the leadership
 // up) within TTL/3.
 type Leader struct {
-	cfg   Config
-	clock run.Clock
+	cfg Config
 
 	leading atomic.Bool
 
@@ -76,11 +70,7 @@ type Leader struct {
 
 // New returns a leader of cfg's tasks; it campaigns from Start.
 func New(cfg Config) *Leader {
-	l := &Leader{cfg: cfg, clock: cfg.Clock, done: make(chan struct{})}
-	if l.clock == nil {
-		l.clock = systemClock{}
-	}
-	return l
+	return &Leader{cfg: cfg, done: make(chan struct{})}
 }
 
 // Start starts campaigning; ctx carries values to the tasks' contexts, and
@@ -174,10 +164,10 @@ func (l *Leader) campaign(ctx context.Context) {
 	}()
 	expired := func() { stop("its leadership was not renewed in time", slog.LevelWarn) }
 	for {
-		if _, ok := waitFor(ctx, l.clock, l.clock.After(next), &run, expired); !ok {
+		if _, ok := waitFor(ctx, time.After(next), &run, expired); !ok {
 			return
 		}
-		sent := l.clock.Now()
+		sent := time.Now()
 		mayHold = true
 		res, ok := l.lead(ctx, renewEvery, &run, expired)
 		if !ok {
@@ -201,7 +191,7 @@ func (l *Leader) campaign(ctx context.Context) {
 			mayHold = false
 			stop("another runner leads", slog.LevelWarn)
 			next = max(min(renewEvery, res.Left), 20*time.Millisecond)
-		case l.clock.Now().Before(sent.Add(keep)):
+		case time.Now().Before(sent.Add(keep)):
 			if run == nil {
 				run = l.start(ctx)
 				l.leading.Store(true)
@@ -240,7 +230,7 @@ func (l *Leader) lead(ctx context.Context, timeout time.Duration, run **tasks, e
 		res, err := l.cfg.Elector.Lead(cctx, l.cfg.ID, l.cfg.TTL)
 		ch <- leadResult{res, err}
 	}()
-	res, ok := waitFor(ctx, l.clock, ch, run, expired)
+	res, ok := waitFor(ctx, ch, run, expired)
 	if !ok {
 		cancel()
 		<-ch
@@ -251,11 +241,11 @@ func (l *Leader) lead(ctx context.Context, timeout time.Duration, run **tasks, e
 // waitFor waits for a value from ch, calling expired (which stops the
 // tasks) if the tasks' time runs out meanwhile. It returns false if ctx
 // ends first.
-func waitFor[T any](ctx context.Context, clock run.Clock, ch <-chan T, run **tasks, expired func()) (T, bool) {
+func waitFor[T any](ctx context.Context, ch <-chan T, run **tasks, expired func()) (T, bool) {
 	for {
 		var out <-chan time.Time
 		if *run != nil {
-			out = clock.After((*run).stopAt.Sub(clock.Now()))
+			out = time.After(time.Until((*run).stopAt))
 		}
 		select {
 		case v := <-ch:
@@ -302,12 +292,7 @@ func (l *Leader) loop(ctx context.Context, task Task) {
 		})
 		select {
 		case <-ctx.Done():
-		case <-l.clock.After(next):
+		case <-time.After(next):
 		}
 	}
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
