@@ -120,7 +120,9 @@ func WithRetention(r Retention) ClientOption {
 
 // Retain sets how long a kind's finished jobs are kept, by status,
 // overriding the client's retention; zero fields keep the client's. History
-// and Archive are the client's: set here, they are a *RetentionError.
+// and Archive are the client's: set here, they are a *RetentionError. Runs
+// and periods go whole, so a kind kept longer keeps the other jobs of its
+// runs and periods as long.
 func Retain(r Retention) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
 		if err := r.check(true); err != nil {
