@@ -101,7 +101,13 @@ func TestLeaderKilledMidRoundIsReplaced(t *testing.T) {
 	const lease = time.Second
 	rounds := childRoundsEnv + "=300"
 	a := startChild(t, e.db.DSN, "lead-a", lease, nil, rounds)
-	a.expect(t, "round 1 lead-a")
+	// Read from the ledger, not the child's output: the round may begin
+	// before the child says it is ready, and startChild skips what comes
+	// before that.
+	require.Eventually(t, func() bool {
+		var n int64
+		return e.db.Gorm.Raw("SELECT count(*) FROM rounds WHERE round = 1 AND holder = 'lead-a'").Scan(&n).Error == nil && n > 0
+	}, 60*time.Second, 5*time.Millisecond, "lead-a begins round 1")
 	b := startChild(t, e.db.DSN, "lead-b", lease, nil, rounds)
 
 	runners, err := e.client.Runners(context.Background(), 0)
