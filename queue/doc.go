@@ -624,6 +624,9 @@
 //     and deletes it as it stops.
 //   - sheaf_audit: what operators did, as an application records it
 //     ([Client.RecordAudit]).
+//   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences:
+//     the state of package queue/alert (what fired and resolved, the
+//     notifications owed to its sinks, silences); empty without it.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

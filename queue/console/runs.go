@@ -4,12 +4,11 @@ import (
 	"cmp"
 	"context"
 	"net/http"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/errshape"
 )
 
 var runParams = []param{
@@ -247,26 +246,8 @@ func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitin
 	return out, nil
 }
 
-// What normalise takes out of an error message, in this order.
-var (
-	uuidRE = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
-	hexRE  = regexp.MustCompile(`(?i)\b0x[0-9a-f]+\b|\b[0-9a-f]{8,}\b`)
-	numRE  = regexp.MustCompile(`\d+`)
-)
-
-// normalise reduces an error message to its shape: UUIDs become <uuid>,
-// hex strings (0x…, or eight or more hex digits) <hex> and numbers <n>, so that errors that differ only in
-// IDs, addresses and counts read the same.
-func normalise(msg string) string {
-	msg = uuidRE.ReplaceAllString(msg, "<uuid>")
-	msg = hexRE.ReplaceAllStringFunc(msg, func(s string) string {
-		if strings.HasPrefix(strings.ToLower(s), "0x") || strings.ContainsAny(s, "0123456789") {
-			return "<hex>"
-		}
-		return s // letters only, such as "acceded": a word, not an ID
-	})
-	return numRE.ReplaceAllString(msg, "<n>")
-}
+// normalise reduces an error message to its shape (see errshape.Of).
+func normalise(msg string) string { return errshape.Of(msg) }
 
 // groupFailures groups failed jobs by their normalised last error, the
 // largest group first.
