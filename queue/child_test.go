@@ -187,7 +187,7 @@ func runChild() bool {
 		}
 	})
 	r, err := queue.NewRunner(c, queue.WithRunnerID(id), queue.WithLease(lease), queue.WithObserver(done), queue.WithWorkers(testWorkers),
-		queue.WithRescueInterval(100*time.Millisecond), queue.WithPollInterval(50*time.Millisecond))
+		queue.WithRescueInterval(100*time.Millisecond), queue.WithPollInterval(50*time.Millisecond), childMaintenance(db, id))
 	must(err)
 	must(r.Start(context.Background()))
 	fmt.Println("ready")

@@ -95,8 +95,8 @@
 //
 // A runner is a handful of parts (in queue/internal/run), each owning its
 // goroutines with its own Start and Stop: the claim loop, the workers, the
-// completer that writes results, the lease renewer, the rescuer, the
-// listener and the schedule loop. [Runner.Start] starts them; [Runner.Stop]
+// completer that writes results, the lease renewer, the maintenance
+// leader (see Maintenance), the listener and the schedule loop. [Runner.Start] starts them; [Runner.Stop]
 // stops them in order (claims first, then, once the workers have run what
 // was claimed, the lease keepers and the completer), so no goroutine
 // outlives [Runner.Done].
@@ -142,8 +142,9 @@
 // runner's name that it is not running: those of a claim the runner gave up
 // on (a statement timeout, a network that stopped delivering) that the
 // server ran anyway. When a runner dies, freezes, or is cut off for a whole
-// lease, any runner rescues its jobs once their leases expire; the job's
-// last error names the runner that lost it and the runner that rescued it.
+// lease, the runner that leads the maintenance rescues its jobs once their
+// leases expire; the job's last error names the runner that lost it and the
+// runner that rescued it.
 //
 // Results. Finished attempts are written in batches, one statement for
 // however many arrived while the previous one ran. Every write is guarded by
@@ -283,8 +284,10 @@
 //   - [WithLease] (runner): how long a job stays the runner's without
 //     renewal, default [DefaultLease]; bookkeeping timeouts are fractions of
 //     it.
-//   - [WithRescueInterval] (runner): how often it looks for expired leases,
-//     default half the lease.
+//   - [WithRescueInterval] (runner): how often it looks for expired leases
+//     while it leads the maintenance, default half the lease.
+//   - [WithMaintenance] (runner): tasks it runs while it leads the
+//     maintenance; [WithoutMaintenance]: it never leads.
 //   - [WithRunnerID] (runner): the name it locks jobs with, default host,
 //     process ID and a random suffix.
 //   - [WithClock] (runner): the clock of schedules and windows, default the
@@ -400,11 +403,41 @@
 //     back uncounted (by Stop, or claimed ahead and given back) is not
 //     listed, and leaves a gap in the numbers.
 //
+// # Maintenance
+//
+// Some work must run once however many runners there are: the rescue of
+// expired leases, and the upkeep that [MaintenanceTask]s do. The runners
+// elect one of them, the leader, through a row in sheaf_leader, and only
+// the leader runs that work: the rescue every [WithRescueInterval], then
+// the client's own upkeep, then the tasks given to it with
+// [WithMaintenance], each on its own goroutine at the cadence its rounds
+// return, the first round as soon as it leads. [Client.Runners] marks it.
+//
+// The leadership is a lease: a runner's [WithLease], at most 30 s, from
+// the database's clock (on SQLite, the machine's). A runner takes it when
+// it is free or has expired, and its holder renews it every third of the
+// lease. The leader stops its tasks, cancelling their contexts and waiting
+// for them, two thirds of a lease after it sent the last renewal that
+// succeeded, unless a later one has: a leader cut off from the database
+// has stopped them before the lease can lapse and another runner take
+// over. A task that returns within a third of the lease of its
+// cancellation therefore never runs on two runners at once. A runner that
+// stops gives the leadership up once its tasks have returned, and another
+// runner takes over within a third of a lease; one that dies is replaced
+// when its lease expires, about a lease after its last renewal (with the
+// default lease, 30 s; tested with 1 s, in about 1 s).
+//
+// A runner given [WithoutMaintenance] never leads, for processes that
+// must not do that work, such as a web server that runs a few jobs of its
+// own. At least one runner on the database must campaign, or the jobs of
+// runners that die stay PROCESSING.
+//
 // # Connections
 //
 // A runner keeps four connections for itself (claims, results, leases, and
 // the listener), and its handlers take the rest as they need them, waiting
-// for one when all are busy; NewRunner refuses a pool capped below four.
+// for one when all are busy, as do the maintenance leader's election and
+// tasks; NewRunner refuses a pool capped below four.
 // Set the pool's open limit to what the server can spare for this process:
 // PostgreSQL allows 100 connections in all by default, shared by every
 // process, and refuses the 101st (SQLSTATE 53300). Set the idle limit to the
@@ -624,6 +657,8 @@
 //     and deletes it as it stops.
 //   - sheaf_audit: what operators did, as an application records it
 //     ([Client.RecordAudit]).
+//   - sheaf_leader: the runner that leads the maintenance, and until when
+//     its leadership lasts unless renewed.
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences:
 //     the state of package queue/alert (what fired and resolved, the
 //     notifications owed to its sinks, silences); empty without it.

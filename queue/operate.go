@@ -227,6 +227,9 @@ type RunnerInfo struct {
 	Workers int
 	// StartedAt is when it started; SeenAt, when it last wrote its row.
 	StartedAt, SeenAt time.Time
+	// Leader reports whether it leads the maintenance (see the package
+	// documentation's Maintenance).
+	Leader bool
 }
 
 // Runners returns the runners seen within the last within (every runner
@@ -240,7 +243,7 @@ func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInf
 	}
 	out := make([]RunnerInfo, len(rows))
 	for i, r := range rows {
-		out[i] = RunnerInfo{ID: r.ID, Queues: r.Queues, Workers: r.Workers, StartedAt: r.StartedAt, SeenAt: r.SeenAt}
+		out[i] = RunnerInfo{ID: r.ID, Queues: r.Queues, Workers: r.Workers, StartedAt: r.StartedAt, SeenAt: r.SeenAt, Leader: r.Leader}
 	}
 	return out, nil
 }

@@ -356,6 +356,7 @@ type config struct {
 	runnerID    string
 	clock       Clock
 	hooks       []Hooks
+	maint       maintenance // see maintenance.go
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's

@@ -253,7 +253,9 @@ func TestLateResultAfterRescueIsRejected(t *testing.T) {
 		return nil
 	}))
 	id := enqueue(t, e, report{})
-	a := e.runner(t, queue.WithRunnerID("runner-a"), queue.WithLease(time.Hour))
+	// Runner A does not lead the maintenance, which runner B, rescuing
+	// every 20 ms, then does.
+	a := e.runner(t, queue.WithRunnerID("runner-a"), queue.WithLease(time.Hour), queue.WithoutMaintenance())
 	e.events.Wait(t, queue.EventStarted, id, 1)
 	// Its lease expires (runner A is hung) and runner B rescues and runs it.
 	e.expireLease(t, id)

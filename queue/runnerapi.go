@@ -32,7 +32,7 @@ type RunnerStats struct {
 	Retried   int64 // attempts that failed with attempts left
 	Failed    int64 // jobs that failed for good
 	Cancelled int64 // running jobs stopped by Cancel
-	Rescued   int64 // jobs this runner rescued from expired leases (any runner's)
+	Rescued   int64 // jobs this runner rescued from expired leases (any runner's), while it led the maintenance
 	Requeued  int64 // jobs put back without their attempt counting: by Stop, claimed ahead and kept waiting (see WithWorkers), or found locked under this runner's name and not running
 	Rejected  int64 // results dropped because the job was no longer this runner's
 	Running   int   // attempts claimed and not finished: running, or claimed ahead and waiting for a worker
@@ -41,8 +41,8 @@ type RunnerStats struct {
 
 // NewRunner returns a runner that works jobs of c's registry. Options:
 // WithWorkers, WithQueues, WithPollInterval, WithLease, WithRescueInterval,
-// WithRunnerID, WithClock, WithLogger and WithObserver (the last two default
-// to the client's).
+// WithRunnerID, WithClock, WithMaintenance, WithoutMaintenance, WithLogger
+// and WithObserver (the last two default to the client's).
 func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if c == nil {
 		return nil, invalid("nil *Client")
@@ -65,17 +65,22 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < runner.Conns {
 		return nil, invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
 	}
+	campaign, upkeep, err := cfg.maint.upkeep(c)
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.logger.With("runner", cfg.runnerID)
 	obs := observers{hooks: cfg.hooks, obs: cfg.observer, log: log}
 	rc := runner.Config{
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
-		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
-		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
-		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
-		Preflight:      func(ctx context.Context) (int, error) { return preflight(ctx, c) },
-		Scheduler:      c.scheduler(cfg, log, obs.observe),
+		Kinds:     runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
+		Rules:     releaser{c: c, log: log, hooks: cfg.hooks},
+		Observe:   func(e runner.Event) { obs.observe(eventOf(e)) },
+		Preflight: func(ctx context.Context) (int, error) { return preflight(ctx, c) },
+		Scheduler: c.scheduler(cfg, log, obs.observe),
+		Campaign:  campaign, Upkeep: upkeep,
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
 		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,

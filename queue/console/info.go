@@ -87,6 +87,7 @@ type runnerView struct {
 	Workers   int       `json:"workers"`
 	StartedAt time.Time `json:"started_at"`
 	SeenAt    time.Time `json:"seen_at"`
+	Leader    bool      `json:"leader"` // it leads the maintenance
 }
 
 type runnersResponse struct {
@@ -221,7 +222,7 @@ func (c *console) runners(r *http.Request, _ Access) (int, any, error) {
 	}
 	out := runnersResponse{Runners: make([]runnerView, len(rs))}
 	for i, x := range rs {
-		out.Runners[i] = runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt}
+		out.Runners[i] = runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt, Leader: x.Leader}
 	}
 	return http.StatusOK, out, nil
 }

@@ -219,8 +219,13 @@ func TestRunnersAndHealth(t *testing.T) {
 			Workers int       `json:"workers"`
 			SeenAt  time.Time `json:"seen_at"`
 			Started time.Time `json:"started_at"`
+			Leader  bool      `json:"leader"`
 		} `json:"runners"`
 	}
+	require.Eventually(t, func() bool { // the only runner leads the maintenance
+		e.do(t, "GET", "/api/runners", "").decode(t, &out)
+		return len(out.Runners) == 1 && out.Runners[0].Leader
+	}, 10*time.Second, 5*time.Millisecond)
 	for _, q := range []string{"", "?within=5m", "?within=1s"} {
 		res = e.do(t, "GET", "/api/runners"+q, "")
 		require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)

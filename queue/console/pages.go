@@ -73,7 +73,7 @@ func (c *console) overviewHTML(r *http.Request, _ Access) (pageBody, error) {
 		return pageBody{}, err
 	}
 	for _, x := range rs {
-		d.Runners = append(d.Runners, runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt})
+		d.Runners = append(d.Runners, runnerView{ID: x.ID, Queues: x.Queues, Workers: x.Workers, StartedAt: x.StartedAt, SeenAt: x.SeenAt, Leader: x.Leader})
 	}
 	return pageBody{Title: "Overview", Data: d, LiveMS: liveSlow}, nil
 }

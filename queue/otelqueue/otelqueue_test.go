@@ -332,8 +332,9 @@ func TestJobRescuedAfterItsRunnerDied(t *testing.T) {
 	dead, err := queue.NewClient(h.db.Gorm, h.reg, quiet(), queue.WithObserver(h.events))
 	require.NoError(t, err)
 	// One worker, busy with the hanging attempt: it claims nothing more.
+	// It leaves the maintenance to the rescuer.
 	queuetest.StartRunner(t, dead, queue.WithRunnerID("dead"), queue.WithWorkers(1), queue.WithLease(time.Hour),
-		queue.WithPollInterval(50*time.Millisecond))
+		queue.WithPollInterval(50*time.Millisecond), queue.WithoutMaintenance())
 	t.Cleanup(func() { close(release) }) // runs before the dead runner's stop
 	h.events.Wait(t, queue.EventStarted, id, 1)
 	require.NoError(t, h.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE id = ?",

@@ -1,7 +1,7 @@
 // Package run holds the moving parts of a queue runner, each one type that
 // owns its goroutines, with a Start and a Stop that returns once they have
 // returned: the workers (Pool), the completer (Batcher), the claim loop
-// (Poller), lease renewal (Renewer), rescue (Periodic), the listener
+// (Poller), lease renewal (Renewer), periodic checks (Periodic), the listener
 // (Reconnect) and the schedule loop (Loop). They know nothing of jobs: the
 // queue's Runner gives each the functions that do its work and stops them
 // in order.

@@ -7,12 +7,13 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Config is what a runner is built from: its settings, and the parts of
 // package queue it calls back into. Every field must be set, except
-// Attempt and Scheduler.
+// Attempt, Scheduler, Campaign and Upkeep.
 type Config struct {
 	ID          string   // the name the runner locks jobs with
 	Workers     int      // handlers run at once
@@ -41,6 +42,12 @@ type Config struct {
 	Preflight func(ctx context.Context) (room int, err error)
 	// Scheduler fires the registry's schedules while the runner runs.
 	Scheduler Part
+	// Campaign makes the runner campaign for the maintenance's leadership
+	// and, while it leads, rescue expired leases every RescueEvery and run
+	// Upkeep (see package maintain). A runner that does not campaign runs
+	// neither.
+	Campaign bool
+	Upkeep   []maintain.Task
 
 	// DefaultBackoff delays retries of jobs of unknown kinds, and of jobs
 	// whose own backoff panics; DecodeBackoff reads a job's own backoff as

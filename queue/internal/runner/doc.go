@@ -1,6 +1,7 @@
 // Package runner is the job logic of a queue.Runner: it claims jobs, runs
-// their handlers, writes their results, keeps their leases and rescues
-// the jobs of runners that died. Package queue's Runner is a facade over
+// their handlers, writes their results, keeps their leases and, while it
+// leads the maintenance (package maintain), rescues the jobs of runners
+// that died. Package queue's Runner is a facade over
 // it: NewRunner turns the options and the registry into a Config, and
 // Start, Stop, Done and Stats delegate. Every statement it issues is in
 // package store; the goroutines of its parts are package run's.
@@ -19,6 +20,9 @@
 //   - Observe and Attempt: the observers and the hooks.
 //   - Scheduler: the schedule loop, a Scheduler built by package queue,
 //     started and stopped with the runner.
+//   - Campaign and Upkeep: whether the runner campaigns for the
+//     maintenance's leadership, and the tasks (the client's and the
+//     user's) its maintain.Leader runs after the rescue while it leads.
 //   - Preflight: the schema check Start runs first.
 //   - Errors: the sentinels it hands out as causes and results.
 //
@@ -30,8 +34,9 @@
 //
 // # Files
 //
-//   - runner.go: Runner, New, Start, Stop and supervise (the parts'
-//     order of start and stop), Stats, and requeue (jobs put back,
+//   - runner.go: Runner, New (which builds the maintain.Leader), Start,
+//     Stop and supervise (the parts' order of start and stop; the leader
+//     stops first, so that another runner takes over the maintenance), Stats, and requeue (jobs put back,
 //     uncounted, when the runner stops out of time).
 //   - fetch.go: the claim loop (run.Poller's Fetch): free slots and the
 //     claim-ahead, cursors, suspects, paused queues and closed windows.
@@ -46,7 +51,8 @@
 //   - release.go: a parent's completion and the release of its children
 //     (Rules), in one transaction, and the keys that name them (ChildKey).
 //   - lease.go: the renewer's renew (and orphans put back), the runner's
-//     row, and rescue of expired leases.
+//     row, and rescue of expired leases (rescuer, the leader's first
+//     task).
 //   - listen.go: notifications of new jobs, paused queues and
 //     cancellations.
 //   - chunked.go: RunChunked, the attempt of a chunked job on the batch

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -114,23 +115,30 @@ func (r *Runner) lost(ctx context.Context, ex *Execution) {
 	}
 }
 
-// rescue, every Config.RescueEvery (see run.Periodic), takes back jobs
-// whose lease expired. A job rescued for the first
+// rescuer is the maintenance task that rescues expired leases: the
+// leader's runner runs it every Config.RescueEvery (see package maintain).
+type rescuer struct{ r *Runner }
+
+func (rescuer) Name() string { return "rescue" }
+
+func (t rescuer) Run(ctx context.Context) (time.Duration, error) {
+	return t.r.cfg.RescueEvery, t.r.rescue(ctx)
+}
+
+// rescue takes back jobs whose lease expired. A job rescued for the first
 // time since an attempt of it last finished goes back to the queue with that
 // attempt uncounted: its runner died (or froze, or lost the database) while
 // it held other jobs too, so which one killed it, if any did, is not known.
 // It comes back a suspect, which runners run on their own and count the
 // attempts of as they start, so a suspect that is rescued again has used
 // its attempt, and fails once it has used them all (reporting EventFailed
-// too, for dead-letter observers). Any runner rescues any runner's jobs;
-// SKIP LOCKED keeps two rescuers from fighting.
-func (r *Runner) rescue(ctx context.Context) {
+// too, for dead-letter observers). The leader rescues any runner's jobs,
+// its own too; SKIP LOCKED would keep two rescuers from fighting, should a
+// rescue of a leader that lost its leadership still run.
+func (r *Runner) rescue(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
 	rescued, err := r.st.Rescue(ctx, r.cfg.ID)
-	if err != nil && ctx.Err() == nil {
-		r.log.Error("queue: rescue failed", "err", err)
-	}
 	for _, j := range rescued {
 		row := Row{ID: j.ID, Kind: j.Kind, Queue: j.Queue, Status: j.Status, Attempts: j.Attempts,
 			MaxAttempts: j.MaxAttempts, CorrelationID: j.CorrelationID, LastError: j.LastError, Rescues: j.Rescues}
@@ -147,4 +155,5 @@ func (r *Runner) rescue(ctx context.Context) {
 			r.jobLogger(&row).Error("queue: job failed for good", "err", ev.Err)
 		}
 	}
+	return err
 }

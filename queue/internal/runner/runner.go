@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -29,7 +30,7 @@ type Runner struct {
 	pool      *run.Pool[*Execution] // the workers
 	completer run.Batcher[result]   // writes finished attempts, many per statement
 	renewer   run.Renewer           // renews the leases of held claims
-	rescuer   run.Periodic          // rescues expired leases, any runner's
+	leader    *maintain.Leader      // campaigns, and rescues expired leases while it leads; nil without Config.Campaign
 	idle      idleWatch             // warns when the pool keeps too few idle connections
 	listener  run.Reconnect         // notifications of new jobs and cancellations
 	scheduler Part                  // fires the registry's schedules
@@ -138,10 +139,18 @@ func New(cfg Config) *Runner {
 	r.completer = run.Batcher[result]{Max: maxFlush, LingerBatch: completeLinger.batch, Linger: completeLinger.wait,
 		Busy: func() bool { return r.runningNow() > 0 }}
 	r.renewer = run.Renewer{Every: cfg.Lease / 3, MaxPause: r.timeouts.renewPause, Lease: cfg.Lease, Log: r.log}
-	r.rescuer = run.Periodic{Every: cfg.RescueEvery, Do: r.rescue}
+	if cfg.Campaign {
+		r.leader = maintain.New(maintain.Config{ID: cfg.ID, TTL: min(cfg.Lease, MaxLeadership), Elector: cfg.Store,
+			Tasks: append([]maintain.Task{rescuer{r}}, cfg.Upkeep...), Log: r.log})
+	}
 	r.listener = run.Reconnect{Listen: r.listen, Pause: time.Second, Log: r.log}
 	return r
 }
+
+// MaxLeadership bounds the lease of the maintenance's leadership, which is
+// otherwise the runner's lease (Config.Lease): a runner that dies while it
+// leads is replaced within about that long, however long its jobs' leases.
+const MaxLeadership = 30 * time.Second
 
 // Conns is how many connections a runner keeps for itself: the listener's,
 // and one each for claims, results and leases.
@@ -202,7 +211,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.listener.Start(values)
 	r.scheduler.Start(values)
 	r.renewer.Start(values)
-	r.rescuer.Start(values)
+	if r.leader != nil {
+		r.leader.Start(values)
+	}
 	r.idle.Start(values)
 	go r.supervise(ctx, cancelJobs, func() { r.forget(leases); f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.Workers, "queues", r.cfg.Queues)
@@ -211,7 +222,8 @@ func (r *Runner) Start(ctx context.Context) error {
 
 // supervise stops the runner's parts, in order, once Stop is called or
 // Start's context ends, and closes done when every goroutine has returned:
-// first those that claim, then (once the workers have run what was claimed,
+// first the leader (at once, so that another runner takes over the
+// maintenance), and those that claim, then (once the workers have run what was claimed,
 // or, stopping hard, at once, while the handlers still run) the jobs still
 // running and waiting are put back (see cutShort); once the workers have
 // returned, the lease keepers and the completer stop; then it closes their
@@ -226,6 +238,15 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 	case <-startCtx.Done():
 		r.stopHard()
 	}
+	// The leader stops its tasks and hands the leadership over while the
+	// jobs finish; its goroutines are joined before done is closed.
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		if r.leader != nil {
+			_ = r.leader.Stop(context.Background())
+		}
+	}()
 	r.poller.Stop() // no more claims; every claimed job has been launched
 	r.listener.Stop()
 	r.scheduler.Stop()
@@ -247,9 +268,9 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 		<-jobsDone
 	}
 	r.renewer.Stop()
-	r.rescuer.Stop()
 	r.idle.Stop()
 	r.completer.Stop()
+	<-leaderDone
 	closeConns()
 	r.log.Info("queue: runner stopped")
 }

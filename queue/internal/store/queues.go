@@ -51,6 +51,7 @@ type RunnerRow struct {
 	Queues            []string
 	Workers           int
 	StartedAt, SeenAt time.Time
+	Leader            bool // it leads the maintenance (read, not written)
 }
 
 // forgetRunners is how long the row of a runner that stopped without
@@ -121,17 +122,19 @@ func history(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
 }
 
 // runnersSeen reads the runners whose rows the condition where (on
-// seen_at) selects, by ID.
-func runnersSeen(ctx context.Context, db *gorm.DB, where string, args ...any) ([]RunnerRow, error) {
+// seen_at) selects, by ID, and which of them leads at nowSQL.
+func runnersSeen(ctx context.Context, db *gorm.DB, nowSQL, where string, args ...any) ([]RunnerRow, error) {
 	return collect(ctx, db, func(rows *sql.Rows, r *RunnerRow) error {
 		var queues string
 		var started, seen sqlTime
-		if err := rows.Scan(&r.ID, &queues, &r.Workers, &started, &seen); err != nil {
+		if err := rows.Scan(&r.ID, &queues, &r.Workers, &started, &seen, &r.Leader); err != nil {
 			return err
 		}
 		r.StartedAt, r.SeenAt = started.t, seen.t
 		return json.Unmarshal([]byte(queues), &r.Queues)
-	}, "SELECT id, queues, workers, started_at, seen_at FROM sheaf_runners WHERE "+where+" ORDER BY id", args...)
+	}, `SELECT id, queues, workers, started_at, seen_at, EXISTS (SELECT 1 FROM sheaf_leader l
+		WHERE l.name = '`+leadership+`' AND l.holder = sheaf_runners.id AND l.expires_at > `+nowSQL+`)
+		FROM sheaf_runners WHERE `+where+" ORDER BY id", args...)
 }
 
 // auditLog reads up to limit entries with IDs below before (0: from the
@@ -181,9 +184,9 @@ func (*postgres) AuditLog(ctx context.Context, db *gorm.DB, before int64, limit 
 // not positive), by the database's clock.
 func (s *postgres) Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error) {
 	if within <= 0 {
-		return runnersSeen(ctx, s.gdb, "true")
+		return runnersSeen(ctx, s.gdb, "now()", "true")
 	}
-	return runnersSeen(ctx, s.gdb, "seen_at >= now() - ? * interval '1 microsecond'", within.Microseconds())
+	return runnersSeen(ctx, s.gdb, "now()", "seen_at >= now() - ? * interval '1 microsecond'", within.Microseconds())
 }
 
 // SetPaused pauses or resumes queue name, and tells the runners. Pausing a
@@ -266,9 +269,9 @@ func (*sqlite) AuditLog(ctx context.Context, db *gorm.DB, before int64, limit in
 
 func (s *sqlite) Runners(ctx context.Context, within time.Duration) ([]RunnerRow, error) {
 	if within <= 0 {
-		return runnersSeen(ctx, s.gdb, "true")
+		return runnersSeen(ctx, s.gdb, sqliteNow, "true")
 	}
-	return runnersSeen(ctx, s.gdb, "seen_at >= ?", sqliteTime(now().Add(-within)))
+	return runnersSeen(ctx, s.gdb, sqliteNow, "seen_at >= ?", sqliteTime(now().Add(-within)))
 }
 
 // SetPaused tells the runners of this process at once, unless db is a

@@ -195,6 +195,19 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata jsonb;
 -- time and rewrites no row.
 ALTER TABLE sheaf_jobs ADD COLUMN meta bytea;
 `,
+	8: `
+-- The runner that leads the maintenance (rescue of expired leases, and the
+-- upkeep that must run once however many runners there are): a row per
+-- leadership, taken by a runner when it is free or has expired (by the
+-- server's clock), renewed by its holder well before it expires, and
+-- deleted by its holder as it stops, so that another takes over at once.
+CREATE TABLE sheaf_leader (
+	name       text        PRIMARY KEY,
+	holder     text        NOT NULL,
+	elected_at timestamptz NOT NULL DEFAULT now(),
+	expires_at timestamptz NOT NULL
+);
+`,
 	10: `
 -- Alerts (package queue/alert). An episode is one stretch of time during
 -- which a rule's condition held for one key (a job, a run, a queue): it is

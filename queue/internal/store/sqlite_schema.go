@@ -121,6 +121,16 @@ ALTER TABLE sheaf_jobs ADD COLUMN metadata TEXT; -- JSON object of strings, as a
 -- version 6's metadata for the jobs enqueued before.
 ALTER TABLE sheaf_jobs ADD COLUMN meta BLOB;
 `,
+	8: `
+-- The runner that leads the maintenance, as on PostgreSQL; the write lock
+-- serialises its elections, and the processes on a file share a clock.
+CREATE TABLE sheaf_leader (
+	name       TEXT      PRIMARY KEY,
+	holder     TEXT      NOT NULL,
+	elected_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	expires_at TIMESTAMP NOT NULL
+);
+`,
 	10: `
 -- Alerts, as on PostgreSQL.
 CREATE TABLE sheaf_alert_episodes (

@@ -121,6 +121,15 @@ type Store interface {
 	RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (int64, error)
 	AuditLog(ctx context.Context, db *gorm.DB, before int64, limit int) ([]AuditEntry, error)
 
+	// Lead makes holder the leader of the maintenance for ttl from the
+	// database's now, if no runner leads, the leader's lease has expired,
+	// or holder leads already (a renewal), and says whether holder leads
+	// (leader.go). Resign gives holder's leadership up; Leader returns
+	// the runner that leads, "" if none does.
+	Lead(ctx context.Context, holder string, ttl time.Duration) (LeadResult, error)
+	Resign(ctx context.Context, holder string) error
+	Leader(ctx context.Context) (string, error)
+
 	// Transient reports whether a statement that failed with err may
 	// succeed if tried again.
 	Transient(err error) bool
