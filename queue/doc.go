@@ -632,6 +632,37 @@
 // A review covers a run or a time range (From, To); a range also lists the
 // schedule ticks in it that created no job.
 //
+// # Retention and history
+//
+// Finished jobs are deleted once they are old enough, so that a year of
+// nightly runs does not grow the jobs table to tens of millions of rows:
+// completed jobs after [DefaultKeepCompleted] (7 days: a nightly shop looks
+// back about a week to see what ran), failed and cancelled ones after
+// [DefaultKeepFailed] and [DefaultKeepCancelled] (30 days: what someone must
+// look into outlasts a long weekend and a holiday). [WithRetention] changes
+// these for the client, [Retain] for a kind; [KeepForever] keeps. A job is
+// deleted with its recorded attempts and the audit entries that target it
+// alone, and only once every job of its run and of its period may go too,
+// so a dependant released later still finds its parents. Retention.Archive
+// sees every batch before it is deleted, in the deleting transaction: if it
+// fails, nothing of the batch is deleted (examples/archive writes gzipped
+// JSON lines).
+//
+// Before they go, jobs are rolled up per UTC day, kind and queue: counts by
+// outcome, retries, the median, 95th percentile and longest run time of the
+// completed ones, and failures by the shape of their error. A day's
+// roll-up becomes final five minutes after the day ends, and jobs are
+// deleted only from final days. Roll-ups are kept [DefaultKeepHistory] (a
+// year, a few rows per kind a day). [Client.History] reads them, and the
+// days not final yet from the jobs themselves; the morning review compares
+// a night with them once the earlier jobs are pruned, and the console charts
+// them (GET /api/history).
+//
+// The work is upkeep on one elected runner: roll-ups every 10 minutes,
+// pruning in batches of 1,000 jobs, each its own transaction of a few
+// milliseconds, with a pause between batches, so runners never wait on it
+// for long.
+//
 // # Telemetry
 //
 // Package github.com/sheaf-dev/sheaf/queue/otelqueue reports the queue to
@@ -659,6 +690,8 @@
 //     ([Client.RecordAudit]).
 //   - sheaf_leader: the runner that leads the maintenance, and until when
 //     its leadership lasts unless renewed.
+//   - sheaf_history: the day roll-ups of finished jobs, one row per UTC
+//     day, kind and queue; sheaf_rollup: the first day not yet final.
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences:
 //     the state of package queue/alert (what fired and resolved, the
 //     notifications owed to its sinks, silences); empty without it.

@@ -88,6 +88,7 @@ type jobOptions struct {
 	window         Window
 	traceParent    string
 	traceState     string
+	retain         Retention // retention.go
 }
 
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of
@@ -357,6 +358,7 @@ type config struct {
 	clock       Clock
 	hooks       []Hooks
 	maint       maintenance // see maintenance.go
+	retention   Retention   // retention.go
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's

@@ -24,10 +24,10 @@ func TestMigrateRefusesAPartialSchema(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrPartialSchema)
 	require.ErrorContains(t, err, "queue: migrate: ")
 	require.ErrorContains(t, err, "no version is recorded (sheaf_migrations is missing or empty), "+
-		"yet sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences are there: restore what was dropped from a backup, "+
-		"or drop sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences (losing the jobs they hold) and call Migrate again")
+		"yet sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences are there: restore what was dropped from a backup, "+
+		"or drop sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences (losing the jobs they hold) and call Migrate again")
 
-	for _, table := range []string{"sheaf_schedules", "sheaf_queues", "sheaf_runners", "sheaf_audit", "sheaf_leader", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"} {
+	for _, table := range []string{"sheaf_schedules", "sheaf_queues", "sheaf_runners", "sheaf_audit", "sheaf_leader", "sheaf_history", "sheaf_rollup", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"} {
 		require.NoError(t, e.db.Gorm.Exec("DROP TABLE "+table).Error)
 	}
 	require.NoError(t, e.client.Migrate(ctx))

@@ -28,7 +28,8 @@ type ReviewQuery struct {
 	// typical duration by this factor. Default 1.5.
 	SlowFactor float64
 	// History is how many earlier completed jobs of a kind make its typical
-	// (median) duration. Default 20.
+	// (median) duration; once those jobs are pruned, how many days of the
+	// kind's roll-ups (the median of their medians). Default 20.
 	History int
 }
 
@@ -158,7 +159,11 @@ func (c *ops) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]
 		t, ok := typical[j.Kind]
 		if !ok {
 			var err error
-			t, _, err = c.st.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
+			var found bool
+			t, found, err = c.st.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
+			if err == nil && !found { // pruned: the day roll-ups remember
+				t, err = c.typicalFromHistory(ctx, j.Kind, firstStart[j.Kind], q.History)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
 			}

@@ -5,4 +5,4 @@ import "github.com/sheaf-dev/sheaf/queue/internal/maintain"
 // upkeep returns the periodic work the client's options ask of the elected
 // leader among its runners, besides rescue (which every runner's leader
 // does): pruning and roll-ups.
-func (c *Client) upkeep() []maintain.Task { return nil }
+func (c *Client) upkeep() []maintain.Task { return c.upkeepAt(nil) }

@@ -32,6 +32,17 @@ type chart struct {
 	Times []time.Time
 	// Unit formats a value of the value axis.
 	Unit func(float64) string
+	// Days labels the time axis with UTC dates rather than times of day
+	// that the browser localises.
+	Days bool
+}
+
+// label is how the time axis names t.
+func (c chart) label(t time.Time) string {
+	if c.Days {
+		return t.UTC().Format("Jan 2")
+	}
+	return t.UTC().Format("15:04")
 }
 
 // x is the left edge of bucket i; w a bucket's width.
@@ -65,8 +76,12 @@ func (c chart) open(b *strings.Builder, top float64, ss []series) {
 				anchor = "end"
 			}
 			t := c.Times[i].UTC()
-			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%d" text-anchor="%s" data-local="hm" data-datetime="%s">%s</text>`,
-				c.x(i)+c.w()/2, chartH-6, anchor, t.Format(time.RFC3339), t.Format("15:04"))
+			local := ` data-local="hm"`
+			if c.Days {
+				local = ""
+			}
+			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%d" text-anchor="%s"%s data-datetime="%s">%s</text>`,
+				c.x(i)+c.w()/2, chartH-6, anchor, local, t.Format(time.RFC3339), c.label(t))
 		}
 	}
 	lx := float64(chartW - padR)
@@ -104,7 +119,7 @@ func (c chart) bars(ss []series) template.HTML {
 			base += v
 		}
 		fmt.Fprintf(&b, `<rect class="hit" x="%.1f" y="%d" width="%.1f" height="%d"><title>%s UTC: %s</title></rect>`,
-			c.x(i), padT, c.w(), chartH-padT-padB, t.UTC().Format("15:04"), esc(strings.Join(tip, ", ")))
+			c.x(i), padT, c.w(), chartH-padT-padB, c.label(t), esc(strings.Join(tip, ", ")))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

@@ -161,6 +161,8 @@ type console struct {
 	queuesCache cached[[]queue.QueueInfo]
 	// activity is the overview's series of each of spans.
 	activity [2]cached[[]queue.ActivityBucket]
+	// days is the overview's chart of days (history.go).
+	days cached[[]queue.DayStats]
 	// window is SearchWindow, but in tests.
 	window int64
 }

@@ -436,7 +436,11 @@ func (c *console) activityCharts(ctx context.Context) ([]template.HTML, error) {
 		}
 		out = append(out, throughputChart(span.name, span.per, series), latencyChart(span.name, series))
 	}
-	return out, nil
+	days, err := c.daysChart(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, days), nil
 }
 
 // throughputChart draws the jobs that completed and failed per bucket.

@@ -246,7 +246,8 @@ func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitin
 	return out, nil
 }
 
-// normalise reduces an error message to its shape (see errshape.Of).
+// normalise reduces an error message to its shape, as the history's
+// failures by error group do.
 func normalise(msg string) string { return errshape.Of(msg) }
 
 // groupFailures groups failed jobs by their normalised last error, the

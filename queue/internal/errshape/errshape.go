@@ -1,7 +1,6 @@
-// Package errshape reduces error messages to their shape, so that the
-// failures of many jobs group by what went wrong rather than by the IDs
-// and counts in their messages. The console's failure groups and the
-// alerts' error groups both use it, so they agree.
+// Package errshape reduces error messages to their shape, so that errors
+// that differ only in IDs, addresses and counts group together: the
+// console's failure groups and the day roll-ups' failures by error.
 package errshape
 
 import (
@@ -16,9 +15,9 @@ var (
 	numRE  = regexp.MustCompile(`\d+`)
 )
 
-// Of reduces an error message to its shape: UUIDs become <uuid>, hex
-// strings (0x…, or eight or more hex digits) <hex> and numbers <n>, so that
-// errors that differ only in IDs, addresses and counts read the same.
+// Of reduces an error message to its shape: UUIDs become <uuid>,
+// hex strings (0x…, or eight or more hex digits) <hex> and numbers <n>, so that errors that differ only in
+// IDs, addresses and counts read the same.
 func Of(msg string) string {
 	msg = uuidRE.ReplaceAllString(msg, "<uuid>")
 	msg = hexRE.ReplaceAllStringFunc(msg, func(s string) string {

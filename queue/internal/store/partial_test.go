@@ -12,7 +12,8 @@ import (
 
 // ownedTables are the queue's tables at SchemaVersion, in the order the
 // migrations create them.
-var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit", "sheaf_leader", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"}
+var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit", "sheaf_leader",
+	"sheaf_history", "sheaf_rollup", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"}
 
 // A schema whose tables were partly dropped by hand, or whose version
 // table was, fails Migrate with ErrPartialSchema, naming the tables found
@@ -29,25 +30,27 @@ func TestMigrateNamesTheTablesOfAPartialSchema(t *testing.T) {
 		name:   "some tables of the version recorded dropped",
 		damage: drop("sheaf_queues", "sheaf_attempts"),
 		want: "sheaf_migrations records version 10, whose sheaf_queues, sheaf_attempts are missing: restore what was dropped from a backup, " +
-			"or drop sheaf_migrations, sheaf_jobs, sheaf_schedules, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences (losing the jobs they hold) and call Migrate again",
-		found: []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_runners", "sheaf_audit", "sheaf_leader", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"},
+			"or drop sheaf_migrations, sheaf_jobs, sheaf_schedules, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences (losing the jobs they hold) and call Migrate again",
+		found: []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_runners", "sheaf_audit", "sheaf_leader",
+			"sheaf_history", "sheaf_rollup", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"},
 	}, {
 		name:   "the version table dropped",
 		damage: drop("sheaf_migrations"),
-		want: "no version is recorded (sheaf_migrations is missing or empty), yet sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences are there: " +
-			"restore what was dropped from a backup, or drop sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences",
+		want: "no version is recorded (sheaf_migrations is missing or empty), yet sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences are there: " +
+			"restore what was dropped from a backup, or drop sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences",
 		found: ownedTables[1:],
 	}, {
-		name:   "every table but the schedules dropped",
-		damage: drop("sheaf_migrations", "sheaf_jobs", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit", "sheaf_leader", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"),
-		want:   "yet sheaf_schedules is there: restore what was dropped from a backup, or drop sheaf_schedules (losing",
-		found:  []string{"sheaf_schedules"},
+		name: "every table but the schedules dropped",
+		damage: drop("sheaf_migrations", "sheaf_jobs", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit", "sheaf_leader",
+			"sheaf_history", "sheaf_rollup", "sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences"),
+		want:  "yet sheaf_schedules is there: restore what was dropped from a backup, or drop sheaf_schedules (losing",
+		found: []string{"sheaf_schedules"},
 	}, {
 		name: "versions forgotten",
 		damage: func(db *gorm.DB) error {
 			return db.Exec("DELETE FROM sheaf_migrations WHERE version > 2").Error
 		},
-		want:  "sheaf_migrations records version 2, and sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences of a later version are there: ",
+		want:  "sheaf_migrations records version 2, and sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit, sheaf_leader, sheaf_history, sheaf_rollup, sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences of a later version are there: ",
 		found: ownedTables,
 	}} {
 		t.Run(c.name, func(t *testing.T) {

@@ -208,6 +208,37 @@ CREATE TABLE sheaf_leader (
 	expires_at timestamptz NOT NULL
 );
 `,
+	9: `
+-- Day roll-ups of finished jobs, one row per UTC day, kind and queue, so
+-- that history outlives the rows the pruner deletes: counts by outcome,
+-- retries, run times of completed jobs (microseconds) and failures by
+-- error shape (a JSON object of counts).
+CREATE TABLE sheaf_history (
+	day       date   NOT NULL,
+	kind      text   NOT NULL,
+	queue     text   NOT NULL,
+	completed bigint NOT NULL DEFAULT 0,
+	failed    bigint NOT NULL DEFAULT 0,
+	cancelled bigint NOT NULL DEFAULT 0,
+	retries   bigint NOT NULL DEFAULT 0,
+	p50_us    bigint NOT NULL DEFAULT 0,
+	p95_us    bigint NOT NULL DEFAULT 0,
+	max_us    bigint NOT NULL DEFAULT 0,
+	errors    jsonb,
+	PRIMARY KEY (day, kind, queue)
+);
+-- One row: the first day whose roll-up is not final. The pruner deletes
+-- only jobs that finished before it.
+CREATE TABLE sheaf_rollup (
+	id           integer PRIMARY KEY CHECK (id = 1),
+	final_before date    NOT NULL
+);
+-- Finished jobs by the time they finished: what roll-ups read a day of,
+-- and what the pruner walks from the oldest.
+CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+-- Audit entries that target one job, which go with it.
+CREATE INDEX sheaf_audit_job ON sheaf_audit ((target ->> 'job')) WHERE target ->> 'job' IS NOT NULL;
+`,
 	10: `
 -- Alerts (package queue/alert). An episode is one stretch of time during
 -- which a rule's condition held for one key (a job, a run, a queue): it is

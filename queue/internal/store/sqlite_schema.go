@@ -131,6 +131,28 @@ CREATE TABLE sheaf_leader (
 	expires_at TIMESTAMP NOT NULL
 );
 `,
+	9: `
+CREATE TABLE sheaf_history (
+	day       TEXT    NOT NULL, -- 2006-01-02, UTC
+	kind      TEXT    NOT NULL,
+	queue     TEXT    NOT NULL,
+	completed INTEGER NOT NULL DEFAULT 0,
+	failed    INTEGER NOT NULL DEFAULT 0,
+	cancelled INTEGER NOT NULL DEFAULT 0,
+	retries   INTEGER NOT NULL DEFAULT 0,
+	p50_us    INTEGER NOT NULL DEFAULT 0,
+	p95_us    INTEGER NOT NULL DEFAULT 0,
+	max_us    INTEGER NOT NULL DEFAULT 0,
+	errors    TEXT, -- JSON object of counts
+	PRIMARY KEY (day, kind, queue)
+);
+CREATE TABLE sheaf_rollup (
+	id           INTEGER PRIMARY KEY CHECK (id = 1),
+	final_before TEXT    NOT NULL -- 2006-01-02
+);
+CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+CREATE INDEX sheaf_audit_job ON sheaf_audit ((CAST(target AS TEXT) ->> '$.job'));
+`,
 	10: `
 -- Alerts, as on PostgreSQL.
 CREATE TABLE sheaf_alert_episodes (

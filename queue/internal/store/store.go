@@ -133,6 +133,8 @@ type Store interface {
 	// Transient reports whether a statement that failed with err may
 	// succeed if tried again.
 	Transient(err error) bool
+
+	Keeper // pruning and day roll-ups (prune.go)
 }
 
 // Conn is a connection one of a runner's loops keeps for itself. It is

@@ -1,0 +1,108 @@
+package maintain
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Defaults of the pruning task.
+const (
+	// PruneBatch is how many finished jobs one transaction examines, and
+	// deletes at most: small enough that its locks are held for
+	// milliseconds, and runners' statements wait no longer.
+	PruneBatch = 1000
+	// PrunePause is the delay between two batches of one pass.
+	PrunePause = 50 * time.Millisecond
+	// PruneEvery is the delay between passes, once a pass has reached the
+	// last job due.
+	PruneEvery = 10 * time.Minute
+)
+
+// Keep says how long finished jobs of a status (and of a kind, if Kind is
+// set) are kept; Forever keeps them.
+type Keep struct {
+	Kind, Status string
+	For          time.Duration
+	Forever      bool
+}
+
+// Prune is the Task that deletes finished jobs their retention no longer
+// keeps, one batch per Run, walking them oldest first: a Run returns
+// PrunePause while the pass has more to walk, PruneEvery once it is over.
+// It deletes only jobs that finished before the first day whose roll-up
+// is not final, so history is rolled up before its rows go; before the
+// first roll-up it deletes nothing.
+type Prune struct {
+	Store store.Keeper
+	// Rules returns the rules, read again every Run (kinds may be
+	// registered later): kinds' rules first, then each status's with Kind
+	// "". A status without a rule is kept.
+	Rules func() []Keep
+	// Archive, if set, receives each batch's job IDs in the transaction
+	// that deletes them; an error deletes nothing.
+	Archive func(tx *gorm.DB, ids []int64) error
+	// Batch, Pause and Every: 0 means PruneBatch, PrunePause, PruneEvery.
+	Batch        int
+	Pause, Every time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+
+	// after is where the pass goes on: the leader runs one Run at a time,
+	// and a new leader starts a pass from the oldest job.
+	after store.Place
+	// deleted counts the jobs deleted.
+	deleted int64
+}
+
+// Deleted returns how many jobs p's Runs have deleted. Call it between
+// Runs.
+func (p *Prune) Deleted() int64 { return p.deleted }
+
+// Name implements Task.
+func (*Prune) Name() string { return "prune" }
+
+// Run implements Task.
+func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
+	every := cmp.Or(p.Every, PruneEvery)
+	fb, err := p.Store.FinalBefore(ctx)
+	if err != nil || fb == "" {
+		return every, wrap("prune: rolled-up days", err)
+	}
+	rolled, err := time.Parse(store.DayLayout, fb)
+	if err != nil {
+		return every, fmt.Errorf("prune: rolled-up days: %w", err)
+	}
+	now := clock(p.Now)
+	var rules []store.KeepRule
+	for _, k := range p.Rules() {
+		before := now.Add(-k.For)
+		if rolled.Before(before) {
+			before = rolled
+		}
+		rules = append(rules, store.KeepRule{Kind: k.Kind, Status: k.Status, Before: before, Forever: k.Forever})
+	}
+	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch), Archive: p.Archive})
+	if err != nil {
+		return every, fmt.Errorf("prune: %w", err)
+	}
+	p.deleted += int64(len(res.Deleted))
+	if res.Done {
+		p.after = store.Place{}
+		return every, nil
+	}
+	p.after = res.Next
+	return cmp.Or(p.Pause, PrunePause), nil
+}
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,105 @@
+package maintain_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// A first roll-up of a long history makes 31 days final per Run, oldest
+// first, and asks to run again at once; a day's row has its percentiles
+// and its errors, the 20 largest shapes and the rest as one; roll-ups past
+// Keep are dropped, and the pruner deletes nothing of a day not final.
+func TestRollupOfALongHistory(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"postgres", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			newDB := pgtest.NewSQLite
+			if name == "postgres" {
+				newDB = pgtest.New
+			}
+			db := newDB(t)
+			st, err := store.Open(db.Gorm)
+			require.NoError(t, err)
+			ctx := context.Background()
+			_, err = st.Migrate(ctx)
+			require.NoError(t, err)
+			first := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC)
+			// Day 0: twenty completed jobs of 1s to 20s, and 22 failures of
+			// as many shapes; days 1 to 39: one completed job each.
+			add := func(status string, start time.Time, took time.Duration, lastErr any) {
+				require.NoError(t, db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, status, attempts, started_at, completed_at, last_error, payload)
+					VALUES ('k', ?, 1, ?, ?, ?, '{}')`, status, db.Time(start), db.Time(start.Add(took)), lastErr).Error)
+			}
+			for i := 1; i <= 20; i++ {
+				add("COMPLETED", first.Add(time.Hour), time.Duration(i)*time.Second, nil)
+			}
+			for i := range 22 {
+				for range 22 - i { // shape i fails 22-i times: the two smallest go to "(other)"
+					add("FAILED", first.Add(time.Hour), time.Second, fmt.Sprintf("feed %c down for 3s", 'a'+i))
+				}
+			}
+			for d := 1; d < 40; d++ {
+				add("COMPLETED", first.AddDate(0, 0, d).Add(time.Hour), time.Second, nil)
+			}
+			add("COMPLETED", first.AddDate(0, 0, 40), time.Second, nil) // today's: kept
+			now := first.AddDate(0, 0, 40).Add(time.Hour)               // day 40, 01:00
+			prune := &maintain.Prune{Store: st, Now: func() time.Time { return now },
+				Rules: func() []maintain.Keep { return []maintain.Keep{{Status: "COMPLETED", For: time.Hour}} }}
+			next, err := prune.Run(ctx)
+			require.NoError(t, err)
+			require.Equal(t, maintain.PruneEvery, next)
+			require.EqualValues(t, 20+253+40, db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing is rolled up yet")
+
+			r := &maintain.Rollup{Store: st, Keep: 35 * 24 * time.Hour, Now: func() time.Time { return now }}
+			next, err = r.Run(ctx)
+			require.NoError(t, err)
+			require.Zero(t, next, "more days to make final")
+			fb, err := st.FinalBefore(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "2025-11-01", fb, "31 days")
+			next, err = r.Run(ctx)
+			require.NoError(t, err)
+			require.Equal(t, maintain.RollupEvery, next)
+			fb, err = st.FinalBefore(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "2025-11-10", fb, "every day that is over")
+
+			days, err := st.Days(ctx, db.Gorm, store.DayQuery{From: "2025-01-01", To: "2026-01-01"})
+			require.NoError(t, err)
+			require.Len(t, days, 36, "days 5 to 40 (today refreshed): older ones are past Keep")
+			require.Equal(t, "2025-10-06", days[0].Day)
+
+			rows, err := maintain.RollDay(ctx, st, first)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			d := rows[0]
+			require.Equal(t, store.DayRow{Day: "2025-10-01", Kind: "k", Queue: "default", Completed: 20, Failed: 253,
+				P50us: 10e6, P95us: 19e6, MaxUsec: 20e6, Errors: d.Errors}, d)
+			var errs map[string]int64
+			require.NoError(t, json.Unmarshal(d.Errors, &errs))
+			require.Len(t, errs, 21)
+			require.EqualValues(t, 22, errs["feed a down for <n>s"])
+			require.EqualValues(t, 3, errs[maintain.OtherErrors], "the two smallest shapes")
+			require.NotContains(t, errs, "feed v down for <n>s")
+
+			for range 10 {
+				if next, err = prune.Run(ctx); err != nil || next == maintain.PruneEvery {
+					break
+				}
+			}
+			require.NoError(t, err)
+			require.EqualValues(t, 253+1, db.Count(t, "SELECT count(*) FROM sheaf_jobs"),
+				"the completed jobs of final days are gone; failures have no rule")
+		})
+	}
+}

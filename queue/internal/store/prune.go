@@ -1,0 +1,449 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Pruning finished jobs, and the day roll-ups that keep their history
+// (schema version 9). The statements are the same on both databases but
+// for how times, days, JSON and lists of IDs are bound and read, and for
+// row locks, which only PostgreSQL takes (SQLite writes one transaction at
+// a time).
+
+// Keeper prunes finished jobs and keeps their day roll-ups.
+type Keeper interface {
+	// Prune deletes, in one transaction, at most p.Limit finished jobs
+	// that p's rules no longer keep, with their recorded attempts and the
+	// audit entries that target them alone, walking finished jobs from
+	// p.After on by (completed_at, id). A job is kept while another job
+	// of its run or of its period is not yet due for deletion itself
+	// (not finished, or kept longer): its dependants may still need it.
+	// Archive, if set, sees the jobs first, in the transaction; its error
+	// rolls the batch back.
+	Prune(ctx context.Context, p Prune) (PruneResult, error)
+	// FirstFinished returns when the earliest finished job finished;
+	// ok is false when there is none.
+	FirstFinished(ctx context.Context) (t time.Time, ok bool, err error)
+	// Finished calls each for every job that finished in [from, to).
+	Finished(ctx context.Context, from, to time.Time, each func(FinishedJob)) error
+	// PutDay replaces the roll-ups of day (a Day string) with rows and, if
+	// final, records day+1 as the first day not final, in one transaction.
+	PutDay(ctx context.Context, day string, rows []DayRow, final bool) error
+	// FinalBefore returns the first day whose roll-up is not final (""
+	// before the first roll-up).
+	FinalBefore(ctx context.Context) (string, error)
+	// Days reads the roll-ups q selects, by day, kind and queue.
+	Days(ctx context.Context, db *gorm.DB, q DayQuery) ([]DayRow, error)
+	// DropDays deletes the roll-ups of the days before before.
+	DropDays(ctx context.Context, before string) (int64, error)
+}
+
+// DayLayout is how a day is written: a UTC date.
+const DayLayout = "2006-01-02"
+
+// Prune asks for one batch of deletions.
+type Prune struct {
+	// Rules say until when finished jobs are kept, the first of a kind and
+	// status, then the status's with Kind "". A job no rule covers, or
+	// whose rule is Forever, is kept.
+	Rules []KeepRule
+	// After is where the walk starts: jobs finished after it (by
+	// completed_at, then id). Zero: from the oldest.
+	After Place
+	// Limit is how many jobs the batch examines, at most.
+	Limit int
+	// Archive, if set, receives the IDs of the batch's jobs in the
+	// transaction that deletes them, before they are deleted.
+	Archive func(tx *gorm.DB, ids []int64) error
+}
+
+// KeepRule keeps the jobs of a status (and, if Kind is set, of a kind)
+// that finished at or after Before, or all of them if Forever.
+type KeepRule struct {
+	Kind, Status string
+	Before       time.Time
+	Forever      bool
+}
+
+// Place is a finished job's place in the walk.
+type Place struct {
+	At time.Time
+	ID int64
+}
+
+// PruneResult is what a batch did: the IDs it deleted, where the next
+// batch starts, and whether the walk reached the last job due.
+type PruneResult struct {
+	Deleted []int64
+	Next    Place
+	Done    bool
+}
+
+// FinishedJob is a finished job as a roll-up reads it.
+type FinishedJob struct {
+	Kind, Queue, Status string
+	Attempts            int
+	Started, Finished   *time.Time
+	LastError           *string
+}
+
+// DayRow is one day's roll-up of a kind on a queue. Durations are in
+// microseconds; Errors is a JSON object of counts by error shape.
+type DayRow struct {
+	Day, Kind, Queue               string
+	Completed, Failed, Cancelled   int64
+	Retries, P50us, P95us, MaxUsec int64
+	Errors                         []byte
+}
+
+// DayQuery selects roll-ups: From inclusive, To exclusive (Day strings),
+// and Kind and Queue if set.
+type DayQuery struct {
+	Kind, Queue, From, To string
+}
+
+// keeping is what tells the two databases' statements apart.
+type keeping struct {
+	at      func(time.Time) any // binds a time
+	ts      string              // a bound time in an expression
+	day     string              // a bound day
+	dayText string              // a day column read as text: %s is the column
+	json    string              // a bound JSON text
+	lock    string              // what locks the rows a batch deletes
+	in      func(col string, ids []int64) (string, any)
+	// auditIn is a condition that an audit entry targets one of ids.
+	auditIn func(_ string, ids []int64) (string, any)
+}
+
+var pgKeeping = keeping{
+	at: pgTime, ts: "CAST(? AS timestamptz)", day: "CAST(? AS date)", dayText: "to_char(%s, 'YYYY-MM-DD')",
+	json: "CAST(? AS jsonb)", lock: " FOR UPDATE SKIP LOCKED",
+	in: func(col string, ids []int64) (string, any) {
+		return col + " = ANY(CAST(? AS bigint[]))", IDListValue(ids)
+	},
+	auditIn: func(_ string, ids []int64) (string, any) {
+		return "target ->> 'job' = ANY(CAST(? AS text[]))", IDListValue(ids)
+	},
+}
+
+var sqliteKeeping = keeping{
+	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?",
+	in: func(col string, ids []int64) (string, any) { return inList(col, "?"), jsonIDs(ids) },
+	auditIn: func(_ string, ids []int64) (string, any) {
+		return "CAST(target AS TEXT) ->> '$.job' IN (SELECT value FROM json_each(?))", jsonIDs(ids)
+	},
+}
+
+// finishedStatuses is the predicate of index sheaf_jobs_finished, in its
+// words (SQLite uses a partial index only for a query that repeats it).
+const finishedStatuses = "status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+
+// keptUntil is the time before which the job aliased a finished no
+// longer keeps it, or NULL if kept: a CASE over the rules.
+func (k keeping) keptUntil(a string, rules []KeepRule) (string, []any) {
+	var b strings.Builder
+	var args []any
+	b.WriteString("CASE")
+	for _, r := range rules {
+		b.WriteString(" WHEN ")
+		if r.Kind != "" {
+			b.WriteString(a + ".kind = ? AND ")
+			args = append(args, r.Kind)
+		}
+		b.WriteString(a + ".status = ? THEN ")
+		args = append(args, r.Status)
+		if r.Forever {
+			b.WriteString("NULL")
+		} else {
+			b.WriteString(k.ts)
+			args = append(args, k.at(r.Before))
+		}
+	}
+	b.WriteString(" END")
+	return b.String(), args
+}
+
+// due is a condition that the job aliased a is finished and due for
+// deletion.
+func (k keeping) due(a string, rules []KeepRule) (string, []any) {
+	until, args := k.keptUntil(a, rules)
+	return "(" + a + "." + finishedStatuses + " AND " + a + ".completed_at < " + until + ")", args
+}
+
+// candidatesSQL selects, locked, a batch's jobs due for deletion after a
+// place, in order, with their runs and periods.
+func (k keeping) candidatesSQL(p Prune) (string, []any) {
+	due, args := k.due("j", p.Rules)
+	q := `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
+	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + due + `
+	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock
+	return q, append(append([]any{k.at(p.After.At), p.After.ID}, args...), p.Limit)
+}
+
+// blocked returns those of vals, runs or periods (col), that have a job
+// not due for deletion. It looks the few values of a batch up one by one
+// in their index: a join would read every run's jobs.
+func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	list := make([]string, 0, len(vals))
+	for v := range vals {
+		list = append(list, v)
+	}
+	due, args := k.due("o", rules)
+	var out []string
+	err := tx.Raw("SELECT DISTINCT o."+col+" FROM sheaf_jobs o WHERE o."+col+" IN ? AND NOT coalesce("+due+", false)",
+		append([]any{list}, args...)...).Scan(&out).Error
+	blocked := make(map[string]bool, len(out))
+	for _, v := range out {
+		blocked[v] = true
+	}
+	return blocked, err
+}
+
+func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
+	var res PruneResult
+	if p.Limit < 1 {
+		return res, fmt.Errorf("prune: limit %d not positive", p.Limit)
+	}
+	q, args := k.candidatesSQL(p)
+	rows, err := tx.Raw(q, args...).Rows()
+	if err != nil {
+		return res, err
+	}
+	defer rows.Close()
+	type cand struct {
+		id          int64
+		run, period sql.NullString
+	}
+	var cands []cand
+	runs, periods := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var (
+			c  cand
+			at sqlTime
+		)
+		if err := rows.Scan(&c.id, &at, &c.run, &c.period); err != nil {
+			return res, err
+		}
+		cands = append(cands, c)
+		res.Next = Place{At: at.t, ID: c.id}
+		if c.run.Valid {
+			runs[c.run.String] = true
+		}
+		if c.period.Valid {
+			periods[c.period.String] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	rows.Close()
+	if runs, err = k.blocked(tx, "run_id", runs, p.Rules); err != nil {
+		return res, err
+	}
+	if periods, err = k.blocked(tx, "period", periods, p.Rules); err != nil {
+		return res, err
+	}
+	for _, c := range cands {
+		if !(c.run.Valid && runs[c.run.String]) && !(c.period.Valid && periods[c.period.String]) {
+			res.Deleted = append(res.Deleted, c.id)
+		}
+	}
+	n := len(cands)
+	res.Done = n < p.Limit
+	if len(res.Deleted) == 0 {
+		return res, nil
+	}
+	if p.Archive != nil {
+		if err := p.Archive(tx, res.Deleted); err != nil {
+			return PruneResult{}, fmt.Errorf("archive: %w", err)
+		}
+	}
+	// Audit entries that target one job name it as {"job": id}; those that
+	// target a filter or a list of jobs stay.
+	for _, del := range []struct {
+		table string
+		in    func(col string, ids []int64) (string, any)
+		col   string
+	}{{"sheaf_attempts", k.in, "job_id"}, {"sheaf_audit", k.auditIn, ""}, {JobsTable, k.in, "id"}} {
+		cond, arg := del.in(del.col, res.Deleted)
+		if err := tx.Exec("DELETE FROM "+del.table+" WHERE "+cond, arg).Error; err != nil {
+			return PruneResult{}, fmt.Errorf("prune %s: %w", del.table, err)
+		}
+	}
+	return res, nil
+}
+
+func (k keeping) firstFinished(ctx context.Context, db *gorm.DB) (time.Time, bool, error) {
+	var at sqlTime
+	err := db.WithContext(ctx).Raw("SELECT min(completed_at) FROM sheaf_jobs WHERE " + finishedStatuses).Row().Scan(&at)
+	return at.t, at.valid, err
+}
+
+func (k keeping) finished(ctx context.Context, db *gorm.DB, from, to time.Time, each func(FinishedJob)) error {
+	rows, err := db.WithContext(ctx).Raw(`SELECT kind, queue, status, attempts, started_at, completed_at, substr(last_error, 1, 500)
+		FROM sheaf_jobs WHERE `+finishedStatuses+` AND completed_at >= `+k.ts+` AND completed_at < `+k.ts,
+		k.at(from), k.at(to)).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			j                  FinishedJob
+			started, completed sqlTime
+		)
+		if err := rows.Scan(&j.Kind, &j.Queue, &j.Status, &j.Attempts, &started, &completed, &j.LastError); err != nil {
+			return err
+		}
+		j.Started, j.Finished = started.ptr(), completed.ptr()
+		each(j)
+	}
+	return rows.Err()
+}
+
+func (k keeping) putDay(tx *gorm.DB, day string, rows []DayRow, final bool) error {
+	if err := tx.Exec("DELETE FROM sheaf_history WHERE day = "+k.day, day).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		var errs any
+		if r.Errors != nil {
+			errs = string(r.Errors)
+		}
+		if err := tx.Exec(`INSERT INTO sheaf_history (day, kind, queue, completed, failed, cancelled, retries, p50_us, p95_us, max_us, errors)
+			VALUES (`+k.day+`, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+k.json+`)`,
+			day, r.Kind, r.Queue, r.Completed, r.Failed, r.Cancelled, r.Retries, r.P50us, r.P95us, r.MaxUsec, errs).Error; err != nil {
+			return err
+		}
+	}
+	if !final {
+		return nil
+	}
+	d, err := time.Parse(DayLayout, day)
+	if err != nil {
+		return err
+	}
+	return tx.Exec(`INSERT INTO sheaf_rollup (id, final_before) VALUES (1, `+k.day+`)
+		ON CONFLICT (id) DO UPDATE SET final_before = excluded.final_before`, d.AddDate(0, 0, 1).Format(DayLayout)).Error
+}
+
+func (k keeping) finalBefore(ctx context.Context, db *gorm.DB) (string, error) {
+	var days []string
+	err := db.WithContext(ctx).Raw("SELECT " + fmt.Sprintf(k.dayText, "final_before") + " FROM sheaf_rollup").Scan(&days).Error
+	if err != nil || len(days) == 0 {
+		return "", err
+	}
+	return days[0], nil
+}
+
+func (k keeping) days(ctx context.Context, db *gorm.DB, q DayQuery) ([]DayRow, error) {
+	s := "SELECT " + fmt.Sprintf(k.dayText, "day") + `, kind, queue, completed, failed, cancelled, retries, p50_us, p95_us, max_us, errors
+		FROM sheaf_history WHERE day >= ` + k.day + " AND day < " + k.day
+	args := []any{q.From, q.To}
+	for _, c := range []struct{ col, val string }{{"kind", q.Kind}, {"queue", q.Queue}} {
+		if c.val != "" {
+			s += " AND " + c.col + " = ?"
+			args = append(args, c.val)
+		}
+	}
+	rows, err := db.WithContext(ctx).Raw(s+" ORDER BY day, kind, queue", args...).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []DayRow
+	for rows.Next() {
+		var r DayRow
+		if err := rows.Scan(&r.Day, &r.Kind, &r.Queue, &r.Completed, &r.Failed, &r.Cancelled, &r.Retries,
+			&r.P50us, &r.P95us, &r.MaxUsec, &r.Errors); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (k keeping) dropDays(ctx context.Context, db *gorm.DB, before string) (int64, error) {
+	res := db.WithContext(ctx).Exec("DELETE FROM sheaf_history WHERE day < "+k.day, before)
+	return res.RowsAffected, res.Error
+}
+
+// The methods of Keeper on each database: PostgreSQL's on its pool,
+// SQLite's writes in the process's turn to write.
+
+func (s *postgres) Prune(ctx context.Context, p Prune) (res PruneResult, err error) {
+	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
+		res, err = pgKeeping.prune(tx, p)
+		return err
+	})
+	return res, err
+}
+
+func (s *postgres) FirstFinished(ctx context.Context) (time.Time, bool, error) {
+	return pgKeeping.firstFinished(ctx, s.gdb)
+}
+
+func (s *postgres) Finished(ctx context.Context, from, to time.Time, each func(FinishedJob)) error {
+	return pgKeeping.finished(ctx, s.gdb, from, to, each)
+}
+
+func (s *postgres) PutDay(ctx context.Context, day string, rows []DayRow, final bool) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return pgKeeping.putDay(tx, day, rows, final) })
+}
+
+func (s *postgres) FinalBefore(ctx context.Context) (string, error) {
+	return pgKeeping.finalBefore(ctx, s.gdb)
+}
+
+func (s *postgres) Days(ctx context.Context, db *gorm.DB, q DayQuery) ([]DayRow, error) {
+	return pgKeeping.days(ctx, db, q)
+}
+
+func (s *postgres) DropDays(ctx context.Context, before string) (int64, error) {
+	return pgKeeping.dropDays(ctx, s.gdb, before)
+}
+
+func (s *sqlite) Prune(ctx context.Context, p Prune) (res PruneResult, err error) {
+	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
+		res, err = sqliteKeeping.prune(tx, p)
+		return err
+	})
+	return res, err
+}
+
+func (s *sqlite) FirstFinished(ctx context.Context) (time.Time, bool, error) {
+	return sqliteKeeping.firstFinished(ctx, s.gdb)
+}
+
+func (s *sqlite) Finished(ctx context.Context, from, to time.Time, each func(FinishedJob)) error {
+	return sqliteKeeping.finished(ctx, s.gdb, from, to, each)
+}
+
+func (s *sqlite) PutDay(ctx context.Context, day string, rows []DayRow, final bool) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return sqliteKeeping.putDay(tx, day, rows, final) })
+}
+
+func (s *sqlite) FinalBefore(ctx context.Context) (string, error) {
+	return sqliteKeeping.finalBefore(ctx, s.gdb)
+}
+
+func (s *sqlite) Days(ctx context.Context, db *gorm.DB, q DayQuery) ([]DayRow, error) {
+	return sqliteKeeping.days(ctx, db, q)
+}
+
+func (s *sqlite) DropDays(ctx context.Context, before string) (n int64, err error) {
+	err = s.statement(ctx, s.gdb, func(db *gorm.DB) error {
+		n, err = sqliteKeeping.dropDays(ctx, db, before)
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,209 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// dbTime binds a time as st writes it.
+func dbTime(st store.Store, t time.Time) any {
+	if st.Dialect() == "sqlite" {
+		return t.UTC().Format(store.SQLiteTimeLayout)
+	}
+	return t
+}
+
+// finish marks job id finished with status at, started a second earlier.
+func finish(t *testing.T, st store.Store, db *gorm.DB, id int64, status string, at time.Time) {
+	t.Helper()
+	require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = ?, attempts = 2, started_at = ?, completed_at = ?, last_error = ? WHERE id = ?",
+		status, dbTime(st, at.Add(-time.Second)), dbTime(st, at), "boom 42", id).Error)
+}
+
+func remaining(t *testing.T, db *gorm.DB) []int64 {
+	t.Helper()
+	var ids []int64
+	require.NoError(t, db.Raw("SELECT id FROM sheaf_jobs ORDER BY id").Scan(&ids).Error)
+	return ids
+}
+
+// jsonArg is a bound JSON text in st's SQL.
+func jsonArg(st store.Store) string {
+	if st.Dialect() == "sqlite" {
+		return "CAST(? AS BLOB)"
+	}
+	return "CAST(? AS jsonb)"
+}
+
+func strp(s string) *string { return &s }
+
+// Prune deletes what its rules no longer keep, with its attempts and the
+// audit entries that target it alone; it keeps what a rule keeps forever,
+// what is recent, and jobs of a run or period that is not all due.
+func TestPruneDeletesWhatNoRuleKeeps(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		old, recent := now.Add(-48*time.Hour), now.Add(-time.Minute)
+		ins := migrateAndInsert(t, st, db,
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 1 old completed: goes
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 2 recent completed: stays
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 3 old failed, kept forever
+			store.NewJob{Kind: "b", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r1")},          // 4 old completed, run unfinished
+			store.NewJob{Kind: "b", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r1")},          // 5 queued
+			store.NewJob{Kind: "b", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", Period: strp("2026-01-01")}, // 6 old completed, period has a recent failure
+			store.NewJob{Kind: "c", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", Period: strp("2026-01-01")}, // 7 recent cancelled
+			store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 8 old completed, kind kept forever
+		)
+		id := func(i int) int64 { return ins[i-1].ID }
+		finish(t, st, db, id(1), "COMPLETED", old)
+		finish(t, st, db, id(2), "COMPLETED", recent)
+		finish(t, st, db, id(3), "FAILED", old)
+		finish(t, st, db, id(4), "COMPLETED", old)
+		finish(t, st, db, id(6), "COMPLETED", old)
+		finish(t, st, db, id(7), "CANCELLED", recent)
+		finish(t, st, db, id(8), "COMPLETED", old)
+		for _, q := range []string{
+			"INSERT INTO sheaf_attempts (job_id, claim, outcome) VALUES (?, 1, 'retried')",
+			"INSERT INTO sheaf_audit (actor, action, target, result) VALUES ('ann', 'retry', " + jsonArg(st) + ", 'ok')",
+		} {
+			for _, j := range []int64{id(1), id(2)} {
+				arg := any(j)
+				if strings.Contains(q, "audit") {
+					arg = fmt.Sprintf(`{"job": %d}`, j)
+				}
+				require.NoError(t, db.Exec(q, arg).Error)
+			}
+		}
+		require.NoError(t, db.Exec("INSERT INTO sheaf_audit (actor, action, target, result) VALUES ('ann', 'retry', "+jsonArg(st)+", 'ok')",
+			`{"ids": [1, 2]}`).Error)
+		cut := now.Add(-time.Hour)
+		rules := []store.KeepRule{
+			{Kind: "k", Status: "COMPLETED", Forever: true},
+			{Status: "COMPLETED", Before: cut}, {Status: "CANCELLED", Before: cut}, {Status: "FAILED", Forever: true},
+		}
+		res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		require.True(t, res.Done)
+		require.Equal(t, []int64{id(1)}, res.Deleted)
+		require.Equal(t, []int64{id(2), id(3), id(4), id(5), id(6), id(7), id(8)}, remaining(t, db))
+		var attempts, audits []int64
+		require.NoError(t, db.Raw("SELECT job_id FROM sheaf_attempts ORDER BY job_id").Scan(&attempts).Error)
+		require.Equal(t, []int64{id(2)}, attempts)
+		require.NoError(t, db.Raw("SELECT id FROM sheaf_audit").Scan(&audits).Error)
+		require.Len(t, audits, 2, "the entry of the job that stays and the one of a list stay")
+
+		// The run finishes and the period's last job comes due: both go.
+		finish(t, st, db, id(5), "COMPLETED", old)
+		finish(t, st, db, id(7), "CANCELLED", old)
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []int64{id(4), id(5), id(6), id(7)}, res.Deleted)
+		require.Equal(t, []int64{id(2), id(3), id(8)}, remaining(t, db))
+	})
+}
+
+// A batch whose jobs are all kept still moves the walk on, so jobs after
+// them are reached; an archive that fails deletes nothing.
+func TestPruneWalksPastKeptJobsAndArchivesFirst(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		ins := migrateAndInsert(t, st, db,
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r")},
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r")},
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
+		finish(t, st, db, ins[0].ID, "COMPLETED", now.Add(-3*time.Hour)) // its run's other job is queued
+		finish(t, st, db, ins[2].ID, "COMPLETED", now.Add(-2*time.Hour))
+		rules := []store.KeepRule{{Status: "COMPLETED", Before: now.Add(-time.Hour)}}
+
+		res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 1})
+		require.NoError(t, err)
+		require.Empty(t, res.Deleted)
+		require.False(t, res.Done)
+		require.Equal(t, ins[0].ID, res.Next.ID)
+
+		boom := errors.New("disk full")
+		var seen []int64
+		_, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 1, After: res.Next, Archive: func(tx *gorm.DB, ids []int64) error {
+			seen = ids
+			return boom
+		}})
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, []int64{ins[2].ID}, seen)
+		require.Len(t, remaining(t, db), 3, "a failed archive deletes nothing")
+
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 1, After: res.Next, Archive: func(tx *gorm.DB, ids []int64) error {
+			var n int64
+			require.NoError(t, tx.Raw("SELECT count(*) FROM sheaf_jobs WHERE id = ?", ids[0]).Scan(&n).Error)
+			require.EqualValues(t, 1, n, "the archive sees the jobs before they go")
+			return nil
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[2].ID}, res.Deleted)
+		require.Equal(t, []int64{ins[0].ID, ins[1].ID}, remaining(t, db))
+
+		_, err = st.Prune(ctx, store.Prune{Rules: rules})
+		require.ErrorContains(t, err, "limit 0 not positive")
+	})
+}
+
+// Day roll-ups replace a day's rows, mark days final, and are read back by
+// day, kind and queue.
+func TestDayRollups(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
+		_, ok, err := st.FirstFinished(ctx)
+		require.NoError(t, err)
+		require.False(t, ok)
+		at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+		finish(t, st, db, ins[0].ID, "FAILED", at)
+		first, ok, err := st.FirstFinished(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, first.Equal(at), "%v", first)
+		var got []store.FinishedJob
+		require.NoError(t, st.Finished(ctx, at.Add(-time.Hour), at.Add(time.Hour), func(j store.FinishedJob) { got = append(got, j) }))
+		require.Len(t, got, 1)
+		require.Equal(t, "FAILED", got[0].Status)
+		require.Equal(t, "boom 42", *got[0].LastError)
+		require.Equal(t, time.Second, got[0].Finished.Sub(*got[0].Started))
+
+		fb, err := st.FinalBefore(ctx)
+		require.NoError(t, err)
+		require.Empty(t, fb)
+		rows := []store.DayRow{{Day: "2026-03-04", Kind: "a", Queue: "q", Failed: 1, Retries: 1, Errors: []byte(`{"boom <n>": 1}`)},
+			{Day: "2026-03-04", Kind: "b", Queue: "q", Completed: 2, P50us: 10, P95us: 20, MaxUsec: 30}}
+		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows, false))
+		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows, true), "again: the day's rows are replaced")
+		require.NoError(t, st.PutDay(ctx, "2026-03-05", rows[1:], false))
+		fb, err = st.FinalBefore(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "2026-03-05", fb)
+
+		days, err := st.Days(ctx, db, store.DayQuery{From: "2026-03-01", To: "2026-03-05"})
+		require.NoError(t, err)
+		require.Len(t, days, 2)
+		require.Equal(t, "2026-03-04", days[0].Day)
+		require.JSONEq(t, `{"boom <n>": 1}`, string(days[0].Errors))
+		require.Equal(t, rows[1].MaxUsec, days[1].MaxUsec)
+		days, err = st.Days(ctx, db, store.DayQuery{Kind: "b", Queue: "q", From: "2026-03-01", To: "2026-03-09"})
+		require.NoError(t, err)
+		require.Len(t, days, 2)
+		require.Equal(t, "2026-03-05", days[1].Day)
+
+		n, err := st.DropDays(ctx, "2026-03-05")
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+	})
+}

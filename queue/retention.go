@@ -1,0 +1,244 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// KeepForever, as a Retention duration, keeps what it applies to forever.
+const KeepForever time.Duration = -1
+
+// Default retention, by how long after it finished a job is deleted. A
+// nightly shop looks back about a week to see what ran, so completed jobs
+// stay 7 days; failed and cancelled jobs are what someone must look into,
+// and must outlast a long weekend and a holiday, so they stay 30 days.
+// Day roll-ups keep the history that the morning review and the console's
+// charts compare with for a year, at a few rows per kind a day.
+const (
+	DefaultKeepCompleted = 7 * 24 * time.Hour
+	DefaultKeepCancelled = 30 * 24 * time.Hour
+	DefaultKeepFailed    = 30 * 24 * time.Hour
+	DefaultKeepHistory   = 365 * 24 * time.Hour
+	// MinRetention is the shortest retention accepted: shorter would
+	// delete jobs an operator is still looking at.
+	MinRetention = time.Hour
+)
+
+// Retention says how long finished jobs, by status, and their day roll-ups
+// are kept, for WithRetention (the client's) and Retain (a kind's). A zero
+// duration means the default (the client's, for a kind); KeepForever keeps;
+// any other value must be MinRetention or more. Jobs are kept from the time
+// they finished.
+//
+// A job is deleted with its recorded attempts and the audit entries that
+// target it alone, and not before every other job of its run and of its
+// period may be deleted too: dependants released later still find their
+// parents, and a run is read whole or not at all. Jobs are deleted only
+// once their day is rolled up (see History).
+type Retention struct {
+	Completed, Cancelled, Failed time.Duration
+	// History is how long day roll-ups are kept (client only). Default
+	// DefaultKeepHistory.
+	History time.Duration
+	// Archive, if set (client only), receives every batch of jobs before
+	// they are deleted, in the transaction that deletes them: an error
+	// deletes none of the batch, and the next pass offers it again. It runs
+	// on the elected runner's maintenance, so it must not take long: a
+	// batch is at most 1,000 jobs.
+	Archive func(ctx context.Context, jobs []JobRecord) error
+}
+
+// RetentionError is the error of a Retention that cannot be used. It wraps
+// ErrInvalidOption.
+type RetentionError struct {
+	// Field is the field at fault: Completed, Cancelled, Failed, History
+	// or Archive.
+	Field  string
+	Value  time.Duration
+	Reason string
+}
+
+func (e *RetentionError) Error() string {
+	if e.Field == "Archive" {
+		return fmt.Sprintf("queue: retention: %s %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("queue: retention: %s %v %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOption.
+func (*RetentionError) Unwrap() error { return ErrInvalidOption }
+
+// check refuses durations that are neither zero, KeepForever nor
+// MinRetention or more, and, for a kind, the client-only fields.
+func (r Retention) check(kind bool) error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"Failed", r.Failed}, {"History", r.History}} {
+		switch {
+		case kind && f.name == "History" && f.d != 0:
+			return &RetentionError{Field: f.name, Value: f.d, Reason: "is the client's, not a kind's"}
+		case f.d != 0 && f.d != KeepForever && f.d < MinRetention:
+			return &RetentionError{Field: f.name, Value: f.d,
+				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinRetention)}
+		}
+	}
+	if kind && r.Archive != nil {
+		return &RetentionError{Field: "Archive", Reason: "is the client's, not a kind's"}
+	}
+	return nil
+}
+
+// clientOption is a ClientOption only.
+type clientOption func(*config) error
+
+func (f clientOption) applyClient(c *config) error { return f(c) }
+
+// WithRetention sets how long the client's finished jobs and day roll-ups
+// are kept (see Retention), by the maintenance of its runners: the elected
+// runner deletes finished jobs in batches of 1,000, each its own short
+// transaction, and keeps the roll-ups. Default: DefaultKeepCompleted,
+// DefaultKeepCancelled, DefaultKeepFailed and DefaultKeepHistory. A bad
+// value is a *RetentionError.
+func WithRetention(r Retention) ClientOption {
+	return clientOption(func(c *config) error {
+		if err := r.check(false); err != nil {
+			return err
+		}
+		c.retention = r
+		return nil
+	})
+}
+
+// Retain sets how long a kind's finished jobs are kept, by status,
+// overriding the client's retention; zero fields keep the client's. History
+// and Archive are the client's: set here, they are a *RetentionError.
+func Retain(r Retention) RegisterOption {
+	return kindOption(func(o *jobOptions) error {
+		if err := r.check(true); err != nil {
+			return err
+		}
+		o.retain = r
+		return nil
+	})
+}
+
+// keepOf is how maintain keeps jobs of status for d.
+func keepOf(kind string, status Status, d time.Duration) maintain.Keep {
+	return maintain.Keep{Kind: kind, Status: string(status), For: d, Forever: d == KeepForever}
+}
+
+// keepRules are the pruning rules of the client's retention and of its
+// registry's kinds at this moment: the kinds' overrides, then the
+// client's, with the defaults for what neither sets.
+func (c *ops) keepRules() []maintain.Keep {
+	r := c.cfg.retention
+	client := []struct {
+		status Status
+		d      time.Duration
+	}{
+		{StatusCompleted, orDefault(r.Completed, DefaultKeepCompleted)},
+		{StatusCancelled, orDefault(r.Cancelled, DefaultKeepCancelled)},
+		{StatusFailed, orDefault(r.Failed, DefaultKeepFailed)},
+	}
+	var rules []maintain.Keep
+	c.reg.mu.RLock()
+	for kind, e := range c.reg.kinds {
+		own := e.defaults.retain
+		for i, d := range []time.Duration{own.Completed, own.Cancelled, own.Failed} {
+			if d != 0 && d != client[i].d {
+				rules = append(rules, keepOf(kind, client[i].status, d))
+			}
+		}
+	}
+	c.reg.mu.RUnlock()
+	slices.SortFunc(rules, func(a, b maintain.Keep) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Status, b.Status))
+	})
+	for _, s := range client {
+		rules = append(rules, keepOf("", s.status, s.d))
+	}
+	return rules
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// archiver hands the client's Archive the jobs of a batch, read in the
+// batch's transaction; nil without an Archive.
+func (c *ops) archiver() func(tx *gorm.DB, ids []int64) error {
+	archive := c.cfg.retention.Archive
+	if archive == nil {
+		return nil
+	}
+	return func(tx *gorm.DB, ids []int64) error {
+		ctx := tx.Statement.Context
+		var jobs []JobRecord
+		if err := c.st.Jobs(ctx, tx, store.Filter{IDs: ids}, 0, &jobs); err != nil {
+			return err
+		}
+		return archive(ctx, jobs)
+	}
+}
+
+// upkeepAt returns the roll-up and pruning tasks, going by now (nil: the
+// system clock); roll-ups first, so that a leader that runs its tasks in
+// order rolls a day up before it prunes it (the pruner checks anyway).
+func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
+	return []maintain.Task{
+		&maintain.Rollup{Store: c.st, Keep: orDefault(c.cfg.retention.History, DefaultKeepHistory), Now: now},
+		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
+	}
+}
+
+// Prune rolls up the days that are over and deletes, in batches, the
+// finished jobs the client's retention no longer keeps, now, in this
+// process, and returns how many jobs it deleted: what the elected runner's
+// maintenance does every 10 minutes, for a program that runs no runner, or
+// an operator who changed the retention. It is safe while runners work,
+// each batch a short transaction; one that meets the maintenance rolling
+// up the same day at the same moment may fail, and may be called again.
+func (c *Client) Prune(ctx context.Context) (int64, error) {
+	tasks := c.upkeepAt(nil)
+	for _, t := range tasks {
+		for {
+			next, err := t.Run(ctx)
+			if err != nil {
+				return pruned(tasks), fmt.Errorf("queue: %w", err)
+			}
+			if next != 0 && next != maintain.PrunePause {
+				break // the round is over
+			}
+			if err := pause(ctx, next); err != nil {
+				return pruned(tasks), err
+			}
+		}
+	}
+	return pruned(tasks), nil
+}
+
+func pruned(tasks []maintain.Task) int64 { return tasks[1].(*maintain.Prune).Deleted() }
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

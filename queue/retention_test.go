@@ -1,0 +1,229 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+)
+
+func TestRetentionRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	for _, c := range []struct {
+		r     queue.Retention
+		field string
+	}{
+		{queue.Retention{Completed: time.Minute}, "Completed"},
+		{queue.Retention{Failed: -2}, "Failed"},
+		{queue.Retention{History: time.Second}, "History"},
+	} {
+		_, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithRetention(c.r))
+		var re *queue.RetentionError
+		require.ErrorAs(t, err, &re, "%+v", c.r)
+		require.ErrorIs(t, err, queue.ErrInvalidOption)
+		require.Equal(t, c.field, re.Field)
+		require.ErrorContains(t, err, "queue: retention: "+c.field)
+	}
+	_, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithRetention(queue.Retention{Completed: queue.KeepForever, Failed: queue.MinRetention}))
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		r     queue.Retention
+		field string
+	}{
+		{queue.Retention{History: 48 * time.Hour}, "History"},
+		{queue.Retention{Archive: func(context.Context, []queue.JobRecord) error { return nil }}, "Archive"},
+		{queue.Retention{Cancelled: time.Nanosecond}, "Cancelled"},
+	} {
+		err := queue.Register(e.reg, nopHandler[noop](), queue.Retain(c.r))
+		var re *queue.RetentionError
+		require.ErrorAs(t, err, &re, "%+v", c.r)
+		require.Equal(t, c.field, re.Field)
+	}
+}
+
+// run calls a task until it says its round is over (it returns every),
+// and fails the test on an error or if it never is.
+func run(t *testing.T, task maintain.Task, every time.Duration) {
+	t.Helper()
+	for range 1000 {
+		next, err := task.Run(context.Background())
+		require.NoError(t, err, task.Name())
+		if next == every {
+			return
+		}
+	}
+	t.Fatalf("%s never finished its round", task.Name())
+}
+
+// nightOf is the start of night n (1 is 2025-11-01) at 23:00 UTC.
+func nightOf(n int) time.Time { return time.Date(2025, 11, n, 23, 0, 0, 0, time.UTC) }
+
+// insertNight stores night n's county reports, finished, each taking took
+// (slow, if not zero, the first of them); it returns their IDs.
+func insertNight(t *testing.T, e *env, n, jobs int, took, slow time.Duration) []int64 {
+	t.Helper()
+	day := nightOf(n).Format("2006-01-02")
+	ids := make([]int64, jobs)
+	for i := range jobs {
+		s := nightOf(n).Add(time.Duration(i) * time.Second)
+		d := took
+		if i == 0 && slow != 0 {
+			d = slow
+		}
+		c := s.Add(d)
+		ids[i] = insertJob(t, e, "county_daily", "COMPLETED", "nightly@"+day, day, 1, &s, &c, "")
+	}
+	return ids
+}
+
+// Thirty nights are rolled up, then pruned; on night 31 one report takes
+// ten times as long, and the review flags it against nights 1 to 30,
+// whose rows are gone.
+func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	ctx := context.Background()
+	for n := 1; n <= 30; n++ {
+		insertNight(t, e, n, 3, time.Minute, 0)
+	}
+	// A failure on night 30 that operators still need: kept 30 days.
+	s, c := nightOf(30).Add(30*time.Minute), nightOf(30).Add(30*time.Minute+time.Second)
+	failed := insertJob(t, e, "county_weekly", "FAILED", "", "", 3, &s, &c, "upstream returned 503 for request 0x1f")
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{Completed: time.Hour}))
+	require.NoError(t, err)
+	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
+	tasks := queue.Upkeep(client, func() time.Time { return now })
+	rollup, prune := tasks[0], tasks[1]
+	require.Equal(t, "rollup", rollup.Name())
+	require.Equal(t, "prune", prune.Name())
+
+	run(t, prune, maintain.PruneEvery)
+	require.EqualValues(t, 91, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing is pruned before it is rolled up")
+	run(t, rollup, maintain.RollupEvery)
+	run(t, rollup, maintain.RollupEvery) // again: the same rows
+	run(t, prune, maintain.PruneEvery)
+	require.Equal(t, []int64{failed}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"), "nights 1 to 30 are pruned; the failure stays")
+
+	days, err := client.History(ctx, queue.HistoryQuery{Kind: "county_daily", From: nightOf(1), To: now})
+	require.NoError(t, err)
+	require.Len(t, days, 30)
+	for i, d := range days {
+		require.Equal(t, nightOf(i+1).Truncate(24*time.Hour), d.Day)
+		require.Equal(t, queue.DayStats{Day: d.Day, Kind: "county_daily", Queue: queue.DefaultQueue, Completed: 3,
+			P50: time.Minute, P95: time.Minute, Max: time.Minute}, d)
+	}
+	weekly, err := client.History(ctx, queue.HistoryQuery{Kind: "county_weekly", From: nightOf(1), To: now})
+	require.NoError(t, err)
+	require.Len(t, weekly, 1)
+	require.Equal(t, map[string]int64{"upstream returned <n> for request <hex>": 1}, weekly[0].Errors)
+	require.EqualValues(t, 1, weekly[0].Failed)
+	require.EqualValues(t, 2, weekly[0].Retries)
+
+	// Night 31, read from the jobs themselves: its day is not rolled up.
+	slow := insertNight(t, e, 31, 3, time.Minute, 10*time.Minute)[0]
+	today, err := client.History(ctx, queue.HistoryQuery{From: now, To: now.Add(48 * time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, today, 1)
+	require.EqualValues(t, 3, today[0].Completed)
+	require.Equal(t, 10*time.Minute, today[0].Max)
+
+	rv, err := client.Review(ctx, queue.ReviewQuery{Period: "2025-12-01"})
+	require.NoError(t, err)
+	require.Len(t, rv.Slow, 1)
+	require.Equal(t, slow, rv.Slow[0].Job.ID)
+	require.Equal(t, time.Minute, rv.Slow[0].Typical)
+}
+
+func jobIDsOf(t *testing.T, e *env, query string) []int64 {
+	t.Helper()
+	var out []int64
+	require.NoError(t, e.db.Gorm.Raw(query).Scan(&out).Error)
+	return out
+}
+
+// A kind's own retention overrides the client's; an archive sees every job
+// before it goes, and one that fails deletes nothing.
+func TestRetainAndArchive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(reg *queue.Registry) {
+		require.NoError(t, queue.Register(reg, nopHandler[noop](),
+			queue.Retain(queue.Retention{Completed: queue.KeepForever})))
+	})
+	old := time.Date(2025, 11, 1, 1, 0, 0, 0, time.UTC)
+	kept := insertJob(t, e, "noop", "COMPLETED", "", "", 1, &old, &old, "")
+	gone := insertJob(t, e, "report", "COMPLETED", "", "", 1, &old, &old, "")
+	var archived []queue.JobRecord
+	fail := true
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{
+		Archive: func(_ context.Context, jobs []queue.JobRecord) error {
+			if fail {
+				return errors.New("bucket unreachable")
+			}
+			archived = append(archived, jobs...)
+			return nil
+		}}))
+	require.NoError(t, err)
+	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
+	tasks := queue.Upkeep(client, func() time.Time { return now })
+	run(t, tasks[0], maintain.RollupEvery)
+
+	_, err = tasks[1].Run(context.Background())
+	require.ErrorContains(t, err, "bucket unreachable")
+	require.Equal(t, []int64{kept, gone}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
+
+	fail = false
+	run(t, tasks[1], maintain.PruneEvery)
+	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
+	require.Len(t, archived, 1)
+	require.Equal(t, gone, archived[0].ID)
+	require.Equal(t, "report", archived[0].Kind)
+}
+
+func TestHistoryRefusesBadQueries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	now := time.Now()
+	for _, q := range []queue.HistoryQuery{
+		{},
+		{From: now, To: now.Add(-time.Hour)},
+		{From: now.AddDate(-20, 0, 0), To: now},
+		{From: now.Add(-time.Hour), Kind: "a\x00b"},
+	} {
+		_, err := e.client.History(ctx, q)
+		require.ErrorIs(t, err, queue.ErrInvalidOption, fmt.Sprintf("%+v", q))
+	}
+	days, err := e.client.History(ctx, queue.HistoryQuery{From: now.Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, days)
+}
+
+// Client.Prune rolls up and prunes at once, and says how many jobs went;
+// a cancelled context stops it with its error.
+func TestClientPrune(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	old := time.Now().AddDate(0, 0, -40)
+	for range 3 {
+		insertJob(t, e, "report", "COMPLETED", "", "", 1, &old, &old, "")
+	}
+	recent := time.Now().Add(-time.Minute)
+	kept := insertJob(t, e, "report", "COMPLETED", "", "", 1, &recent, &recent, "")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := e.client.Prune(cancelled)
+	require.ErrorIs(t, err, context.Canceled)
+
+	n, err := e.client.Prune(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"))
+}
