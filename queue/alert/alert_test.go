@@ -394,3 +394,37 @@ func TestAFailingRuleLeavesItsEpisodes(t *testing.T) {
 	require.Len(t, episodes(t, a, alert.StateFiring), 1)
 	require.Len(t, e.sink.types(), 1)
 }
+
+// A kind whose p95 today is well above its usual (the median of its daily
+// p95 over the days before) fires; one as fast as usual does not, nor one
+// with too little history.
+func TestSlowKind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := e.db.Now(t).UTC()
+	complete := func(queueName string, at time.Time, took time.Duration) {
+		id := e.enqueue(t, queue.OnQueue(queueName))
+		require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED', attempts = 1, claims = 1, started_at = ?, completed_at = ? WHERE id = ?",
+			e.db.Time(at.Add(-took)), e.db.Time(at), id).Error)
+	}
+	for day := 1; day <= 4; day++ {
+		for range 3 {
+			complete("slow", now.AddDate(0, 0, -day), 10*time.Second)
+			complete("steady", now.AddDate(0, 0, -day), 10*time.Second)
+		}
+	}
+	for range 5 {
+		complete("slow", now, 40*time.Second)
+		complete("steady", now, 11*time.Second)
+		complete("new", now, time.Hour)
+	}
+	a := e.alerter(t, alert.WithRules(alert.SlowKind(2).Days(7)))
+	run(t, a)
+	require.Equal(t, []string{"firing report on slow"}, e.sink.types())
+	require.Contains(t, e.sink.notices()[0].Summary, "p95 today 40s, usually 10s (over 4 days)")
+
+	_, err := alert.New(e.client, alert.WithRules(alert.SlowKind(1)))
+	require.ErrorIs(t, err, alert.ErrInvalid)
+	_, err = alert.New(e.client, alert.WithRules(alert.SlowKind(2).Days(2)))
+	require.ErrorIs(t, err, alert.ErrInvalid)
+}

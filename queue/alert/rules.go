@@ -411,3 +411,101 @@ func (r *RunDeadlineRule) check(ctx context.Context, e *env) ([]finding, error) 
 	}
 	return out, nil
 }
+
+// Defaults of SlowKind.
+const (
+	DefaultSlowDays    = 14
+	DefaultSlowMinJobs = 5
+	slowMinDays        = 3
+)
+
+// SlowKindRule fires for each kind, on each queue, whose p95 duration
+// today (UTC) is above a factor times its usual: the median of the daily
+// p95 over the days before (queue.Client.History), counting only days
+// with completed jobs, and only when there are at least 3 of them and
+// today has at least MinJobs completed jobs. The key is "kind on queue".
+// It resolves when today's p95 comes back under, or a new day begins.
+type SlowKindRule struct {
+	named
+	factor  float64
+	days    int
+	minJobs int64
+	kinds   []string
+}
+
+// SlowKind returns a rule, named "slow-kind", that fires for a kind whose
+// p95 today is above factor times its usual over the last
+// DefaultSlowDays days.
+func SlowKind(factor float64) *SlowKindRule {
+	return &SlowKindRule{named: named{"slow-kind"}, factor: factor, days: DefaultSlowDays, minJobs: DefaultSlowMinJobs}
+}
+
+// Named renames the rule.
+func (r *SlowKindRule) Named(name string) *SlowKindRule { r.name = name; return r }
+
+// Days sets how many days before today make the usual p95.
+func (r *SlowKindRule) Days(n int) *SlowKindRule { r.days = n; return r }
+
+// MinJobs sets how many jobs must have completed today for its p95 to
+// count. Default DefaultSlowMinJobs.
+func (r *SlowKindRule) MinJobs(n int64) *SlowKindRule { r.minJobs = n; return r }
+
+// Kinds restricts the rule to these kinds.
+func (r *SlowKindRule) Kinds(kinds ...string) *SlowKindRule { r.kinds = kinds; return r }
+
+func (r *SlowKindRule) validate() error {
+	if r.factor <= 1 || r.days < slowMinDays || r.minJobs < 1 {
+		return fmt.Errorf("%w: rule %q: SlowKind needs a factor above 1, at least %d days and at least 1 job", ErrInvalid, r.name, slowMinDays)
+	}
+	return nil
+}
+
+func (r *SlowKindRule) check(ctx context.Context, e *env) ([]finding, error) {
+	now := e.now.UTC()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	days, err := e.c.History(ctx, queue.HistoryQuery{From: today.AddDate(0, 0, -r.days), To: now})
+	if err != nil {
+		return nil, err
+	}
+	type series struct {
+		past  []time.Duration
+		today queue.DayStats
+	}
+	byKey := map[[2]string]*series{}
+	var order [][2]string
+	for _, d := range days {
+		if d.Completed == 0 || len(r.kinds) > 0 && !slices.Contains(r.kinds, d.Kind) {
+			continue
+		}
+		k := [2]string{d.Kind, d.Queue}
+		s := byKey[k]
+		if s == nil {
+			s = &series{}
+			byKey[k] = s
+			order = append(order, k)
+		}
+		if d.Day.Equal(today) {
+			s.today = d
+		} else if d.Day.Before(today) {
+			s.past = append(s.past, d.P95)
+		}
+	}
+	var out []finding
+	for _, k := range order {
+		s := byKey[k]
+		if len(s.past) < slowMinDays || s.today.Completed < r.minJobs {
+			continue
+		}
+		slices.Sort(s.past)
+		usual := s.past[len(s.past)/2]
+		if len(s.past)%2 == 0 {
+			usual = (s.past[len(s.past)/2-1] + usual) / 2
+		}
+		if float64(s.today.P95) > r.factor*float64(usual) {
+			out = append(out, finding{key: k[0] + " on " + k[1], kind: k[0], queue: k[1],
+				summary: fmt.Sprintf("%s on %s: p95 today %v, usually %v (over %d days)", k[0], k[1],
+					s.today.P95.Round(time.Millisecond), usual.Round(time.Millisecond), len(s.past))})
+		}
+	}
+	return out, nil
+}
