@@ -100,6 +100,13 @@ func TestSilenceMutesUntilItExpires(t *testing.T) {
 	require.NoError(t, err)
 	run(t, a)
 	require.Len(t, e.sink.types(), 2)
+
+	// The episode announced before this silence began announces its end,
+	// as does the run's, which no silence covers now.
+	_, err = e.client.Retry(ctx, id)
+	require.NoError(t, err)
+	run(t, a)
+	require.Equal(t, []string{fmt.Sprintf("resolved job %d", id), "resolved night@1"}, e.sink.types()[2:])
 }
 
 // A new Alerter on the same database carries on: it neither announces

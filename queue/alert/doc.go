@@ -60,7 +60,8 @@
 // [Alerter.Silence] mutes a rule's notices until a time, for every key or
 // for one kind or queue. An episode that fires while muted is recorded but
 // not announced; if it still holds when the silence ends, it is announced
-// then. One that resolves while muted sends nothing.
+// then. One that resolves while muted sends nothing; one announced before
+// the silence began still announces its resolution.
 //
 // # One sender
 //

@@ -13,7 +13,9 @@ import (
 // Silence mutes the notices of a rule's episodes until a time: an episode
 // that fires while a silence covers it is recorded but not sent; if it
 // still fires when the silence ends (expires or is removed), its notice is
-// sent then. An episode that resolves while muted sends nothing.
+// sent then. An episode that resolves while muted sends nothing; one
+// whose firing was sent before the silence began still sends its
+// resolution, so that whoever was told it fired is told it ended.
 type Silence struct {
 	ID int64
 	// Rule is the rule's name; required.
