@@ -269,6 +269,12 @@ func (a *Alerter) evaluate(ctx context.Context, now time.Time) []error {
 }
 
 func (a *Alerter) evaluateRule(ctx context.Context, e *env, r Rule, open map[[2]string]store.AlertEpisode, silences []store.AlertSilence) error {
+	e.open = e.open[:0]
+	for k := range open {
+		if k[0] == r.Name() {
+			e.open = append(e.open, k[1])
+		}
+	}
 	found, err := r.check(ctx, e)
 	if err != nil {
 		return err

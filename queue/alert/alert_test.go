@@ -435,3 +435,34 @@ func TestSlowKind(t *testing.T) {
 	_, err = alert.New(e.client, alert.WithRules(alert.SlowKind(2).Days(2)))
 	require.ErrorIs(t, err, alert.ErrInvalid)
 }
+
+// A dead job's episode stays open while the job is FAILED, even when
+// newer failures push it out of the jobs the rule lists each round.
+func TestDeadJobBeyondTheNewestStaysFiring(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, err := alert.New(e.client, alert.WithClock(e.clock.now), alert.WithLogger(quiet()), alert.WithRules(alert.ReadAtMost(alert.Dead().Kinds("report"), 3)))
+	require.NoError(t, err)
+	first := e.enqueue(t)
+	e.fail(t, first, "first")
+	run(t, a)
+	params := make([]queue.Params, 3)
+	for i := range params {
+		params[i] = queue.Params{Args: report{County: "Kent"}}
+	}
+	_, err = e.client.EnqueueMany(context.Background(), params)
+	require.NoError(t, err)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'FAILED', completed_at = ?, last_error = 'later' WHERE id > ?",
+		e.db.Time(e.db.Now(t)), first).Error)
+	run(t, a)
+	require.Len(t, episodes(t, a, alert.StateFiring), 4)
+	require.Empty(t, episodes(t, a, alert.StateResolved))
+
+	// Retried, it resolves.
+	_, err = e.client.Retry(context.Background(), first)
+	require.NoError(t, err)
+	run(t, a)
+	resolved := episodes(t, a, alert.StateResolved)
+	require.Len(t, resolved, 1)
+	require.Equal(t, fmt.Sprintf("job %d", first), resolved[0].Key)
+}

@@ -2,6 +2,7 @@ package alert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,10 +35,12 @@ type finding struct {
 	key, kind, queue, summary string
 }
 
-// env is what rules read: the client, and the alerter's time now.
+// env is what rules read: the client, the alerter's time now, and the
+// keys of the rule's open episodes.
 type env struct {
-	c   *queue.Client
-	now time.Time
+	c    *queue.Client
+	now  time.Time
+	open []string
 }
 
 // named holds a rule's name; every rule type embeds it.
@@ -67,16 +70,20 @@ const maxRead = 1000
 // DeadRule fires for each job that failed for good (status FAILED) within
 // its lookback. The episode's key is the job's ID; it resolves when the
 // job is retried, cancelled or deleted, or when it failed longer ago than
-// the lookback. It reads the newest 1,000 FAILED jobs each round.
+// the lookback. It reads the newest 1,000 FAILED jobs each round, and the
+// jobs of its open episodes that are not among them.
 type DeadRule struct {
 	named
 	lookback
 	kinds []string
+	limit int // of the newest FAILED jobs read; maxRead but in tests
 }
 
 // Dead returns a rule, named "dead", that fires for each job that failed
 // for good in the last DefaultLookback, of every kind.
-func Dead() *DeadRule { return &DeadRule{named: named{"dead"}, lookback: lookback{DefaultLookback}} }
+func Dead() *DeadRule {
+	return &DeadRule{named: named{"dead"}, lookback: lookback{DefaultLookback}, limit: maxRead}
+}
 
 // Named renames the rule.
 func (r *DeadRule) Named(name string) *DeadRule { r.name = name; return r }
@@ -88,9 +95,29 @@ func (r *DeadRule) Within(d time.Duration) *DeadRule { r.within = d; return r }
 func (r *DeadRule) Kinds(kinds ...string) *DeadRule { r.kinds = kinds; return r }
 
 func (r *DeadRule) check(ctx context.Context, e *env) ([]finding, error) {
-	failed, err := e.c.List(ctx, queue.Filter{Kinds: r.kinds, Statuses: []queue.Status{queue.StatusFailed}, Newest: true, Limit: maxRead})
+	failed, err := e.c.List(ctx, queue.Filter{Kinds: r.kinds, Statuses: []queue.Status{queue.StatusFailed}, Newest: true, Limit: r.limit})
 	if err != nil {
 		return nil, err
+	}
+	// An open episode's job beyond the newest read is read by itself, so
+	// that its episode does not end while it is still FAILED.
+	listed := map[string]bool{}
+	for _, j := range failed {
+		listed[deadKey(j.ID)] = true
+	}
+	for _, key := range e.open {
+		var id int64
+		if _, err := fmt.Sscanf(key, "job %d", &id); err != nil || listed[key] {
+			continue
+		}
+		j, err := e.c.Get(ctx, id)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case j.Status == queue.StatusFailed:
+			failed = append(failed, *j)
+		}
 	}
 	var out []finding
 	for _, j := range failed {
@@ -101,11 +128,13 @@ func (r *DeadRule) check(ctx context.Context, e *env) ([]finding, error) {
 		if j.LastError != nil {
 			msg = ": " + *j.LastError
 		}
-		out = append(out, finding{key: fmt.Sprintf("job %d", j.ID), kind: j.Kind, queue: j.Queue,
+		out = append(out, finding{key: deadKey(j.ID), kind: j.Kind, queue: j.Queue,
 			summary: fmt.Sprintf("job %d (%s) failed for good after %d attempts%s", j.ID, j.Kind, j.Attempts, msg)})
 	}
 	return out, nil
 }
+
+func deadKey(id int64) string { return fmt.Sprintf("job %d", id) }
 
 // ErrorGroupRule fires once for each error group in each recent run: the
 // FAILED jobs of a run grouped by the shape of their errors (their
