@@ -134,6 +134,21 @@ func TestARestartNeitherLosesNorRepeats(t *testing.T) {
 	run(t, second)
 	require.Equal(t, []string{fmt.Sprintf("firing job %d", id1), fmt.Sprintf("firing job %d", id2)}, e.sink.types())
 	require.Len(t, episodes(t, second), 2)
+
+	// A notice taken but not known to be (the process died before it
+	// marked it sent) goes again, under the same event ID.
+	e.sink.lose = 1
+	id3 := e.enqueue(t)
+	e.fail(t, id3, "three")
+	_, err = second.Run(context.Background())
+	require.Error(t, err)
+	third := e.alerter(t, alert.WithRules(alert.Dead()))
+	e.clock.add(alert.DefaultRetryBackoff)
+	run(t, third)
+	got := e.sink.notices()
+	require.Len(t, got, 4)
+	require.Equal(t, got[2].EventID, got[3].EventID)
+	require.Equal(t, fmt.Sprintf("job %d", id3), got[3].Key)
 }
 
 // A sink that fails is tried again after a backoff that doubles, under

@@ -51,6 +51,7 @@ type recorder struct {
 	got     []alert.Notice
 	fail    int // fail this many sends first
 	failed  int
+	lose    int // take this many, then fail as if the answer were lost
 	sendErr error
 }
 
@@ -63,6 +64,10 @@ func (r *recorder) Send(_ context.Context, n alert.Notice) error {
 		return r.sendErr
 	}
 	r.got = append(r.got, n)
+	if r.lose > 0 {
+		r.lose--
+		return r.sendErr
+	}
 	return nil
 }
 
