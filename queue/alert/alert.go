@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -89,10 +90,13 @@ func WithRules(rules ...Rule) Option {
 			if err := r.validate(); err != nil {
 				return err
 			}
-			if r.Name() == "" || strings.ContainsRune(r.Name(), 0) {
+			if r.Name() == "" || strings.ContainsRune(r.Name(), 0) || !utf8.ValidString(r.Name()) {
 				return fmt.Errorf("%w: rule name %q", ErrInvalid, r.Name())
 			}
-			if slices.ContainsFunc(a.rules, func(o Rule) bool { return o.Name() == r.Name() }) || r.Name() == TypeDigest {
+			if r.Name() == TypeDigest {
+				return fmt.Errorf("%w: rule name %q is the digest's", ErrInvalid, r.Name())
+			}
+			if slices.ContainsFunc(a.rules, func(o Rule) bool { return o.Name() == r.Name() }) {
 				return fmt.Errorf("%w: two rules named %q", ErrInvalid, r.Name())
 			}
 			a.rules = append(a.rules, r)

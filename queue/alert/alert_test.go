@@ -2,7 +2,10 @@ package alert_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +273,14 @@ func TestConditions(t *testing.T) {
 		want: []string{"firing night@4: request <n> timed out", "firing night@4: disk full"},
 		text: "2 failed job(s) of report",
 	}, {
+		name: "an error group with a long message",
+		rule: alert.NewErrorGroup(),
+		setup: func(t *testing.T, e *env) {
+			e.fail(t, e.enqueue(t, queue.InRun("night@7")), strings.Repeat("é", 3000))
+		},
+		want: []string{"firing night@7: " + strings.Repeat("é", 100) + "… #" + shapeHash(strings.Repeat("é", 3000))},
+		text: "1 failed job(s) of report",
+	}, {
 		name: "oldest due job",
 		rule: alert.OldestDue(time.Minute),
 		setup: func(t *testing.T, e *env) {
@@ -366,6 +377,7 @@ func TestInvalidInput(t *testing.T) {
 		{"nil rule", []alert.Option{alert.WithRules(nil)}, "nil rule"},
 		{"twice one name", []alert.Option{alert.WithRules(alert.Dead(), alert.Dead())}, `two rules named "dead"`},
 		{"empty name", []alert.Option{alert.WithRules(alert.Dead().Named(""))}, "rule name"},
+		{"the digest's name", []alert.Option{alert.WithRules(alert.Dead().Named("digest"))}, "is the digest's"},
 		{"no failures", []alert.Option{alert.WithRules(alert.RunFailures(0))}, "at least 1"},
 		{"no depth", []alert.Option{alert.WithRules(alert.QueueDepth(0, time.Minute))}, "QueueDepth"},
 		{"no age", []alert.Option{alert.WithRules(alert.OldestDue(0))}, "OldestDue"},
@@ -480,4 +492,10 @@ func TestDeadJobBeyondTheNewestStaysFiring(t *testing.T) {
 	resolved := episodes(t, a, alert.StateResolved)
 	require.Len(t, resolved, 1)
 	require.Equal(t, fmt.Sprintf("job %d", first), resolved[0].Key)
+}
+
+// shapeHash is the hash a long error shape's key ends with.
+func shapeHash(shape string) string {
+	sum := sha256.Sum256([]byte(shape))
+	return hex.EncodeToString(sum[:4])
 }

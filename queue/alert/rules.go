@@ -2,11 +2,14 @@ package alert
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/internal/errshape"
@@ -202,11 +205,29 @@ func (r *ErrorGroupRule) check(ctx context.Context, e *env) ([]finding, error) {
 			if len(g.kinds) == 1 {
 				kind = g.kinds[0]
 			}
-			out = append(out, finding{key: run.RunID + ": " + shape, kind: kind, queue: g.queue,
+			out = append(out, finding{key: run.RunID + ": " + shortShape(shape), kind: kind, queue: g.queue,
 				summary: fmt.Sprintf("run %s: %d failed job(s) of %s with error %q", run.RunID, g.n, strings.Join(g.kinds, ", "), shape)})
 		}
 	}
 	return out, nil
+}
+
+// maxShape bounds the error shape in a key, which an index holds.
+const maxShape = 200
+
+// shortShape returns shape, or, when it is longer than maxShape bytes, its
+// first bytes (whole runes) and a hash of all of it, so that keys stay
+// short and distinct.
+func shortShape(shape string) string {
+	if len(shape) <= maxShape {
+		return shape
+	}
+	cut := maxShape
+	for cut > 0 && !utf8.RuneStart(shape[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(shape))
+	return shape[:cut] + "… #" + hex.EncodeToString(sum[:4])
 }
 
 // recentRuns lists the runs whose first job was created in the last
