@@ -412,6 +412,8 @@
 // the client's own upkeep, then the tasks given to it with
 // [WithMaintenance], each on its own goroutine at the cadence its rounds
 // return, the first round as soon as it leads. [Client.Runners] marks it.
+// The alerts of package queue/alert are such a task: an alert.Alerter
+// given to every runner with WithMaintenance is run by the leader alone.
 //
 // The leadership is a lease: a runner's [WithLease], at most 30 s, from
 // the database's clock (on SQLite, the machine's). A runner takes it when
