@@ -412,6 +412,8 @@
 // the client's own upkeep, then the tasks given to it with
 // [WithMaintenance], each on its own goroutine at the cadence its rounds
 // return, the first round as soon as it leads. [Client.Runners] marks it.
+// The alerts of package queue/alert are such a task: an alert.Alerter
+// given to every runner with WithMaintenance is run by the leader alone.
 //
 // The leadership is a lease: a runner's [WithLease], at most 30 s, from
 // the database's clock (on SQLite, the machine's). A runner takes it when
@@ -707,6 +709,9 @@
 //     its leadership lasts unless renewed.
 //   - sheaf_history: the day roll-ups of finished jobs, one row per UTC
 //     day, kind and queue; sheaf_rollup: the first day not yet final.
+//   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences:
+//     the state of package queue/alert (what fired and resolved, the
+//     notifications owed to its sinks, silences); empty without it.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

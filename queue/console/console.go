@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/alert"
 )
 
 // Action is something a caller may be allowed to do.
@@ -21,6 +22,8 @@ const (
 	ActionCancel Action = "cancel"
 	ActionRetry  Action = "retry"
 	ActionPause  Action = "pause"
+	// ActionSilence silences alerts and removes silences (WithAlerts).
+	ActionSilence Action = "silence"
 )
 
 // Access is what one caller may do, as the authorizer decides it.
@@ -31,6 +34,8 @@ type Access struct {
 	// and retrying them, one or in bulk; Pause allows pausing and resuming
 	// queues.
 	Submit, Cancel, Retry, Pause bool
+	// Silence allows silencing alerts and removing silences (WithAlerts).
+	Silence bool
 	// Actor names the caller in the audit log of the changes it makes
 	// (queue.Client.AuditLog); when empty, the request's remote address
 	// does.
@@ -50,6 +55,8 @@ func (a Access) Allows(act Action) bool {
 		return a.Retry
 	case ActionPause:
 		return a.Pause
+	case ActionSilence:
+		return a.Silence
 	}
 	return false
 }
@@ -81,6 +88,7 @@ type config struct {
 	logger     *slog.Logger
 	origins    []string
 	countsTTL  time.Duration
+	alerts     *alert.Alerter // alerts.go
 }
 
 // WithAuthorizer sets the function that decides what each request's caller

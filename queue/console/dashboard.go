@@ -58,11 +58,13 @@ type pageView struct {
 	Access Access
 	// ReadOnly is true when the console has no authorizer.
 	ReadOnly bool
-	Asset    func(name string) string
+	// Alerts is true when the console shows alerts (WithAlerts).
+	Alerts bool
+	Asset  func(name string) string
 }
 
 func (c *console) pages() []page {
-	return []page{
+	ps := []page{
 		{Pattern: "/{$}", Template: "overview", Nav: "overview", load: c.overviewHTML},
 		{Pattern: "/jobs", Template: "jobs", Nav: "jobs", load: c.jobsHTML},
 		{Pattern: "/jobs/{id}", Template: "job", Nav: "jobs", load: c.jobHTML},
@@ -71,6 +73,10 @@ func (c *console) pages() []page {
 		{Pattern: "/schedules", Template: "schedules", Nav: "schedules", load: c.schedulesHTML},
 		{Pattern: "/audit", Template: "audit", Nav: "audit", load: c.auditHTML},
 	}
+	if c.cfg.alerts != nil {
+		ps = append(ps, page{Pattern: "/alerts", Template: "alerts", Nav: "alerts", load: c.alertsHTML})
+	}
+	return ps
 }
 
 // templates parses the pages' templates once per process.
@@ -173,7 +179,7 @@ func (c *console) servePage(p page, t *template.Template) http.Handler {
 // render writes a page: into a buffer first, so that a template's failure
 // is a clean 500 and not half a page.
 func (c *console) render(w http.ResponseWriter, r *http.Request, t *template.Template, status int, v pageView) {
-	v.Base, v.ReadOnly, v.Asset = baseOf(r), c.cfg.authorize == nil, assetURL
+	v.Base, v.ReadOnly, v.Asset, v.Alerts = baseOf(r), c.cfg.authorize == nil, assetURL, c.cfg.alerts != nil
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
 		c.cfg.logger.Error("console: rendering a page", "path", r.URL.Path, "err", err)

@@ -48,6 +48,11 @@
 //   - GET /api/health: database ping, schema version, runners seen in the
 //     last minute; 503 when the database does not answer.
 //   - GET /api/audit: the audit log, newest first.
+//   - GET /api/alerts, /api/alerts/silences; POST /api/alerts/silences,
+//     /api/alerts/silences/{id}/delete: with WithAlerts, the alert
+//     episodes (firing, resolved, muted) and silences of a queue/alert
+//     Alerter; silence a rule for minutes or until a time, or remove a
+//     silence (ActionSilence).
 //   - GET /api/openapi.json: the OpenAPI 3 document, built from the same
 //     route table as the server, so the two agree.
 //
@@ -55,7 +60,7 @@
 //
 // Every request goes through the authorizer (WithAuthorizer), a
 // func(*http.Request) (Access, error) that says what its caller may do
-// (read, submit, cancel, retry, pause) and names the actor. Without one,
+// (read, submit, cancel, retry, pause, silence) and names the actor. Without one,
 // the console is read-only: every request that would change something is
 // refused with 403, and New says so once in its log. Requests that change
 // state are also refused when a browser sends them from another origin
@@ -72,7 +77,7 @@
 // recorded in the queue's audit log (queue.Client.RecordAudit), whether
 // it succeeds or is answered with an error: who (Access.Actor, else the
 // request's remote address), the action (submit, cancel, retry, pause,
-// resume), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
+// resume, silence, unsilence), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
 // {"queue":…}), its result ("ok", or the error's code) and how many jobs
 // changed. Requests refused with 401 or 403 made no attempt, and are not
 // recorded. When the log cannot take an entry, the console logs the
@@ -121,6 +126,9 @@
 //     ledger, linked to its run; missed ticks; next ticks), and each batch
 //     window, open or closed now, as of the client's clock (queue.WithClock).
 //   - /audit: who did what through the console, newest first.
+//   - /alerts, with WithAlerts: what fires, what a silence mutes, the
+//     silences, and what resolved lately; silence a rule (or its kind and
+//     queue) for an hour, or remove a silence.
 //
 // The pages are rendered on the server from templates, one stylesheet and
 // one small script embedded in the package (go:embed): go get brings it all,

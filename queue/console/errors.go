@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/alert"
 )
 
 // apiError is an error the API answers with: its HTTP status, a code
@@ -48,6 +49,8 @@ var queueErrors = []struct {
 	{queue.ErrWrongStatus, http.StatusConflict, "wrong_status"},
 	{queue.ErrNotMigrated, http.StatusServiceUnavailable, "not_migrated"},
 	{queue.ErrSchemaTooNew, http.StatusServiceUnavailable, "schema_too_new"},
+	{alert.ErrInvalid, http.StatusBadRequest, "invalid"},
+	{alert.ErrNotFound, http.StatusNotFound, "not_found"},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},
 	{context.Canceled, http.StatusServiceUnavailable, "cancelled"},
 }

@@ -115,6 +115,7 @@ func (c *console) table() []route {
 	rs = append(rs, c.infoRoutes()...)
 	rs = append(rs, c.auditRoutes()...)
 	rs = append(rs, c.historyRoutes()...)
+	rs = append(rs, c.alertRoutes()...)
 	rs = append(rs, route{Method: "GET", Pattern: "/api/openapi.json", Action: ActionRead,
 		Summary:  "This document: every route, generated from the table the server is built from.",
 		Response: map[string]any{}, handle: c.openAPI})

@@ -239,6 +239,56 @@ CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('
 -- Audit entries that target one job, which go with it.
 CREATE INDEX sheaf_audit_job ON sheaf_audit ((target ->> 'job')) WHERE target ->> 'job' IS NOT NULL;
 `,
+	10: `
+-- Alerts (package queue/alert). An episode is one stretch of time during
+-- which a rule's condition held for one key (a job, a run, a queue): it is
+-- pending until the condition has held long enough, firing, then
+-- resolved; "once" marks what happens once per key, such as a day's
+-- digest. At most one open episode per rule and key.
+CREATE TABLE sheaf_alert_episodes (
+	id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	rule        text        NOT NULL,
+	key         text        NOT NULL,
+	state       text        NOT NULL CHECK (state IN ('pending', 'firing', 'resolved', 'once')),
+	kind        text        NOT NULL DEFAULT '',
+	queue       text        NOT NULL DEFAULT '',
+	summary     text        NOT NULL DEFAULT '',
+	started_at  timestamptz NOT NULL,
+	fired_at    timestamptz,
+	notified    boolean     NOT NULL DEFAULT false,
+	resolved_at timestamptz
+);
+CREATE UNIQUE INDEX sheaf_alert_episodes_open ON sheaf_alert_episodes (rule, key) WHERE state <> 'resolved';
+-- A notification to one sink, recorded with the change of episode it
+-- announces and deleted from the queue of work by sent_at: sent at least
+-- once, under its event ID every time.
+CREATE TABLE sheaf_alert_notices (
+	id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	event_id   text        NOT NULL,
+	episode_id bigint,
+	sink       text        NOT NULL,
+	body       bytea       NOT NULL,
+	created_at timestamptz NOT NULL,
+	next_at    timestamptz NOT NULL,
+	attempts   integer     NOT NULL DEFAULT 0,
+	last_error text,
+	sent_at    timestamptz,
+	UNIQUE (event_id, sink)
+);
+CREATE INDEX sheaf_alert_notices_due ON sheaf_alert_notices (next_at) WHERE sent_at IS NULL;
+-- Silences: no notification for the episodes of a rule (of a kind, of a
+-- queue) until a time.
+CREATE TABLE sheaf_alert_silences (
+	id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	rule       text        NOT NULL,
+	kind       text        NOT NULL DEFAULT '',
+	queue      text        NOT NULL DEFAULT '',
+	until      timestamptz NOT NULL,
+	actor      text        NOT NULL DEFAULT '',
+	reason     text        NOT NULL DEFAULT '',
+	created_at timestamptz NOT NULL
+);
+`,
 	11: `
 -- The tick ledger: one row per expected tick of a schedule, written in the
 -- transaction that fires the tick (fired, or late: fired after its time by

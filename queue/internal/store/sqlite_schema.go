@@ -153,6 +153,47 @@ CREATE TABLE sheaf_rollup (
 CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
 CREATE INDEX sheaf_audit_job ON sheaf_audit ((CAST(target AS TEXT) ->> '$.job'));
 `,
+	10: `
+-- Alerts, as on PostgreSQL.
+CREATE TABLE sheaf_alert_episodes (
+	id          INTEGER   PRIMARY KEY AUTOINCREMENT,
+	rule        TEXT      NOT NULL,
+	key         TEXT      NOT NULL,
+	state       TEXT      NOT NULL CHECK (state IN ('pending', 'firing', 'resolved', 'once')),
+	kind        TEXT      NOT NULL DEFAULT '',
+	queue       TEXT      NOT NULL DEFAULT '',
+	summary     TEXT      NOT NULL DEFAULT '',
+	started_at  TIMESTAMP NOT NULL,
+	fired_at    TIMESTAMP,
+	notified    BOOLEAN   NOT NULL DEFAULT false,
+	resolved_at TIMESTAMP
+);
+CREATE UNIQUE INDEX sheaf_alert_episodes_open ON sheaf_alert_episodes (rule, key) WHERE state <> 'resolved';
+CREATE TABLE sheaf_alert_notices (
+	id         INTEGER   PRIMARY KEY AUTOINCREMENT,
+	event_id   TEXT      NOT NULL,
+	episode_id INTEGER,
+	sink       TEXT      NOT NULL,
+	body       BLOB      NOT NULL,
+	created_at TIMESTAMP NOT NULL,
+	next_at    TIMESTAMP NOT NULL,
+	attempts   INTEGER   NOT NULL DEFAULT 0,
+	last_error TEXT,
+	sent_at    TIMESTAMP,
+	UNIQUE (event_id, sink)
+);
+CREATE INDEX sheaf_alert_notices_due ON sheaf_alert_notices (next_at) WHERE sent_at IS NULL;
+CREATE TABLE sheaf_alert_silences (
+	id         INTEGER   PRIMARY KEY AUTOINCREMENT,
+	rule       TEXT      NOT NULL,
+	kind       TEXT      NOT NULL DEFAULT '',
+	queue      TEXT      NOT NULL DEFAULT '',
+	until      TIMESTAMP NOT NULL,
+	actor      TEXT      NOT NULL DEFAULT '',
+	reason     TEXT      NOT NULL DEFAULT '',
+	created_at TIMESTAMP NOT NULL
+);
+`,
 	11: `
 CREATE TABLE sheaf_ticks (
 	schedule    TEXT      NOT NULL,
