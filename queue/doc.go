@@ -624,6 +624,10 @@
 //     and deletes it as it stops.
 //   - sheaf_audit: what operators did, as an application records it
 //     ([Client.RecordAudit]).
+//   - sheaf_runs: one row per run, added with its first job; once every
+//     job of the run has finished, the maintenance leader keeps its counts
+//     by status there, so [Client.Runs] reads a page of runs rather than
+//     every job, and a run stays listed after its jobs are pruned.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

@@ -24,10 +24,14 @@ func TestMigrateRefusesAPartialSchema(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrPartialSchema)
 	require.ErrorContains(t, err, "queue: migrate: ")
 	require.ErrorContains(t, err, "no version is recorded (sheaf_migrations is missing or empty), "+
-		"yet sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit are there: restore what was dropped from a backup, "+
-		"or drop sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit (losing the jobs they hold) and call Migrate again")
+		"yet sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit")
+	require.ErrorContains(t, err, "are there: restore what was dropped from a backup, or drop sheaf_schedules, sheaf_queues, sheaf_runners, sheaf_audit")
+	require.ErrorContains(t, err, "(losing the jobs they hold) and call Migrate again")
 
-	for _, table := range []string{"sheaf_schedules", "sheaf_queues", "sheaf_runners", "sheaf_audit"} {
+	// Later versions' tables follow these in the message; drop every one.
+	left, err := e.db.Gorm.Migrator().GetTables()
+	require.NoError(t, err)
+	for _, table := range left {
 		require.NoError(t, e.db.Gorm.Exec("DROP TABLE "+table).Error)
 	}
 	require.NoError(t, e.client.Migrate(ctx))

@@ -46,7 +46,7 @@ WITH input AS (
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + notifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `), ` + runsSeen("ins") + `
 SELECT ` + pgJobColumns + ` FROM ins, notified ORDER BY id`
 
 // Insert inserts jobs (in order; one with an idempotency key already taken
@@ -80,7 +80,7 @@ WITH ins AS (
 		?::jsonb, ?, ?, ?::bigint[], ?::bytea)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + notifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `), ` + runsSeen("ins") + `
 SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`
 
 // Child is a released child job.
@@ -148,6 +148,11 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {
 				return err
 			}
+			if runs, periods := runsOf(jobs); len(runs) > 0 {
+				if _, err := tx.Exec(ctx, copiedRunsSQL, runs, periods); err != nil {
+					return err
+				}
+			}
 			for q, top := range due {
 				if _, err := tx.Exec(ctx, "SELECT pg_notify('"+JobsChannel+"', current_schema() || ':' || $1)", fmt.Sprintf("%s:%d", q, top)); err != nil {
 					return err
@@ -162,6 +167,42 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// runsSeen is a data-modifying WITH item that records the runs of the jobs
+// of rel, a WITH item of inserted jobs, in sheaf_runs: it adds the rows of
+// new runs, and clears the counts of finished runs that got a job. Neither
+// statement locks the row of a run that it leaves alone, so inserts into a
+// busy run (released children) do not wait for each other.
+func runsSeen(rel string) string {
+	return `runs_added AS (
+	INSERT INTO sheaf_runs (run_id, period, first_created)
+	SELECT run_id, min(period), min(created_at) FROM ` + rel + ` WHERE run_id IS NOT NULL GROUP BY run_id
+	ON CONFLICT (run_id) DO NOTHING
+), runs_reopened AS (
+	UPDATE sheaf_runs SET counts = NULL
+	WHERE counts IS NOT NULL AND run_id IN (SELECT run_id FROM ` + rel + ` WHERE run_id IS NOT NULL)
+)`
+}
+
+// copiedRunsSQL records the runs of copied jobs, given as arrays of run IDs
+// and periods.
+var copiedRunsSQL = `WITH copied AS (
+	SELECT run_id, period, now() AS created_at FROM unnest($1::text[], $2::text[]) AS t(run_id, period)
+), ` + runsSeen("copied") + `
+SELECT 1`
+
+// runsOf returns the distinct run IDs of jobs, in order, with each one's
+// first period.
+func runsOf(jobs []NewJob) (runs []string, periods []*string) {
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if j.RunID != nil && !seen[*j.RunID] {
+			seen[*j.RunID] = true
+			runs, periods = append(runs, *j.RunID), append(periods, j.Period)
+		}
+	}
+	return runs, periods
 }
 
 // sameBytes reports whether a and b are the same slice.

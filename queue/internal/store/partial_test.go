@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +15,13 @@ import (
 
 // ownedTables are the queue's tables at SchemaVersion, in the order the
 // migrations create them.
-var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit"}
+var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit",
+	"sheaf_runs"}
+
+// ownedBut is ownedTables without some.
+func ownedBut(some ...string) []string {
+	return slices.DeleteFunc(slices.Clone(ownedTables), func(t string) bool { return slices.Contains(some, t) })
+}
 
 // A schema whose tables were partly dropped by hand, or whose version
 // table was, fails Migrate with ErrPartialSchema, naming the tables found
@@ -28,18 +37,18 @@ func TestMigrateNamesTheTablesOfAPartialSchema(t *testing.T) {
 	}{{
 		name:   "some tables of the version recorded dropped",
 		damage: drop("sheaf_queues", "sheaf_attempts"),
-		want: "sheaf_migrations records version 7, whose sheaf_queues, sheaf_attempts are missing: restore what was dropped from a backup, " +
-			"or drop sheaf_migrations, sheaf_jobs, sheaf_schedules, sheaf_runners, sheaf_audit (losing the jobs they hold) and call Migrate again",
-		found: []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_runners", "sheaf_audit"},
+		want: fmt.Sprintf("sheaf_migrations records version %d, whose sheaf_queues, sheaf_attempts are missing: restore what was dropped from a backup, "+
+			"or drop %s (losing the jobs they hold) and call Migrate again", store.SchemaVersion, strings.Join(ownedBut("sheaf_queues", "sheaf_attempts"), ", ")),
+		found: ownedBut("sheaf_queues", "sheaf_attempts"),
 	}, {
 		name:   "the version table dropped",
 		damage: drop("sheaf_migrations"),
-		want: "no version is recorded (sheaf_migrations is missing or empty), yet sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit are there: " +
-			"restore what was dropped from a backup, or drop sheaf_jobs, sheaf_schedules, sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit",
+		want: fmt.Sprintf("no version is recorded (sheaf_migrations is missing or empty), yet %[1]s are there: "+
+			"restore what was dropped from a backup, or drop %[1]s", strings.Join(ownedTables[1:], ", ")),
 		found: ownedTables[1:],
 	}, {
 		name:   "every table but the schedules dropped",
-		damage: drop("sheaf_migrations", "sheaf_jobs", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit"),
+		damage: drop(ownedBut("sheaf_schedules")...),
 		want:   "yet sheaf_schedules is there: restore what was dropped from a backup, or drop sheaf_schedules (losing",
 		found:  []string{"sheaf_schedules"},
 	}, {
@@ -47,7 +56,7 @@ func TestMigrateNamesTheTablesOfAPartialSchema(t *testing.T) {
 		damage: func(db *gorm.DB) error {
 			return db.Exec("DELETE FROM sheaf_migrations WHERE version > 2").Error
 		},
-		want:  "sheaf_migrations records version 2, and sheaf_queues, sheaf_attempts, sheaf_runners, sheaf_audit of a later version are there: ",
+		want:  "sheaf_migrations records version 2, and " + strings.Join(ownedTables[3:], ", ") + " of a later version are there: ",
 		found: ownedTables,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
