@@ -47,10 +47,7 @@ const RunsTable = "sheaf_runs"
 // (or changed since their counts were kept) are counted job by job, so its
 // cost follows the page and the runs still going, not the table.
 func Runs(ctx context.Context, s Store, db *gorm.DB, q RunsQuery) ([]RunCount, error) {
-	at := pgTime
-	if s.Dialect() == "sqlite" {
-		at = sqliteTime
-	}
+	at := timeOf(s)
 	page := db.WithContext(ctx).Table(RunsTable).Select("run_id, period, first_created, last_created, max_id, counts")
 	if q.Period != "" {
 		page = page.Where("period = ?", q.Period)
@@ -178,17 +175,57 @@ func countRuns(ctx context.Context, db *gorm.DB, runs []string) (map[string][]Ru
 }
 
 // KeepRunCounts keeps the counts of finished runs in their sheaf_runs rows,
-// the oldest first, at most limit runs, and returns how many it kept. A run
-// is finished when none of its jobs is queued or running. Each run is
-// counted in a transaction of its own, under its row's lock, which a
-// retry's or an insert's clearing of its counts waits for.
-func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, limit int) (int, error) {
-	var open []string
-	err := db.WithContext(ctx).Table(RunsTable).Where("counts IS NULL").
-		Order("first_created").Limit(limit).Pluck("run_id", &open).Error
-	if err != nil {
-		return 0, err
+// looking at every run without counts, the oldest first, page by page of
+// page runs, and returns how many it kept. A run is finished when none of
+// its jobs is queued or running. Each run is counted in a transaction of
+// its own, under its row's lock, which a retry's clearing of its counts
+// waits for.
+func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, error) {
+	kept := 0
+	var after struct {
+		first any
+		run   string
 	}
+	for {
+		q := db.WithContext(ctx).Table(RunsTable).Select("run_id, first_created").Where("counts IS NULL")
+		if after.run != "" {
+			q = q.Where("(first_created > ? OR (first_created = ? AND run_id > ?))", after.first, after.first, after.run)
+		}
+		rows, err := q.Order("first_created, run_id").Limit(page).Rows()
+		if err != nil {
+			return kept, err
+		}
+		var open []string
+		for rows.Next() {
+			var first sqlTime
+			if err := rows.Scan(&after.run, &first); err != nil {
+				rows.Close()
+				return kept, err
+			}
+			after.first = timeOf(s)(first.t)
+			open = append(open, after.run)
+		}
+		if err := errors.Join(rows.Close(), rows.Err()); err != nil {
+			return kept, err
+		}
+		n, err := keepCounts(ctx, s, db, open)
+		kept += n
+		if err != nil || len(open) < page {
+			return kept, err
+		}
+	}
+}
+
+// timeOf is how s takes a time as a statement's argument.
+func timeOf(s Store) func(time.Time) any {
+	if s.Dialect() == "sqlite" {
+		return sqliteTime
+	}
+	return pgTime
+}
+
+// keepCounts keeps the counts of those of runs that have finished.
+func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, error) {
 	agg := "coalesce(jsonb_object_agg(status, n), '{}')"
 	if s.Dialect() == "sqlite" {
 		agg = "coalesce(json_group_object(status, n), '{}')"
