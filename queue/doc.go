@@ -712,6 +712,10 @@
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences:
 //     the state of package queue/alert (what fired and resolved, the
 //     notifications owed to its sinks, silences); empty without it.
+//   - sheaf_runs: one row per run, added with its first job; once every
+//     job of the run has finished, the maintenance leader keeps its counts
+//     by status there, so [Client.Runs] reads a page of runs rather than
+//     every job, and a run stays listed after its jobs are pruned.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

@@ -106,8 +106,10 @@ type RunSummary struct {
 }
 
 // Runs lists runs, newest first (by when their first job was created, then
-// by run ID descending). It groups every job that has a run ID, so, like
-// Stats, it is for dashboards, not hot paths.
+// by run ID descending). A finished run's counts are those the maintenance
+// leader kept (see Tables), so a run outlives its pruned jobs; the runs
+// still going are counted job by job, so its cost follows them and the
+// page, not the table.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	limit, err := pageLimit(q.Limit)
 	if err != nil {

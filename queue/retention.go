@@ -197,10 +197,12 @@ func (c *ops) archiver() func(tx *gorm.DB, ids []int64) error {
 
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the
 // system clock); roll-ups first, so that a leader that runs its tasks in
-// order rolls a day up before it prunes it (the pruner checks anyway).
+// order rolls a day up, and keeps a finished run's counts, before it
+// prunes them (the pruner checks anyway).
 func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 	return []maintain.Task{
 		&maintain.Rollup{Store: c.st, Keep: orDefault(c.cfg.retention.History, DefaultKeepHistory), Now: now},
+		maintain.RunCounts{Store: c.st, DB: c.db, Every: time.Minute},
 		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
 	}
 }
@@ -231,7 +233,15 @@ func (c *Client) Prune(ctx context.Context) (int64, error) {
 	return pruned(tasks), nil
 }
 
-func pruned(tasks []maintain.Task) int64 { return tasks[1].(*maintain.Prune).Deleted() }
+// pruned is how many jobs the pruner among tasks deleted.
+func pruned(tasks []maintain.Task) int64 {
+	for _, t := range tasks {
+		if p, ok := t.(*maintain.Prune); ok {
+			return p.Deleted()
+		}
+	}
+	return 0
+}
 
 // pause waits d, or until ctx ends.
 func pause(ctx context.Context, d time.Duration) error {

@@ -101,14 +101,16 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	require.NoError(t, err)
 	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
 	tasks := queue.Upkeep(client, func() time.Time { return now })
-	rollup, prune := tasks[0], tasks[1]
+	rollup, counts, prune := tasks[0], tasks[1], tasks[2]
 	require.Equal(t, "rollup", rollup.Name())
+	require.Equal(t, "run counts", counts.Name())
 	require.Equal(t, "prune", prune.Name())
 
 	run(t, prune, maintain.PruneEvery)
 	require.EqualValues(t, 91, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing is pruned before it is rolled up")
 	run(t, rollup, maintain.RollupEvery)
 	run(t, rollup, maintain.RollupEvery) // again: the same rows
+	run(t, counts, time.Minute)
 	run(t, prune, maintain.PruneEvery)
 	require.Equal(t, []int64{failed}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"), "nights 1 to 30 are pruned; the failure stays")
 
@@ -174,13 +176,14 @@ func TestRetainAndArchive(t *testing.T) {
 	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
 	tasks := queue.Upkeep(client, func() time.Time { return now })
 	run(t, tasks[0], maintain.RollupEvery)
+	run(t, tasks[1], time.Minute)
 
-	_, err = tasks[1].Run(context.Background())
+	_, err = tasks[2].Run(context.Background())
 	require.ErrorContains(t, err, "bucket unreachable")
 	require.Equal(t, []int64{kept, gone}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
 
 	fail = false
-	run(t, tasks[1], maintain.PruneEvery)
+	run(t, tasks[2], maintain.PruneEvery)
 	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
 	require.Len(t, archived, 1)
 	require.Equal(t, gone, archived[0].ID)

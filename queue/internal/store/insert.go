@@ -30,8 +30,13 @@ type NewJob struct {
 
 // insertSQL inserts many jobs from arrays, skips duplicates by idempotency
 // key, and notifies runners of the queues that got jobs due now, all in one
-// statement.
-var insertSQL = `
+// statement; insertRunSQL records the jobs' runs too (runsSeen), for jobs
+// that have any.
+var insertSQL, insertRunSQL = insertJobs(""), insertJobs(", " + runsSeen("ins"))
+
+// insertJobs is insertSQL with more WITH items.
+func insertJobs(with string) string {
+	return `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
 	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::bytea[])
@@ -46,8 +51,9 @@ WITH input AS (
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + notifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `)` + with + `
 SELECT ` + pgJobColumns + ` FROM ins, notified ORDER BY id`
+}
 
 // Insert inserts jobs (in order; one with an idempotency key already taken
 // is skipped), notifies runners of the queues that got jobs due now, and
@@ -66,13 +72,22 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 		runIDs[i], periods[i], metas[i] = r.RunID, r.Period, r.Metadata
 		runAts[i], delays[i] = r.RunAt, r.Delay.Microseconds()
 	}
-	return db.WithContext(ctx).Raw(insertSQL, kinds, queues, prios, payloads, keys, corrs,
+	query := insertSQL
+	if runs, _ := runsOf(jobs); len(runs) > 0 {
+		query = insertRunSQL
+	}
+	return db.WithContext(ctx).Raw(query, kinds, queues, prios, payloads, keys, corrs,
 		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas).Scan(dest).Error
 }
 
 // insertChildSQL inserts a dependency rule's child, unless its idempotency
-// key is taken (the child was released already), and notifies runners.
-var insertChildSQL = `
+// key is taken (the child was released already), and notifies runners;
+// insertRunChildSQL records the child's run too (runsSeen).
+var insertChildSQL, insertRunChildSQL = insertChild(""), insertChild(", " + runsSeen("ins"))
+
+// insertChild is insertChildSQL with more WITH items.
+func insertChild(with string) string {
+	return `
 WITH ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
 		backoff, run_at, auth, run_id, period, parent_ids, meta)
@@ -80,8 +95,9 @@ WITH ins AS (
 		?::jsonb, ?, ?, ?::bigint[], ?::bytea)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
-), notified AS (` + notifyDue("ins") + `)
+), notified AS (` + notifyDue("ins") + `)` + with + `
 SELECT ins.id, ins.kind, ins.queue, ins.priority, ins.run_id FROM ins, notified`
+}
 
 // Child is a released child job.
 type Child struct {
@@ -94,7 +110,11 @@ type Child struct {
 // sql.ErrNoRows if the child exists already.
 func (*postgres) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, error) {
 	var c Child
-	err := tx.Raw(insertChildSQL,
+	query := insertChildSQL
+	if j.RunID != nil {
+		query = insertRunChildSQL
+	}
+	err := tx.Raw(query,
 		j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts,
 		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents), j.Metadata).Row().Scan(
 		&c.ID, &c.Kind, &c.Queue, &c.Priority, &c.RunID)
@@ -148,6 +168,11 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {
 				return err
 			}
+			if runs, periods := runsOf(jobs); len(runs) > 0 {
+				if _, err := tx.Exec(ctx, copiedRunsSQL, runs, periods); err != nil {
+					return err
+				}
+			}
 			for q, top := range due {
 				if _, err := tx.Exec(ctx, "SELECT pg_notify('"+JobsChannel+"', current_schema() || ':' || $1)", fmt.Sprintf("%s:%d", q, top)); err != nil {
 					return err
@@ -162,6 +187,42 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// runsSeen is a data-modifying WITH item that records the runs of the jobs
+// of rel, a WITH item of inserted jobs, in sheaf_runs: it adds the rows of
+// new runs, and clears the counts of finished runs that got a job. Neither
+// statement locks the row of a run that it leaves alone, so inserts into a
+// busy run (released children) do not wait for each other.
+func runsSeen(rel string) string {
+	return `runs_added AS (
+	INSERT INTO sheaf_runs (run_id, period, first_created)
+	SELECT run_id, min(period), min(created_at) FROM ` + rel + ` WHERE run_id IS NOT NULL GROUP BY run_id
+	ON CONFLICT (run_id) DO NOTHING
+), runs_reopened AS (
+	UPDATE sheaf_runs SET counts = NULL
+	WHERE counts IS NOT NULL AND run_id IN (SELECT run_id FROM ` + rel + ` WHERE run_id IS NOT NULL)
+)`
+}
+
+// copiedRunsSQL records the runs of copied jobs, given as arrays of run IDs
+// and periods.
+var copiedRunsSQL = `WITH copied AS (
+	SELECT run_id, period, now() AS created_at FROM unnest($1::text[], $2::text[]) AS t(run_id, period)
+), ` + runsSeen("copied") + `
+SELECT 1`
+
+// runsOf returns the distinct run IDs of jobs, in order, with each one's
+// first period.
+func runsOf(jobs []NewJob) (runs []string, periods []*string) {
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if j.RunID != nil && !seen[*j.RunID] {
+			seen[*j.RunID] = true
+			runs, periods = append(runs, *j.RunID), append(periods, j.Period)
+		}
+	}
+	return runs, periods
 }
 
 // sameBytes reports whether a and b are the same slice.

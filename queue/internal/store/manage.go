@@ -73,9 +73,22 @@ const restartSQL = `UPDATE sheaf_jobs SET status = 'QUEUED',
 	max_attempts = CASE WHEN attempts = 0 THEN max_attempts ELSE attempts + max_attempts END,
 	run_at = now(), started_at = NULL, completed_at = NULL, locked_until = NULL, locked_by = NULL, processed = 0`
 
+// restart runs restartSQL on the jobs where selects, clears the counts of
+// their runs (see sheaf_runs), and returns how many jobs it restarted. The
+// runs' rows are updated whether they have counts or not: the update waits
+// for a roll-up counting the run at the same moment, and so clears what it
+// wrote.
+func restart(tx *gorm.DB, where string, args ...any) (int64, error) {
+	var n int64
+	err := tx.Raw(`WITH restarted AS (`+restartSQL+` WHERE `+where+` RETURNING run_id), reopened AS (
+	UPDATE sheaf_runs SET counts = NULL WHERE run_id IN (SELECT run_id FROM restarted WHERE run_id IS NOT NULL)
+) SELECT count(*) FROM restarted`, args...).Scan(&n).Error
+	return n, err
+}
+
 // Retry gives job id a new start and tells the runners.
 func (*postgres) Retry(tx *gorm.DB, id int64) error {
-	if err := tx.Exec(restartSQL+" WHERE id = ?", id).Error; err != nil {
+	if _, err := restart(tx, "id = ?", id); err != nil {
 		return err
 	}
 	return tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error
@@ -86,11 +99,11 @@ func (*postgres) Retry(tx *gorm.DB, id int64) error {
 // tells the runners, and returns how many it requeued.
 func (*postgres) RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error) {
 	sub := f.apply(tx.Session(&gorm.Session{NewDB: true}).Table(JobsTable).Select("id").Where("status = 'FAILED'"), pgTime)
-	res := tx.Exec(restartSQL+" WHERE id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotal)
-	if res.Error != nil || res.RowsAffected == 0 {
-		return res.RowsAffected, res.Error
+	n, err := restart(tx, "id IN (?) AND status = 'FAILED' AND attempts + max_attempts < ?", sub, maxTotal)
+	if err != nil || n == 0 {
+		return n, err
 	}
-	return res.RowsAffected, tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
+	return n, tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()) requeued")).Error
 }
 
 // KindCount is how many jobs of a kind have a status.

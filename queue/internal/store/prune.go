@@ -201,6 +201,13 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	var out []string
 	err := tx.Raw("SELECT DISTINCT o."+col+" FROM sheaf_jobs o WHERE o."+col+" IN ? AND NOT coalesce("+due+", false)",
 		append([]any{list}, args...)...).Scan(&out).Error
+	if err == nil && col == "run_id" {
+		// A run whose counts are not kept yet (see sheaf_runs) keeps its
+		// jobs until they are, so that it stays listed with them.
+		var uncounted []string
+		err = tx.Raw("SELECT run_id FROM "+RunsTable+" WHERE run_id IN ? AND counts IS NULL", list).Scan(&uncounted).Error
+		out = append(out, uncounted...)
+	}
 	blocked := make(map[string]bool, len(out))
 	for _, v := range out {
 		blocked[v] = true

@@ -3,6 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -31,74 +37,223 @@ type RunCount struct {
 	First, Last   time.Time
 }
 
+// RunsTable holds one row per run: see schema version 12.
+const RunsTable = "sheaf_runs"
+
 // Runs lists runs newest first, by the creation of their first job and
 // then by run ID, at most q.Limit of them, each as its counts by status
-// (several RunCounts in a row per run). It groups the jobs that have a run
-// ID, so its cost grows with them: it is for dashboards.
+// (several RunCounts in a row per run). It reads a page of sheaf_runs; a
+// finished run's counts come from its row, and only the runs still going
+// (or changed since their counts were kept) are counted job by job, so its
+// cost follows the page and the runs still going, not the table.
 func Runs(ctx context.Context, s Store, db *gorm.DB, q RunsQuery) ([]RunCount, error) {
-	at := pgTime
-	if s.Dialect() == "sqlite" {
-		at = sqliteTime
-	}
-	page := db.WithContext(ctx).Table(JobsTable).Select("run_id, min(created_at) AS first_at").
-		Where("run_id IS NOT NULL").Group("run_id")
+	at := timeOf(s)
+	page := db.WithContext(ctx).Table(RunsTable).Select("run_id, period, first_created, last_created, max_id, counts")
 	if q.Period != "" {
 		page = page.Where("period = ?", q.Period)
 	}
 	if !q.FirstFrom.IsZero() {
-		page = page.Having("min(created_at) >= ?", at(q.FirstFrom))
+		page = page.Where("first_created >= ?", at(q.FirstFrom))
 	}
 	if !q.FirstBefore.IsZero() {
-		page = page.Having("min(created_at) < ?", at(q.FirstBefore))
+		page = page.Where("first_created < ?", at(q.FirstBefore))
 	}
 	if q.AfterRunID != "" {
-		page = page.Having("(min(created_at) < ? OR (min(created_at) = ? AND run_id < ?))", at(q.AfterFirst), at(q.AfterFirst), q.AfterRunID)
+		page = page.Where("(first_created < ? OR (first_created = ? AND run_id < ?))", at(q.AfterFirst), at(q.AfterFirst), q.AfterRunID)
 	}
-	rows, err := page.Order("first_at DESC, run_id DESC").Limit(q.Limit).Rows()
+	rows, err := page.Order("first_created DESC, run_id DESC").Limit(q.Limit).Rows()
 	if err != nil {
 		return nil, err
 	}
-	var ids []string
-	first := map[string]time.Time{}
+	var runs []runRow
 	for rows.Next() {
-		var id string
-		var t sqlTime
-		if err := rows.Scan(&id, &t); err != nil {
+		var r runRow
+		if err := rows.Scan(&r.RunID, &r.Period, &r.FirstCreated, &r.LastCreated, &r.MaxID, &r.Counts); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		ids = append(ids, id)
-		first[id] = t.t
+		runs = append(runs, r)
 	}
-	if err := rows.Close(); err != nil {
+	if err := errors.Join(rows.Close(), rows.Err()); err != nil {
 		return nil, err
 	}
-	if err := rows.Err(); err != nil || len(ids) == 0 {
+	live, err := liveRuns(ctx, db, runs)
+	if err != nil || len(runs) == 0 {
 		return nil, err
+	}
+	byRun, err := countRuns(ctx, db, live)
+	if err != nil {
+		return nil, err
+	}
+	var out []RunCount
+	for _, r := range runs {
+		counted, ok := byRun[r.RunID]
+		if !ok {
+			if counted, err = r.kept(); err != nil {
+				return nil, err
+			}
+		}
+		for i := range counted {
+			counted[i].First = r.FirstCreated.t
+		}
+		out = append(out, counted...)
+	}
+	return out, nil
+}
+
+// runRow is a row of sheaf_runs.
+type runRow struct {
+	RunID        string
+	Period       sql.NullString
+	FirstCreated sqlTime
+	LastCreated  sqlTime
+	MaxID        sql.NullInt64
+	Counts       sql.NullString
+}
+
+// kept returns the counts kept in r, by status in order.
+func (r runRow) kept() ([]RunCount, error) {
+	var n map[string]int64
+	if err := json.Unmarshal([]byte(r.Counts.String), &n); err != nil {
+		return nil, fmt.Errorf("run %q: kept counts: %w", r.RunID, err)
+	}
+	out := make([]RunCount, 0, len(n))
+	for _, status := range slices.Sorted(maps.Keys(n)) {
+		out = append(out, RunCount{RunID: r.RunID, Status: status, Period: r.Period, N: n[status], Last: r.LastCreated.t})
+	}
+	return out, nil
+}
+
+// liveRuns returns the IDs of the runs that must be counted job by job:
+// those without kept counts, and those with a job newer than their counts
+// (inserted while a roll-up counted them).
+func liveRuns(ctx context.Context, db *gorm.DB, runs []runRow) ([]string, error) {
+	var live []string
+	var probe []string
+	var args []any
+	for _, r := range runs {
+		if !r.Counts.Valid || !r.MaxID.Valid {
+			live = append(live, r.RunID)
+			continue
+		}
+		// Each probe reads the run's newest entry of the run index.
+		probe = append(probe, "SELECT CAST(? AS TEXT) AS run_id, CAST(? AS BIGINT) AS kept, (SELECT max(id) FROM "+JobsTable+" WHERE run_id = ?) AS newest")
+		args = append(args, r.RunID, r.MaxID.Int64, r.RunID)
+	}
+	if len(probe) == 0 {
+		return live, nil
+	}
+	var newer []string
+	err := db.WithContext(ctx).Raw("SELECT run_id FROM ("+strings.Join(probe, " UNION ALL ")+") p WHERE newest > kept", args...).
+		Scan(&newer).Error
+	return append(live, newer...), err
+}
+
+// countRuns counts the jobs of runs by status.
+func countRuns(ctx context.Context, db *gorm.DB, runs []string) (map[string][]RunCount, error) {
+	byRun := map[string][]RunCount{}
+	if len(runs) == 0 {
+		return byRun, nil
 	}
 	counts, err := db.WithContext(ctx).Table(JobsTable).
 		Select("run_id, status, count(*) AS n, max(period) AS period, max(created_at) AS last_at").
-		Where("run_id IN ?", ids).Group("run_id, status").Rows()
+		Where("run_id IN ?", runs).Group("run_id, status").Order("run_id, status").Rows()
 	if err != nil {
 		return nil, err
 	}
 	defer counts.Close()
-	byRun := map[string][]RunCount{}
 	for counts.Next() {
 		var c RunCount
 		var last sqlTime
 		if err := counts.Scan(&c.RunID, &c.Status, &c.N, &c.Period, &last); err != nil {
 			return nil, err
 		}
-		c.First, c.Last = first[c.RunID], last.t
+		c.Last = last.t
 		byRun[c.RunID] = append(byRun[c.RunID], c)
 	}
-	if err := counts.Err(); err != nil {
-		return nil, err
+	return byRun, counts.Err()
+}
+
+// KeepRunCounts keeps the counts of finished runs in their sheaf_runs rows,
+// looking at every run without counts, the oldest first, page by page of
+// page runs, and returns how many it kept. A run is finished when none of
+// its jobs is queued or running. Each run is counted in a transaction of
+// its own, under its row's lock, which a retry's clearing of its counts
+// waits for.
+func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, error) {
+	kept := 0
+	var after struct {
+		first any
+		run   string
 	}
-	var out []RunCount
-	for _, id := range ids {
-		out = append(out, byRun[id]...)
+	for {
+		q := db.WithContext(ctx).Table(RunsTable).Select("run_id, first_created").Where("counts IS NULL")
+		if after.run != "" {
+			q = q.Where("(first_created > ? OR (first_created = ? AND run_id > ?))", after.first, after.first, after.run)
+		}
+		rows, err := q.Order("first_created, run_id").Limit(page).Rows()
+		if err != nil {
+			return kept, err
+		}
+		var open []string
+		for rows.Next() {
+			var first sqlTime
+			if err := rows.Scan(&after.run, &first); err != nil {
+				rows.Close()
+				return kept, err
+			}
+			after.first = timeOf(s)(first.t)
+			open = append(open, after.run)
+		}
+		if err := errors.Join(rows.Close(), rows.Err()); err != nil {
+			return kept, err
+		}
+		n, err := keepCounts(ctx, s, db, open)
+		kept += n
+		if err != nil || len(open) < page {
+			return kept, err
+		}
 	}
-	return out, nil
+}
+
+// timeOf is how s takes a time as a statement's argument.
+func timeOf(s Store) func(time.Time) any {
+	if s.Dialect() == "sqlite" {
+		return sqliteTime
+	}
+	return pgTime
+}
+
+// keepCounts keeps the counts of those of runs that have finished.
+func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, error) {
+	agg := "coalesce(jsonb_object_agg(status, n), '{}')"
+	if s.Dialect() == "sqlite" {
+		agg = "coalesce(json_group_object(status, n), '{}')"
+	}
+	keep := `UPDATE ` + RunsTable + ` SET (counts, last_created, max_id) = (
+	SELECT ` + agg + `, max(last), coalesce(max(newest), 0) FROM (
+		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest
+		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s)
+WHERE run_id = @run AND counts IS NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
+	kept := 0
+	for _, run := range open {
+		var n int64
+		err := s.Tx(ctx, db, func(tx *gorm.DB) error {
+			if s.Dialect() != "sqlite" { // SQLite's transaction holds the file's write lock
+				var locked []string
+				if err := tx.Raw("SELECT run_id FROM "+RunsTable+" WHERE run_id = ? FOR UPDATE", run).Scan(&locked).Error; err != nil {
+					return err
+				}
+			}
+			res := tx.Exec(keep, sql.Named("run", run))
+			n = res.RowsAffected
+			return res.Error
+		})
+		if err != nil {
+			return kept, err
+		}
+		kept += int(n)
+	}
+	return kept, nil
 }

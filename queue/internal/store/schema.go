@@ -309,10 +309,35 @@ CREATE INDEX sheaf_ticks_at ON sheaf_ticks (at);
 -- counts ticks from (the start, less the grace), not a tick.
 ALTER TABLE sheaf_schedules ADD COLUMN started_at timestamptz;
 `,
+	12: `
+-- One row per run, written with the run's first job (by the statements that
+-- insert jobs), so that a list of runs reads a page of runs rather than
+-- grouping every job. Once every job of a run has finished, the leader's
+-- runs roll-up keeps the run's counts by status here (a JSON object): the
+-- list reads them instead of counting, and they outlive the jobs that
+-- retention prunes. A job inserted into a finished run, or retried, clears
+-- them; max_id, the run's newest job when they were counted, lets a reader
+-- see a job inserted while they were being counted.
+CREATE TABLE sheaf_runs (
+	run_id        text        PRIMARY KEY,
+	period        text,
+	first_created timestamptz NOT NULL,
+	last_created  timestamptz,
+	max_id        bigint,
+	counts        jsonb
+);
+CREATE INDEX sheaf_runs_first ON sheaf_runs (first_created DESC, run_id DESC);
+CREATE INDEX sheaf_runs_open ON sheaf_runs (first_created) WHERE counts IS NULL;
+INSERT INTO sheaf_runs (run_id, period, first_created)
+	SELECT run_id, min(period), min(created_at) FROM sheaf_jobs WHERE run_id IS NOT NULL GROUP BY run_id;
+-- A run's newest job, and its jobs in order, without visiting them all.
+CREATE INDEX sheaf_jobs_run_id ON sheaf_jobs (run_id, id) WHERE run_id IS NOT NULL;
+DROP INDEX sheaf_jobs_run;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -207,6 +207,32 @@ CREATE TABLE sheaf_ticks (
 CREATE INDEX sheaf_ticks_at ON sheaf_ticks (at);
 ALTER TABLE sheaf_schedules ADD COLUMN started_at TIMESTAMP;
 `,
+	12: `
+-- Runs, as on PostgreSQL. Every write takes the file's lock, so triggers
+-- keep the table, at no cost to jobs without a run: the first job of a run
+-- adds its row, and a job inserted into a finished run, or retried, clears
+-- its counts. The run index already ends with the job's ID (the rowid).
+CREATE TABLE sheaf_runs (
+	run_id        TEXT      PRIMARY KEY,
+	period        TEXT,
+	first_created TIMESTAMP NOT NULL,
+	last_created  TIMESTAMP,
+	max_id        INTEGER,
+	counts        TEXT -- JSON object of counts by status
+);
+CREATE INDEX sheaf_runs_first ON sheaf_runs (first_created DESC, run_id DESC);
+CREATE INDEX sheaf_runs_open ON sheaf_runs (first_created) WHERE counts IS NULL;
+INSERT INTO sheaf_runs (run_id, period, first_created)
+	SELECT run_id, min(period), min(created_at) FROM sheaf_jobs WHERE run_id IS NOT NULL GROUP BY run_id;
+CREATE TRIGGER sheaf_jobs_run_added AFTER INSERT ON sheaf_jobs WHEN NEW.run_id IS NOT NULL BEGIN
+	INSERT INTO sheaf_runs (run_id, period, first_created) VALUES (NEW.run_id, NEW.period, NEW.created_at)
+		ON CONFLICT (run_id) DO UPDATE SET counts = NULL WHERE counts IS NOT NULL;
+END;
+CREATE TRIGGER sheaf_jobs_run_reopened AFTER UPDATE OF status ON sheaf_jobs
+WHEN NEW.run_id IS NOT NULL AND NEW.status IN ('QUEUED', 'PROCESSING') AND OLD.status NOT IN ('QUEUED', 'PROCESSING') BEGIN
+	UPDATE sheaf_runs SET counts = NULL WHERE run_id = NEW.run_id AND counts IS NOT NULL;
+END;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

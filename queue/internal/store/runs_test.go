@@ -1,0 +1,142 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// runTotals is what Runs says of each run: its counts by status, by run.
+func runTotals(t *testing.T, st store.Store, db *gorm.DB) (order []string, counts map[string]map[string]int64) {
+	t.Helper()
+	rows, err := store.Runs(context.Background(), st, db, store.RunsQuery{Limit: 100})
+	require.NoError(t, err)
+	counts = map[string]map[string]int64{}
+	for _, r := range rows {
+		if counts[r.RunID] == nil {
+			order = append(order, r.RunID)
+			counts[r.RunID] = map[string]int64{}
+		}
+		counts[r.RunID][r.Status] = r.N
+	}
+	return order, counts
+}
+
+// A run is listed from its first job on, whichever statement inserted it;
+// once it has finished, its counts are kept and outlive its jobs; a retry,
+// or a job inserted into it, makes it counted job by job again.
+func TestRunsKeepFinishedCounts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		text := func(s string) *string { return &s }
+		job := func(run string) store.NewJob {
+			return store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: text(run), Period: text("2026-11-24")}
+		}
+		var dest []struct{ ID int64 }
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job("first"), job("first"), {Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}}, &dest))
+		_, err = st.Copy(ctx, []store.NewJob{job("second"), job("second"), job("second")})
+		require.NoError(t, err)
+		require.NoError(t, st.Tx(ctx, db, func(tx *gorm.DB) error {
+			_, err := st.InsertChild(tx, job("first"), []int64{dest[0].ID})
+			return err
+		}))
+
+		order, counts := runTotals(t, st, db)
+		require.Equal(t, []string{"second", "first"}, order, "newest first")
+		require.Equal(t, map[string]int64{"QUEUED": 3}, counts["first"])
+		require.Equal(t, map[string]int64{"QUEUED": 3}, counts["second"])
+
+		// Nothing has finished: nothing is kept.
+		kept, err := store.KeepRunCounts(ctx, st, db, 1)
+		require.NoError(t, err)
+		require.Zero(t, kept)
+
+		finish := func(run string) {
+			require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED' WHERE run_id = ?", run).Error)
+			require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'FAILED', attempts = 1 WHERE id = (SELECT max(id) FROM sheaf_jobs WHERE run_id = ?)", run).Error)
+		}
+		keep := func(want int, why string) {
+			t.Helper()
+			kept, err := store.KeepRunCounts(ctx, st, db, 1) // a page of one: pages past open runs
+			require.NoError(t, err)
+			require.Equal(t, want, kept, why)
+		}
+		finish("second")
+		keep(1, "the finished run, past the older open one")
+
+		// Pruned, the finished run keeps its counts.
+		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = 'second'").Error)
+		_, counts = runTotals(t, st, db)
+		require.Equal(t, map[string]int64{"COMPLETED": 2, "FAILED": 1}, counts["second"])
+
+		// A retried job opens its run again.
+		finish("first")
+		keep(1, "the other run")
+		require.NoError(t, st.Tx(ctx, db, func(tx *gorm.DB) error {
+			_, err := st.RetryFailed(tx, store.Filter{}, 100)
+			return err
+		}))
+		_, counts = runTotals(t, st, db)
+		require.Equal(t, map[string]int64{"COMPLETED": 2, "QUEUED": 1}, counts["first"])
+		keep(0, "the retried run is open")
+
+		// A job inserted into a finished run opens it again.
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job("second")}, &dest))
+		_, counts = runTotals(t, st, db)
+		require.Equal(t, map[string]int64{"QUEUED": 1}, counts["second"], "counted from its jobs again")
+
+		// Counts kept while a job was being inserted (older than the run's
+		// newest job) are not read.
+		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE run_id = 'second'").Error)
+		keep(1, "the run whose new job finished")
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET max_id = max_id - 1 WHERE run_id = 'second'").Error)
+		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED' WHERE run_id = 'second'").Error)
+		_, counts = runTotals(t, st, db)
+		require.Equal(t, map[string]int64{"COMPLETED": 1}, counts["second"])
+	})
+}
+
+// A roll-up that counts a run while a retry of one of its jobs is being
+// committed waits for the retry and keeps nothing: it never keeps the
+// counts of a run that is going again.
+func TestRunCountsWaitForARetry(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t).Gorm
+	st, err := store.Open(db)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	run := "night"
+	var dest []struct{ ID int64 }
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run}}, &dest))
+	require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'FAILED', attempts = 1").Error)
+
+	retry := db.Begin()
+	require.NoError(t, st.Retry(retry, dest[0].ID))
+	kept := make(chan int, 1)
+	go func() {
+		n, err := store.KeepRunCounts(ctx, st, db, 10)
+		assert.NoError(t, err)
+		kept <- n
+	}()
+	// The roll-up waits for the retry's lock on the run's row.
+	require.Eventually(t, func() bool {
+		var waiting int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'").Scan(&waiting).Error)
+		return waiting > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, retry.Commit().Error)
+	require.Zero(t, <-kept)
+	_, counts := runTotals(t, st, db)
+	require.Equal(t, map[string]int64{"QUEUED": 1}, counts[run])
+}
