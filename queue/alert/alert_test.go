@@ -301,6 +301,7 @@ func TestConditions(t *testing.T) {
 				at = at.AddDate(0, 0, -1)
 			}
 			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET created_at = ? WHERE id = ?", e.db.Time(at.Add(-time.Hour)), id).Error)
+			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_runs SET first_created = ? WHERE run_id = 'night@5'", e.db.Time(at.Add(-time.Hour))).Error)
 			e.enqueue(t, queue.InRun("night@6")) // created after it
 		},
 		want: []string{"firing night@5"},
