@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -282,67 +283,14 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
 		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
-	return c.matchInserted(ctx, rows, inserted)
-}
-
-// matchInserted lines the inserted rows up with the input, and fetches the
-// existing jobs of inputs that were duplicates. Rows were inserted in input
-// order, so inputs without a duplicate key take the inserted IDs in order.
-func (c *ops) matchInserted(ctx context.Context, rows []newJob, inserted []JobRecord) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))
-	byKey := map[string]*JobRecord{}
-	for i := range inserted {
-		if k := inserted[i].IdempotencyKey; k != nil {
-			byKey[*k] = &inserted[i]
-		}
-	}
-	next := 0
-	var missing []string
-	claimed := map[string]bool{} // keys whose inserted row went to an earlier input
-	for i, r := range rows {
-		if r.Key == nil {
-			for next < len(inserted) && inserted[next].IdempotencyKey != nil {
-				next++
-			}
-			if next == len(inserted) {
-				return nil, errors.New("queue: enqueue: fewer rows inserted than asked for")
-			}
-			out[i] = Enqueued{Job: &inserted[next]}
-			next++
-			continue
-		}
-		if rec := byKey[*r.Key]; rec != nil && !claimed[*r.Key] {
-			out[i] = Enqueued{Job: rec}
-			claimed[*r.Key] = true
-			continue
-		}
-		missing = append(missing, *r.Key)
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	// Duplicates: read the jobs that hold the keys, in a new statement so
-	// that a job committed by a concurrent enqueue is visible too.
-	var existing []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: missing}, 0, &existing); err != nil {
-		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", notMigrated(err))
-	}
-	have := map[string]*JobRecord{}
-	for i := range existing {
-		have[*existing[i].IdempotencyKey] = &existing[i]
-	}
-	for k, rec := range byKey { // inserted by an earlier input of this call
-		have[k] = rec
-	}
-	for i, r := range rows {
-		if out[i].Job != nil {
-			continue
-		}
-		rec := have[*r.Key]
-		if rec == nil {
-			return nil, fmt.Errorf("queue: enqueue: idempotency key %q conflicted but its job is gone; retry", *r.Key)
-		}
-		out[i] = Enqueued{Job: rec, Duplicate: true}
+	err := enqueue.Match(rows, inserted, func(r *JobRecord) *string { return r.IdempotencyKey },
+		func(keys []string) (existing []JobRecord, err error) {
+			return existing, c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &existing)
+		},
+		func(i int, r *JobRecord, dup bool) { out[i] = Enqueued{Job: r, Duplicate: dup} })
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
 	}
 	return out, nil
 }
@@ -450,7 +398,7 @@ func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 // whatever it returns afterwards is ignored. Cancelling a job that is already
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
 func (c *ops) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
-	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
+	return c.transition(ctx, id, "cancel", []string{string(StatusQueued), string(StatusProcessing)}, func(tx *gorm.DB) error {
 		_, err := c.st.CancelJobs(tx, store.Filter{IDs: []int64{id}}, 1)
 		return err
 	})
@@ -462,7 +410,7 @@ func (c *ops) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 // attempt 4 of 6). Other statuses return an error wrapping ErrWrongStatus: a
 // completed job is not run twice.
 func (c *ops) Retry(ctx context.Context, id int64) (*JobRecord, error) {
-	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
+	return c.transition(ctx, id, "retry", []string{string(StatusFailed), string(StatusCancelled)}, func(tx *gorm.DB) error {
 		return c.st.Retry(tx, id)
 	})
 }
@@ -489,42 +437,17 @@ func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
-func (c *ops) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
+func (c *ops) transition(ctx context.Context, id int64, op string, from []string, update func(tx *gorm.DB) error) (*JobRecord, error) {
 	var rec *JobRecord
-	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
-		st, found, err := c.st.LockStatus(tx, id)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("%w: %d", ErrNotFound, id)
-		}
-		was := Status(st)
-		if !slices.Contains(from, was) {
-			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
-		}
-		if op == "retry" {
-			attempts, max, err := c.st.Attempts(tx, id)
-			if err != nil {
-				return err
-			}
-			if attempts+max >= maxTotalAttempts {
-				return invalid("job %d has had %d attempts; it cannot be retried again", id, attempts)
-			}
-		}
-		if err := update(tx, was); err != nil {
-			return err
-		}
+	errs := operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}
+	err := operate.Transition(ctx, c.st, c.db, errs, id, op, from, maxTotalAttempts, update, func(tx *gorm.DB) (err error) {
 		rec, err = c.job(ctx, tx, id)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
-			return nil, err
-		}
+	if err != nil && !errs.Expected(err) {
 		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
 	}
-	return rec, nil
+	return rec, err
 }
 
 // maxTotalAttempts bounds a job's attempts over all its retries: the attempt

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -146,19 +147,26 @@ func (r *Registry) rule(name string) *rule {
 	return nil
 }
 
-// rulesFor returns the rules in which kind is a parent, by name, so that
-// their locks are always taken in the same order.
+// rulesFor returns the rules in which kind is a parent, or every rule for
+// "", by name, so that their locks are always taken in the same order.
 func (r *Registry) rulesFor(kind string) []*rule {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []*rule
 	for _, ru := range r.rules {
-		if slices.Contains(ru.Parents, kind) {
+		if kind == "" || slices.Contains(ru.Parents, kind) {
 			out = append(out, ru)
 		}
 	}
 	slices.SortFunc(out, func(a, b *rule) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// rulesOf is what package operate reads of rules.
+func rulesOf(rules []*rule) []operate.Rule {
+	return converted(rules, func(ru *rule) operate.Rule {
+		return operate.Rule{Rule: runner.Rule{Name: ru.Name, Parents: ru.Parents, Each: ru.Each}, ChildKind: ru.childKind}
+	})
 }
 
 // hookRelease stores with child the metadata the Release hooks make of its

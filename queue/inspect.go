@@ -6,11 +6,9 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -21,13 +19,8 @@ func (c *ops) Registry() *Registry { return c.reg }
 // Location set (UTC where none was given). Their Next method lists their
 // ticks.
 func (r *Registry) Schedules() []Periodic {
-	scheds, _ := r.schedulesNow()
-	out := make([]Periodic, 0, len(scheds))
-	for _, s := range scheds {
-		out = append(out, s.Periodic)
-	}
-	slices.SortFunc(out, func(a, b Periodic) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	scheds, _ := r.sortedSchedules()
+	return converted(scheds, func(s *schedule) Periodic { return s.Periodic })
 }
 
 // Ping checks that the database answers, and returns how long it took.
@@ -52,27 +45,9 @@ func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	for _, ru := range c.reg.rulesFor(job.Kind) {
-		switch {
-		case ru.Each:
-			keys = append(keys, runner.ChildKey(ru.Name, runner.EachGroup(id)))
-		case job.Period != nil:
-			keys = append(keys, runner.ChildKey(ru.Name, runner.PeriodGroup(*job.Period)))
-		}
-	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	var found []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &found); err != nil {
+	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
+	if err != nil {
 		return nil, fmt.Errorf("queue: children of %d: %w", id, notMigrated(err))
-	}
-	out := found[:0]
-	for _, j := range found {
-		if slices.Contains(j.ParentIDs, id) {
-			out = append(out, j)
-		}
 	}
 	return out, nil
 }
@@ -129,26 +104,14 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 		}
 		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
 	}
-	counts, err := store.Runs(ctx, c.st, c.db, sq)
+	runs, err := operate.Runs(ctx, c.st, c.db, sq)
 	if err != nil {
 		return nil, fmt.Errorf("queue: runs: %w", notMigrated(err))
 	}
-	var out []RunSummary
-	for _, rc := range counts {
-		if len(out) == 0 || out[len(out)-1].RunID != rc.RunID {
-			out = append(out, RunSummary{RunID: rc.RunID, Counts: map[Status]int64{}, FirstCreated: rc.First})
-		}
-		s := &out[len(out)-1]
-		s.Total += rc.N
-		s.Counts[Status(rc.Status)] = rc.N
-		if rc.Period.Valid && rc.Period.String > s.Period {
-			s.Period = rc.Period.String
-		}
-		if rc.Last.After(s.LastCreated) {
-			s.LastCreated = rc.Last
-		}
-	}
-	return out, nil
+	return converted(runs, func(r operate.RunSummary) RunSummary {
+		return RunSummary{RunID: r.RunID, Period: r.Period, Total: r.Total, Counts: statusCounts(r.Counts),
+			FirstCreated: r.FirstCreated, LastCreated: r.LastCreated}
+	}), nil
 }
 
 // ScheduleState is a registered schedule with what the database says of
@@ -169,32 +132,50 @@ type ScheduleState struct {
 	LatestMissed time.Time
 }
 
-// missedAfter is how old a due tick must be to count as missed rather than
-// about to fire: a runner fires a tick within a poll interval.
-const missedAfter = time.Minute
-
 // ScheduleStates returns the registry's schedules, sorted by name, each
 // with its last fired tick and the ticks it has missed, as of now.
 func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
-	last, err := store.LastTicks(ctx, c.db)
+	scheds, timings := c.reg.sortedSchedules()
+	states, err := operate.ScheduleStates(ctx, c.db, timings)
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", err)
 	}
-	scheds, _ := c.reg.schedulesNow()
-	cutoff := time.Now().Add(-missedAfter)
-	out := make([]ScheduleState, 0, len(scheds))
-	for _, s := range scheds {
-		st := ScheduleState{Periodic: s.Periodic, LastTick: last[s.Name]}
-		if !st.LastTick.IsZero() {
-			st.LatestMissed, st.MissedTicks = s.latest(st.LastTick, cutoff)
-			if !s.next(st.LastTick.Add(-time.Nanosecond)).Equal(st.LastTick) {
-				// Off the timetable: not a tick but where a runner that
-				// started the schedule began counting from.
-				st.Started, st.LastTick = st.LastTick, time.Time{}
-			}
-		}
-		out = append(out, st)
+	out := make([]ScheduleState, len(scheds))
+	for i, st := range states {
+		out[i] = ScheduleState{Periodic: scheds[i].Periodic, LastTick: st.LastTick, Started: st.Started,
+			MissedTicks: st.MissedTicks, LatestMissed: st.LatestMissed}
 	}
-	slices.SortFunc(out, func(a, b ScheduleState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// jobs reads the client's job records for package operate.
+func (c *ops) jobs() operate.Jobs[JobRecord] {
+	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf}
+}
+
+// viewOf is what package operate reads of r.
+func viewOf(r *JobRecord) operate.Job {
+	return operate.Job{ID: r.ID, Kind: r.Kind, Status: string(r.Status), Attempts: r.Attempts, Claims: r.Claims,
+		Period: r.Period, LockedBy: r.LockedBy, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, ParentIDs: r.ParentIDs}
+}
+
+// statusCounts converts counts by status name.
+func statusCounts(in map[string]int64) map[Status]int64 {
+	out := make(map[Status]int64, len(in))
+	for s, n := range in {
+		out[Status(s)] = n
+	}
+	return out
+}
+
+// converted returns f of each of in; nil for nil.
+func converted[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }

@@ -8,12 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -63,37 +60,13 @@ type QueueInfo struct {
 // Queues describes every queue that has jobs or is paused, by name. Like
 // Stats it reads the whole jobs table: it is for dashboards.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
-	counts, err := c.st.QueueCounts(ctx, c.db)
+	qs, err := operate.Queues(ctx, c.st, c.db)
 	if err != nil {
 		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
 	}
-	paused, err := c.st.Paused(ctx, c.db)
-	if err != nil {
-		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
-	}
-	byName := map[string]*QueueInfo{}
-	info := func(name string) *QueueInfo {
-		if byName[name] == nil {
-			byName[name] = &QueueInfo{Name: name, Counts: map[Status]int64{}}
-		}
-		return byName[name]
-	}
-	for _, qc := range counts {
-		q := info(qc.Queue)
-		q.Counts[Status(qc.Status)] = qc.N
-		q.OldestDue = max(q.OldestDue, qc.Oldest)
-	}
-	for _, p := range paused {
-		q := info(p.Name)
-		at := p.PausedAt
-		q.Paused, q.PausedAt = true, &at
-	}
-	out := make([]QueueInfo, 0, len(byName))
-	for _, q := range byName {
-		out = append(out, *q)
-	}
-	slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return converted(qs, func(q operate.QueueInfo) QueueInfo {
+		return QueueInfo{Name: q.Name, Counts: statusCounts(q.Counts), OldestDue: q.OldestDue, Paused: q.Paused, PausedAt: q.PausedAt}
+	}), nil
 }
 
 // The outcomes of attempts (Attempt.Outcome).
@@ -133,39 +106,22 @@ func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 	if err != nil {
 		return nil, err
 	}
-	stored, err := c.st.History(ctx, c.db, id)
+	as, err := c.jobs().Attempts(ctx, viewOf(rec))
 	if err != nil {
 		return nil, fmt.Errorf("queue: attempts of %d: %w", id, notMigrated(err))
 	}
-	out := make([]Attempt, 0, len(stored)+1)
-	for _, a := range stored {
-		at := Attempt{Number: a.Claim, Runner: a.Runner, FinishedAt: &a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, Outcome: a.Outcome, Error: a.Error}
 		if a.StartedAt != nil {
-			at.StartedAt = *a.StartedAt
+			out[i].StartedAt = *a.StartedAt
 		}
-		out = append(out, at)
-	}
-	// The attempt that completed, or runs, is the job's row's.
-	if rec.Status == StatusCompleted || rec.Status == StatusProcessing {
-		last := Attempt{Number: rec.Claims, Outcome: OutcomeRunning}
-		if rec.LockedBy != nil {
-			last.Runner = *rec.LockedBy
-		}
-		if rec.StartedAt != nil {
-			last.StartedAt = *rec.StartedAt
-		}
-		if rec.Status == StatusCompleted {
-			last.Outcome, last.FinishedAt = OutcomeCompleted, rec.CompletedAt
-		}
-		if len(out) == 0 || out[len(out)-1].Number < last.Number {
-			out = append(out, last)
+		if !a.FinishedAt.IsZero() {
+			out[i].FinishedAt = &as[i].FinishedAt
 		}
 	}
-	return out[max(len(out)-store.KeptAttempts, 0):], nil
+	return out, nil
 }
-
-// cancelChunk is how many jobs CancelMatching cancels per transaction.
-const cancelChunk = 1000
 
 // CancelMatching cancels every QUEUED and PROCESSING job that f selects,
 // as Cancel does each (running jobs' contexts are cancelled on their
@@ -179,43 +135,11 @@ func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
 	if err := f.check(); err != nil {
 		return 0, err
 	}
-	sf := f.store()
-	if len(f.Statuses) > 0 {
-		sf.Statuses = slices.DeleteFunc(sf.Statuses, func(s string) bool {
-			return s != string(StatusQueued) && s != string(StatusProcessing)
-		})
-		if len(sf.Statuses) == 0 {
-			return 0, nil
-		}
+	n, err := c.jobs().CancelMatching(ctx, f.store())
+	if err != nil {
+		return n, fmt.Errorf("queue: cancel matching: %w", notMigrated(err))
 	}
-	var newest []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{Newest: true}, 1, &newest); err != nil || len(newest) == 0 {
-		return 0, wrapCancel(err)
-	}
-	sf.BeforeID = newest[0].ID + 1
-	var n int64
-	for {
-		var ids []int64
-		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
-			ids, err = c.st.CancelJobs(tx, sf, cancelChunk)
-			return err
-		})
-		if err != nil {
-			return n, wrapCancel(err)
-		}
-		n += int64(len(ids))
-		if len(ids) < cancelChunk {
-			return n, nil
-		}
-		sf.AfterID = ids[len(ids)-1]
-	}
-}
-
-func wrapCancel(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("queue: cancel matching: %w", notMigrated(err))
+	return n, nil
 }
 
 // RunnerInfo describes a runner, as it wrote itself down: it writes its row

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -205,7 +209,7 @@ func (r *Registry) Schedule(p Periodic) error {
 		p.Location = time.UTC
 	}
 	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location, RunMissed: p.Missed == RunMissedOnce}}
-	if s.next(time.Now()).IsZero() {
+	if s.timing.Next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.
 		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
@@ -244,19 +248,12 @@ func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
 	return out, r.changed
 }
 
-func (s *schedule) tick(at time.Time) Tick { return tickOf(s.Name, s.timing.Tick(at)) }
-
-// tickOf is the Tick of the runner's tick t of the schedule name.
-func tickOf(name string, t runner.Tick) Tick {
-	return Tick{Schedule: name, At: t.At, RunID: t.RunID, Period: t.Period}
+// sortedSchedules returns the schedules sorted by name, and their timings.
+func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
+	m, _ := r.schedulesNow()
+	scheds := slices.SortedFunc(maps.Values(m), func(a, b *schedule) int { return strings.Compare(a.Name, b.Name) })
+	return scheds, converted(scheds, (*schedule).Timing)
 }
-
-// next returns the schedule's first tick after t (see runner.Timing.Next).
-func (s *schedule) next(t time.Time) time.Time { return s.timing.Next(t) }
-
-// latest returns the schedule's last tick at or before now that is after
-// since, and how many ticks passed in between; zero if none.
-func (s *schedule) latest(since, now time.Time) (time.Time, int) { return s.timing.Latest(since, now) }
 
 // Timing returns when the schedule fires, for the runner's scheduler.
 func (s *schedule) Timing() *runner.Timing { return &s.timing }
@@ -270,7 +267,7 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 		Schedules: c.reg.schedulesNow,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
-			rows, unbuilt = tickJobs(c, s, tickOf(s.Name, tick))
+			rows, unbuilt = tickJobs(c, s, Tick(operate.TickOf(s.Name, tick)))
 			if len(rows) == 0 {
 				return 0, unbuilt, nil, nil
 			}
