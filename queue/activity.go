@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // MaxActivityBuckets caps the buckets one Activity call returns: a day of
@@ -89,21 +92,12 @@ func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucke
 		return nil, invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
 			n, q.Bucket, start, MaxActivityBuckets)
 	}
-	out := make([]ActivityBucket, n)
-	for i := range out {
-		out[i].Start = start.Add(time.Duration(i) * q.Bucket)
-	}
-	rows, err := c.st.Activity(ctx, start, q.Bucket, q.Queue)
+	rows, err := operate.Activity(ctx, c.st, start, q.Bucket, n, q.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("queue: activity: %w", notMigrated(err))
 	}
-	for _, r := range rows {
-		i := int64(r.Start.Sub(start) / q.Bucket)
-		if i < 0 || i >= n {
-			continue // finished after now by this process's clock, which lags the database's
-		}
-		out[i] = ActivityBucket{Start: out[i].Start, Completed: r.Completed, Failed: r.Failed,
+	return converted(rows, func(r store.ActivityRow) ActivityBucket {
+		return ActivityBucket{Start: r.Start, Completed: r.Completed, Failed: r.Failed,
 			WaitP50: r.WaitP50, WaitP95: r.WaitP95, RunP50: r.RunP50, RunP95: r.RunP95}
-	}
-	return out, nil
+	}), nil
 }

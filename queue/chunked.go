@@ -72,27 +72,5 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...Chunke
 // Chunked.Records: it calls fetch with offsets 0, size, 2×size, ... until a
 // call returns fewer than size records, and yields them one by one.
 func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context, offset, limit int) ([]R, error)) iter.Seq2[R, error] {
-	return func(yield func(R, error) bool) {
-		if size < 1 {
-			var zero R
-			yield(zero, invalid("page size %d < 1", size))
-			return
-		}
-		for offset := 0; ; offset += size {
-			page, err := fetch(ctx, offset, size)
-			if err != nil {
-				var zero R
-				yield(zero, err)
-				return
-			}
-			for _, r := range page {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if len(page) < size {
-				return
-			}
-		}
-	}
+	return runner.Pages(ctx, size, fetch, invalid("page size %d < 1", size))
 }

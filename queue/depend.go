@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -185,7 +186,7 @@ func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, comple
 			if meta == nil && child.Metadata != nil {
 				meta, _ = store.DecodeMetadata(child.Metadata) // encoded by this process
 			}
-			meta = merged(meta, m)
+			meta = enqueue.Merged(meta, m)
 		}
 	}
 	if meta != nil {

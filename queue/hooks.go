@@ -4,10 +4,10 @@ package queue
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -145,43 +145,19 @@ func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []
 			call.Jobs[i].Metadata, _ = store.DecodeMetadata(r.Metadata) // encoded by this process
 		}
 	}
-	var dones []func(EnqueueResult)
-	for _, h := range hooks {
+	ctx, done := chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
 		if h.Enqueue == nil {
-			continue
+			return nil
 		}
-		var done func(EnqueueResult)
-		ctx, done = h.Enqueue(ctx, call)
-		if done != nil {
-			dones = append(dones, done)
-		}
-	}
+		return func(ctx context.Context) (context.Context, func(EnqueueResult)) { return h.Enqueue(ctx, call) }
+	})
 	if len(call.Metadata) > 0 {
-		var shared []byte // the jobs without metadata of their own share one encoding
-		for i := range rows {
-			if own := call.Jobs[i].Metadata; own != nil {
-				rows[i].Metadata = store.EncodeMetadata(merged(own, call.Metadata))
-				continue
-			}
-			if shared == nil {
-				shared = store.EncodeMetadata(call.Metadata)
-			}
-			rows[i].Metadata = shared
-		}
+		enqueue.Overlay(rows, func(i int) map[string]string { return call.Jobs[i].Metadata }, call.Metadata)
 	}
-	return ctx, func(res EnqueueResult) {
-		for _, done := range slices.Backward(dones) {
-			done(res)
-		}
+	if done == nil {
+		done = func(EnqueueResult) {}
 	}
-}
-
-// merged returns own with over's keys set over it.
-func merged(own, over map[string]string) map[string]string {
-	m := make(map[string]string, len(own)+len(over))
-	maps.Copy(m, own)
-	maps.Copy(m, over)
-	return m
+	return ctx, done
 }
 
 // attemptHooks runs the Attempt hooks of hooks for ex (see
@@ -189,24 +165,38 @@ func merged(own, over map[string]string) map[string]string {
 // function that tells them the attempt ended.
 func attemptHooks(ctx context.Context, hooks []Hooks, ex *runner.Execution) (context.Context, func(runner.Event)) {
 	rec := recordOf(ex.Row())
-	var ends []func(Event)
-	for _, h := range hooks {
+	ctx, done := chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(Event)) {
 		if h.Attempt == nil {
-			continue
+			return nil
 		}
-		var done func(Event)
-		ctx, done = h.Attempt(ctx, &rec)
-		if done != nil {
-			ends = append(ends, done)
+		return func(ctx context.Context) (context.Context, func(Event)) { return h.Attempt(ctx, &rec) }
+	})
+	if done == nil {
+		return ctx, nil
+	}
+	return ctx, func(e runner.Event) { done(eventOf(e)) }
+}
+
+// chain calls the hook that hook picks of each of hooks (nil for none),
+// each with the context the one before returned, and returns the last
+// context and a function that calls the hooks' ends in reverse order, or
+// nil if none returned one.
+func chain[E any](ctx context.Context, hooks []Hooks, hook func(Hooks) func(context.Context) (context.Context, func(E))) (context.Context, func(E)) {
+	var ends []func(E)
+	for _, h := range hooks {
+		if call := hook(h); call != nil {
+			var end func(E)
+			if ctx, end = call(ctx); end != nil {
+				ends = append(ends, end)
+			}
 		}
 	}
 	if len(ends) == 0 {
 		return ctx, nil
 	}
-	return ctx, func(e runner.Event) {
-		ev := eventOf(e)
-		for _, done := range slices.Backward(ends) {
-			done(ev)
+	return ctx, func(e E) {
+		for _, end := range slices.Backward(ends) {
+			end(e)
 		}
 	}
 }
