@@ -45,18 +45,12 @@
 //		return err
 //	})
 //
-// client.Tx(tx) returns a [TxClient]: every call on it (enqueues, Get,
-// List, Count, Cancel, Retry, RetryFailed, CancelMatching, PauseQueue and
-// ResumeQueue, Queues, Stats, Attempts, Children, Runs, Review,
-// ScheduleStates, RecordAudit and AuditLog) runs in your transaction, sees
-// its uncommitted writes, and is undone if it rolls back. What does not
-// belong in a transaction (Migrate, Wait, Ping, Runners, SchemaVersion,
-// Activity) is only on [Client], and so is NewRunner's argument. A pause
-// made in a transaction takes effect at commit (on SQLite, runners see it
-// within a poll interval), and so does a cancellation (on SQLite, the
-// running job's context is cancelled at its runner's next lease renewal,
-// within a third of the lease; a transaction that rolls back cancels
-// nothing).
+// Every call on the [TxClient] that client.Tx(tx) returns runs in your
+// transaction, sees its uncommitted writes, and is undone if it rolls back;
+// what does not belong in a transaction is only on Client. A pause or a
+// cancellation made in a transaction takes effect at commit (on SQLite,
+// runners see a pause within a poll interval, and cancel a running job at
+// their next lease renewal, within a third of the lease).
 //
 // [Client.EnqueueMany] enqueues several jobs in one statement, and
 // [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
@@ -86,80 +80,71 @@
 //   - FAILED or CANCELLED → QUEUED: [Client.Retry], or [Client.RetryFailed]
 //     for every failed job a filter selects.
 //
-// On PostgreSQL every time is the database's: created, started and completed
-// times, run times, backoffs and leases all come from now() on the server.
-// On SQLite, which runs inside the program, they come from the program's
-// clock.
+// On PostgreSQL every time (created, started, completed, run times,
+// backoffs, leases) is the server's now(); on SQLite, which runs inside the
+// program, the program's clock.
 //
 // # How a runner works
 //
-// A runner is a handful of parts (in queue/internal/run), each owning its
-// goroutines with its own Start and Stop: the claim loop, the workers, the
-// completer that writes results, the lease renewer, the rescuer, the
-// listener and the schedule loop. [Runner.Start] starts them; [Runner.Stop]
-// stops them in order (claims first, then, once the workers have run what
-// was claimed, the lease keepers and the completer), so no goroutine
-// outlives [Runner.Done].
+// A runner's parts each own their goroutines: the claim loop, the workers,
+// the completer that writes results, the lease renewer, the rescuer, the
+// listener and the schedule loop. [Runner.Stop] stops them in order (claims
+// first, then, once the workers have run what was claimed, the lease
+// keepers and the completer), so no goroutine outlives [Runner.Done].
 //
 // Claiming. One statement claims as many due jobs as the runner has room
 // for, highest priority first, then earliest run time, then lowest ID,
 // within each queue it works: on PostgreSQL UPDATE ... FROM (SELECT ... FOR
 // UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a partial index in that
-// order; on SQLite one UPDATE ... RETURNING under the write lock. While it
-// works through a backlog a runner continues each claim where the last one
-// stopped instead of rescanning the index from its start, which on a busy
-// table is a long run of entries for jobs already claimed; it rescans when
-// it reaches the end, when notified of a job of higher priority, and at
-// least every poll interval.
+// order; on SQLite one UPDATE ... RETURNING under the write lock. Working
+// through a backlog, a runner continues each claim where the last stopped
+// rather than rescan index entries of jobs already claimed; it rescans at
+// the end, when notified of a job of higher priority, and at least every
+// poll interval.
 //
 // Claiming ahead. Room is one job per free worker, plus, for a runner with
 // two or more workers, the jobs its workers will likely finish while the
-// next claim is on its way: workers × claim time ÷ job time, from moving
-// averages of both, at most as many again as it has workers. So workers do
-// not sit idle waiting for the database: jobs no longer than a claim move
-// in claims twice the size, and jobs of a second or more get next to
-// nothing ahead. The averages are over every kind the runner works, so in a
-// queue that mixes very short and very long jobs a long one may be claimed
-// ahead: a job claimed ahead that waits 100 ms for a worker goes back to the
-// queue without its attempt counting ([EventRequeued]), keeping its place,
-// for another runner to take, and claiming ahead stops until jobs are short
-// again. A runner with one worker holds one job at a time.
+// next claim is on its way: workers × claim time ÷ job time (moving
+// averages over every kind it works), at most as many again as it has
+// workers. Jobs no longer than a claim thus move in claims twice the size,
+// and jobs of a second or more get next to nothing ahead. A job claimed
+// ahead that waits 100 ms for a worker goes back to the queue without its
+// attempt counting ([EventRequeued]), keeping its place, and claiming ahead
+// stops until jobs are short again. A runner with one worker holds one job
+// at a time.
 //
 // Waking. On PostgreSQL, enqueueing sends one NOTIFY per statement and
-// queue (not one per job), carrying the schema, so that two applications
-// sharing a database never wake or cancel each other's jobs. An idle runner
-// claims within milliseconds; a retried job wakes its runner when its
-// backoff ends; a poll ([WithPollInterval]) catches anything missed. On
-// SQLite, see Running on SQLite.
+// queue, carrying the schema, so that applications sharing a database never
+// wake or cancel each other's jobs. An idle runner claims within
+// milliseconds; a retried job wakes its runner when its backoff ends; a
+// poll ([WithPollInterval]) catches anything missed. On SQLite, see Running
+// on SQLite.
 //
-// Leases. A claimed job is leased to its runner ([WithLease]). The runner
-// renews the leases of every job it holds each third of the lease, on a
-// connection of its own. A renewal that fails is tried again promptly and
-// then every thirtieth of a lease, each try bounded by a tenth of it, so a
-// lease is lost only when the runner cannot reach the database for about
-// the lease's length, not because one statement failed. The same statement
-// puts back, without counting their attempt, the jobs locked in the
-// runner's name that it is not running: those of a claim the runner gave up
-// on (a statement timeout, a network that stopped delivering) that the
-// server ran anyway. When a runner dies, freezes, or is cut off for a whole
-// lease, any runner rescues its jobs once their leases expire; the job's
-// last error names the runner that lost it and the runner that rescued it.
+// Leases. A claimed job is leased to its runner ([WithLease]), which renews
+// the leases of all its jobs each third of the lease, on a connection of its
+// own. A failed renewal is tried again promptly, then every thirtieth of a
+// lease, each try bounded by a tenth of it: a lease is lost only when the
+// runner cannot reach the database for about the lease's length. The same
+// statement puts back, uncounted, jobs locked in the runner's name that it
+// is not running (from a claim it gave up on that the server ran anyway).
+// When a runner dies, freezes or is cut off for a whole lease, any runner
+// rescues its jobs once their leases expire; the job's last error names the
+// runner that lost it and the one that rescued it.
 //
 // Results. Finished attempts are written in batches, one statement for
 // however many arrived while the previous one ran. Every write is guarded by
 // the job and its claim, so a result that arrives after the job was rescued
 // or cancelled changes nothing ([EventRejected]); one from a job that Stop
-// put back is dropped. A write that is retried after its reply was lost,
-// and finds its own result already there, counts as written.
+// put back is dropped. A write retried after its reply was lost, that finds
+// its own result there, counts as written.
 //
 // Bookkeeping. Claims, results, renewals and progress run on contexts that a
 // job's cancellation does not cancel, each statement bounded by a sixth of
-// the lease, but never less than 1 s nor more than 10 s. A write that fails
-// is retried, with growing pauses, until it succeeds, as long as the error
-// is one that can pass (a broken connection, a timeout, a server shutting
-// down or out of connections, a serialisation failure): what it writes is
-// work done, whose lease the runner keeps renewing meanwhile. Once Stop has
-// run out of time, each write gets one more try.
+// the lease, between 1 s and 10 s. A write that fails with an error that
+// can pass (a broken connection, a timeout, a server shutting down or out of
+// connections, a serialisation failure) is retried with growing pauses until
+// it succeeds, while the runner keeps renewing the job's lease. Once Stop
+// has run out of time, each write gets one more try.
 //
 // # Poison jobs
 //
@@ -167,7 +152,7 @@
 // say which of them killed it. So the first rescue of a job gives its
 // attempt back and makes it a suspect (JobRecord.Rescues). Each runner runs
 // one suspect at a time, beside its ordinary jobs, and counts a suspect's
-// attempt when it starts, in the database, before its handler runs. A
+// attempt in the database when it starts, before its handler runs. A
 // suspect that kills its process again has used an attempt, and after
 // MaxAttempts of them it is FAILED; the jobs that died beside it run once
 // more, each on its own, and complete. A suspect whose attempt finishes,
@@ -181,66 +166,36 @@
 // use any [Backoff]; a job's own must be one of these three, because it is
 // stored with the job. [Permanent] fails the job at once; so does a payload
 // that no longer decodes. A panic, or a runtime.Goexit, is a failed
-// attempt; a kind's own Backoff that panics gets the default's delay.
-// A kind's [Timeout] cancels an attempt's context when it passes, with cause
-// [ErrTimeout], and the attempt fails.
-//
-// The last failure leaves the job FAILED with its error: list such jobs
-// with [Client.List], react to them with an observer ([EventFailed]), and
-// put them back with Retry or RetryFailed.
+// attempt; a kind's own Backoff that panics gets the default's delay. A
+// kind's [Timeout] cancels an attempt's context with cause [ErrTimeout],
+// and the attempt fails. The last failure leaves the job FAILED with its
+// error: list such jobs with [Client.List], react to them with an observer
+// ([EventFailed]), and put them back with Retry or RetryFailed.
 //
 // Chunked jobs run on the batch engine: [RegisterChunked] takes a handler
 // that returns the job's record count and an iterator (or [Pages] over a
 // fetch-by-offset function) and writes one chunk per call. The job ID is
-// the batch ID; progress (processed, total) is saved after every chunk,
-// which also notices a cancellation; a failed or cancelled attempt's output
-// is removed by the handler's Cleanup, which also runs before any attempt
-// that an earlier one may have written for, in case that one died or lost
-// the job without cleaning up. An attempt that lost its job (its lease
-// expired and another attempt has it now) does not clean up: the output is
-// the other attempt's.
+// the batch ID; progress is saved after every chunk, which also notices a
+// cancellation. A failed or cancelled attempt's output is removed by the
+// handler's Cleanup, which also runs before any attempt that an earlier one
+// may have written for, in case that one died without cleaning up. An
+// attempt that lost its job to another does not clean up: the output is the
+// other attempt's. One that Stop cuts short cleans up nothing either; its
+// next attempt does, before it starts.
 //
 // # Exactly-once effects: completing in the handler's transaction
 //
 // A handler whose effects are rows in the queue's database can make them
-// happen exactly once: it writes them and completes its job in one
-// transaction, with [Job.CompleteTx], called last, just before the commit:
-//
-//	func (h *Totals) Work(ctx context.Context, j *queue.Job[CountyReport]) error {
-//		return h.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-//			if err := tx.Create(&Total{County: j.Args.County, Sum: 42}).Error; err != nil {
-//				return err
-//			}
-//			return j.CompleteTx(ctx, tx)
-//		})
-//	}
-//
-// The job is COMPLETED if and only if the transaction commits. A process
-// that dies before the commit leaves neither the rows nor the completion:
-// the job is rescued when its lease expires and runs again. One that dies
-// after the commit leaves both, and the job never runs again. Children that
-// dependency rules release are inserted in the same transaction; to
-// enqueue other follow-up jobs in the same commit, use Client.Tx(tx).
-//
-// CompleteTx returns [ErrLeaseLost] when the job is no longer this
-// attempt's (cancelled, rescued, or already completed): return it, so the
-// transaction rolls back. Once the handler returns, the runner reads
-// whether the transaction committed. If it did, the attempt is completed,
-// whatever the handler returned. If not (a rollback, or a handler that
-// returned nil after one), the attempt failed and retries or fails as
-// usual; a transaction the handler left open is rolled back. CompleteTx
-// refuses, with [ErrInvalidOption], a *gorm.DB that is not a transaction,
-// a transaction on another database, and a chunked job, which completes
-// after its last chunk.
-//
-// From CompleteTx to the commit the transaction holds the job's row:
-// cancelling the job waits for it, and lease renewals skip it rather than
-// wait. A stop out of time that cuts the handler short rolls the
-// transaction back (unless it is committing) and puts the job back. On SQLite a transaction that has written holds the database's write
-// lock, so keep it short. Knowing whether it committed costs one read of
-// the job's row after the handler returns. Effects outside the database
-// (HTTP calls, files, messages) cannot share the transaction: they are at
-// least once and need their own idempotency.
+// happen exactly once: it writes them and calls [Job.CompleteTx] in the same
+// transaction, last, just before the commit (see its example). The job is
+// COMPLETED if and only if the transaction commits. A process that dies
+// before the commit leaves neither the rows nor the completion: the job is
+// rescued when its lease expires and runs again. One that dies after leaves
+// both, and the job never runs again. Children that dependency rules
+// release are inserted in the same transaction; enqueue other follow-up
+// jobs in it with Client.Tx(tx). Effects outside the database (HTTP calls,
+// files, messages) cannot share the transaction: they are at least once and
+// need their own idempotency.
 //
 // # Operating the queue
 //
@@ -264,59 +219,23 @@
 // [RegisterOption] (Register), [ChunkedOption] (RegisterChunked: Register's
 // options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
 // [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
-// good for a client and a runner; [OnQueue], [Priority], [MaxAttempts] and
-// [RetryBackoff] return a [JobOption], good for a kind and a job.
-//
-// Client and runner options (a runner uses its client's logger and observer
-// unless given its own, and adds its own hooks to its client's):
-//
-//   - [WithLogger]: default slog.Default. Jobs are logged with ID, kind,
-//     attempt and correlation ID, never payload or auth.
-//   - [WithObserver]: default none. Events: started, completed, retrying,
-//     failed, cancelled, rescued, requeued, rejected, released, scheduled.
-//   - [WithHooks]: default none; what package otelqueue installs.
-//   - [WithWorkers] (runner): jobs at once, default [DefaultWorkers], 1 to
-//     [MaxWorkers] (see Claiming ahead).
-//   - [WithQueues] (runner): the queues it works, default [DefaultQueue].
-//   - [WithPollInterval] (runner): the fallback for missed notifications and
-//     for jobs whose run time arrives, default [DefaultPollInterval].
-//   - [WithLease] (runner): how long a job stays the runner's without
-//     renewal, default [DefaultLease]; bookkeeping timeouts are fractions of
-//     it.
-//   - [WithRescueInterval] (runner): how often it looks for expired leases,
-//     default half the lease.
-//   - [WithRunnerID] (runner): the name it locks jobs with, default host,
-//     process ID and a random suffix.
-//   - [WithClock] (runner): the clock of schedules and windows, default the
-//     system's.
-//
-// Job options, given to Register (the kind's defaults) or to Enqueue (the
-// job's own):
-//
-//   - [OnQueue] (kind or job): default [DefaultQueue].
-//   - [Priority] (kind or job): [MinPriority] to [MaxPriority], higher
-//     first, default [DefaultPriority].
-//   - [MaxAttempts] (kind or job): default [DefaultMaxAttempts], 1 to 1000.
-//   - [RetryBackoff] (kind or job): default [DefaultBackoff], exponential
-//     from 1 s to 5 min.
-//   - [Timeout] (kind): default none.
-//   - [ChunkSize] (kind, RegisterChunked): default [DefaultChunkSize].
-//   - [During] (kind): only start in a daily window.
-//   - [RunAt], [After] (job): default now.
-//   - [IdempotencyKey] (job): a second job with the key creates nothing and
-//     returns the first, marked Duplicate.
-//   - [CorrelationID], [AuthContext], [InRun], [InPeriod], [TraceContext]
-//     (job).
+// good for a client and a runner; a runner uses its client's logger and
+// observer unless given its own, and adds its own hooks to its client's.
+// [OnQueue], [Priority], [MaxAttempts] and [RetryBackoff] return a
+// [JobOption], good for a kind (Register: the kind's defaults) and for a job
+// (Enqueue: the job's own). Each option's documentation gives its default
+// and range. The logger gets jobs' ID, kind, attempt and correlation ID,
+// never their payload or auth.
 //
 // # Guarantees
 //
 // At least once. A job whose runner dies, or whose result cannot be written,
 // runs again: once its lease expires, or, if its runner is alive, at the
-// runner's next lease renewal. Handlers must therefore make their effects
-// idempotent, or commit them with something the next attempt checks: a job
-// may finish its work and die before its completion is written. Chunked
-// jobs get this from the engine: a failed attempt's output is cleaned up,
-// and cleaned up again before the next attempt starts.
+// runner's next lease renewal. A job may finish its work and die before its
+// completion is written, so handlers must make their effects idempotent, or
+// commit them with something the next attempt checks. Chunked jobs get this
+// from the engine: a failed attempt's output is cleaned up, and cleaned up
+// again before the next attempt starts.
 //
 // Exactly one completion record. A job becomes COMPLETED once, by the claim
 // that holds it; any other claim's result is refused, also that of an
@@ -332,9 +251,8 @@
 //
 // A job that kills its process fails alone: it is FAILED after MaxAttempts
 // attempts that count, and the jobs that died beside it lose no attempt
-// (see Poison jobs).
-//
-// A stopped runner leaves nothing PROCESSING (see Shutting down).
+// (see Poison jobs). A stopped runner leaves nothing PROCESSING (see
+// Shutting down).
 //
 // Bad input is refused at the door, with nothing created: an unknown kind
 // ([ErrUnknownKind]), a payload that does not encode or decode into the
@@ -405,12 +323,12 @@
 // A runner keeps four connections for itself (claims, results, leases, and
 // the listener), and its handlers take the rest as they need them, waiting
 // for one when all are busy; NewRunner refuses a pool capped below four.
-// Set the pool's open limit to what the server can spare for this process:
-// PostgreSQL allows 100 connections in all by default, shared by every
-// process, and refuses the 101st (SQLSTATE 53300). Set the idle limit to the
-// same number: database/sql keeps only 2 idle connections by default, so
-// under load it would close most connections as soon as a handler returns
-// them and open new ones for the next.
+// Set the pool's open limit to what the server can spare for this process
+// (PostgreSQL allows 100 connections in all by default, shared by every
+// process, and refuses the 101st: SQLSTATE 53300), and the idle limit to
+// the same number: database/sql keeps 2 idle connections by default, so
+// under load it would close most connections as handlers return them and
+// open new ones for the next.
 //
 //	sqlDB, _ := db.DB()
 //	sqlDB.SetMaxOpenConns(20)
@@ -419,63 +337,33 @@
 // Start warns when a pool with no open limit may open more connections
 // than the server accepts; while it runs, the runner warns once if the pool
 // closes ten or more connections a second because its idle list is full
-// (DBStats.MaxIdleClosed), and says what to set. Handlers that write a single row each are faster with gorm's
-// SkipDefaultTransaction, which saves a BEGIN and a COMMIT per insert.
+// (DBStats.MaxIdleClosed), and says what to set. Handlers that write a
+// single row each are faster with gorm's SkipDefaultTransaction, which
+// saves a BEGIN and a COMMIT per insert.
 //
 // # Shutting down
 //
-// A program stops its runners when it is told to, and then exits:
+// A program stops its runners when it is told to, with [Runner.Stop] and a
+// grace period shorter than the orchestrator's kill timeout (30 s by
+// default on Kubernetes), and then exits (see Stop's example). Stop claims
+// nothing more and lets running jobs finish; a little before its deadline
+// it cancels those still running (cause [ErrStopping]), puts them back in
+// the queue with their attempt uncounted, writes the results of those that
+// finished, and returns an error wrapping [context.DeadlineExceeded] that
+// says how many it cut short. When Stop returns, nothing is left PROCESSING
+// under that runner. Handlers that ignore their cancellation are not waited
+// for, and what they do afterwards through their Job is refused, though
+// their own side effects are not: a handler should return soon once its
+// context is done. Stop's documentation says the rest: the margin before
+// the deadline, held rows and SQLite, and a database that cannot be
+// reached.
 //
-//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-//	defer stop()
-//	...
-//	// Start on a context the signal does not cancel: cancelling Start's
-//	// context cuts running jobs short at once, with no grace period.
-//	if err := runner.Start(context.WithoutCancel(ctx)); err != nil { ... }
-//	<-ctx.Done() // or the program's own work, on ctx
-//	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-//	defer cancel()
-//	if err := runner.Stop(stopCtx); err != nil { ... }
-//
-// Stop claims nothing more and lets running jobs finish. A little before
-// its deadline (a fifth of the time it was given, at least 100 ms, at most
-// one bookkeeping statement's timeout: a 5 s deadline lets jobs run 4 s) it
-// cancels the jobs still running (cause [ErrStopping]), puts them back in
-// the queue with their attempt uncounted, writes the results of the jobs
-// that finished, and returns an error wrapping [context.DeadlineExceeded]
-// that says how many it cut short. A context cancelled without a deadline
-// does the same at once. When Stop returns, nothing is left PROCESSING
-// under that runner, so the program may exit.
-//
-// Stop does not wait for handlers that ignore their cancellation: their
-// jobs go back all the same, and what those handlers do afterwards (their
-// result, SetProgress, SetOutput, CompleteTx) is refused, though their own
-// side effects are not, so a handler should return soon once its context
-// is done. [Runner.Done] is closed when every handler has returned. Choose
-// a grace period shorter than the orchestrator's kill timeout (30 s by
-// default on Kubernetes). If the database cannot be reached, Stop returns
-// an error saying that the jobs it could not put back are rescued when
-// their leases expire. Stop is idempotent and safe without Start.
-//
-// A row that another transaction holds does not keep the other jobs from
-// going back: they go back at once, and the held one when it is free, or,
-// past the deadline, when its lease expires. Stop rolls back the open
-// transaction of a handler it cuts short after [Job.CompleteTx]. On SQLite
-// every transaction that has written holds the database, so a handler that
-// keeps another open, ignoring its cancellation, keeps every job from going
-// back: begin a handler's transactions with its context
-// (db.WithContext(ctx)). A cut-short chunked job cleans up nothing; its
-// next attempt does, before it starts.
-//
-// Start's context carries values to every job's context; cancelling it
-// stops the runner at once, as Stop does at its deadline. So give
-// Start a context that lives as long as the runner, and stop the runner
-// with Stop.
-//
-// Start checks the database before it starts anything: it returns an error
-// at once if the server does not answer, one wrapping ErrNotMigrated if the
-// schema is missing or older than this sheaf, and one wrapping
-// [ErrSchemaTooNew] if a newer sheaf has migrated it.
+// Cancelling [Runner.Start]'s context stops the runner at once, as Stop does
+// at its deadline: give Start a context that lives as long as the runner
+// (context.WithoutCancel of a signal's context). Start checks the database
+// first, and fails at once, starting nothing, if the server does not answer
+// or the schema is missing or older ([ErrNotMigrated]) or newer
+// ([ErrSchemaTooNew]) than this sheaf.
 //
 // # Running on SQLite
 //
@@ -484,11 +372,10 @@
 // github.com/sheaf-dev/sheaf/queue/sqlitedb and hand it to NewClient as you
 // would a PostgreSQL handle; everything else is the same. The driver is
 // modernc.org/sqlite (SQLite translated to Go) under the pure-Go gorm
-// dialector github.com/libtnb/sqlite: no cgo and no C compiler, so
-// CGO_ENABLED=0 builds and cross-compiles work, and a first build compiles
-// no C. sqlitedb.Open's pool keeps up to 128 idle connections, enough for a
-// default runner's workers, and closes those idle for 5 minutes. What
-// differs, because SQLite has one writer and no server:
+// dialector github.com/libtnb/sqlite: no cgo, so CGO_ENABLED=0 builds and
+// cross-compiles work. sqlitedb.Open's pool keeps up to 128 idle
+// connections, enough for a default runner's workers, and closes those idle
+// for 5 minutes. What differs, because SQLite has one writer and no server:
 //
 //   - Writes take turns: within a process on one semaphore per file, across
 //     processes in SQLite's busy handler. A claim is one UPDATE ...
@@ -509,9 +396,8 @@
 // # Schedules
 //
 // A [Periodic] schedule creates jobs at each tick of its timetable, in its
-// own time zone:
+// own time zone (see Registry.Schedule's example):
 //
-//	kolkata, _ := time.LoadLocation("Asia/Kolkata")
 //	err := reg.Schedule(queue.Periodic{
 //		Name:     "county-daily",
 //		Spec:     queue.Daily(23, 0), // or Weekly, Monthly, Quarterly, Yearly, or queue.Cron("0 23 * * 1-5")
@@ -545,11 +431,10 @@
 // schedule nightly work outside the change hours.
 //
 // A tick whose jobs cannot be built (its Jobs function or a job's
-// MarshalJSON panics, or Enqueue would refuse a job) is skipped: it creates
-// nothing, is logged at Error with the reason (and the stack, for a panic),
-// and the schedule moves on to its next tick instead of failing the same way
-// at every poll; the morning review lists it among the ticks that created
-// nothing.
+// MarshalJSON panics, or Enqueue would refuse a job) creates nothing, is
+// logged at Error with the reason (and the stack, for a panic), and the
+// schedule moves on to its next tick rather than fail the same way at every
+// poll; the morning review lists it among the ticks that created nothing.
 //
 // # Batch windows
 //
@@ -566,38 +451,24 @@
 //
 // # Dependencies
 //
-// A [Rule] releases a child job when its parents complete:
-//
-//	// 1→1: every completed county report releases that county's summary.
-//	err := queue.Depend(reg, queue.Rule{Name: "county-summary", Parents: []string{"county_report"}, Each: true},
-//		func(parents []queue.JobRecord) (SummaryArgs, []queue.EnqueueOption) { ... })
-//	// N→1: the consolidated report waits for the weekly and the monthly of the same period.
-//	err = queue.Depend(reg, queue.Rule{Name: "consolidated", Parents: []string{"weekly", "monthly"}},
-//		func(parents []queue.JobRecord) (ConsolidatedArgs, []queue.EnqueueOption) { ... })
-//
-// A child is released in the transaction that completes its last parent,
-// under a lock per rule and period, so parents completing at the same
-// instant on different runners release exactly one child. A failed or
-// cancelled parent releases nothing; retried to success, it releases the
-// child then. A rule whose child cannot be built (its function or the
-// child's MarshalJSON panics, or Enqueue would refuse the child) lets the
-// parent complete without the child, logged at Error; the review lists the
-// chain as stopped with every parent complete. Cycles are refused when rules
-// are registered. A child takes its parents' run and period, and reads them,
-// and what they left with Job.SetOutput, through Job.Parents.
+// A [Rule], registered with [Depend] (see its example), releases a child
+// job when its parents complete: one child per parent (one-to-one), or one
+// per period once every parent of the period completed (many-to-one). The
+// child is released exactly once, in the transaction that completes its
+// last parent, under a lock per rule and period. A rule whose child cannot
+// be built (its function or the child's MarshalJSON panics, or Enqueue
+// would refuse the child) lets the parent complete without the child,
+// logged at Error; the review lists the chain as stopped with every parent
+// complete. Cycles are refused when rules are registered.
 //
 // # The morning review
 //
-// [Client.Review] says what a run (or a time range) did:
-//
-//	rv, err := client.Review(ctx, queue.ReviewQuery{RunID: "county-daily@2025-12-08T23:00:00+05:30"})
-//	// rv.Counts by status; rv.Failed with errors and attempts; rv.Slow against each kind's
-//	// median of its earlier runs; rv.NeverRan and why; rv.MissedTicks (ticks that created nothing);
-//	// rv.Stopped: dependency chains that stopped, and the parent that stopped them.
-//	n, err := client.RetryFailed(ctx, queue.Filter{RunID: rv.Query.RunID}) // the selective retry
-//
-// A review covers a run or a time range (From, To); a range also lists the
-// schedule ticks in it that created no job.
+// [Client.Review] says what a run, a period or a time range did (see its
+// example): counts by status, the failed jobs with their errors and
+// attempts, the slow ones against each kind's median of its earlier runs,
+// the jobs that never ran, the schedule ticks that created no job, and the
+// dependency chains that stopped, with the parents that stopped them.
+// [Client.RetryFailed] with the run's Filter is the selective retry.
 //
 // # Telemetry
 //
@@ -632,15 +503,14 @@
 // release's [Client.Migrate], then replace the processes. Migrate is
 // idempotent and holds a lock while it works (an advisory lock on
 // PostgreSQL, the write lock on SQLite), so processes that migrate at once
-// run one after the other and the later ones find nothing to do. It logs a
-// warning naming the runners that were up (seen in the last minute) as it
-// upgraded the schema: they run an earlier release and must be replaced. A
-// runner of this release refuses to start on an older schema
-// (ErrNotMigrated), and Migrate and Start refuse a newer one
-// (ErrSchemaTooNew). Teams that apply schema changes with their own tool
-// (goose, golang-migrate, atlas) take the SQL from [Client.Migrations]:
-// applied in order, each in a transaction, they give the schema Migrate
-// gives. Migrations only go forward.
+// run one after the other. It logs a warning naming the runners that were
+// up (seen in the last minute) as it upgraded the schema: they run an
+// earlier release and must be replaced. A runner of this release refuses to
+// start on an older schema (ErrNotMigrated), and Migrate and Start refuse a
+// newer one (ErrSchemaTooNew). Teams that apply schema changes with their
+// own tool (goose, golang-migrate, atlas) take the SQL from
+// [Client.Migrations]: applied in order, each in a transaction, they give
+// the schema Migrate gives. Migrations only go forward.
 //
 // Migrate refuses a schema that was partly dropped by hand (some of the
 // tables above missing, or tables left with no version recorded) with
@@ -648,21 +518,19 @@
 // restore what was dropped, or drop the queue's remaining tables and
 // migrate afresh.
 //
-// The queue's own statements are not written to your gorm logger: they are
-// batches of up to thousands of IDs, and their errors are returned to you.
-// Your statements on the same handle, or in a transaction given to
-// [Client.Tx], are logged as before.
+// The queue's own statements are not written to your gorm logger (they are
+// batches of up to thousands of IDs, and their errors are returned to you);
+// yours on the same handle, or in a transaction given to [Client.Tx], are.
 //
-// From schema version 7 on, a process that is already running keeps working
-// through a migration that adds a column: every statement names the columns
-// it reads, and a runner tries a write again when PostgreSQL says a
-// statement it had prepared changed its result ("cached plan must not
-// change result type", SQLSTATE 0A000). From version 6, stop the runners
-// first: version 6 read whole jobs with *, so on PostgreSQL each of its
-// statements that does fails once per connection after the migration. A
-// client call then returns that error and works when tried again; but a
-// runner does not retry it, and a completion that releases dependency
-// children is dropped and runs again once its lease is out. A version-6
-// runner also does not see the trace context of jobs that version 7
-// enqueued.
+// From schema version 7 on, a running process keeps working through a
+// migration that adds a column: every statement names the columns it reads,
+// and a runner tries a write again when PostgreSQL says a prepared
+// statement changed its result ("cached plan must not change result type",
+// SQLSTATE 0A000). From version 6, stop the runners first: version 6 read
+// whole jobs with *, so on PostgreSQL each such statement fails once per
+// connection after the migration; a client call returns that error and
+// works when tried again, but a runner does not retry it, and a completion
+// that releases dependency children is dropped and runs again once its
+// lease is out. A version-6 runner also does not see the trace context of
+// jobs that version 7 enqueued.
 package queue

@@ -17,9 +17,8 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
-// Clock tells the time for schedules and windows. Runs, leases and retries
-// use the database's clock instead; this one is the wall clock that decides
-// when it is 23:00 in Kolkata. Tests and demonstrations inject their own.
+// Clock tells the time for schedules and windows (WithClock); runs, leases
+// and retries use the database's clock.
 type Clock interface {
 	Now() time.Time
 	// After returns a channel that receives once the clock has moved d
@@ -37,9 +36,8 @@ func (SystemClock) Now() time.Time { return time.Now() }
 func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // A Spec says when a schedule fires: a cron expression, made by Cron or by a
-// preset (Daily, Weekly, Monthly, Quarterly, Yearly). Presets check their
-// arguments, and a Spec they refuse carries the reason, which
-// Registry.Schedule returns. The zero Spec is refused.
+// preset, which carries the reason it refused its arguments for
+// Registry.Schedule to return. The zero Spec is refused.
 type Spec struct {
 	expr string
 	err  error // why a preset refused its arguments
@@ -114,15 +112,13 @@ func preset(call, expr string, args ...calendar.Arg) Spec {
 }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
-// process was running it. A tick less than a minute old (or two poll
-// intervals, if longer) when a runner starts is not missed: it is due, and
-// fires then, once.
+// process ran it. A tick less than a minute (or two poll intervals) old
+// when a runner starts is not missed but due, and fires once.
 type MissedPolicy int
 
 const (
-	// SkipMissed forgets missed ticks: the schedule resumes at its next
-	// tick. The default: a nightly report for a night long past is rarely
-	// wanted, and the morning review lists what did not run.
+	// SkipMissed, the default, forgets missed ticks: the schedule resumes
+	// at its next tick, and the morning review lists what did not run.
 	SkipMissed MissedPolicy = iota
 	// RunMissedOnce runs the most recent missed tick once, when a process
 	// starts, however many were missed.
@@ -142,17 +138,10 @@ type Tick struct {
 	Period string
 }
 
-// Periodic creates jobs at the ticks of a cron expression in a time zone.
-//
-// Every runner process runs the registered schedules; a tick creates its
-// jobs exactly once between them (the tick is claimed by locking the
-// schedule's row, and each job's idempotency key names the tick), so run as
-// many runners as you like.
-//
-// Times in a daylight-saving gap (02:30 on the night clocks go forward, in
-// many zones) do not exist, and such a tick is skipped, as the cron parser
-// does; a time in the hour that repeats when clocks go back fires once, not
-// twice. Schedule nightly work outside 01:00-03:00 to stay clear of both.
+// Periodic creates jobs at the ticks of a cron expression in a time zone,
+// exactly once however many runners run it. A tick in a daylight-saving
+// gap is skipped, and one in the hour that repeats fires once (see
+// Schedules in the package documentation).
 type Periodic struct {
 	// Name identifies the schedule in runs and in the database; keep it
 	// stable.
@@ -298,13 +287,10 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 	})
 }
 
-// tickJobs builds the jobs of tick t, ready to insert. The schedule's Jobs
-// function, and each job's Kind and MarshalJSON, are the user's code: a
-// panic in them is recovered and returned. A tick whose jobs cannot be built
-// (a panic, or a job Enqueue refuses) would fail the same way at every
-// attempt, so the caller spends it without jobs, rather than retry it at
-// every poll; the morning review lists it among the ticks that created
-// nothing.
+// tickJobs builds the jobs of tick t, ready to insert, recovering a panic
+// in the user's code (Jobs, Kind, MarshalJSON). A tick whose jobs cannot
+// be built would fail the same way again, so the caller spends it without
+// jobs.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 	err = userCall(func() error {
 		jobs := s.Jobs(t)
