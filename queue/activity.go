@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
@@ -93,11 +92,8 @@ func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucke
 			n, q.Bucket, start, MaxActivityBuckets)
 	}
 	rows, err := operate.Activity(ctx, c.st, start, q.Bucket, n, q.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("queue: activity: %w", notMigrated(err))
-	}
-	return converted(rows, func(r store.ActivityRow) ActivityBucket {
+	return result("activity", rows, err, func(r store.ActivityRow) ActivityBucket {
 		return ActivityBucket{Start: r.Start, Completed: r.Completed, Failed: r.Failed,
 			WaitP50: r.WaitP50, WaitP95: r.WaitP95, RunP50: r.RunP50, RunP95: r.RunP95}
-	}), nil
+	})
 }

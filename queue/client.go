@@ -281,7 +281,7 @@ func optional(s string) *string {
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	var inserted []JobRecord
 	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
-		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
+		return nil, failed("enqueue", err)
 	}
 	out := make([]Enqueued, len(rows))
 	err := enqueue.Match(rows, inserted, func(r *JobRecord) *string { return r.IdempotencyKey },
@@ -290,7 +290,7 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 		},
 		func(i int, r *JobRecord, dup bool) { out[i] = Enqueued{Job: r, Duplicate: dup} })
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
+		return nil, failed("enqueue", err)
 	}
 	return out, nil
 }
@@ -363,15 +363,12 @@ func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 10_000:
-		return nil, invalid("limit %d not in [0, 10000]", limit)
+	limit, err := pageLimit(f.Limit, 10_000)
+	if err != nil {
+		return nil, err
 	}
 	var out []JobRecord
-	err := c.st.Jobs(ctx, c.db, f.store(), limit, &out)
+	err = c.st.Jobs(ctx, c.db, f.store(), limit, &out)
 	if err != nil {
 		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
@@ -387,10 +384,7 @@ func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	n, err := c.st.Count(ctx, c.db, f.store())
-	if err != nil {
-		return 0, fmt.Errorf("queue: count: %w", notMigrated(err))
-	}
-	return n, nil
+	return n, failed("count", err)
 }
 
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is

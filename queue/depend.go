@@ -55,10 +55,7 @@ type rule struct {
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
-	if ru.Name == "" || len(ru.Name) > 200 {
-		return invalid("rule name must have 1 to 200 bytes")
-	}
-	if err := checkText("rule name", ru.Name); err != nil {
+	if err := checkName("rule name", "rule name", ru.Name, 200); err != nil {
 		return err
 	}
 	if child == nil {

@@ -46,10 +46,7 @@ func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 		return nil, err
 	}
 	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
-	if err != nil {
-		return nil, fmt.Errorf("queue: children of %d: %w", id, notMigrated(err))
-	}
-	return out, nil
+	return out, failed(fmt.Sprint("children of ", id), err)
 }
 
 // RunsQuery selects runs for Client.Runs. Zero fields select everything.
@@ -84,12 +81,9 @@ type RunSummary struct {
 // by run ID descending). It groups every job that has a run ID, so, like
 // Stats, it is for dashboards, not hot paths.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit := q.Limit
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 10_000:
-		return nil, invalid("limit %d not in [0, 10000]", limit)
+	limit, err := pageLimit(q.Limit, 10_000)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkText("RunsQuery.Period", q.Period); err != nil {
 		return nil, err
@@ -105,13 +99,10 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
 	}
 	runs, err := operate.Runs(ctx, c.st, c.db, sq)
-	if err != nil {
-		return nil, fmt.Errorf("queue: runs: %w", notMigrated(err))
-	}
-	return converted(runs, func(r operate.RunSummary) RunSummary {
+	return result("runs", runs, err, func(r operate.RunSummary) RunSummary {
 		return RunSummary{RunID: r.RunID, Period: r.Period, Total: r.Total, Counts: statusCounts(r.Counts),
 			FirstCreated: r.FirstCreated, LastCreated: r.LastCreated}
-	}), nil
+	})
 }
 
 // ScheduleState is a registered schedule with what the database says of
@@ -166,6 +157,14 @@ func statusCounts(in map[string]int64) map[Status]int64 {
 		out[Status(s)] = n
 	}
 	return out
+}
+
+// result returns f of each of in, or the error of the operation op.
+func result[T, U any](op string, in []T, err error, f func(T) U) ([]U, error) {
+	if err != nil {
+		return nil, failed(op, err)
+	}
+	return converted(in, f), nil
 }
 
 // converted returns f of each of in; nil for nil.

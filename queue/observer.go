@@ -51,30 +51,13 @@ const (
 
 // String returns the event's name in lower case, as "completed".
 func (t EventType) String() string {
-	switch t {
-	case EventStarted:
-		return "started"
-	case EventCompleted:
-		return "completed"
-	case EventRetrying:
-		return "retrying"
-	case EventFailed:
-		return "failed"
-	case EventCancelled:
-		return "cancelled"
-	case EventRescued:
-		return "rescued"
-	case EventRequeued:
-		return "requeued"
-	case EventRejected:
-		return "rejected"
-	case EventReleased:
-		return "released"
-	case EventScheduled:
-		return "scheduled"
+	if t >= EventStarted && t <= EventScheduled {
+		return eventNames[t-EventStarted]
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
+
+var eventNames = [...]string{"started", "completed", "retrying", "failed", "cancelled", "rescued", "requeued", "rejected", "released", "scheduled"}
 
 // Event is something that happened to a job, as an observer sees it.
 type Event struct {

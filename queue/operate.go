@@ -61,12 +61,9 @@ type QueueInfo struct {
 // Stats it reads the whole jobs table: it is for dashboards.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
 	qs, err := operate.Queues(ctx, c.st, c.db)
-	if err != nil {
-		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
-	}
-	return converted(qs, func(q operate.QueueInfo) QueueInfo {
+	return result("queues", qs, err, func(q operate.QueueInfo) QueueInfo {
 		return QueueInfo{Name: q.Name, Counts: statusCounts(q.Counts), OldestDue: q.OldestDue, Paused: q.Paused, PausedAt: q.PausedAt}
-	}), nil
+	})
 }
 
 // The outcomes of attempts (Attempt.Outcome).
@@ -136,10 +133,7 @@ func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	n, err := c.jobs().CancelMatching(ctx, f.store())
-	if err != nil {
-		return n, fmt.Errorf("queue: cancel matching: %w", notMigrated(err))
-	}
-	return n, nil
+	return n, failed("cancel matching", err)
 }
 
 // RunnerInfo describes a runner, as it wrote itself down: it writes its row
@@ -219,21 +213,16 @@ func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 		se.Target = e.Target
 	}
 	id, err := c.st.RecordAudit(ctx, c.db, se)
-	if err != nil {
-		return 0, fmt.Errorf("queue: record audit: %w", notMigrated(err))
-	}
-	return id, nil
+	return id, failed("record audit", err)
 }
 
 // AuditLog returns the audit log newest first: up to limit entries (0
 // means 100, the most is 1000) with IDs below beforeID, or from the newest
 // if beforeID is 0. Pass the last ID returned to read on.
 func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 1000:
-		return nil, invalid("limit %d not in [0, 1000]", limit)
+	limit, err := pageLimit(limit, 1000)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := c.st.AuditLog(ctx, c.db, beforeID, limit)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -44,12 +45,7 @@ type kindEntry struct {
 func (r *Registry) Kinds() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.kinds))
-	for k := range r.kinds {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return r.kindsLocked()
 }
 
 func (r *Registry) lookup(kind string) (*kindEntry, error) {
@@ -63,10 +59,7 @@ func (r *Registry) lookup(kind string) (*kindEntry, error) {
 }
 
 func (r *Registry) kindsLocked() []string {
-	out := make([]string, 0, len(r.kinds))
-	for k := range r.kinds {
-		out = append(out, k)
-	}
+	out := slices.AppendSeq(make([]string, 0, len(r.kinds)), maps.Keys(r.kinds))
 	slices.Sort(out)
 	return out
 }

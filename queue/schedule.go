@@ -181,10 +181,7 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 // runners pick the change up at once. It returns an error wrapping
 // ErrInvalidOption for a bad name, spec or missing Jobs function.
 func (r *Registry) Schedule(p Periodic) error {
-	if p.Name == "" || len(p.Name) > 200 {
-		return invalid("schedule name must have 1 to 200 bytes")
-	}
-	if err := checkText("schedule name", p.Name); err != nil {
+	if err := checkName("schedule name", "schedule name", p.Name, 200); err != nil {
 		return err
 	}
 	if p.Jobs == nil {

@@ -33,6 +33,15 @@ func checkTexts(namesAndValues ...string) error {
 	return nil
 }
 
+// checkName refuses s, the what given to option, unless it is 1 to most
+// bytes of text PostgreSQL stores.
+func checkName(option, what, s string, most int) error {
+	if s == "" || len(s) > most {
+		return invalid("%s must have 1 to %d bytes", what, most)
+	}
+	return checkText(option, s)
+}
+
 // maxQueueName is the longest queue name, in bytes.
 const maxQueueName = 128
 
@@ -83,6 +92,26 @@ func checkRaw(b []byte) error {
 		return fmt.Errorf("%w: payload: %s at offset %d", ErrInvalidPayload, f.What, f.At)
 	}
 	return nil
+}
+
+// pageLimit returns limit, or 100 for 0, refusing one outside [0, most].
+func pageLimit(limit, most int) (int, error) {
+	if limit < 0 || limit > most {
+		return 0, invalid("limit %d not in [0, %d]", limit, most)
+	}
+	if limit == 0 {
+		return 100, nil
+	}
+	return limit, nil
+}
+
+// failed returns err, if it is not nil, as the error of the operation op,
+// marked ErrNotMigrated if it says so.
+func failed(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("queue: %s: %w", op, notMigrated(err))
 }
 
 // notMigrated marks err as ErrNotMigrated, keeping it in the chain, when the
