@@ -199,7 +199,7 @@ func After(d time.Duration) EnqueueOption {
 // status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-			if err := checkName("IdempotencyKey", "idempotency key", key, 512); err != nil {
+		if err := checkName("IdempotencyKey", "idempotency key", key, 512); err != nil {
 			return err
 		}
 		o.idempotencyKey = key
@@ -237,7 +237,7 @@ func AuthContext(a Auth) EnqueueOption {
 // creates; the morning review reports runs.
 func InRun(runID string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-			if err := checkName("InRun", "run ID", runID, 512); err != nil {
+		if err := checkName("InRun", "run ID", runID, 512); err != nil {
 			return err
 		}
 		o.runID = runID
@@ -249,7 +249,7 @@ func InRun(runID string) EnqueueOption {
 // date; dependency rules group parents by period.
 func InPeriod(period string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-			if err := checkName("InPeriod", "period", period, 128); err != nil {
+		if err := checkName("InPeriod", "period", period, 128); err != nil {
 			return err
 		}
 		o.period = period
@@ -449,7 +449,7 @@ func WithRescueInterval(d time.Duration) RunnerOption {
 // UTF-8 without NUL. Default hostname, process ID and a random suffix.
 func WithRunnerID(id string) RunnerOption {
 	return runnerOption(func(c *config) error {
-			if err := checkName("WithRunnerID", "runner ID", id, 200); err != nil {
+		if err := checkName("WithRunnerID", "runner ID", id, 200); err != nil {
 			return err
 		}
 		c.runnerID = id
