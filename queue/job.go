@@ -131,17 +131,7 @@ type Metadata map[string]string
 
 // Scan reads metadata as the database keeps it.
 func (m *Metadata) Scan(src any) error {
-	var b []byte
-	switch v := src.(type) {
-	case nil:
-	case []byte:
-		b = v
-	case string:
-		b = []byte(v)
-	default:
-		return fmt.Errorf("queue: cannot scan %T into Metadata", src)
-	}
-	d, err := store.DecodeMetadata(b)
+	d, err := store.ScanMetadata(src)
 	if err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}

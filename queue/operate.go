@@ -109,10 +109,7 @@ func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 	}
 	out := make([]Attempt, len(as))
 	for i, a := range as {
-		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, Outcome: a.Outcome, Error: a.Error}
-		if a.StartedAt != nil {
-			out[i].StartedAt = *a.StartedAt
-		}
+		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, StartedAt: deref(a.StartedAt), Outcome: a.Outcome, Error: a.Error}
 		if !a.FinishedAt.IsZero() {
 			out[i].FinishedAt = &as[i].FinishedAt
 		}

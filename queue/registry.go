@@ -150,25 +150,20 @@ func decodeJob[A Args](row *runner.Row, ex execution) (*Job[A], error) {
 	if err := json.Unmarshal(row.Payload, &args); err != nil {
 		return nil, Permanent(fmt.Errorf("%w: kind %q: %v", ErrInvalidPayload, row.Kind, err))
 	}
-	job := &Job[A]{
+	return &Job[A]{
 		ID: row.ID, Kind: row.Kind, Queue: row.Queue, Args: args, Priority: row.Priority,
-		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth,
-		CreatedAt: row.CreatedAt, exec: ex,
+		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth, CreatedAt: row.CreatedAt,
+		CorrelationID: deref(row.CorrelationID), StartedAt: deref(row.StartedAt), RunID: deref(row.RunID),
+		Period: deref(row.Period), ParentIDs: row.ParentIDs, exec: ex,
+	}, nil
+}
+
+// deref returns *p, or the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
 	}
-	if row.CorrelationID != nil {
-		job.CorrelationID = *row.CorrelationID
-	}
-	if row.StartedAt != nil {
-		job.StartedAt = *row.StartedAt
-	}
-	if row.RunID != nil {
-		job.RunID = *row.RunID
-	}
-	if row.Period != nil {
-		job.Period = *row.Period
-	}
-	job.ParentIDs = row.ParentIDs
-	return job, nil
+	return v
 }
 
 // checkPayload reports whether payload decodes into the kind's type.

@@ -64,52 +64,34 @@ func (s Spec) parse() (cron.Schedule, error) {
 // hour 0 to 23 and minute 0 to 59.
 
 // Daily fires every day at hour:minute.
-func Daily(hour, minute int) Spec {
-	return preset(fmt.Sprintf("Daily(%d, %d)", hour, minute), fmt.Sprintf("%d %d * * *", minute, hour),
-		calendar.Hour(hour), calendar.Minute(minute))
-}
+func Daily(hour, minute int) Spec { return preset(calendar.Daily(hour, minute)) }
 
 // Weekly fires every week on day at hour:minute.
 func Weekly(day time.Weekday, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Weekly(%s, %d, %d)", calendar.Named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
-		fmt.Sprintf("%d %d * * %d", minute, hour, day),
-		calendar.Arg{Name: "weekday", V: int(day), Lo: int(time.Sunday), Hi: int(time.Saturday)}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Weekly(day, hour, minute))
 }
 
 // Monthly fires on day (1 to 31) of every month at hour:minute. Months
 // without that day (the 31st of April, say) have no tick, as in cron; use 28
 // or earlier for a tick every month.
 func Monthly(day, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Monthly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d * *", minute, hour, day),
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Monthly("Monthly", "*", day, hour, minute))
 }
 
 // Quarterly fires on day (1 to 31) of January, April, July and October at
 // hour:minute; a day April lacks has no tick in April, as for Monthly.
 func Quarterly(day, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Quarterly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day),
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Monthly("Quarterly", "1,4,7,10", day, hour, minute))
 }
 
 // Yearly fires on day of month every year at hour:minute. February 29th
 // fires in leap years only.
 func Yearly(month time.Month, day, hour, minute int) Spec {
-	known := month >= time.January && month <= time.December
-	last := 31
-	if known {
-		last = calendar.DaysIn(month)
-	}
-	return preset(fmt.Sprintf("Yearly(%s, %d, %d, %d)", calendar.Named(month, known), day, hour, minute),
-		fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
-		calendar.Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: last}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Yearly(month, day, hour, minute))
 }
 
-// preset returns the Spec of expr, carrying the first argument of call out
-// of its range if there is one.
-func preset(call, expr string, args ...calendar.Arg) Spec {
-	return Spec{expr: expr, err: calendar.CheckArgs(call, args...)}
-}
+// preset returns the Spec of a preset's expr, and its arguments' err.
+func preset(expr string, err error) Spec { return Spec{expr: expr, err: err} }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
 // process ran it. A tick less than a minute (or two poll intervals) old

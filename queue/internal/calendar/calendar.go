@@ -132,3 +132,37 @@ func (w Window) String() string {
 	f := func(d time.Duration) string { return fmt.Sprintf("%02d:%02d", int(d.Hours()), int(d.Minutes())%60) }
 	return f(w.Start) + "-" + f(w.End) + " " + w.Loc.String()
 }
+
+// The presets: each returns its cron expression, and the error of its
+// first argument out of range, naming the call.
+
+// Daily is queue.Daily.
+func Daily(hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d * * *", minute, hour), CheckArgs(fmt.Sprintf("Daily(%d, %d)", hour, minute), Hour(hour), Minute(minute))
+}
+
+// Weekly is queue.Weekly.
+func Weekly(day time.Weekday, hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d * * %d", minute, hour, day),
+		CheckArgs(fmt.Sprintf("Weekly(%s, %d, %d)", Named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
+			Arg{Name: "weekday", V: int(day), Lo: int(time.Sunday), Hi: int(time.Saturday)}, Hour(hour), Minute(minute))
+}
+
+// Monthly is queue.Monthly, and Quarterly with months "1,4,7,10".
+func Monthly(call string, months string, day, hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d %d %s *", minute, hour, day, months),
+		CheckArgs(fmt.Sprintf("%s(%d, %d, %d)", call, day, hour, minute), Arg{Name: "day", V: day, Lo: 1, Hi: 31}, Hour(hour), Minute(minute))
+}
+
+// Yearly is queue.Yearly.
+func Yearly(month time.Month, day, hour, minute int) (string, error) {
+	known := month >= time.January && month <= time.December
+	last := 31
+	if known {
+		last = DaysIn(month)
+	}
+	return fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
+		CheckArgs(fmt.Sprintf("Yearly(%s, %d, %d, %d)", Named(month, known), day, hour, minute),
+			Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
+			Arg{Name: "day", V: day, Lo: 1, Hi: last}, Hour(hour), Minute(minute))
+}
