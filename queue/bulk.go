@@ -47,15 +47,11 @@ func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
 			in := c.in(tx)
 			for start := 0; start < len(rows); start += 5000 {
-				out, err := in.insert(ctx, rows[start:min(start+5000, len(rows))])
-				if err != nil {
-					return err
+				res := in.inserted(ctx, rows[start:min(start+5000, len(rows))])
+				if res.Err != nil {
+					return res.Err
 				}
-				for _, o := range out {
-					if !o.Duplicate {
-						n++
-					}
-				}
+				n += res.Created
 			}
 			return nil
 		})

@@ -167,17 +167,20 @@ func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enq
 	if len(c.cfg.hooks) == 0 {
 		return c.insert(ctx, rows)
 	}
-	res := c.hooked(ctx, op, rows, func(ctx context.Context) EnqueueResult {
-		out, err := c.insert(ctx, rows)
-		res := EnqueueResult{Enqueued: out, Err: err}
-		for _, e := range out {
-			if !e.Duplicate {
-				res.Created++
-			}
-		}
-		return res
-	})
+	res := c.hooked(ctx, op, rows, func(ctx context.Context) EnqueueResult { return c.inserted(ctx, rows) })
 	return res.Enqueued, res.Err
+}
+
+// inserted inserts rows and counts the jobs created.
+func (c *ops) inserted(ctx context.Context, rows []newJob) EnqueueResult {
+	out, err := c.insert(ctx, rows)
+	res := EnqueueResult{Enqueued: out, Err: err}
+	for _, e := range out {
+		if !e.Duplicate {
+			res.Created++
+		}
+	}
+	return res
 }
 
 // newJob is a validated job ready to insert.

@@ -107,11 +107,7 @@ func OnQueue(name string) JobOption {
 // (kind or job). Default DefaultPriority.
 func Priority(p int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if p < MinPriority || p > MaxPriority {
-			return invalid("priority %d not in [%d, %d]", p, MinPriority, MaxPriority)
-		}
-		o.priority = p
-		return nil
+		return set(&o.priority, p, within("priority", p, MinPriority, MaxPriority))
 	}}
 }
 
@@ -119,11 +115,7 @@ func Priority(p int) JobOption {
 // first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
 func MaxAttempts(n int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if n < 1 || n > 1000 {
-			return invalid("max attempts %d not in [1, 1000]", n)
-		}
-		o.maxAttempts = n
-		return nil
+		return set(&o.maxAttempts, n, within("max attempts", n, 1, 1000))
 	}}
 }
 
@@ -164,11 +156,7 @@ func Timeout(d time.Duration) RegisterOption {
 // MaxChunkSize.
 func ChunkSize(n int) ChunkedOption {
 	return chunkedOption(func(o *jobOptions) error {
-		if n < 1 || n > MaxChunkSize {
-			return invalid("chunk size %d not in [1, %d]", n, MaxChunkSize)
-		}
-		o.chunkSize = n
-		return nil
+		return set(&o.chunkSize, n, within("chunk size", n, 1, MaxChunkSize))
 	})
 }
 
@@ -381,11 +369,7 @@ func WithObserver(o Observer) InstrumentOption {
 // the queue. A runner with one worker holds one job at a time.
 func WithWorkers(n int) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if n < 1 || n > MaxWorkers {
-			return invalid("workers %d not in [1, %d]", n, MaxWorkers)
-		}
-		c.workers = n
-		return nil
+		return set(&c.workers, n, within("workers", n, 1, MaxWorkers))
 	})
 }
 
@@ -411,11 +395,7 @@ func WithQueues(names ...string) RunnerOption {
 // whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
 func WithPollInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 10*time.Millisecond || d > time.Hour {
-			return invalid("poll interval %v not in [10ms, 1h]", d)
-		}
-		c.poll = d
-		return nil
+		return set(&c.poll, d, within("poll interval", d, 10*time.Millisecond, time.Hour))
 	})
 }
 
@@ -425,11 +405,7 @@ func WithPollInterval(d time.Duration) RunnerOption {
 // DefaultLease; 500ms to 24h.
 func WithLease(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 500*time.Millisecond || d > 24*time.Hour {
-			return invalid("lease %v not in [500ms, 24h]", d)
-		}
-		c.lease = d
-		return nil
+		return set(&c.lease, d, within("lease", d, 500*time.Millisecond, 24*time.Hour))
 	})
 }
 
@@ -437,11 +413,7 @@ func WithLease(d time.Duration) RunnerOption {
 // rescue. Default half the lease; 10ms to 24h.
 func WithRescueInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 10*time.Millisecond || d > 24*time.Hour {
-			return invalid("rescue interval %v not in [10ms, 24h]", d)
-		}
-		c.rescueEvery = d
-		return nil
+		return set(&c.rescueEvery, d, within("rescue interval", d, 10*time.Millisecond, 24*time.Hour))
 	})
 }
 

@@ -243,22 +243,16 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 			if len(cfg.hooks) > 0 {           // the runner's: its client's and its own
 				ctx, hooksDone = enqueueHooks(ctx, cfg.hooks, &EnqueueCall{Operation: opSchedule, Schedule: s.Name}, rows)
 			}
-			enqueued, err := c.Tx(tx).insert(ctx, rows)
-			for _, o := range enqueued {
-				if !o.Duplicate {
-					created++
-				}
-			}
+			res := c.Tx(tx).inserted(ctx, rows)
 			if hooksDone != nil {
 				ended = func(err error) {
 					if err != nil {
-						hooksDone(EnqueueResult{Err: err})
-					} else {
-						hooksDone(EnqueueResult{Enqueued: enqueued, Created: int64(created)})
+						res = EnqueueResult{Err: err}
 					}
+					hooksDone(res)
 				}
 			}
-			return created, unbuilt, ended, err
+			return int(res.Created), unbuilt, ended, res.Err
 		},
 		Fired: func(s *schedule, t runner.Tick, created int) {
 			observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})

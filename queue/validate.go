@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -31,6 +32,30 @@ func checkTexts(namesAndValues ...string) error {
 		}
 	}
 	return nil
+}
+
+// within refuses v, the what, outside [lo, hi].
+func within[T int | time.Duration](what string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return invalid("%s %v not in [%s, %s]", what, v, short(lo), short(hi))
+	}
+	return nil
+}
+
+// short prints v, whole hours as 1h rather than 1h0m0s.
+func short[T int | time.Duration](v T) string {
+	if d, ok := any(v).(time.Duration); ok && d >= time.Hour && d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprint(v)
+}
+
+// set sets *field to v unless err is set, and returns err.
+func set[T any](field *T, v T, err error) error {
+	if err == nil {
+		*field = v
+	}
+	return err
 }
 
 // checkName refuses s, the what given to option, unless it is 1 to most
