@@ -15,12 +15,11 @@ import (
 //
 // After every chunk the runner saves the job's progress and checks that the
 // job is still its own: a cancelled or rescued job stops at the next chunk.
-// When an attempt fails, or is cancelled, Cleanup removes what its chunks
-// wrote, unless the job has already passed to a later attempt (the attempt
-// lost its lease and the job was rescued, or a Stop that ran out of time
-// put the job back): that attempt's output is not its to remove. Before any attempt after the first starts, Cleanup runs too, to
-// remove what an earlier attempt that crashed or lost the job left behind;
-// so Cleanup must be idempotent and cope with nothing to clean.
+// Cleanup removes what a failed or cancelled attempt's chunks wrote, unless
+// the job has passed to a later attempt (rescued, or put back by a Stop out
+// of time), whose output it is. It also runs before any attempt after the
+// first, to remove what an earlier one that crashed or lost the job left
+// behind: it must be idempotent and cope with nothing to clean.
 type Chunked[A Args, R any] interface {
 	// Records returns how many records the job has and the records, in
 	// order. The iterator's error ends the attempt with that error.

@@ -24,20 +24,17 @@ type Client struct {
 }
 
 // TxClient enqueues and manages jobs inside a transaction of the caller's,
-// as Client.Tx returns it: every call runs in that transaction, sees what it
-// wrote before, and what a call writes exists if and only if the
-// transaction commits. It has the Client's methods but those that do not
-// belong in a caller's transaction: Migrate and Migrations (the schema),
-// Wait (it polls for other transactions' work), Ping, Runners and
-// SchemaVersion (the server and the runners, not the data), and Activity
-// (which tunes a read-only transaction of its own).
+// as Client.Tx returns it: every call runs in that transaction, and what it
+// writes exists if and only if the transaction commits. It has the Client's
+// methods but those that do not belong in a caller's transaction: Migrate,
+// Migrations and SchemaVersion (the schema), Wait (it polls for other
+// transactions' work), Ping and Runners, and Activity (which tunes a
+// read-only transaction of its own).
 type TxClient struct {
 	ops
 }
 
-// ops holds what Client and TxClient share, and their shared methods: the
-// same calls, on the pool for a Client and in the caller's transaction for
-// a TxClient.
+// ops holds what Client and TxClient share, and their shared methods.
 type ops struct {
 	db  *gorm.DB // the pool, or a caller's transaction
 	st  store.Store
@@ -48,8 +45,7 @@ type ops struct {
 
 // NewClient returns a client on db, a gorm handle on PostgreSQL or on an
 // SQLite file opened with queue/sqlitedb, for the kinds in reg. Call
-// Migrate once before use (it is cheap and safe to call from every process
-// at start-up).
+// Migrate before use (it is cheap and safe from every process at once).
 func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error) {
 	if db == nil {
 		return nil, invalid("nil *gorm.DB")
@@ -73,17 +69,14 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 // idempotent, and processes that call it at once wait for each other.
 func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 
-// Tx returns a client that enqueues and manages jobs inside tx, a
-// transaction of the caller's on the client's database: what its calls
-// write exists if and only if tx commits, and runners are notified at the
-// commit. A TxClient is for tx's life: do not use it after tx ends.
+// Tx returns a client whose calls run inside tx, a transaction of the
+// caller's on the client's database; runners are notified at the commit.
+// Do not use it after tx ends.
 func (c *Client) Tx(tx *gorm.DB) *TxClient {
 	return &TxClient{c.in(store.Quiet(tx))}
 }
 
-// in returns c's operations inside tx, which already has the quiet
-// logger: the caller's transaction made quiet by Tx, or one opened on the
-// client's quiet db.
+// in returns c's operations inside tx, which has the quiet logger already.
 func (c *ops) in(tx *gorm.DB) ops {
 	cp := *c
 	cp.db, cp.tx = tx, true
@@ -105,13 +98,10 @@ type Params struct {
 }
 
 // Enqueue stores a job for args's kind. Options override the kind's
-// defaults. Errors: ErrUnknownKind; ErrInvalidPayload, when args does not
-// encode, is not the kind's registered type, or holds a string that is not
-// UTF-8 or holds a NUL (the error names it: args.County, args.Tags["k"]), or
-// whose own MarshalJSON writes what PostgreSQL's jsonb refuses;
-// ErrInvalidOption. Nothing is stored when it fails. Every string the job
-// stores is checked, and a payload that PostgreSQL would store altered is
-// refused, not changed.
+// defaults. Errors: ErrUnknownKind; ErrInvalidPayload when args does not
+// encode, is not the kind's registered type, or holds text PostgreSQL would
+// not store as given (see Guarantees in the package documentation);
+// ErrInvalidOption. Nothing is stored when it fails.
 func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (Enqueued, error) {
 	out, err := c.enqueueMany(ctx, opEnqueue, []Params{{Args: args, Options: opts}})
 	if err != nil {
@@ -216,52 +206,34 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 	return rows, nil
 }
 
-func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (newJob, error) {
+func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j newJob, err error) {
 	// o stays on the stack, and the job points at copies of the options it
 	// has: a bulk of jobs without options then costs no allocation here.
 	o := e.defaults
 	if len(opts) > 0 {
-		var err error
 		if o, err = withJobOptions(o, opts); err != nil {
-			return newJob{}, err
+			return j, err
 		}
 	}
-	j := newJob{
-		Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts,
-		Payload: string(payload), Delay: o.delay,
-	}
-	if !o.runAt.IsZero() {
-		t := o.runAt
-		j.RunAt = &t
-	}
-	j.Key, j.Correlation = optional(o.idempotencyKey), optional(o.correlationID)
-	j.RunID, j.Period = optional(o.runID), optional(o.period)
-	if o.traceParent != "" {
-		m := map[string]string{"traceparent": o.traceParent}
-		if o.traceState != "" {
-			m["tracestate"] = o.traceState
-		}
-		j.Metadata = store.EncodeMetadata(m)
-	}
+	j = newJob{Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
+		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
+		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {
-			return newJob{}, err
+			return j, err
 		}
-		s := string(b)
-		j.Backoff = &s
+		j.Backoff = optional(string(b))
 	}
-	if o.auth != nil {
-		claims := map[string]any(o.auth)
+	if claims := map[string]any(o.auth); claims != nil {
 		b, err := json.Marshal(claims)
 		if err != nil {
-			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
+			return j, invalid("auth context does not encode as JSON: %v", err)
 		}
 		if err := checkEncoded("auth", claims, b, false); err != nil {
-			return newJob{}, err
+			return j, err
 		}
-		s := string(b)
-		j.Auth = &s
+		j.Auth = optional(string(b))
 	}
 	return j, nil
 }
@@ -273,12 +245,13 @@ func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	return o, err
 }
 
-// optional points at s, or is nil for "".
-func optional(s string) *string {
-	if s == "" {
+// optional points at a copy of v, or is nil for the zero value.
+func optional[T comparable](v T) *T {
+	var zero T
+	if v == zero {
 		return nil
 	}
-	return &s
+	return &v
 }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
@@ -402,10 +375,8 @@ func (c *ops) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
 }
 
 // Retry puts a FAILED or CANCELLED job back in the queue, due now, with as
-// many attempts again as it had (its attempt count goes on from where it
-// was, so its history is kept: a job that failed at 3 of 3 runs next as
-// attempt 4 of 6). Other statuses return an error wrapping ErrWrongStatus: a
-// completed job is not run twice.
+// many attempts again as it had: a job that failed at 3 of 3 runs next as
+// attempt 4 of 6. Other statuses return an error wrapping ErrWrongStatus.
 func (c *ops) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	return c.transition(ctx, id, "retry", []string{string(StatusFailed), string(StatusCancelled)}, func(tx *gorm.DB) error {
 		return c.st.Retry(tx, id)

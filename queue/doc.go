@@ -87,63 +87,56 @@
 // # How a runner works
 //
 // A runner's parts each own their goroutines: the claim loop, the workers,
-// the completer that writes results, the lease renewer, the rescuer, the
-// listener and the schedule loop. [Runner.Stop] stops them in order (claims
-// first, then, once the workers have run what was claimed, the lease
-// keepers and the completer), so no goroutine outlives [Runner.Done].
+// the completer, the lease renewer, the rescuer, the listener and the
+// schedule loop. [Runner.Stop] stops them in order (claims first, then,
+// once the workers have run what was claimed, the lease keepers and the
+// completer), so no goroutine outlives [Runner.Done].
 //
 // Claiming. One statement claims as many due jobs as the runner has room
 // for, highest priority first, then earliest run time, then lowest ID,
 // within each queue it works: on PostgreSQL UPDATE ... FROM (SELECT ... FOR
 // UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a partial index in that
 // order; on SQLite one UPDATE ... RETURNING under the write lock. Working
-// through a backlog, a runner continues each claim where the last stopped
-// rather than rescan index entries of jobs already claimed; it rescans at
-// the end, when notified of a job of higher priority, and at least every
-// poll interval.
+// through a backlog, a claim continues where the last stopped; the runner
+// rescans from the start at the end, when notified of a job of higher
+// priority, and at least every poll interval.
 //
-// Claiming ahead. Room is one job per free worker, plus, for a runner with
-// two or more workers, the jobs its workers will likely finish while the
-// next claim is on its way: workers × claim time ÷ job time (moving
-// averages over every kind it works), at most as many again as it has
-// workers. Jobs no longer than a claim thus move in claims twice the size,
-// and jobs of a second or more get next to nothing ahead. A job claimed
+// Claiming ahead. Room is one job per free worker, plus, with two or more
+// workers, the jobs they will likely finish while the next claim is on its
+// way (workers × claim time ÷ job time, from moving averages over every
+// kind it works, at most as many again as it has workers). A job claimed
 // ahead that waits 100 ms for a worker goes back to the queue without its
 // attempt counting ([EventRequeued]), keeping its place, and claiming ahead
-// stops until jobs are short again. A runner with one worker holds one job
-// at a time.
+// stops until jobs are short again.
 //
 // Waking. On PostgreSQL, enqueueing sends one NOTIFY per statement and
 // queue, carrying the schema, so that applications sharing a database never
-// wake or cancel each other's jobs. An idle runner claims within
-// milliseconds; a retried job wakes its runner when its backoff ends; a
+// wake or cancel each other's jobs: an idle runner claims within
+// milliseconds, and a retried job wakes its runner when its backoff ends. A
 // poll ([WithPollInterval]) catches anything missed. On SQLite, see Running
 // on SQLite.
 //
 // Leases. A claimed job is leased to its runner ([WithLease]), which renews
-// the leases of all its jobs each third of the lease, on a connection of its
-// own. A failed renewal is tried again promptly, then every thirtieth of a
-// lease, each try bounded by a tenth of it: a lease is lost only when the
-// runner cannot reach the database for about the lease's length. The same
-// statement puts back, uncounted, jobs locked in the runner's name that it
-// is not running (from a claim it gave up on that the server ran anyway).
-// When a runner dies, freezes or is cut off for a whole lease, any runner
-// rescues its jobs once their leases expire; the job's last error names the
-// runner that lost it and the one that rescued it.
+// its jobs' leases each third of the lease on a connection of its own,
+// retrying a failed renewal promptly, then every thirtieth of a lease: a
+// lease is lost only when the runner cannot reach the database for about
+// the lease's length. Renewal also puts back, uncounted, jobs locked in the
+// runner's name that it is not running (from a claim it gave up on that the
+// server ran anyway). Any runner rescues the jobs of a runner that died,
+// froze or was cut off, once their leases expire; the job's last error
+// names both runners.
 //
 // Results. Finished attempts are written in batches, one statement for
-// however many arrived while the previous one ran. Every write is guarded by
-// the job and its claim, so a result that arrives after the job was rescued
-// or cancelled changes nothing ([EventRejected]); one from a job that Stop
-// put back is dropped. A write retried after its reply was lost, that finds
-// its own result there, counts as written.
+// however many arrived while the previous one ran, each guarded by the job
+// and its claim: a result that arrives after the job was rescued or
+// cancelled changes nothing ([EventRejected]).
 //
 // Bookkeeping. Claims, results, renewals and progress run on contexts that a
 // job's cancellation does not cancel, each statement bounded by a sixth of
 // the lease, between 1 s and 10 s. A write that fails with an error that
 // can pass (a broken connection, a timeout, a server shutting down or out of
 // connections, a serialisation failure) is retried with growing pauses until
-// it succeeds, while the runner keeps renewing the job's lease. Once Stop
+// it succeeds, while the runner keeps renewing the job's lease; once Stop
 // has run out of time, each write gets one more try.
 //
 // # Poison jobs
@@ -172,16 +165,11 @@
 // error: list such jobs with [Client.List], react to them with an observer
 // ([EventFailed]), and put them back with Retry or RetryFailed.
 //
-// Chunked jobs run on the batch engine: [RegisterChunked] takes a handler
-// that returns the job's record count and an iterator (or [Pages] over a
-// fetch-by-offset function) and writes one chunk per call. The job ID is
-// the batch ID; progress is saved after every chunk, which also notices a
-// cancellation. A failed or cancelled attempt's output is removed by the
-// handler's Cleanup, which also runs before any attempt that an earlier one
-// may have written for, in case that one died without cleaning up. An
-// attempt that lost its job to another does not clean up: the output is the
-// other attempt's. One that Stop cuts short cleans up nothing either; its
-// next attempt does, before it starts.
+// Chunked jobs run on the batch engine: [RegisterChunked] takes a
+// [Chunked] handler that returns the job's record count and an iterator (or
+// [Pages] over a fetch-by-offset function) and writes one chunk per call,
+// with progress saved after each; its Cleanup removes a failed attempt's
+// output.
 //
 // # Exactly-once effects: completing in the handler's transaction
 //
@@ -199,15 +187,11 @@
 //
 // # Operating the queue
 //
-// [Client.PauseQueue] stops every runner, in every process, from claiming
-// the queue's jobs; running jobs finish, and new ones wait QUEUED until
-// [Client.ResumeQueue]. [Client.Queues] counts each queue's jobs by status,
-// with its oldest due job's wait and whether it is paused;
-// [Client.Attempts] lists a job's last 20 attempts with their runner,
-// times, outcome and error. Filter.Search finds text in the arguments and
-// last errors, Filter.Newest and Filter.BeforeID page from the newest job,
-// and [Client.CancelMatching] cancels every queued and running job a filter
-// selects. [Client.Runners] lists the runners seen lately, and
+// [Client.PauseQueue] and [Client.ResumeQueue] stop and resume the claiming
+// of a queue's jobs, by every runner; [Client.Queues] counts each queue's
+// jobs by status; [Client.Attempts] lists a job's last 20 attempts;
+// [Client.CancelMatching] cancels every queued and running job a [Filter]
+// selects; [Client.Runners] lists the runners seen lately; and
 // [Client.RecordAudit] and [Client.AuditLog] keep an application's record of
 // what its operators did. Package github.com/sheaf-dev/sheaf/queue/console
 // serves all of this over HTTP, with a dashboard.
@@ -242,12 +226,10 @@
 // earlier claim whose attempt was given back.
 //
 // No job is lost and none is claimed twice at once: claims use row locks
-// with SKIP LOCKED on PostgreSQL and the write lock on SQLite. This is
-// tested with four runners on separate pools, with runner processes sharing
-// thousands of jobs (each recording its work in a ledger inside its
-// transaction), with the server restarted under a runner, with a runner
-// process killed with SIGKILL mid-job, and with a runner cut off from the
-// database by a network partition.
+// with SKIP LOCKED on PostgreSQL and the write lock on SQLite. Tests hold
+// this with runners on separate pools and in separate processes, the
+// server restarted under a runner, a runner killed with SIGKILL mid-job,
+// and a runner cut off from the database by a network partition.
 //
 // A job that kills its process fails alone: it is FAILED after MaxAttempts
 // attempts that count, and the jobs that died beside it lose no attempt
@@ -283,11 +265,6 @@
 // poll interval after PauseQueue returns (at once on PostgreSQL, whose
 // runners are notified), and is claimed again within one after
 // ResumeQueue.
-//
-// Attempt history costs completions nothing: attempts that fail, are
-// cancelled while running, or are rescued are recorded by the statements
-// that end them; the attempt that completes is read from the job's row,
-// which keeps the runner that completed it in LockedBy.
 //
 // Auth stays private: [Auth] prints and logs as [auth redacted].
 //

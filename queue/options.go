@@ -5,17 +5,8 @@ import (
 	"time"
 )
 
-// Options are sealed, one type per place they are given, so that an option
-// given where it does not apply does not compile:
-//
-//   - RegisterOption: Register, a kind's defaults;
-//   - ChunkedOption: RegisterChunked, a RegisterOption or ChunkSize;
-//   - EnqueueOption: Enqueue, EnqueueRaw, Params (EnqueueMany, EnqueueBulk,
-//     schedules' jobs) and dependency rules' children: one job;
-//   - JobOption: both a RegisterOption and an EnqueueOption, for what a kind
-//     sets by default and a job may override;
-//   - ClientOption, RunnerOption: NewClient and NewRunner; InstrumentOption
-//     is both.
+// Options are sealed, one type per place they are given (see Options in
+// the package documentation).
 
 // A ChunkedOption sets a default of a chunked kind, for RegisterChunked:
 // every RegisterOption is one, and so is ChunkSize.

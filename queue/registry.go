@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -21,7 +22,7 @@ type Registry struct {
 	mu        sync.RWMutex
 	kinds     map[string]*kindEntry
 	rules     []*rule
-	windows   map[string]Window // by queue
+	windows   map[string]calendar.Window // by queue
 	schedules map[string]*schedule
 	changed   chan struct{} // closed and replaced when schedules change
 }
@@ -200,9 +201,13 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 }
 
 func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {
-	return k.c.reg.closedNow(now, queues)
+	k.c.reg.mu.RLock()
+	defer k.c.reg.mu.RUnlock()
+	return k.c.reg.windowsLocked().Closed(now, queues)
 }
 
 func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
-	return k.c.reg.nextOpening(now, queues)
+	k.c.reg.mu.RLock()
+	defer k.c.reg.mu.RUnlock()
+	return k.c.reg.windowsLocked().NextOpening(now, queues)
 }

@@ -7,6 +7,7 @@ package calendar
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -165,4 +166,48 @@ func Yearly(month time.Month, day, hour, minute int) (string, error) {
 		CheckArgs(fmt.Sprintf("Yearly(%s, %d, %d, %d)", Named(month, known), day, hour, minute),
 			Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
 			Arg{Name: "day", V: day, Lo: 1, Hi: last}, Hour(hour), Minute(minute))
+}
+
+// Windows are the windows of queues and of kinds, as a registry holds
+// them; the caller guards them.
+type Windows struct {
+	Queues map[string]Window
+	Kinds  iter.Seq2[string, Window]
+}
+
+// NextOpening returns the earliest time after now at which a closed window
+// of queues qs or of any kind opens; zero if none is closed.
+func (ws Windows) NextOpening(now time.Time, qs []string) (next time.Time) {
+	consider := func(w Window) {
+		if w.Open(now) {
+			return
+		}
+		if t := w.NextOpen(now); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, q := range qs {
+		consider(ws.Queues[q])
+	}
+	for _, w := range ws.Kinds {
+		consider(w)
+	}
+	return next
+}
+
+// Closed returns, at now, the queues of qs whose window is closed and the
+// kinds whose window is closed.
+func (ws Windows) Closed(now time.Time, qs []string) (queues map[string]bool, kinds []string) {
+	queues = map[string]bool{}
+	for _, q := range qs {
+		if !ws.Queues[q].Open(now) {
+			queues[q] = true
+		}
+	}
+	for k, w := range ws.Kinds {
+		if !w.Open(now) {
+			kinds = append(kinds, k)
+		}
+	}
+	return queues, kinds
 }

@@ -29,3 +29,16 @@ func Merged(own, over map[string]string) map[string]string {
 	maps.Copy(m, over)
 	return m
 }
+
+// TraceMetadata is the metadata of a W3C trace context: nil without a
+// traceparent.
+func TraceMetadata(parent, state string) []byte {
+	if parent == "" {
+		return nil
+	}
+	m := map[string]string{"traceparent": parent}
+	if state != "" {
+		m["tracestate"] = state
+	}
+	return store.EncodeMetadata(m)
+}
