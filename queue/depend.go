@@ -5,12 +5,10 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
 
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
-	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -41,12 +39,11 @@ type Rule struct {
 	Each bool
 }
 
-type rule struct {
-	Rule
-	childKind string
-	// child builds the child's job from its parents.
-	child func(parents []JobRecord) (Args, []EnqueueOption)
-}
+// rule is a registered rule, whose Child builds the child's job from its
+// parents.
+type rule = runner.Registered[childFunc]
+
+type childFunc = func(parents []JobRecord) (Args, []EnqueueOption)
 
 // Depend registers a rule whose child is a job of C's kind, built by child
 // from the completed parents (in ID order); the options child returns are
@@ -78,22 +75,16 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 			return invalid("rule %q: parent kind %q is not registered", ru.Name, p)
 		}
 	}
-	for _, existing := range r.rules {
-		if existing.Name == ru.Name {
-			return invalid("rule %q registered twice", ru.Name)
-		}
-	}
-	if r.reachesLocked(childKind, ru.Parents) {
-		return invalid("rule %q would make a cycle: %q already waits, through other rules, for %q", ru.Name, ru.Parents, childKind)
-	}
-	r.rules = append(r.rules, &rule{
-		Rule:      Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each},
-		childKind: childKind,
-		child: func(parents []JobRecord) (Args, []EnqueueOption) {
+	err = r.rules.Add(&rule{
+		Dependency: runner.Dependency{Rule: runner.Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}, ChildKind: childKind},
+		Child: func(parents []JobRecord) (Args, []EnqueueOption) {
 			c, opts := child(parents)
 			return c, opts
 		},
 	})
+	if err != nil {
+		return invalid("%v", err)
+	}
 	return nil
 }
 
@@ -101,70 +92,22 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 func (r *Registry) Rules() []Rule {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]Rule, len(r.rules))
-	for i, ru := range r.rules {
-		out[i] = Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
-	}
-	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
-// reachesLocked reports whether any of targets is from, or is released,
-// through rules, by a job of kind from.
-func (r *Registry) reachesLocked(from string, targets []string) bool {
-	seen := map[string]bool{}
-	stack := []string{from}
-	for len(stack) > 0 {
-		k := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if slices.Contains(targets, k) {
-			return true
-		}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		for _, ru := range r.rules {
-			if slices.Contains(ru.Parents, k) {
-				stack = append(stack, ru.childKind)
-			}
-		}
-	}
-	return false
-}
-
-// rule returns the rule called name, or nil.
-func (r *Registry) rule(name string) *rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, ru := range r.rules {
-		if ru.Name == name {
-			return ru
-		}
-	}
-	return nil
+	return converted(r.rules.For(""), func(ru *rule) Rule {
+		return Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
+	})
 }
 
 // rulesFor returns the rules in which kind is a parent, or every rule for
-// "", by name, so that their locks are always taken in the same order.
+// "", by name.
 func (r *Registry) rulesFor(kind string) []*rule {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []*rule
-	for _, ru := range r.rules {
-		if kind == "" || slices.Contains(ru.Parents, kind) {
-			out = append(out, ru)
-		}
-	}
-	slices.SortFunc(out, func(a, b *rule) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return r.rules.For(kind)
 }
 
 // rulesOf is what package operate reads of rules.
-func rulesOf(rules []*rule) []operate.Rule {
-	return converted(rules, func(ru *rule) operate.Rule {
-		return operate.Rule{Rule: runner.Rule{Name: ru.Name, Parents: ru.Parents, Each: ru.Each}, ChildKind: ru.childKind}
-	})
+func rulesOf(rules []*rule) []runner.Dependency {
+	return converted(rules, func(ru *rule) runner.Dependency { return ru.Dependency })
 }
 
 // hookRelease stores with child the metadata the Release hooks make of its
@@ -217,7 +160,9 @@ func (rel releaser) For(kind string) []runner.Rule {
 // Child builds the child of a release from its complete parents, or
 // returns nil when it cannot be built; attempt completed the last of them.
 func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Release) (*newJob, error) {
-	ru := rel.c.reg.rule(r.Rule)
+	rel.c.reg.mu.RLock()
+	ru := rel.c.reg.rules.Named(r.Rule)
+	rel.c.reg.mu.RUnlock()
 	completed := attempt.Row()
 	var full []JobRecord
 	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: r.Parents}, 0, &full)
@@ -228,7 +173,7 @@ func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Relea
 	// user's code, and the child is checked as Enqueue checks a job.
 	var nj newJob
 	err = userCall(func() error {
-		args, opts := ru.child(full)
+		args, opts := ru.Child(full)
 		opts = append(opts, IdempotencyKey(r.Key))
 		if r.RunID.Valid {
 			opts = append(opts, InRun(r.RunID.String))

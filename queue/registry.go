@@ -21,7 +21,7 @@ import (
 type Registry struct {
 	mu        sync.RWMutex
 	kinds     map[string]*kindEntry
-	rules     []*rule
+	rules     runner.RuleSet[childFunc]
 	windows   map[string]calendar.Window // by queue
 	schedules map[string]*schedule
 	changed   chan struct{} // closed and replaced when schedules change

@@ -43,12 +43,6 @@ func (j Jobs[R]) Read(ctx context.Context, f store.Filter) ([]R, error) {
 	return out, err
 }
 
-// Rule is a dependency rule, with the kind of its child.
-type Rule struct {
-	runner.Rule
-	ChildKind string
-}
-
 // Tick is a schedule's tick, as queue.Tick.
 type Tick struct {
 	Schedule string

@@ -164,7 +164,7 @@ func (errs Errors) Expected(err error) bool {
 // Children returns the jobs that the rules released when job completed:
 // the child of each one-to-one rule, and of each many-to-one rule of its
 // period that lists it among its parents, in ID order.
-func (j Jobs[R]) Children(ctx context.Context, job Job, rules []Rule) ([]R, error) {
+func (j Jobs[R]) Children(ctx context.Context, job Job, rules []runner.Dependency) ([]R, error) {
 	var keys []string
 	for _, ru := range rules {
 		switch {

@@ -53,7 +53,7 @@ type Stopped[R any] struct {
 type Reviewer[R any] struct {
 	Jobs[R]
 	Schedules []*runner.Timing
-	Rules     []Rule
+	Rules     []runner.Dependency
 }
 
 // Review reviews the jobs q selects.
