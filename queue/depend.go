@@ -146,15 +146,7 @@ type releaser struct {
 
 // For returns the rules in which jobs of kind are parents, by name.
 func (rel releaser) For(kind string) []runner.Rule {
-	rules := rel.c.reg.rulesFor(kind)
-	if len(rules) == 0 {
-		return nil
-	}
-	out := make([]runner.Rule, len(rules))
-	for i, ru := range rules {
-		out[i] = runner.Rule{Name: ru.Name, Parents: ru.Parents, Each: ru.Each}
-	}
-	return out
+	return converted(rel.c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
 }
 
 // Child builds the child of a release from its complete parents, or

@@ -23,13 +23,12 @@ type Registry struct {
 	kinds     map[string]*kindEntry
 	rules     runner.RuleSet[childFunc]
 	windows   map[string]calendar.Window // by queue
-	schedules map[string]*schedule
-	changed   chan struct{} // closed and replaced when schedules change
+	schedules *runner.ScheduleSet[*schedule]
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{kinds: map[string]*kindEntry{}, schedules: map[string]*schedule{}, changed: make(chan struct{})}
+	return &Registry{kinds: map[string]*kindEntry{}, schedules: runner.NewScheduleSet[*schedule]()}
 }
 
 type kindEntry struct {

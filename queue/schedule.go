@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -182,44 +179,17 @@ func (r *Registry) Schedule(p Periodic) error {
 		// accepts it, and the schedule would never fire.
 		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.schedules[p.Name] = s
-	r.notifyChangeLocked()
+	r.schedules.Put(s)
 	return nil
 }
 
 // Unschedule removes the schedule called name and reports whether there was
 // one. Jobs it already created are not touched.
-func (r *Registry) Unschedule(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.schedules[name]
-	delete(r.schedules, name)
-	r.notifyChangeLocked()
-	return ok
-}
-
-func (r *Registry) notifyChangeLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// schedulesNow returns the schedules and a channel closed when they change.
-func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make(map[string]*schedule, len(r.schedules))
-	for k, v := range r.schedules {
-		out[k] = v
-	}
-	return out, r.changed
-}
+func (r *Registry) Unschedule(name string) bool { return r.schedules.Delete(name) }
 
 // sortedSchedules returns the schedules sorted by name, and their timings.
 func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
-	m, _ := r.schedulesNow()
-	scheds := slices.SortedFunc(maps.Values(m), func(a, b *schedule) int { return strings.Compare(a.Name, b.Name) })
+	scheds := r.schedules.Sorted()
 	return scheds, converted(scheds, (*schedule).Timing)
 }
 
@@ -232,7 +202,7 @@ func (s *schedule) Timing() *runner.Timing { return &s.timing }
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
 		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
-		Schedules: c.reg.schedulesNow,
+		Schedules: c.reg.schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
 			rows, unbuilt = tickJobs(c, s, Tick(operate.TickOf(s.Name, tick)))

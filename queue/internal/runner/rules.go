@@ -2,8 +2,10 @@ package runner
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Dependency is a rule with the kind of its child.
@@ -81,4 +83,53 @@ func (rs RuleSet[F]) reaches(from string, targets []string) bool {
 		}
 	}
 	return false
+}
+
+// ScheduleSet is a registry's schedules by name; it tells of changes.
+type ScheduleSet[S Schedule] struct {
+	mu      sync.RWMutex
+	byName  map[string]S
+	changed chan struct{} // closed and replaced when the set changes
+}
+
+// NewScheduleSet returns an empty set.
+func NewScheduleSet[S Schedule]() *ScheduleSet[S] {
+	return &ScheduleSet[S]{byName: map[string]S{}, changed: make(chan struct{})}
+}
+
+// Put adds s, or replaces the schedule of its name.
+func (ss *ScheduleSet[S]) Put(s S) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.byName[s.Timing().Name] = s
+	ss.changedLocked()
+}
+
+// Delete removes the schedule called name and reports whether there was
+// one.
+func (ss *ScheduleSet[S]) Delete(name string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	_, ok := ss.byName[name]
+	delete(ss.byName, name)
+	ss.changedLocked()
+	return ok
+}
+
+func (ss *ScheduleSet[S]) changedLocked() {
+	close(ss.changed)
+	ss.changed = make(chan struct{})
+}
+
+// Now returns the schedules and a channel closed when they change.
+func (ss *ScheduleSet[S]) Now() (map[string]S, <-chan struct{}) {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return maps.Clone(ss.byName), ss.changed
+}
+
+// Sorted returns the schedules sorted by name.
+func (ss *ScheduleSet[S]) Sorted() []S {
+	m, _ := ss.Now()
+	return slices.SortedFunc(maps.Values(m), func(a, b S) int { return strings.Compare(a.Timing().Name, b.Timing().Name) })
 }
