@@ -439,20 +439,15 @@ type Stats struct {
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
 	counts, err := c.st.CountByKind(ctx, c.db)
-	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
-	}
 	for _, kc := range counts {
-		st := Status(kc.Status)
-		s.ByStatus[st] += kc.N
+		s.ByStatus[Status(kc.Status)] += kc.N
 		if s.ByKind[kc.Kind] == nil {
 			s.ByKind[kc.Kind] = map[Status]int64{}
 		}
-		s.ByKind[kc.Kind][st] = kc.N
+		s.ByKind[kc.Kind][Status(kc.Status)] = kc.N
 	}
-	s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
-	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
+	if err == nil {
+		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
 	}
-	return s, nil
+	return s, failed("stats", err)
 }

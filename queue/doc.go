@@ -88,56 +88,40 @@
 //
 // A runner's parts each own their goroutines: the claim loop, the workers,
 // the completer, the lease renewer, the rescuer, the listener and the
-// schedule loop. [Runner.Stop] stops them in order (claims first, then,
-// once the workers have run what was claimed, the lease keepers and the
-// completer), so no goroutine outlives [Runner.Done].
+// schedule loop. [Runner.Stop] stops them in order (claims first; the lease
+// keepers and the completer once the workers have run what was claimed),
+// so no goroutine outlives [Runner.Done].
 //
-// Claiming. One statement claims as many due jobs as the runner has room
-// for, highest priority first, then earliest run time, then lowest ID,
-// within each queue it works: on PostgreSQL UPDATE ... FROM (SELECT ... FOR
-// UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a partial index in that
-// order; on SQLite one UPDATE ... RETURNING under the write lock. Working
-// through a backlog, a claim continues where the last stopped; the runner
-// rescans from the start at the end, when notified of a job of higher
-// priority, and at least every poll interval.
+// One statement claims as many due jobs as the runner has room for (see
+// [WithWorkers]), highest priority first, then earliest run time, then
+// lowest ID, within each queue it works: on PostgreSQL UPDATE ... FROM
+// (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a
+// partial index in that order; on SQLite one UPDATE ... RETURNING under the
+// write lock. Working through a backlog, a claim continues where the last
+// stopped; the runner rescans at the end, when notified of a job of higher
+// priority, and at least every poll interval. On PostgreSQL, enqueueing
+// sends one NOTIFY per statement and queue, carrying the schema (so
+// applications sharing a database never wake or cancel each other's jobs):
+// an idle runner claims within milliseconds, and a retried job wakes its
+// runner when its backoff ends.
 //
-// Claiming ahead. Room is one job per free worker, plus, with two or more
-// workers, the jobs they will likely finish while the next claim is on its
-// way (workers × claim time ÷ job time, from moving averages over every
-// kind it works, at most as many again as it has workers). A job claimed
-// ahead that waits 100 ms for a worker goes back to the queue without its
-// attempt counting ([EventRequeued]), keeping its place, and claiming ahead
-// stops until jobs are short again.
+// A claimed job is leased to its runner ([WithLease]), which renews the
+// leases on a connection of its own, retrying a failed renewal promptly and
+// then every thirtieth of a lease: a lease is lost only when the runner
+// cannot reach the database for about the lease's length. Renewal also puts
+// back, uncounted, jobs locked in the runner's name that it is not running
+// (from a claim it gave up on that the server ran anyway). The job's last
+// error names the runner that lost it and the one that rescued it.
 //
-// Waking. On PostgreSQL, enqueueing sends one NOTIFY per statement and
-// queue, carrying the schema, so that applications sharing a database never
-// wake or cancel each other's jobs: an idle runner claims within
-// milliseconds, and a retried job wakes its runner when its backoff ends. A
-// poll ([WithPollInterval]) catches anything missed. On SQLite, see Running
-// on SQLite.
-//
-// Leases. A claimed job is leased to its runner ([WithLease]), which renews
-// its jobs' leases each third of the lease on a connection of its own,
-// retrying a failed renewal promptly, then every thirtieth of a lease: a
-// lease is lost only when the runner cannot reach the database for about
-// the lease's length. Renewal also puts back, uncounted, jobs locked in the
-// runner's name that it is not running (from a claim it gave up on that the
-// server ran anyway). Any runner rescues the jobs of a runner that died,
-// froze or was cut off, once their leases expire; the job's last error
-// names both runners.
-//
-// Results. Finished attempts are written in batches, one statement for
-// however many arrived while the previous one ran, each guarded by the job
-// and its claim: a result that arrives after the job was rescued or
-// cancelled changes nothing ([EventRejected]).
-//
-// Bookkeeping. Claims, results, renewals and progress run on contexts that a
-// job's cancellation does not cancel, each statement bounded by a sixth of
-// the lease, between 1 s and 10 s. A write that fails with an error that
-// can pass (a broken connection, a timeout, a server shutting down or out of
-// connections, a serialisation failure) is retried with growing pauses until
-// it succeeds, while the runner keeps renewing the job's lease; once Stop
-// has run out of time, each write gets one more try.
+// Results are written in batches, one statement for however many arrived
+// while the previous one ran, each guarded by the job and its claim: a
+// result that arrives after the job was rescued or cancelled changes
+// nothing ([EventRejected]). Claims, results, renewals and progress run on
+// contexts that a job's cancellation does not cancel, each statement
+// bounded by a sixth of the lease, between 1 s and 10 s; a write that fails
+// with an error that can pass (a broken connection, a timeout, a server
+// shutting down or out of connections, a serialisation failure) is retried
+// with growing pauses until it succeeds, while the job's lease is renewed.
 //
 // # Poison jobs
 //
@@ -231,11 +215,6 @@
 // server restarted under a runner, a runner killed with SIGKILL mid-job,
 // and a runner cut off from the database by a network partition.
 //
-// A job that kills its process fails alone: it is FAILED after MaxAttempts
-// attempts that count, and the jobs that died beside it lose no attempt
-// (see Poison jobs). A stopped runner leaves nothing PROCESSING (see
-// Shutting down).
-//
 // Bad input is refused at the door, with nothing created: an unknown kind
 // ([ErrUnknownKind]), a payload that does not encode or decode into the
 // kind's type ([ErrInvalidPayload]), an option out of range
@@ -246,25 +225,17 @@
 // that are not UTF-8 in text, and \u0000, an unpaired surrogate or a number
 // beyond numeric in jsonb; encoding/json silently turns bytes that are not
 // UTF-8 into U+FFFD. So every string a job stores is checked before any
-// statement: strings anywhere in the payload (fields, map keys, slices,
-// pointers, interfaces), what a type's own MarshalJSON or a json.RawMessage
-// writes, and the auth claims are refused with ErrInvalidPayload; the queue
-// name, idempotency key, correlation ID, run and period with
-// ErrInvalidOption. Each error names the field (args.County,
+// statement: the payload's anywhere in it (and what a MarshalJSON or a
+// json.RawMessage writes) and the auth claims with ErrInvalidPayload, the
+// options' with ErrInvalidOption, each error naming the field (args.County,
 // auth["role"], IdempotencyKey) and, in EnqueueMany and EnqueueBulk, the
-// job. EnqueueRaw's JSON is checked as it will be stored. Kind, queue,
-// schedule, rule and runner names, and the strings of a [Filter] or
-// [ReviewQuery], are checked where they are given. A fuzz target holds
-// Enqueue to this (go test -fuzz FuzzEnqueue ./queue/).
+// job. Names, and the strings of a [Filter] or [ReviewQuery], are checked
+// where they are given. A fuzz target holds Enqueue to this (go test -fuzz
+// FuzzEnqueue ./queue/).
 //
 // An unmigrated schema says so: Runner.Start, and every Client call on a
 // schema that Migrate has not brought up to date, return an error wrapping
 // [ErrNotMigrated], with the database's own error in its chain.
-//
-// A paused queue is not claimed, by any runner, suspects included, from one
-// poll interval after PauseQueue returns (at once on PostgreSQL, whose
-// runners are notified), and is claimed again within one after
-// ResumeQueue.
 //
 // Auth stays private: [Auth] prints and logs as [auth redacted].
 //

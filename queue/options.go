@@ -86,11 +86,7 @@ type jobOptions struct {
 // DefaultQueue.
 func OnQueue(name string) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if err := checkQueueName("OnQueue", name); err != nil {
-			return err
-		}
-		o.queue = name
-		return nil
+		return set(&o.queue, name, checkQueueName("OnQueue", name))
 	}}
 }
 
@@ -134,11 +130,7 @@ func RetryBackoff(b Backoff) JobOption {
 // cancelled when it passes and the attempt fails. Default none.
 func Timeout(d time.Duration) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
-		if d <= 0 {
-			return invalid("timeout %v not positive", d)
-		}
-		o.timeout = d
-		return nil
+		return set(&o.timeout, d, refuse(d <= 0, "timeout %v not positive", d))
 	})
 }
 
@@ -154,22 +146,14 @@ func ChunkSize(n int) ChunkedOption {
 // RunAt makes the job wait until t.
 func RunAt(t time.Time) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if t.IsZero() {
-			return invalid("zero RunAt time")
-		}
-		o.runAt = t
-		return nil
+		return set(&o.runAt, t, refuse(t.IsZero(), "zero RunAt time"))
 	})
 }
 
 // After makes the job wait d, measured on the database's clock.
 func After(d time.Duration) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if d < 0 {
-			return invalid("negative delay %v", d)
-		}
-		o.delay = d
-		return nil
+		return set(&o.delay, d, refuse(d < 0, "negative delay %v", d))
 	})
 }
 
@@ -178,11 +162,7 @@ func After(d time.Duration) EnqueueOption {
 // status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if err := checkName("IdempotencyKey", "idempotency key", key, 512); err != nil {
-			return err
-		}
-		o.idempotencyKey = key
-		return nil
+		return set(&o.idempotencyKey, key, checkName("IdempotencyKey", "idempotency key", key, 512))
 	})
 }
 
@@ -216,11 +196,7 @@ func AuthContext(a Auth) EnqueueOption {
 // creates; the morning review reports runs.
 func InRun(runID string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if err := checkName("InRun", "run ID", runID, 512); err != nil {
-			return err
-		}
-		o.runID = runID
-		return nil
+		return set(&o.runID, runID, checkName("InRun", "run ID", runID, 512))
 	})
 }
 
@@ -228,11 +204,7 @@ func InRun(runID string) EnqueueOption {
 // date; dependency rules group parents by period.
 func InPeriod(period string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if err := checkName("InPeriod", "period", period, 128); err != nil {
-			return err
-		}
-		o.period = period
-		return nil
+		return set(&o.period, period, checkName("InPeriod", "period", period, 128))
 	})
 }
 
@@ -412,11 +384,7 @@ func WithRescueInterval(d time.Duration) RunnerOption {
 // UTF-8 without NUL. Default hostname, process ID and a random suffix.
 func WithRunnerID(id string) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if err := checkName("WithRunnerID", "runner ID", id, 200); err != nil {
-			return err
-		}
-		c.runnerID = id
-		return nil
+		return set(&c.runnerID, id, checkName("WithRunnerID", "runner ID", id, 200))
 	})
 }
 
@@ -425,10 +393,6 @@ func WithRunnerID(id string) RunnerOption {
 // demonstrations pass one they control.
 func WithClock(c Clock) RunnerOption {
 	return runnerOption(func(cfg *config) error {
-		if c == nil {
-			return invalid("nil Clock")
-		}
-		cfg.clock = c
-		return nil
+		return set(&cfg.clock, c, refuse(c == nil, "nil Clock"))
 	})
 }

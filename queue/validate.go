@@ -50,6 +50,15 @@ func short[T int | time.Duration](v T) string {
 	return fmt.Sprint(v)
 }
 
+// refuse returns an error wrapping ErrInvalidOption, saying what format
+// says, if bad.
+func refuse(bad bool, format string, args ...any) error {
+	if bad {
+		return invalid(format, args...)
+	}
+	return nil
+}
+
 // set sets *field to v unless err is set, and returns err.
 func set[T any](field *T, v T, err error) error {
 	if err == nil {
