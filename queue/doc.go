@@ -293,18 +293,14 @@
 //
 // A program stops its runners when it is told to, with [Runner.Stop] and a
 // grace period shorter than the orchestrator's kill timeout (30 s by
-// default on Kubernetes), and then exits (see Stop's example). Stop claims
-// nothing more and lets running jobs finish; a little before its deadline
-// it cancels those still running (cause [ErrStopping]), puts them back in
-// the queue with their attempt uncounted, writes the results of those that
-// finished, and returns an error wrapping [context.DeadlineExceeded] that
-// says how many it cut short. When Stop returns, nothing is left PROCESSING
-// under that runner. Handlers that ignore their cancellation are not waited
-// for, and what they do afterwards through their Job is refused, though
-// their own side effects are not: a handler should return soon once its
-// context is done. Stop's documentation says the rest: the margin before
-// the deadline, held rows and SQLite, and a database that cannot be
-// reached.
+// default on Kubernetes), and then exits (see Stop's example). Stop lets
+// running jobs finish; a little before its deadline it cancels those still
+// running (cause [ErrStopping]) and puts them back in the queue with their
+// attempt uncounted, so that nothing is left PROCESSING under the runner
+// when it returns. Handlers that ignore their cancellation are not waited
+// for: what they do afterwards through their Job is refused, though their
+// own side effects are not, so a handler should return soon once its
+// context is done.
 //
 // Cancelling [Runner.Start]'s context stops the runner at once, as Stop does
 // at its deadline: give Start a context that lives as long as the runner
@@ -317,13 +313,9 @@
 //
 // The queue runs on an SQLite file too: for a first try, for tests, for a
 // single binary that needs no server. Open the file with
-// github.com/sheaf-dev/sheaf/queue/sqlitedb and hand it to NewClient as you
-// would a PostgreSQL handle; everything else is the same. The driver is
-// modernc.org/sqlite (SQLite translated to Go) under the pure-Go gorm
-// dialector github.com/libtnb/sqlite: no cgo, so CGO_ENABLED=0 builds and
-// cross-compiles work. sqlitedb.Open's pool keeps up to 128 idle
-// connections, enough for a default runner's workers, and closes those idle
-// for 5 minutes. What differs, because SQLite has one writer and no server:
+// github.com/sheaf-dev/sheaf/queue/sqlitedb (pure Go: no cgo) and hand it
+// to NewClient as you would a PostgreSQL handle; everything else is the
+// same. What differs, because SQLite has one writer and no server:
 //
 //   - Writes take turns: within a process on one semaphore per file, across
 //     processes in SQLite's busy handler. A claim is one UPDATE ...
@@ -359,24 +351,18 @@
 // Every runner runs the registry's schedules, and a tick creates its jobs
 // exactly once between them: the tick is claimed by moving the schedule's
 // last tick under its row lock, in the same transaction as the jobs, and
-// each job's idempotency key names the tick. Ticks that passed while no
-// process ran are skipped ([SkipMissed]), or the latest is run once on start
-// ([RunMissedOnce]); a tick less than a minute old when a runner starts is
-// not missed but due, and fires. A schedule replaced under the same name
-// follows its new timetable from its next tick. Schedules can be added,
-// replaced and removed while runners run ([Registry.Schedule],
-// [Registry.Unschedule]). Each tick stamps its jobs with a run ID
+// each job's idempotency key names the tick. Schedules can be added,
+// replaced (following the new timetable from its next tick) and removed
+// while runners run. Each tick stamps its jobs with a run ID
 // (county-daily@2025-12-08T23:00:00+05:30) and a period (the local date).
 //
 // Presets check their arguments: Daily(25, 0) is refused by
-// Registry.Schedule with "Daily(25, 0): hour 25 not in [0, 23]". [Cron] takes
-// any five-field expression, parsed by github.com/robfig/cron/v3; one that
-// can never fire (0 0 30 2 *) is refused, and so is a time zone in the
-// expression (set Location). Ticks keep their local wall-clock time across
+// Registry.Schedule with "Daily(25, 0): hour 25 not in [0, 23]"; so is a
+// [Cron] expression that can never fire (0 0 30 2 *) or names a time zone
+// (set Location). Ticks keep their local wall-clock time across
 // daylight-saving changes: a tick in the hour that repeats when clocks go
 // back fires once (a schedule more frequent than hourly skips that hour's
-// second pass), and a tick in the gap when they go forward is skipped, so
-// schedule nightly work outside the change hours.
+// second pass), and a tick in the gap when they go forward is skipped.
 //
 // A tick whose jobs cannot be built (its Jobs function or a job's
 // MarshalJSON panics, or Enqueue would refuse a job) creates nothing, is

@@ -14,15 +14,8 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// Status is where a job is in its lifecycle:
-//
-//	QUEUED ──claim──▶ PROCESSING ──▶ COMPLETED
-//	   │                 │  │
-//	   │                 │  └──▶ FAILED (last attempt, or a permanent error)
-//	   │                 └──▶ QUEUED (retry after a backoff, or rescued)
-//	   └──cancel──▶ CANCELLED ◀──cancel── PROCESSING
-//
-// FAILED and CANCELLED jobs go back to QUEUED when retried.
+// Status is where a job is in its lifecycle (see Lifecycle in the package
+// documentation).
 type Status string
 
 // The statuses.
