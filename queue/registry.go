@@ -66,9 +66,9 @@ func (r *Registry) kindsLocked() []string {
 
 // Register registers h as the handler of the kind named by A's Kind method.
 // opts set the kind's defaults (OnQueue, Priority, MaxAttempts,
-// RetryBackoff, Timeout, During). It returns an error wrapping ErrInvalidOption for a kind
-// registered twice, a kind name that is empty, longer than 200 bytes, not
-// UTF-8 or holds a NUL, or a bad option.
+// RetryBackoff, Timeout, During). It returns an error wrapping
+// ErrInvalidOption for a kind registered twice, a kind name that is not 1
+// to 200 bytes of UTF-8 without NUL, or a bad option.
 func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if h == nil {
 		return invalid("nil handler")
@@ -76,23 +76,15 @@ func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
 		return invalid("nil HandlerFunc")
 	}
-	return register[A](r, false, kindOptions(opts), func(ctx context.Context, a *attempt, _ *kindEntry) error {
+	// RegisterChunked's options include Register's.
+	kindOpts := converted(opts, func(o RegisterOption) ChunkedOption { return o })
+	return register[A](r, false, kindOpts, func(ctx context.Context, a *attempt, _ *kindEntry) error {
 		job, err := decodeJob[A](a.Row(), a)
 		if err != nil {
 			return err
 		}
 		return h.Work(ctx, job)
 	})
-}
-
-// kindOptions converts Register's options to RegisterChunked's, which
-// include them.
-func kindOptions(opts []RegisterOption) []ChunkedOption {
-	out := make([]ChunkedOption, len(opts))
-	for i, o := range opts {
-		out[i] = o
-	}
-	return out
 }
 
 func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func(context.Context, *attempt, *kindEntry) error) error {

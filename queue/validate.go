@@ -90,18 +90,15 @@ func checkQueueName(option, name string) error {
 // check refuses a filter whose strings PostgreSQL could not compare with
 // a column.
 func (f Filter) check() error {
+	nv := []string{"Filter.Queue", f.Queue, "Filter.CorrelationID", f.CorrelationID,
+		"Filter.RunID", f.RunID, "Filter.Period", f.Period, "Filter.Search", f.Search}
 	for i, k := range f.Kinds {
-		if err := checkText(fmt.Sprintf("Filter.Kinds[%d]", i), k); err != nil {
-			return err
-		}
+		nv = append(nv, fmt.Sprintf("Filter.Kinds[%d]", i), k)
 	}
 	for i, s := range f.Statuses {
-		if err := checkText(fmt.Sprintf("Filter.Statuses[%d]", i), string(s)); err != nil {
-			return err
-		}
+		nv = append(nv, fmt.Sprintf("Filter.Statuses[%d]", i), string(s))
 	}
-	return checkTexts("Filter.Queue", f.Queue, "Filter.CorrelationID", f.CorrelationID,
-		"Filter.RunID", f.RunID, "Filter.Period", f.Period, "Filter.Search", f.Search)
+	return checkTexts(nv...)
 }
 
 // unpaged clears the fields of f that page through results, for the
