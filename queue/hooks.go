@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -145,7 +146,7 @@ func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []
 			call.Jobs[i].Metadata, _ = store.DecodeMetadata(r.Metadata) // encoded by this process
 		}
 	}
-	ctx, done := chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
+	ctx, done := hook.Chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
 		if h.Enqueue == nil {
 			return nil
 		}
@@ -165,7 +166,7 @@ func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []
 // function that tells them the attempt ended.
 func attemptHooks(ctx context.Context, hooks []Hooks, ex *runner.Execution) (context.Context, func(runner.Event)) {
 	rec := recordOf(ex.Row())
-	ctx, done := chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(Event)) {
+	ctx, done := hook.Chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(Event)) {
 		if h.Attempt == nil {
 			return nil
 		}
@@ -175,28 +176,4 @@ func attemptHooks(ctx context.Context, hooks []Hooks, ex *runner.Execution) (con
 		return ctx, nil
 	}
 	return ctx, func(e runner.Event) { done(eventOf(e)) }
-}
-
-// chain calls the hook that hook picks of each of hooks (nil for none),
-// each with the context the one before returned, and returns the last
-// context and a function that calls the hooks' ends in reverse order, or
-// nil if none returned one.
-func chain[E any](ctx context.Context, hooks []Hooks, hook func(Hooks) func(context.Context) (context.Context, func(E))) (context.Context, func(E)) {
-	var ends []func(E)
-	for _, h := range hooks {
-		if call := hook(h); call != nil {
-			var end func(E)
-			if ctx, end = call(ctx); end != nil {
-				ends = append(ends, end)
-			}
-		}
-	}
-	if len(ends) == 0 {
-		return ctx, nil
-	}
-	return ctx, func(e E) {
-		for _, end := range slices.Backward(ends) {
-			end(e)
-		}
-	}
 }

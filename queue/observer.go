@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
-	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // EventType says what happened to a job.
@@ -102,31 +102,20 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// observers are a runner's receivers of events: its hooks' Observe and its
-// observer.
-type observers struct {
-	hooks []Hooks
-	obs   Observer
-	log   *slog.Logger
-}
-
-// observe reports e to the hooks, then to the observer: an observer that
-// sees an event finds the hooks' instruments already updated.
-func (o observers) observe(e Event) {
-	for _, h := range o.hooks {
+// observers returns the function that reports an event to the Observe
+// hooks, then to the observer: an observer that sees an event finds the
+// hooks' instruments already updated.
+func observers(hooks []Hooks, obs Observer, log *slog.Logger) func(Event) {
+	var fns []func(Event)
+	for _, h := range hooks {
 		if h.Observe != nil {
-			o.observeSafely(h.Observe, e)
+			fns = append(fns, h.Observe)
 		}
 	}
-	if o.obs != nil {
-		o.observeSafely(o.obs.Observe, e)
+	if obs != nil {
+		fns = append(fns, obs.Observe)
 	}
-}
-
-func (o observers) observeSafely(observe func(Event), e Event) {
-	if err := worker.Safely(func() error { observe(e); return nil }); err != nil {
-		o.log.Error("queue: observer panicked", "err", err)
-	}
+	return hook.Fanout(log, fns)
 }
 
 // eventOf is the Event of one the runner reports.

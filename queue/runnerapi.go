@@ -62,16 +62,16 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		return nil, invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
 	}
 	log := cfg.logger.With("runner", cfg.runnerID)
-	obs := observers{hooks: cfg.hooks, obs: cfg.observer, log: log}
+	observe := observers(cfg.hooks, cfg.observer, log)
 	rc := runner.Config{
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
 		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
-		Observe:        func(e runner.Event) { obs.observe(eventOf(e)) },
+		Observe:        func(e runner.Event) { observe(eventOf(e)) },
 		Preflight:      func(ctx context.Context) (int, error) { return preflight(ctx, c) },
-		Scheduler:      c.scheduler(cfg, log, obs.observe),
+		Scheduler:      c.scheduler(cfg, log, observe),
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
 		Errors: runner.Errors{Started: ErrStarted, Stopping: ErrStopping, Cancelled: ErrCancelled,
