@@ -35,17 +35,8 @@
 // to stop the runner is under Shutting down.
 //
 // [Client.Tx] enqueues inside a transaction of yours, so the job exists if
-// and only if your own writes commit; runners hear of it at the commit:
-//
-//	err := db.Transaction(func(tx *gorm.DB) error {
-//		if err := tx.Create(&order).Error; err != nil {
-//			return err
-//		}
-//		_, err := client.Tx(tx).Enqueue(ctx, InvoiceArgs{OrderID: order.ID})
-//		return err
-//	})
-//
-// Every call on the [TxClient] that client.Tx(tx) returns runs in your
+// and only if your own writes commit (see its example); runners hear of it
+// at the commit. Every call on the [TxClient] it returns runs in your
 // transaction, sees its uncommitted writes, and is undone if it rolls back;
 // what does not belong in a transaction is only on Client. A pause or a
 // cancellation made in a transaction takes effect at commit (on SQLite,
@@ -272,11 +263,9 @@
 // the listener), and its handlers take the rest as they need them, waiting
 // for one when all are busy; NewRunner refuses a pool capped below four.
 // Set the pool's open limit to what the server can spare for this process
-// (PostgreSQL allows 100 connections in all by default, shared by every
-// process, and refuses the 101st: SQLSTATE 53300), and the idle limit to
-// the same number: database/sql keeps 2 idle connections by default, so
-// under load it would close most connections as handlers return them and
-// open new ones for the next.
+// (PostgreSQL allows 100 connections in all by default), and the idle limit
+// to the same number, or database/sql, which keeps 2 idle by default, would
+// close and reopen connections under load.
 //
 //	sqlDB, _ := db.DB()
 //	sqlDB.SetMaxOpenConns(20)
@@ -437,20 +426,14 @@
 // release's [Client.Migrate], then replace the processes. Migrate is
 // idempotent and holds a lock while it works (an advisory lock on
 // PostgreSQL, the write lock on SQLite), so processes that migrate at once
-// run one after the other. It logs a warning naming the runners that were
-// up (seen in the last minute) as it upgraded the schema: they run an
-// earlier release and must be replaced. A runner of this release refuses to
-// start on an older schema (ErrNotMigrated), and Migrate and Start refuse a
-// newer one (ErrSchemaTooNew). Teams that apply schema changes with their
-// own tool (goose, golang-migrate, atlas) take the SQL from
-// [Client.Migrations]: applied in order, each in a transaction, they give
-// the schema Migrate gives. Migrations only go forward.
-//
-// Migrate refuses a schema that was partly dropped by hand (some of the
-// tables above missing, or tables left with no version recorded) with
-// [ErrPartialSchema], naming the tables found and missing and the way out:
-// restore what was dropped, or drop the queue's remaining tables and
-// migrate afresh.
+// run one after the other. It logs a warning naming the runners of an
+// earlier release that were up (seen in the last minute): they must be
+// replaced. A runner refuses to start on an older schema (ErrNotMigrated),
+// and Migrate and Start refuse a newer one (ErrSchemaTooNew). Teams that
+// apply schema changes with their own tool (goose, golang-migrate, atlas)
+// take the SQL from [Client.Migrations]. Migrations only go forward.
+// Migrate refuses a schema that was partly dropped by hand with
+// [ErrPartialSchema], which names the way out.
 //
 // The queue's own statements are not written to your gorm logger (they are
 // batches of up to thousands of IDs, and their errors are returned to you);
@@ -459,12 +442,10 @@
 // From schema version 7 on, a running process keeps working through a
 // migration that adds a column: every statement names the columns it reads,
 // and a runner tries a write again when PostgreSQL says a prepared
-// statement changed its result ("cached plan must not change result type",
-// SQLSTATE 0A000). From version 6, stop the runners first: version 6 read
-// whole jobs with *, so on PostgreSQL each such statement fails once per
-// connection after the migration; a client call returns that error and
-// works when tried again, but a runner does not retry it, and a completion
-// that releases dependency children is dropped and runs again once its
-// lease is out. A version-6 runner also does not see the trace context of
-// jobs that version 7 enqueued.
+// statement changed its result (SQLSTATE 0A000). From version 6, stop the
+// runners first: version 6 read whole jobs with *, so on PostgreSQL each
+// such statement fails once per connection after the migration; a client
+// call works when tried again, but a runner drops a completion that
+// releases dependency children, which then runs again once its lease is
+// out, and does not see the trace context of jobs version 7 enqueued.
 package queue

@@ -105,6 +105,58 @@ func ExampleClient_Enqueue() {
 	// true
 }
 
+// Client.Tx enqueues inside a transaction of yours: the job exists if and
+// only if your own writes commit, and runners hear of it at the commit.
+func ExampleClient_Tx() {
+	ctx := context.Background()
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
+		return nil
+	})); err != nil {
+		log.Fatal(err)
+	}
+	db := connect()
+	client, err := queue.NewClient(db, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	type Order struct {
+		ID     int64
+		County string
+	}
+	if err := db.AutoMigrate(&Order{}); err != nil {
+		log.Fatal(err)
+	}
+	for _, declined := range []bool{false, true} {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			order := Order{County: "Travis"}
+			if err := tx.Create(&order).Error; err != nil {
+				return err
+			}
+			if _, err := client.Tx(tx).Enqueue(ctx, CountyReport{County: order.County}); err != nil {
+				return err
+			}
+			if declined {
+				return errors.New("payment declined") // rolls back the order and its job
+			}
+			return nil
+		})
+		fmt.Println(err)
+	}
+	n, err := client.Count(ctx, queue.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("jobs:", n)
+	// Output:
+	// <nil>
+	// payment declined
+	// jobs: 1
+}
+
 // A paused queue keeps its jobs QUEUED, in every runner, until it is
 // resumed; jobs that were running when it was paused finish.
 func ExampleClient_PauseQueue() {
