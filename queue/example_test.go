@@ -54,13 +54,7 @@ func connect() *gorm.DB {
 // startOn builds a client on db, migrates its schema and starts a runner,
 // as Example_runner shows step by step.
 func startOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) (*queue.Client, *queue.Runner) {
-	client, err := queue.NewClient(db, reg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	client := clientOn(ctx, db, reg)
 	runner, err := queue.NewRunner(client)
 	if err != nil {
 		log.Fatal(err)
@@ -69,6 +63,29 @@ func startOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) (*queue.Clie
 		log.Fatal(err)
 	}
 	return client, runner
+}
+
+// clientOn builds a client on db and migrates its schema.
+func clientOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) *queue.Client {
+	client, err := queue.NewClient(db, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	return client
+}
+
+// reports is a registry whose county reports do nothing.
+func reports() *queue.Registry {
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
+		return nil
+	})); err != nil {
+		log.Fatal(err)
+	}
+	return reg
 }
 
 // Enqueueing needs no runner: a job is a row, and an idempotency key makes
@@ -109,20 +126,8 @@ func ExampleClient_Enqueue() {
 // only if your own writes commit, and runners hear of it at the commit.
 func ExampleClient_Tx() {
 	ctx := context.Background()
-	reg := queue.NewRegistry()
-	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
-		return nil
-	})); err != nil {
-		log.Fatal(err)
-	}
 	db := connect()
-	client, err := queue.NewClient(db, reg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	client := clientOn(ctx, db, reports())
 	type Order struct {
 		ID     int64
 		County string
@@ -161,20 +166,8 @@ func ExampleClient_Tx() {
 // resumed; jobs that were running when it was paused finish.
 func ExampleClient_PauseQueue() {
 	ctx := context.Background()
-	reg := queue.NewRegistry()
-	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
-		return nil
-	})); err != nil {
-		log.Fatal(err)
-	}
-	db := connect()
-	client, err := queue.NewClient(db, reg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	db, reg := connect(), reports()
+	client := clientOn(ctx, db, reg)
 	if err := client.PauseQueue(ctx, queue.DefaultQueue); err != nil {
 		log.Fatal(err)
 	}
