@@ -103,11 +103,11 @@ type Params struct {
 // not store as given (see Guarantees in the package documentation);
 // ErrInvalidOption. Nothing is stored when it fails.
 func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (Enqueued, error) {
-	out, err := c.enqueueMany(ctx, opEnqueue, []Params{{Args: args, Options: opts}})
+	rows, err := c.prepareAll([]Params{{Args: args, Options: opts}})
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return out[0], nil
+	return c.insertOne(ctx, rows[0])
 }
 
 // EnqueueRaw stores a job of kind with a payload given as JSON, as an API
@@ -130,6 +130,11 @@ func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessa
 	if err != nil {
 		return Enqueued{}, err
 	}
+	return c.insertOne(ctx, row)
+}
+
+// insertOne inserts the row of Enqueue or EnqueueRaw.
+func (c *ops) insertOne(ctx context.Context, row newJob) (Enqueued, error) {
 	out, err := c.insertHooked(ctx, opEnqueue, []newJob{row})
 	if err != nil {
 		return Enqueued{}, err
@@ -141,16 +146,13 @@ func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessa
 // (duplicates by idempotency key aside, which are returned as such). The
 // result is in the order of jobs.
 func (c *ops) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
-	return c.enqueueMany(ctx, opEnqueueMany, jobs)
-}
-
-func (c *ops) enqueueMany(ctx context.Context, op string, jobs []Params) ([]Enqueued, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return nil, err
 	}
-	return c.insertHooked(ctx, op, rows)
+	return c.insertHooked(ctx, opEnqueueMany, rows)
 }
+
 
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
 func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {

@@ -31,8 +31,7 @@
 //	recs, err := client.Wait(ctx, res.Job.ID) // until COMPLETED, FAILED or CANCELLED
 //
 // db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), or on an
-// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb. How
-// to stop the runner is under Shutting down.
+// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb.
 //
 // [Client.Tx] enqueues inside a transaction of yours, so the job exists if
 // and only if your own writes commit (see its example); runners hear of it
@@ -129,11 +128,10 @@
 // # Handlers, retries and dead letters
 //
 // A handler returns nil to complete the job. Any other error retries it
-// after the kind's or the job's backoff: [Exponential] (the default: 1 s
-// doubling to 5 min, ±10%), [Linear], or [Delays] (fixed steps). A kind may
-// use any [Backoff]; a job's own must be one of these three, because it is
-// stored with the job. [Permanent] fails the job at once; so does a payload
-// that no longer decodes. A panic, or a runtime.Goexit, is a failed
+// after the kind's or the job's backoff ([RetryBackoff]): [Exponential]
+// (the default: 1 s doubling to 5 min, ±10%), [Linear], [Delays] (fixed
+// steps) or, for a kind, any [Backoff]. [Permanent] fails the job at once;
+// so does a payload that no longer decodes. A panic, or a runtime.Goexit, is a failed
 // attempt; a kind's own Backoff that panics gets the default's delay. A
 // kind's [Timeout] cancels an attempt's context with cause [ErrTimeout],
 // and the attempt fails. The last failure leaves the job FAILED with its
@@ -249,13 +247,8 @@
 //   - Suspects are isolated per runner, not per process: two runners in one
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
-//   - [Client.Stats] and [Client.Queues] read the whole table, and
-//     Filter.Search every row the rest of the filter selects: fine for
-//     dashboards, not for hot paths. On SQLite, Search ignores the case of
-//     ASCII letters only.
-//   - The attempt history keeps a job's last 20 attempts; an attempt put
-//     back uncounted (by Stop, or claimed ahead and given back) is not
-//     listed, and leaves a gap in the numbers.
+//   - [Client.Stats], [Client.Queues] and Filter.Search read whole
+//     tables: fine for dashboards, not for hot paths.
 //
 // # Connections
 //

@@ -49,8 +49,7 @@ const (
 )
 
 // Auth is a job's authorisation context: the claims of the user who
-// submitted it (role, scope, county, ...), stored with the job and handed to
-// its handler, which applies them as the user's request would have. sheaf
+// submitted it (role, scope, county, ...), handed to its handler. sheaf
 // never logs it: its String and LogValue print a placeholder.
 type Auth map[string]any
 
@@ -96,9 +95,8 @@ type JobRecord struct {
 	CompletedAt *time.Time `gorm:"column:completed_at"`
 	Processed   int64      `gorm:"column:processed"`
 	Total       *int64     `gorm:"column:total"`
-	// LastError is the error of the latest failed attempt. It is kept when
-	// a later attempt succeeds, so that a completed job still shows what
-	// it went through.
+	// LastError is the error of the latest failed attempt, kept when a
+	// later attempt succeeds.
 	LastError *string `gorm:"column:last_error"`
 	// Auth is the submitter's claims; see Auth.
 	Auth Auth `gorm:"column:auth;serializer:json"`
@@ -294,10 +292,10 @@ func (j *Job[A]) CompleteTx(ctx context.Context, tx *gorm.DB) error {
 	return j.exec.CompleteTx(ctx, tx)
 }
 
-// SetProgress records how many of total records the job has processed. It
-// returns ErrLeaseLost if the job is no longer this runner's to run
-// (cancelled or rescued); a handler should then stop. Chunked handlers have
-// their progress saved for them after every chunk.
+// SetProgress records how many of total records the job has processed
+// (chunked handlers' is saved for them). It returns ErrLeaseLost if the job
+// is no longer this runner's (cancelled or rescued): the handler should
+// stop.
 func (j *Job[A]) SetProgress(ctx context.Context, processed, total int64) error {
 	if j.exec == nil {
 		return nil

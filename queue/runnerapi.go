@@ -2,10 +2,7 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
@@ -52,7 +49,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		cfg.rescueEvery = cfg.lease / 2
 	}
 	if cfg.runnerID == "" {
-		cfg.runnerID = defaultRunnerID()
+		cfg.runnerID = runner.DefaultID()
 	}
 	sqlDB, err := c.db.DB()
 	if err != nil {
@@ -85,13 +82,6 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	return &Runner{r: runner.New(rc), id: cfg.runnerID}, nil
 }
 
-func defaultRunnerID() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
 // ID returns the name the runner locks jobs with.
 func (r *Runner) ID() string { return r.id }
 
@@ -122,14 +112,12 @@ func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
 // their jobs go back all the same, what they do afterwards through their
 // Job is refused, and Done is closed when they have returned.
 //
-// With a deadline, Stop cuts short a margin before it, so that the
-// put-back is done in time: a fifth of the time left when Stop was called,
-// at least 100 ms (or all of it), at most one bookkeeping statement's
-// timeout (WithLease / 6, between 1 s and 10 s); a 5 s deadline lets jobs
-// run 4 s. Without a deadline, or with one passed, it cuts short when ctx
-// is done. If Start's context ended, or another Stop's, and the jobs were
-// cut short, Stop returns nil once they are back, or an error saying what
-// that could not do.
+// With a deadline, Stop cuts short a margin before it, for the put-back: a
+// fifth of the time left, at least 100 ms (or all of it), at most WithLease
+// / 6 (between 1 s and 10 s); a 5 s deadline lets jobs run 4 s. If Start's
+// context ended, or another Stop's, and the jobs were cut short, Stop
+// returns nil once they are back, or an error saying what that could not
+// do.
 //
 // The put-back rolls back the transactions in which the handlers it cuts
 // short called Job.CompleteTx (one that is committing completes its job

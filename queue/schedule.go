@@ -248,8 +248,5 @@ func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 		rows, err = c.prepareAll(jobs)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return rows, err
 }

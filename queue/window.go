@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
@@ -17,18 +18,11 @@ type Window struct{ w calendar.Window }
 // (nil means UTC). It crosses midnight when end is not after start; equal
 // start and end make a window that is always open.
 func DailyWindow(start, end string, loc *time.Location) (Window, error) {
-	s, ok := calendar.ClockTime(start)
-	if !ok {
-		return Window{}, invalid("window time %q is not HH:MM", start)
+	w, err := calendar.DailyWindow(start, end, cmp.Or(loc, time.UTC))
+	if err != nil {
+		return Window{}, invalid("%v", err)
 	}
-	e, ok := calendar.ClockTime(end)
-	if !ok {
-		return Window{}, invalid("window time %q is not HH:MM", end)
-	}
-	if loc == nil {
-		loc = time.UTC
-	}
-	return Window{calendar.Window{Start: s, End: e, Loc: loc}}, nil
+	return Window{w}, nil
 }
 
 // Open reports whether t falls in the window, on the local clock of the

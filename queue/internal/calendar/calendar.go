@@ -211,3 +211,16 @@ func (ws Windows) Closed(now time.Time, qs []string) (queues map[string]bool, ki
 	}
 	return queues, kinds
 }
+
+// DailyWindow is queue.DailyWindow, loc given.
+func DailyWindow(start, end string, loc *time.Location) (Window, error) {
+	s, ok := ClockTime(start)
+	if !ok {
+		return Window{}, fmt.Errorf("window time %q is not HH:MM", start)
+	}
+	e, ok := ClockTime(end)
+	if !ok {
+		return Window{}, fmt.Errorf("window time %q is not HH:MM", end)
+	}
+	return Window{Start: s, End: e, Loc: loc}, nil
+}
