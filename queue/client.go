@@ -153,7 +153,6 @@ func (c *ops) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error
 	return c.insertHooked(ctx, opEnqueueMany, rows)
 }
 
-
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
 func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {
 	if len(c.cfg.hooks) == 0 {
