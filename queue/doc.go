@@ -176,13 +176,10 @@
 // [RegisterOption] (Register), [ChunkedOption] (RegisterChunked: Register's
 // options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
 // [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
-// good for a client and a runner; a runner uses its client's logger and
-// observer unless given its own, and adds its own hooks to its client's.
-// [OnQueue], [Priority], [MaxAttempts] and [RetryBackoff] return a
-// [JobOption], good for a kind (Register: the kind's defaults) and for a job
-// (Enqueue: the job's own). Each option's documentation gives its default
-// and range. The logger gets jobs' ID, kind, attempt and correlation ID,
-// never their payload or auth.
+// good for a client and a runner, which starts from its client's. [OnQueue],
+// [Priority], [MaxAttempts] and [RetryBackoff] return a [JobOption], good
+// for a kind (its defaults) and for a job (its own). Each option's
+// documentation gives its default and range.
 //
 // # Guarantees
 //
@@ -234,7 +231,7 @@
 //     queues takes turns between them.
 //   - A job enqueued with a run time in the past, behind a backlog a runner
 //     is working through, may wait up to one poll interval longer than
-//     strict order would make it (see Claiming).
+//     strict order would make it (see How a runner works).
 //   - Jobs claimed ahead start in the order they were claimed: a
 //     higher-priority job that arrives meanwhile starts after them (a
 //     claim's time, typically; at most 100 ms, when they go back).
@@ -264,12 +261,11 @@
 //	sqlDB.SetMaxOpenConns(20)
 //	sqlDB.SetMaxIdleConns(20)
 //
-// Start warns when a pool with no open limit may open more connections
-// than the server accepts; while it runs, the runner warns once if the pool
-// closes ten or more connections a second because its idle list is full
-// (DBStats.MaxIdleClosed), and says what to set. Handlers that write a
-// single row each are faster with gorm's SkipDefaultTransaction, which
-// saves a BEGIN and a COMMIT per insert.
+// A runner warns, saying what to set, when a pool with no open limit may
+// open more connections than the server accepts, and when the pool closes
+// ten or more connections a second because its idle list is full. Handlers
+// that write a single row each are faster with gorm's
+// SkipDefaultTransaction.
 //
 // # Shutting down
 //
@@ -397,20 +393,14 @@
 // The queue owns these tables, in the schema (PostgreSQL) or file (SQLite)
 // it is given; Migrate creates them:
 //
-//   - sheaf_jobs: every job, one row each: kind, queue, status, priority,
-//     payload, attempts and claims, lease, times, progress, last error,
-//     auth, run, period, parents, output and trace context.
-//   - sheaf_schedules: one row per schedule, its last tick whose jobs were
-//     created; locking it claims a tick.
+//   - sheaf_jobs: every job, one row each ([JobRecord]).
+//   - sheaf_schedules: each schedule's last tick whose jobs were created;
+//     locking its row claims a tick.
 //   - sheaf_queues: queues paused by hand (a resumed queue keeps its row).
 //   - sheaf_attempts: the last 20 attempts of each job that did not
-//     complete (retried, failed, cancelled while running, rescued), with
-//     runner, times, outcome and error.
-//   - sheaf_runners: the runners that are up, with their queues and
-//     workers; each writes its row as it starts and at every lease renewal,
-//     and deletes it as it stops.
-//   - sheaf_audit: what operators did, as an application records it
-//     ([Client.RecordAudit]).
+//     complete ([Client.Attempts]).
+//   - sheaf_runners: the runners that are up ([Client.Runners]).
+//   - sheaf_audit: the audit log ([Client.RecordAudit]).
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

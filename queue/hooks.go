@@ -1,7 +1,5 @@
 package queue
 
-// Hooks: callbacks into enqueues and attempts for instrumentation.
-
 import (
 	"context"
 	"slices"

@@ -1,8 +1,5 @@
 package queue
 
-// Read-only views of a client's registry and database for operators'
-// tools, such as queue/console.
-
 import (
 	"context"
 	"fmt"

@@ -21,10 +21,9 @@ const (
 	// EventRetrying: the attempt failed; the job is QUEUED again and runs
 	// after Event.RetryIn.
 	EventRetrying
-	// EventFailed: the attempt failed and the job is FAILED, because it
-	// had no attempts left or the error was permanent: the dead letter.
-	// Also reported, after EventRescued, for a job whose last attempt's
-	// lease expired; Err then wraps ErrLeaseLost.
+	// EventFailed: the attempt failed and the job is FAILED (the dead
+	// letter): no attempts were left or the error was permanent. Also
+	// after EventRescued of a last attempt; Err then wraps ErrLeaseLost.
 	EventFailed
 	// EventCancelled: the job was cancelled while it ran, and its handler
 	// has returned.
@@ -43,9 +42,8 @@ const (
 	// EventReleased: a dependency rule created a job because its parents
 	// completed. JobID and Kind are the new job's; ParentIDs its parents.
 	EventReleased
-	// EventScheduled: a schedule's tick created its jobs (reported by the
-	// one runner that created them). Schedule, RunID and Jobs say which
-	// and how many; JobID is zero.
+	// EventScheduled: a schedule's tick created its jobs, on the runner
+	// that created them: Schedule, RunID and Jobs say which; JobID is 0.
 	EventScheduled
 )
 
@@ -86,12 +84,12 @@ type Event struct {
 	Jobs     int
 }
 
-// Observer receives job events: the hook for metrics (counts, durations,
-// retries, failures) and for acting on dead letters. Observe is called from
-// runner goroutines, possibly concurrently, after the event is committed to
-// the database; it must be quick and safe for concurrent use, and must not
-// call runtime.Goexit (in tests: t.FailNow, require) since that ends the
-// runner goroutine that called it. A panic in it is recovered and logged.
+// Observer receives job events, for metrics and for acting on dead
+// letters. Observe is called from runner goroutines, possibly at once,
+// after the event is committed; it must be quick and safe for concurrent
+// use, and must not call runtime.Goexit (in tests: t.FailNow, require),
+// which would end the runner's goroutine. A panic in it is recovered and
+// logged.
 type Observer interface {
 	Observe(Event)
 }

@@ -1,8 +1,5 @@
 package queue
 
-// Operating the queue: pausing queues, the queues and runners at a glance,
-// attempt history, cancelling by filter, and the audit log.
-
 import (
 	"context"
 	"encoding/json"
@@ -37,10 +34,7 @@ func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error
 	if err := checkQueueName(op, name); err != nil {
 		return err
 	}
-	if err := c.st.SetPaused(ctx, c.db, name, paused); err != nil {
-		return fmt.Errorf("queue: %s %q: %w", op, name, notMigrated(err))
-	}
-	return nil
+	return failed(fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
 }
 
 // QueueInfo describes a queue.
@@ -228,10 +222,7 @@ func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditE
 	}
 	out := make([]AuditEntry, len(rows))
 	for i, r := range rows {
-		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Result: r.Result, Changed: r.Changed}
-		if r.Target != nil {
-			out[i].Target = r.Target
-		}
+		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Target: r.Target, Result: r.Result, Changed: r.Changed}
 	}
 	return out, nil
 }
