@@ -67,7 +67,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
 		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe:        func(e runner.Event) { observe(eventOf(e)) },
-		Preflight:      func(ctx context.Context) (int, error) { return preflight(ctx, c) },
+		Preflight:      func(ctx context.Context) (int, error) { return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew) },
 		Scheduler:      c.scheduler(cfg, log, observe),
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
