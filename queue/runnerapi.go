@@ -64,10 +64,12 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
-		Kinds:          runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
-		Rules:          releaser{c: c, log: log, hooks: cfg.hooks},
-		Observe:        func(e runner.Event) { observe(eventOf(e)) },
-		Preflight:      func(ctx context.Context) (int, error) { return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew) },
+		Kinds:   runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
+		Rules:   releaser{c: c, log: log, hooks: cfg.hooks},
+		Observe: func(e runner.Event) { observe(eventOf(e)) },
+		Preflight: func(ctx context.Context) (int, error) {
+			return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew)
+		},
 		Scheduler:      c.scheduler(cfg, log, observe),
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
