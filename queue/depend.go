@@ -134,10 +134,9 @@ func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, comple
 	}
 }
 
-// releaser builds the children of the registry's rules for a runner: the
-// runner's runner.Rules. It builds them as Enqueue builds jobs, with the
-// client's checks, which is why it lives here; the runner completes the
-// parents and inserts the children, in one transaction.
+// releaser builds the children of the registry's rules for a runner (its
+// runner.Rules), with Enqueue's checks; the runner completes the parents
+// and inserts the children in one transaction.
 type releaser struct {
 	c     *Client
 	log   *slog.Logger
@@ -184,11 +183,8 @@ func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Relea
 		rel.hookRelease(&nj, attempt, &rec, full)
 	}
 	if err != nil {
-		// The child cannot be built: a panic, or a job Enqueue refuses.
-		// The parent's work is done, so it completes; running it again
-		// would fail the same way. The child is not released: the log
-		// says why, and the review lists the chain as stopped with every
-		// parent complete.
+		// The parent's work is done, so it completes without the child,
+		// rather than fail the same way again; the review lists the chain.
 		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
 			runner.ErrAttrs(err, "rule", ru.Name, "group", r.Group)...)
 		return nil, nil
