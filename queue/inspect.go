@@ -13,8 +13,7 @@ import (
 func (c *ops) Registry() *Registry { return c.reg }
 
 // Schedules returns the registered schedules, sorted by name, each with its
-// Location set (UTC where none was given). Their Next method lists their
-// ticks.
+// Location set (UTC where none was given).
 func (r *Registry) Schedules() []Periodic {
 	scheds, _ := r.sortedSchedules()
 	return converted(scheds, func(s *schedule) Periodic { return s.Periodic })

@@ -12,13 +12,11 @@ import (
 )
 
 // PauseQueue pauses the queue name: runners, in every process, stop
-// claiming its jobs within a poll interval (WithPollInterval; at once on
-// PostgreSQL, which notifies them), and the jobs already running finish.
-// Enqueueing goes on; the jobs wait, QUEUED, until ResumeQueue. Pausing a
-// paused queue changes nothing; a queue that has no jobs yet may be paused.
-// A bad name returns an error wrapping ErrInvalidOption. On a TxClient the
-// pause takes effect when the transaction commits (runners on SQLite learn
-// of it within a poll interval).
+// claiming its jobs (suspects included) within a poll interval (at once on
+// PostgreSQL), and the jobs already running finish. Enqueued jobs wait,
+// QUEUED, until ResumeQueue. Pausing a paused queue, or one without jobs,
+// is fine; a bad name returns an error wrapping ErrInvalidOption. On a
+// TxClient the pause takes effect when the transaction commits.
 func (c *ops) PauseQueue(ctx context.Context, name string) error {
 	return c.setPaused(ctx, "PauseQueue", name, true)
 }

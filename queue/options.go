@@ -208,12 +208,10 @@ func InPeriod(period string) EnqueueOption {
 	})
 }
 
-// TraceContext stores a W3C trace context with the job, the traceparent and
-// tracestate headers of the request that submitted it, as queue/console
-// does: the job's attempts then link to that trace. A traceparent has 1 to
-// 256 bytes, a tracestate up to 512 (empty for none), both UTF-8 without
-// NUL. Hooks that enqueue in a trace of their own (see Hooks.Enqueue) take
-// it as the parent of theirs.
+// TraceContext stores the W3C trace context (traceparent, tracestate) of
+// the request that submitted the job, which its attempts then link to, and
+// which Hooks that enqueue in a trace of their own take as its parent: 1 to
+// 256 and up to 512 bytes (empty for none) of UTF-8 without NUL.
 func TraceContext(traceparent, tracestate string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
 		if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
@@ -324,12 +322,10 @@ func WithObserver(o Observer) InstrumentOption {
 }
 
 // WithWorkers sets how many jobs a runner works at once. Default
-// DefaultWorkers; 1 to MaxWorkers. A runner with two or more workers also
-// claims ahead of need as many jobs as its workers will likely finish while
-// a claim is on its way (workers × claim time ÷ job time, at most as many
-// again as it has workers), so that its workers do not wait for the
-// database; a job claimed ahead that waits 100 ms for a worker goes back to
-// the queue. A runner with one worker holds one job at a time.
+// DefaultWorkers; 1 to MaxWorkers. With two or more workers a runner also
+// claims ahead what they will likely finish while a claim is on its way
+// (workers × claim time ÷ job time, at most as many again as it has
+// workers); a job claimed ahead that waits 100 ms for a worker goes back.
 func WithWorkers(n int) RunnerOption {
 	return runnerOption(func(c *config) error {
 		return set(&c.workers, n, within("workers", n, 1, MaxWorkers))
@@ -388,9 +384,8 @@ func WithRunnerID(id string) RunnerOption {
 	})
 }
 
-// WithClock sets the clock that schedules and windows go by. Runs, leases
-// and retries keep the database's clock. Default SystemClock{}; tests and
-// demonstrations pass one they control.
+// WithClock sets the clock that schedules and windows go by (runs, leases
+// and retries keep the database's). Default SystemClock{}.
 func WithClock(c Clock) RunnerOption {
 	return runnerOption(func(cfg *config) error {
 		return set(&cfg.clock, c, refuse(c == nil, "nil Clock"))

@@ -196,9 +196,7 @@ func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
 // Timing returns when the schedule fires, for the runner's scheduler.
 func (s *schedule) Timing() *runner.Timing { return &s.timing }
 
-// scheduler returns a runner's part that runs the registry's schedules: it
-// fires each tick when the clock reaches it, in whichever runner gets there
-// first. log and observe are the runner's.
+// scheduler returns the runner's part that fires the registry's ticks.
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
 		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
@@ -230,10 +228,8 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 	})
 }
 
-// tickJobs builds the jobs of tick t, ready to insert, recovering a panic
-// in the user's code (Jobs, Kind, MarshalJSON). A tick whose jobs cannot
-// be built would fail the same way again, so the caller spends it without
-// jobs.
+// tickJobs builds the jobs of tick t, recovering a panic in the user's
+// code; the caller spends a tick whose jobs cannot be built without jobs.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 	err = userCall(func() error {
 		jobs := s.Jobs(t)
