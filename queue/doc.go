@@ -118,24 +118,23 @@
 // A process that dies takes every job it was running with it, and does not
 // say which of them killed it. So the first rescue of a job gives its
 // attempt back and makes it a suspect (JobRecord.Rescues). Each runner runs
-// one suspect at a time, beside its ordinary jobs, and counts a suspect's
-// attempt in the database when it starts, before its handler runs. A
-// suspect that kills its process again has used an attempt, and after
-// MaxAttempts of them it is FAILED; the jobs that died beside it run once
-// more, each on its own, and complete. A suspect whose attempt finishes,
-// well or badly, is an ordinary job again.
+// one suspect at a time, beside its ordinary jobs, and counts its attempt
+// as it starts. A suspect that kills its process again has used an
+// attempt, and after MaxAttempts of them it is FAILED; the jobs that died
+// beside it run again and complete. A suspect whose attempt finishes, well
+// or badly, is an ordinary job again.
 //
 // # Handlers, retries and dead letters
 //
 // A handler returns nil to complete the job. Any other error retries it
 // after the kind's or the job's backoff ([RetryBackoff]): [Exponential]
 // (the default: 1 s doubling to 5 min, ±10%), [Linear], [Delays] (fixed
-// steps) or, for a kind, any [Backoff]. [Permanent] fails the job at once;
-// so does a payload that no longer decodes. A panic, or a runtime.Goexit, is a failed
-// attempt; a kind's own Backoff that panics gets the default's delay. A
-// kind's [Timeout] cancels an attempt's context with cause [ErrTimeout],
-// and the attempt fails. The last failure leaves the job FAILED with its
-// error: list such jobs with [Client.List], react to them with an observer
+// steps) or, for a kind, any [Backoff]. [Permanent] fails the job at once,
+// and so does a payload that no longer decodes. A panic or a
+// runtime.Goexit is a failed attempt (a kind's Backoff that panics gets the
+// default's delay); so is one that outlives the kind's [Timeout] (cause
+// [ErrTimeout]). The last failure leaves the job FAILED with its error:
+// list such jobs with [Client.List], react to them with an observer
 // ([EventFailed]), and put them back with Retry or RetryFailed.
 //
 // Chunked jobs run on the batch engine: [RegisterChunked] takes a
@@ -149,14 +148,12 @@
 // A handler whose effects are rows in the queue's database can make them
 // happen exactly once: it writes them and calls [Job.CompleteTx] in the same
 // transaction, last, just before the commit (see its example). The job is
-// COMPLETED if and only if the transaction commits. A process that dies
-// before the commit leaves neither the rows nor the completion: the job is
-// rescued when its lease expires and runs again. One that dies after leaves
-// both, and the job never runs again. Children that dependency rules
-// release are inserted in the same transaction; enqueue other follow-up
-// jobs in it with Client.Tx(tx). Effects outside the database (HTTP calls,
-// files, messages) cannot share the transaction: they are at least once and
-// need their own idempotency.
+// COMPLETED if and only if the transaction commits: a process that dies
+// before the commit leaves neither the rows nor the completion, and the job
+// runs again after its lease; one that dies after leaves both. Children of
+// dependency rules are released in the same transaction; enqueue other
+// follow-up jobs in it with Client.Tx(tx). Effects outside the database
+// (HTTP calls, files, messages) cannot share it: they are at least once.
 //
 // # Operating the queue
 //
@@ -304,9 +301,8 @@
 //   - Dependency release and schedule ticks are serialised by the write
 //     lock, as PostgreSQL's advisory and row locks serialise them.
 //   - Times are stored as UTC text in one fixed-width layout
-//     (sqlitedb.TimeLayout), so that comparing text compares times; JSON
-//     (payload, output) as bytes. Bind times in that layout when you query
-//     the tables by hand.
+//     (sqlitedb.TimeLayout; bind times in it when you query the tables by
+//     hand), and JSON (payload, output) as bytes.
 //   - Refused with an error rather than pretended: an in-memory database
 //     (it would be one per connection), a connection without a busy
 //     timeout, a file that cannot switch to WAL.
