@@ -192,21 +192,14 @@ type Job[A Args] struct {
 type execution interface {
 	SetProgress(ctx context.Context, processed, total int64) error
 	SetOutput(ctx context.Context, output string) error
-	Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
+	Jobs(ctx context.Context, ids []int64, dest any) error
 	CompleteTx(ctx context.Context, tx *gorm.DB) error
 }
 
-// attempt is a runner's execution of a job, with its client and hooks.
+// attempt is a runner's execution of a job, with its hooks.
 type attempt struct {
 	*runner.Execution
-	c     *Client
 	hooks []Hooks
-}
-
-func (a *attempt) Parents(ctx context.Context, ids []int64) ([]JobRecord, error) {
-	var out []JobRecord
-	err := a.c.st.Jobs(ctx, a.c.db, store.Filter{IDs: ids}, 0, &out)
-	return out, err
 }
 
 // Chunk tells the Chunk hooks that a chunk was processed.
@@ -251,8 +244,8 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 	if len(j.ParentIDs) == 0 || j.exec == nil {
 		return nil, nil
 	}
-	out, err := j.exec.Parents(ctx, j.ParentIDs)
-	if err != nil {
+	var out []JobRecord
+	if err := j.exec.Jobs(ctx, j.ParentIDs, &out); err != nil {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil

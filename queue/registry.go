@@ -117,21 +117,9 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 }
 
 // kindOf asks the zero A for its kind, so a kind is known without a value.
-func kindOf[A Args]() (kind string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = invalid("%v.Kind() panics on the zero value (use a non-pointer payload type): %v", reflect.TypeFor[A](), p)
-		}
-	}()
-	var zero A
-	kind = zero.Kind()
-	if kind == "" || len(kind) > 200 {
-		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
-	}
-	if flaw := payload.TextFlaw(kind); flaw != "" {
-		return "", invalid("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, flaw)
-	}
-	return kind, nil
+func kindOf[A Args]() (string, error) {
+	kind, flaw := payload.KindOf[A]()
+	return kind, refuse(flaw != "", "%s", flaw)
 }
 
 // decodeJob builds the handler's Job from a claimed row, run by ex. A
@@ -186,7 +174,7 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	}
 	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
-			return e.work(ctx, &attempt{Execution: ex, c: k.c, hooks: k.hooks}, e)
+			return e.work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
 		}})
 	return rk.(*runner.Kind), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -437,4 +438,10 @@ func (ex *Execution) endedAs(t EventType, err error, took time.Duration) {
 	ev := ex.event(t)
 	ev.Err, ev.Duration = err, took
 	ex.ended(ev)
+}
+
+// Jobs reads the jobs with ids into dest, a pointer to a slice of the
+// caller's job records, as a handler reads its parents.
+func (ex *Execution) Jobs(ctx context.Context, ids []int64, dest any) error {
+	return ex.r.cfg.Store.Jobs(ctx, ex.r.cfg.DB, store.Filter{IDs: ids}, 0, dest)
 }
