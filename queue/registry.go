@@ -156,12 +156,11 @@ func (e *kindEntry) checkPayload(payload []byte) error {
 }
 
 // runnerKinds shows a runner the registry's kinds and windows (see
-// runner.Kinds). The kinds it looks up run their jobs with the client and
-// the hooks of that runner; each is built once, at its first lookup.
+// runner.Kinds). The kinds it looks up run their jobs with the hooks of
+// that runner, which keeps what it looked up.
 type runnerKinds struct {
 	c     *Client
 	hooks []Hooks
-	built *sync.Map // *kindEntry to *runner.Kind
 }
 
 func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
@@ -169,14 +168,10 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rk, ok := k.built.Load(e); ok {
-		return rk.(*runner.Kind), nil
-	}
-	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
+	return &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
 			return e.work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
-		}})
-	return rk.(*runner.Kind), nil
+		}}, nil
 }
 
 func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {

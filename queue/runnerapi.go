@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -64,7 +63,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
-		Kinds:   runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
+		Kinds:   runnerKinds{c: c, hooks: cfg.hooks},
 		Rules:   releaser{c: c, log: log, hooks: cfg.hooks},
 		Observe: func(e runner.Event) { observe(eventOf(e)) },
 		Preflight: func(ctx context.Context) (int, error) {
