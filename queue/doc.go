@@ -57,11 +57,9 @@
 //   - QUEUED → CANCELLED: [Client.Cancel].
 //   - PROCESSING → COMPLETED: the handler returned nil.
 //   - PROCESSING → QUEUED: the attempt failed and attempts remain (after the
-//     backoff); its lease expired (rescue: the first time without the
-//     attempt counting); or, without the attempt counting, the runner
-//     stopped before the job finished, a job claimed ahead waited too long
-//     for a worker, or the runner found the job held in its name without
-//     running it.
+//     backoff); its lease expired (rescue); or, uncounted, the runner
+//     stopped before it finished, it waited too long for a worker after a
+//     claim ahead, or the runner found it held in its name but not running.
 //   - PROCESSING → FAILED: the last attempt failed, the error was
 //     [Permanent], or a suspect's lease expired on its last attempt. This is
 //     the dead letter, kept with its error.
@@ -184,9 +182,8 @@
 // runs again: once its lease expires, or, if its runner is alive, at the
 // runner's next lease renewal. A job may finish its work and die before its
 // completion is written, so handlers must make their effects idempotent, or
-// commit them with something the next attempt checks. Chunked jobs get this
-// from the engine: a failed attempt's output is cleaned up, and cleaned up
-// again before the next attempt starts.
+// commit them with something the next attempt checks (as Job.CompleteTx
+// and chunked jobs' Cleanup do).
 //
 // Exactly one completion record. A job becomes COMPLETED once, by the claim
 // that holds it; any other claim's result is refused, also that of an
@@ -235,9 +232,8 @@
 //   - A claim lost to a crash of the database server does not count its
 //     attempt: claims commit without waiting for the disk, results with it.
 //   - After a crash, the dead runner's jobs come back as suspects, which
-//     each runner works one at a time: a runner killed while it held many
-//     long jobs hands them back at that pace. Stop runners with Stop, which
-//     puts jobs back as ordinary jobs.
+//     each runner works one at a time. Stop runners with Stop, which puts
+//     jobs back as ordinary jobs.
 //   - Suspects are isolated per runner, not per process: two runners in one
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.

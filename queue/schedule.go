@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -145,15 +146,20 @@ type schedule struct {
 // Next returns the schedule's first tick after t, in its location, or an
 // error for a bad Spec.
 func (p Periodic) Next(t time.Time) (time.Time, error) {
+	tm, err := p.timing()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return tm.Next(t), nil
+}
+
+// timing is when p fires, for the runner; Location nil is UTC.
+func (p Periodic) timing() (runner.Timing, error) {
 	c, err := p.Spec.parse()
 	if err != nil {
-		return time.Time{}, invalid("schedule %q: %v", p.Name, err)
+		return runner.Timing{}, invalid("schedule %q: %v", p.Name, err)
 	}
-	loc := p.Location
-	if loc == nil {
-		loc = time.UTC
-	}
-	return runner.NextTick(c, t.In(loc)), nil
+	return runner.Timing{Name: p.Name, Cron: c, Location: cmp.Or(p.Location, time.UTC), RunMissed: p.Missed == RunMissedOnce}, nil
 }
 
 // Schedule registers p, or replaces the schedule of the same name; running
@@ -166,14 +172,12 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Jobs == nil {
 		return invalid("schedule %q: nil Jobs function", p.Name)
 	}
-	c, err := p.Spec.parse()
+	tm, err := p.timing()
 	if err != nil {
-		return invalid("schedule %q: %v", p.Name, err)
+		return err
 	}
-	if p.Location == nil {
-		p.Location = time.UTC
-	}
-	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location, RunMissed: p.Missed == RunMissedOnce}}
+	p.Location = tm.Location
+	s := &schedule{Periodic: p, timing: tm}
 	if s.timing.Next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.
