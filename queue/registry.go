@@ -146,13 +146,13 @@ func deref[T any](p *T) (v T) {
 	return v
 }
 
-// checkPayload reports whether payload decodes into the kind's type.
+// checkPayload refuses a JSON payload given as such (EnqueueRaw) that does
+// not decode into the kind's type, or that jsonb would refuse.
 func (e *kindEntry) checkPayload(payload []byte) error {
-	v := reflect.New(e.argsType)
-	if err := json.Unmarshal(payload, v.Interface()); err != nil {
+	if err := json.Unmarshal(payload, reflect.New(e.argsType).Interface()); err != nil {
 		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
 	}
-	return nil
+	return checkRaw(payload)
 }
 
 // runnerKinds shows a runner the registry's kinds and windows (see
