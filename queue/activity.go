@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // MaxActivityBuckets caps the buckets one Activity call returns: a day of
@@ -32,14 +34,10 @@ type ActivityBucket struct {
 	// bucket.
 	Completed, Failed int64
 	// WaitP50 and WaitP95 are the median and 95th percentile of the queue
-	// wait of the jobs counted: from the time the job's last attempt became
-	// due (JobRecord.RunAt) to the time it started. For a job that was
-	// retried, that is the last attempt's wait only: a retry is due when the
-	// failed attempt's backoff delay ends (or when Retry or RetryFailed
-	// requeues the job, or a rescue takes it back from a runner that died),
-	// so the delay and the earlier attempts are not part of it; a job
-	// scheduled for later waits from when it became due, not from when it
-	// was enqueued. Zero if no job counted.
+	// wait of the jobs counted: from when the job's last attempt became due
+	// (JobRecord.RunAt: after a retry's backoff, a Retry or a rescue; for a
+	// job scheduled for later, when it came due, not when it was enqueued)
+	// to when it started. Zero if no job counted.
 	WaitP50, WaitP95 time.Duration
 	// RunP50 and RunP95 are the median and 95th percentile of the run time
 	// of the jobs counted, from the start of their last attempt to their
@@ -54,15 +52,14 @@ type ActivityBucket struct {
 // future. Percentiles are interpolated between the two nearest jobs, as
 // PostgreSQL's percentile_cont.
 //
-// The series reads the jobs as they are now: a job that failed and was
-// retried with Retry has left its bucket, cancelled jobs are not counted,
-// and on a database upgraded from schema version 3 or older, jobs that
-// failed before the upgrade are not counted (failed jobs are found through
-// the attempt history, which began with version 4).
+// The series reads the jobs as they are now: a failed job that Retry
+// requeued has left its bucket, cancelled jobs are not counted, and neither
+// are jobs that failed before an upgrade from schema version 3 or older
+// (failed jobs are found through the attempt history, begun in version 4).
 //
-// Completed jobs are read through the index of their completion times,
-// failed ones through the attempt history: a call costs in proportion to the
-// jobs that finished in the span, plus a scan of the attempt history. On a
+// A call costs in proportion to the jobs that finished in the span (read
+// through the index of completion times), plus a scan of the attempt
+// history. On a
 // table of a million jobs over a week (BenchmarkActivity, two shared cores),
 // the last hour in minutes takes some 25 ms on PostgreSQL and 90 ms on
 // SQLite, the last day in quarter hours (150,000 jobs) some 200 to 300 ms
@@ -89,21 +86,9 @@ func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucke
 		return nil, invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
 			n, q.Bucket, start, MaxActivityBuckets)
 	}
-	out := make([]ActivityBucket, n)
-	for i := range out {
-		out[i].Start = start.Add(time.Duration(i) * q.Bucket)
-	}
-	rows, err := c.st.Activity(ctx, start, q.Bucket, q.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("queue: activity: %w", notMigrated(err))
-	}
-	for _, r := range rows {
-		i := int64(r.Start.Sub(start) / q.Bucket)
-		if i < 0 || i >= n {
-			continue // finished after now by this process's clock, which lags the database's
-		}
-		out[i] = ActivityBucket{Start: out[i].Start, Completed: r.Completed, Failed: r.Failed,
+	rows, err := operate.Activity(ctx, c.st, start, q.Bucket, n, q.Queue)
+	return result("activity", rows, err, func(r store.ActivityRow) ActivityBucket {
+		return ActivityBucket{Start: r.Start, Completed: r.Completed, Failed: r.Failed,
 			WaitP50: r.WaitP50, WaitP95: r.WaitP95, RunP50: r.RunP50, RunP95: r.RunP95}
-	}
-	return out, nil
+	})
 }

@@ -2,7 +2,7 @@ package queue
 
 import (
 	"context"
-	"fmt"
+	"slices"
 
 	"gorm.io/gorm"
 )
@@ -36,25 +36,17 @@ func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
 }
 
 func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
-	keyed := false
-	for _, r := range rows {
-		keyed = keyed || r.Key != nil
-	}
-	if keyed || c.tx {
+	if c.tx || slices.ContainsFunc(rows, func(r newJob) bool { return r.Key != nil }) {
 		// One transaction (a savepoint inside the caller's) around the
 		// slices, so a failure in a late one leaves none stored.
 		var n int64
 		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
 			in := c.in(tx)
-			for start := 0; start < len(rows); start += 5000 {
-				out, err := in.insert(ctx, rows[start:min(start+5000, len(rows))])
-				if err != nil {
-					return err
-				}
-				for _, o := range out {
-					if !o.Duplicate {
-						n++
-					}
+			for part := range slices.Chunk(rows, 5000) {
+				res := in.inserted(ctx, part)
+				n += res.Created
+				if res.Err != nil {
+					return res.Err
 				}
 			}
 			return nil
@@ -66,7 +58,7 @@ func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 	}
 	n, err := c.st.Copy(ctx, rows)
 	if err != nil {
-		return 0, fmt.Errorf("queue: enqueue bulk: %w", notMigrated(err))
+		return 0, failed("enqueue bulk", err)
 	}
 	if n >= analyzeAfter {
 		if err := c.st.Analyze(ctx); err != nil {

@@ -15,12 +15,11 @@ import (
 //
 // After every chunk the runner saves the job's progress and checks that the
 // job is still its own: a cancelled or rescued job stops at the next chunk.
-// When an attempt fails, or is cancelled, Cleanup removes what its chunks
-// wrote, unless the job has already passed to a later attempt (the attempt
-// lost its lease and the job was rescued, or a Stop that ran out of time
-// put the job back): that attempt's output is not its to remove. Before any attempt after the first starts, Cleanup runs too, to
-// remove what an earlier attempt that crashed or lost the job left behind;
-// so Cleanup must be idempotent and cope with nothing to clean.
+// Cleanup removes what a failed or cancelled attempt's chunks wrote, unless
+// the job has passed to a later attempt (rescued, or put back by a Stop out
+// of time), whose output it is. It also runs before any attempt after the
+// first, to remove what an earlier one that crashed or lost the job left
+// behind: it must be idempotent and cope with nothing to clean.
 type Chunked[A Args, R any] interface {
 	// Records returns how many records the job has and the records, in
 	// order. The iterator's error ends the attempt with that error.
@@ -72,27 +71,5 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...Chunke
 // Chunked.Records: it calls fetch with offsets 0, size, 2×size, ... until a
 // call returns fewer than size records, and yields them one by one.
 func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context, offset, limit int) ([]R, error)) iter.Seq2[R, error] {
-	return func(yield func(R, error) bool) {
-		if size < 1 {
-			var zero R
-			yield(zero, invalid("page size %d < 1", size))
-			return
-		}
-		for offset := 0; ; offset += size {
-			page, err := fetch(ctx, offset, size)
-			if err != nil {
-				var zero R
-				yield(zero, err)
-				return
-			}
-			for _, r := range page {
-				if !yield(r, nil) {
-					return
-				}
-			}
-			if len(page) < size {
-				return
-			}
-		}
-	}
+	return runner.Pages(ctx, size, fetch, invalid("page size %d < 1", size))
 }

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -23,20 +24,17 @@ type Client struct {
 }
 
 // TxClient enqueues and manages jobs inside a transaction of the caller's,
-// as Client.Tx returns it: every call runs in that transaction, sees what it
-// wrote before, and what a call writes exists if and only if the
-// transaction commits. It has the Client's methods but those that do not
-// belong in a caller's transaction: Migrate and Migrations (the schema),
-// Wait (it polls for other transactions' work), Ping, Runners and
-// SchemaVersion (the server and the runners, not the data), and Activity
-// (which tunes a read-only transaction of its own).
+// as Client.Tx returns it: every call runs in that transaction, and what it
+// writes exists if and only if the transaction commits. It has the Client's
+// methods but those that do not belong in a caller's transaction: Migrate,
+// Migrations and SchemaVersion (the schema), Wait (it polls for other
+// transactions' work), Ping and Runners, and Activity (which tunes a
+// read-only transaction of its own).
 type TxClient struct {
 	ops
 }
 
-// ops holds what Client and TxClient share, and their shared methods: the
-// same calls, on the pool for a Client and in the caller's transaction for
-// a TxClient.
+// ops holds what Client and TxClient share, and their shared methods.
 type ops struct {
 	db  *gorm.DB // the pool, or a caller's transaction
 	st  store.Store
@@ -47,8 +45,7 @@ type ops struct {
 
 // NewClient returns a client on db, a gorm handle on PostgreSQL or on an
 // SQLite file opened with queue/sqlitedb, for the kinds in reg. Call
-// Migrate once before use (it is cheap and safe to call from every process
-// at start-up).
+// Migrate before use (it is cheap and safe from every process at once).
 func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error) {
 	if db == nil {
 		return nil, invalid("nil *gorm.DB")
@@ -72,17 +69,14 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 // idempotent, and processes that call it at once wait for each other.
 func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
 
-// Tx returns a client that enqueues and manages jobs inside tx, a
-// transaction of the caller's on the client's database: what its calls
-// write exists if and only if tx commits, and runners are notified at the
-// commit. A TxClient is for tx's life: do not use it after tx ends.
+// Tx returns a client whose calls run inside tx, a transaction of the
+// caller's on the client's database; runners are notified at the commit.
+// Do not use it after tx ends.
 func (c *Client) Tx(tx *gorm.DB) *TxClient {
 	return &TxClient{c.in(store.Quiet(tx))}
 }
 
-// in returns c's operations inside tx, which already has the quiet
-// logger: the caller's transaction made quiet by Tx, or one opened on the
-// client's quiet db.
+// in returns c's operations inside tx, which has the quiet logger already.
 func (c *ops) in(tx *gorm.DB) ops {
 	cp := *c
 	cp.db, cp.tx = tx, true
@@ -104,26 +98,22 @@ type Params struct {
 }
 
 // Enqueue stores a job for args's kind. Options override the kind's
-// defaults. Errors: ErrUnknownKind; ErrInvalidPayload, when args does not
-// encode, is not the kind's registered type, or holds a string that is not
-// UTF-8 or holds a NUL (the error names it: args.County, args.Tags["k"]), or
-// whose own MarshalJSON writes what PostgreSQL's jsonb refuses;
-// ErrInvalidOption. Nothing is stored when it fails. Every string the job
-// stores is checked, and a payload that PostgreSQL would store altered is
-// refused, not changed.
+// defaults. Errors: ErrUnknownKind; ErrInvalidPayload when args does not
+// encode, is not the kind's registered type, or holds text PostgreSQL would
+// not store as given (see Guarantees in the package documentation);
+// ErrInvalidOption. Nothing is stored when it fails.
 func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (Enqueued, error) {
-	out, err := c.enqueueMany(ctx, opEnqueue, []Params{{Args: args, Options: opts}})
+	rows, err := c.prepareAll([]Params{{Args: args, Options: opts}})
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return out[0], nil
+	return c.insertOne(ctx, rows[0])
 }
 
 // EnqueueRaw stores a job of kind with a payload given as JSON, as an API
 // that accepts jobs from outside would. The payload must decode into the
-// kind's registered type, and be what jsonb stores: UTF-8, without the
-// escape \u0000 or an unpaired surrogate escape, with numbers numeric can
-// hold. Errors are as for Enqueue.
+// kind's registered type, and be what jsonb stores as given (see
+// Guarantees in the package documentation). Errors are as for Enqueue.
 func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...EnqueueOption) (Enqueued, error) {
 	e, err := c.reg.lookup(kind)
 	if err != nil {
@@ -132,13 +122,15 @@ func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessa
 	if err := e.checkPayload(payload); err != nil {
 		return Enqueued{}, err
 	}
-	if err := checkRaw(payload); err != nil {
-		return Enqueued{}, err
-	}
 	row, err := c.prepare(e, payload, opts)
 	if err != nil {
 		return Enqueued{}, err
 	}
+	return c.insertOne(ctx, row)
+}
+
+// insertOne inserts the row of Enqueue or EnqueueRaw.
+func (c *ops) insertOne(ctx context.Context, row newJob) (Enqueued, error) {
 	out, err := c.insertHooked(ctx, opEnqueue, []newJob{row})
 	if err != nil {
 		return Enqueued{}, err
@@ -150,15 +142,11 @@ func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessa
 // (duplicates by idempotency key aside, which are returned as such). The
 // result is in the order of jobs.
 func (c *ops) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error) {
-	return c.enqueueMany(ctx, opEnqueueMany, jobs)
-}
-
-func (c *ops) enqueueMany(ctx context.Context, op string, jobs []Params) ([]Enqueued, error) {
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return nil, err
 	}
-	return c.insertHooked(ctx, op, rows)
+	return c.insertHooked(ctx, opEnqueueMany, rows)
 }
 
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
@@ -166,17 +154,20 @@ func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enq
 	if len(c.cfg.hooks) == 0 {
 		return c.insert(ctx, rows)
 	}
-	res := c.hooked(ctx, op, rows, func(ctx context.Context) EnqueueResult {
-		out, err := c.insert(ctx, rows)
-		res := EnqueueResult{Enqueued: out, Err: err}
-		for _, e := range out {
-			if !e.Duplicate {
-				res.Created++
-			}
-		}
-		return res
-	})
+	res := c.hooked(ctx, op, rows, func(ctx context.Context) EnqueueResult { return c.inserted(ctx, rows) })
 	return res.Enqueued, res.Err
+}
+
+// inserted inserts rows and counts the jobs created.
+func (c *ops) inserted(ctx context.Context, rows []newJob) EnqueueResult {
+	out, err := c.insert(ctx, rows)
+	res := EnqueueResult{Enqueued: out, Err: err}
+	for _, e := range out {
+		if !e.Duplicate {
+			res.Created++
+		}
+	}
+	return res
 }
 
 // newJob is a validated job ready to insert.
@@ -212,52 +203,34 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 	return rows, nil
 }
 
-func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (newJob, error) {
+func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j newJob, err error) {
 	// o stays on the stack, and the job points at copies of the options it
 	// has: a bulk of jobs without options then costs no allocation here.
 	o := e.defaults
 	if len(opts) > 0 {
-		var err error
 		if o, err = withJobOptions(o, opts); err != nil {
-			return newJob{}, err
+			return j, err
 		}
 	}
-	j := newJob{
-		Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts,
-		Payload: string(payload), Delay: o.delay,
-	}
-	if !o.runAt.IsZero() {
-		t := o.runAt
-		j.RunAt = &t
-	}
-	j.Key, j.Correlation = optional(o.idempotencyKey), optional(o.correlationID)
-	j.RunID, j.Period = optional(o.runID), optional(o.period)
-	if o.traceParent != "" {
-		m := map[string]string{"traceparent": o.traceParent}
-		if o.traceState != "" {
-			m["tracestate"] = o.traceState
-		}
-		j.Metadata = store.EncodeMetadata(m)
-	}
+	j = newJob{Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
+		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
+		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {
-			return newJob{}, err
+			return j, err
 		}
-		s := string(b)
-		j.Backoff = &s
+		j.Backoff = optional(string(b))
 	}
-	if o.auth != nil {
-		claims := map[string]any(o.auth)
+	if claims := map[string]any(o.auth); claims != nil {
 		b, err := json.Marshal(claims)
 		if err != nil {
-			return newJob{}, invalid("auth context does not encode as JSON: %v", err)
+			return j, invalid("auth context does not encode as JSON: %v", err)
 		}
 		if err := checkEncoded("auth", claims, b, false); err != nil {
-			return newJob{}, err
+			return j, err
 		}
-		s := string(b)
-		j.Auth = &s
+		j.Auth = optional(string(b))
 	}
 	return j, nil
 }
@@ -269,80 +242,28 @@ func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	return o, err
 }
 
-// optional points at s, or is nil for "".
-func optional(s string) *string {
-	if s == "" {
+// optional points at a copy of v, or is nil for the zero value.
+func optional[T comparable](v T) *T {
+	var zero T
+	if v == zero {
 		return nil
 	}
-	return &s
+	return &v
 }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	var inserted []JobRecord
 	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
-		return nil, fmt.Errorf("queue: enqueue: %w", notMigrated(err))
+		return nil, failed("enqueue", err)
 	}
-	return c.matchInserted(ctx, rows, inserted)
-}
-
-// matchInserted lines the inserted rows up with the input, and fetches the
-// existing jobs of inputs that were duplicates. Rows were inserted in input
-// order, so inputs without a duplicate key take the inserted IDs in order.
-func (c *ops) matchInserted(ctx context.Context, rows []newJob, inserted []JobRecord) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))
-	byKey := map[string]*JobRecord{}
-	for i := range inserted {
-		if k := inserted[i].IdempotencyKey; k != nil {
-			byKey[*k] = &inserted[i]
-		}
-	}
-	next := 0
-	var missing []string
-	claimed := map[string]bool{} // keys whose inserted row went to an earlier input
-	for i, r := range rows {
-		if r.Key == nil {
-			for next < len(inserted) && inserted[next].IdempotencyKey != nil {
-				next++
-			}
-			if next == len(inserted) {
-				return nil, errors.New("queue: enqueue: fewer rows inserted than asked for")
-			}
-			out[i] = Enqueued{Job: &inserted[next]}
-			next++
-			continue
-		}
-		if rec := byKey[*r.Key]; rec != nil && !claimed[*r.Key] {
-			out[i] = Enqueued{Job: rec}
-			claimed[*r.Key] = true
-			continue
-		}
-		missing = append(missing, *r.Key)
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	// Duplicates: read the jobs that hold the keys, in a new statement so
-	// that a job committed by a concurrent enqueue is visible too.
-	var existing []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: missing}, 0, &existing); err != nil {
-		return nil, fmt.Errorf("queue: enqueue: read duplicates: %w", notMigrated(err))
-	}
-	have := map[string]*JobRecord{}
-	for i := range existing {
-		have[*existing[i].IdempotencyKey] = &existing[i]
-	}
-	for k, rec := range byKey { // inserted by an earlier input of this call
-		have[k] = rec
-	}
-	for i, r := range rows {
-		if out[i].Job != nil {
-			continue
-		}
-		rec := have[*r.Key]
-		if rec == nil {
-			return nil, fmt.Errorf("queue: enqueue: idempotency key %q conflicted but its job is gone; retry", *r.Key)
-		}
-		out[i] = Enqueued{Job: rec, Duplicate: true}
+	err := enqueue.Match(rows, inserted, func(r *JobRecord) *string { return r.IdempotencyKey },
+		func(keys []string) (existing []JobRecord, err error) {
+			return existing, c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &existing)
+		},
+		func(i int, r *JobRecord, dup bool) { out[i] = Enqueued{Job: r, Duplicate: dup} })
+	if err != nil {
+		return nil, failed("enqueue", err)
 	}
 	return out, nil
 }
@@ -415,12 +336,13 @@ func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	limit, err := pageLimit(f.Limit)
+	limit, err := pageLimit(f.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
 	var out []JobRecord
-	if err := c.st.Jobs(ctx, c.db, f.store(), limit, &out); err != nil {
+	err = c.st.Jobs(ctx, c.db, f.store(), limit, &out)
+	if err != nil {
 		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
 	}
 	return out, nil
@@ -435,10 +357,7 @@ func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	n, err := c.st.Count(ctx, c.db, f.store())
-	if err != nil {
-		return 0, fmt.Errorf("queue: count: %w", notMigrated(err))
-	}
-	return n, nil
+	return n, failed("count", err)
 }
 
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is
@@ -446,19 +365,17 @@ func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 // whatever it returns afterwards is ignored. Cancelling a job that is already
 // COMPLETED, FAILED or CANCELLED returns an error wrapping ErrWrongStatus.
 func (c *ops) Cancel(ctx context.Context, id int64) (*JobRecord, error) {
-	return c.transition(ctx, id, "cancel", []Status{StatusQueued, StatusProcessing}, func(tx *gorm.DB, was Status) error {
+	return c.transition(ctx, id, "cancel", []string{string(StatusQueued), string(StatusProcessing)}, func(tx *gorm.DB) error {
 		_, err := c.st.CancelJobs(tx, store.Filter{IDs: []int64{id}}, 1)
 		return err
 	})
 }
 
 // Retry puts a FAILED or CANCELLED job back in the queue, due now, with as
-// many attempts again as it had (its attempt count goes on from where it
-// was, so its history is kept: a job that failed at 3 of 3 runs next as
-// attempt 4 of 6). Other statuses return an error wrapping ErrWrongStatus: a
-// completed job is not run twice.
+// many attempts again as it had: a job that failed at 3 of 3 runs next as
+// attempt 4 of 6. Other statuses return an error wrapping ErrWrongStatus.
 func (c *ops) Retry(ctx context.Context, id int64) (*JobRecord, error) {
-	return c.transition(ctx, id, "retry", []Status{StatusFailed, StatusCancelled}, func(tx *gorm.DB, _ Status) error {
+	return c.transition(ctx, id, "retry", []string{string(StatusFailed), string(StatusCancelled)}, func(tx *gorm.DB) error {
 		return c.st.Retry(tx, id)
 	})
 }
@@ -485,42 +402,17 @@ func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
-func (c *ops) transition(ctx context.Context, id int64, op string, from []Status, update func(tx *gorm.DB, was Status) error) (*JobRecord, error) {
+func (c *ops) transition(ctx context.Context, id int64, op string, from []string, update func(tx *gorm.DB) error) (*JobRecord, error) {
 	var rec *JobRecord
-	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
-		st, found, err := c.st.LockStatus(tx, id)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("%w: %d", ErrNotFound, id)
-		}
-		was := Status(st)
-		if !slices.Contains(from, was) {
-			return fmt.Errorf("%w: cannot %s job %d, it is %s", ErrWrongStatus, op, id, was)
-		}
-		if op == "retry" {
-			attempts, max, err := c.st.Attempts(tx, id)
-			if err != nil {
-				return err
-			}
-			if attempts+max >= maxTotalAttempts {
-				return invalid("job %d has had %d attempts; it cannot be retried again", id, attempts)
-			}
-		}
-		if err := update(tx, was); err != nil {
-			return err
-		}
+	errs := operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}
+	err := operate.Transition(ctx, c.st, c.db, errs, id, op, from, maxTotalAttempts, update, func(tx *gorm.DB) (err error) {
 		rec, err = c.job(ctx, tx, id)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongStatus) {
-			return nil, err
-		}
+	if err != nil && !errs.Expected(err) {
 		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
 	}
-	return rec, nil
+	return rec, err
 }
 
 // maxTotalAttempts bounds a job's attempts over all its retries: the attempt
@@ -544,20 +436,15 @@ type Stats struct {
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
 	counts, err := c.st.CountByKind(ctx, c.db)
-	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
-	}
 	for _, kc := range counts {
-		st := Status(kc.Status)
-		s.ByStatus[st] += kc.N
+		s.ByStatus[Status(kc.Status)] += kc.N
 		if s.ByKind[kc.Kind] == nil {
 			s.ByKind[kc.Kind] = map[Status]int64{}
 		}
-		s.ByKind[kc.Kind][st] = kc.N
+		s.ByKind[kc.Kind][Status(kc.Status)] = kc.N
 	}
-	s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
-	if err != nil {
-		return s, fmt.Errorf("queue: stats: %w", notMigrated(err))
+	if err == nil {
+		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
 	}
-	return s, nil
+	return s, failed("stats", err)
 }

@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -39,12 +39,11 @@ type Rule struct {
 	Each bool
 }
 
-type rule struct {
-	Rule
-	childKind string
-	// child builds the child's job from its parents.
-	child func(parents []JobRecord) (Args, []EnqueueOption)
-}
+// rule is a registered rule, whose Child builds the child's job from its
+// parents.
+type rule = runner.Registered[childFunc]
+
+type childFunc = func(parents []JobRecord) (Args, []EnqueueOption)
 
 // Depend registers a rule whose child is a job of C's kind, built by child
 // from the completed parents (in ID order); the options child returns are
@@ -53,10 +52,7 @@ type rule struct {
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
-	if ru.Name == "" || len(ru.Name) > 200 {
-		return invalid("rule name must have 1 to 200 bytes")
-	}
-	if err := checkText("rule name", ru.Name); err != nil {
+	if err := checkName("rule name", "rule name", ru.Name, 200); err != nil {
 		return err
 	}
 	if child == nil {
@@ -79,22 +75,16 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 			return invalid("rule %q: parent kind %q is not registered", ru.Name, p)
 		}
 	}
-	for _, existing := range r.rules {
-		if existing.Name == ru.Name {
-			return invalid("rule %q registered twice", ru.Name)
-		}
-	}
-	if r.reachesLocked(childKind, ru.Parents) {
-		return invalid("rule %q would make a cycle: %q already waits, through other rules, for %q", ru.Name, ru.Parents, childKind)
-	}
-	r.rules = append(r.rules, &rule{
-		Rule:      Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each},
-		childKind: childKind,
-		child: func(parents []JobRecord) (Args, []EnqueueOption) {
+	err = r.rules.Add(&rule{
+		Dependency: runner.Dependency{Rule: runner.Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}, ChildKind: childKind},
+		Child: func(parents []JobRecord) (Args, []EnqueueOption) {
 			c, opts := child(parents)
 			return c, opts
 		},
 	})
+	if err != nil {
+		return invalid("%v", err)
+	}
 	return nil
 }
 
@@ -102,63 +92,22 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 func (r *Registry) Rules() []Rule {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]Rule, len(r.rules))
-	for i, ru := range r.rules {
-		out[i] = Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
-	}
-	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return converted(r.rules.For(""), func(ru *rule) Rule {
+		return Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
+	})
 }
 
-// reachesLocked reports whether any of targets is from, or is released,
-// through rules, by a job of kind from.
-func (r *Registry) reachesLocked(from string, targets []string) bool {
-	seen := map[string]bool{}
-	stack := []string{from}
-	for len(stack) > 0 {
-		k := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if slices.Contains(targets, k) {
-			return true
-		}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		for _, ru := range r.rules {
-			if slices.Contains(ru.Parents, k) {
-				stack = append(stack, ru.childKind)
-			}
-		}
-	}
-	return false
-}
-
-// rule returns the rule called name, or nil.
-func (r *Registry) rule(name string) *rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, ru := range r.rules {
-		if ru.Name == name {
-			return ru
-		}
-	}
-	return nil
-}
-
-// rulesFor returns the rules in which kind is a parent, by name, so that
-// their locks are always taken in the same order.
+// rulesFor returns the rules in which kind is a parent, or every rule for
+// "", by name.
 func (r *Registry) rulesFor(kind string) []*rule {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []*rule
-	for _, ru := range r.rules {
-		if slices.Contains(ru.Parents, kind) {
-			out = append(out, ru)
-		}
-	}
-	slices.SortFunc(out, func(a, b *rule) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return r.rules.For(kind)
+}
+
+// rulesOf is what package operate reads of rules.
+func rulesOf(rules []*rule) []runner.Dependency {
+	return converted(rules, func(ru *rule) runner.Dependency { return ru.Dependency })
 }
 
 // hookRelease stores with child the metadata the Release hooks make of its
@@ -177,7 +126,7 @@ func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, comple
 			if meta == nil && child.Metadata != nil {
 				meta, _ = store.DecodeMetadata(child.Metadata) // encoded by this process
 			}
-			meta = merged(meta, m)
+			meta = enqueue.Merged(meta, m)
 		}
 	}
 	if meta != nil {
@@ -185,10 +134,9 @@ func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, comple
 	}
 }
 
-// releaser builds the children of the registry's rules for a runner: the
-// runner's runner.Rules. It builds them as Enqueue builds jobs, with the
-// client's checks, which is why it lives here; the runner completes the
-// parents and inserts the children, in one transaction.
+// releaser builds the children of the registry's rules for a runner (its
+// runner.Rules), with Enqueue's checks; the runner completes the parents
+// and inserts the children in one transaction.
 type releaser struct {
 	c     *Client
 	log   *slog.Logger
@@ -197,21 +145,15 @@ type releaser struct {
 
 // For returns the rules in which jobs of kind are parents, by name.
 func (rel releaser) For(kind string) []runner.Rule {
-	rules := rel.c.reg.rulesFor(kind)
-	if len(rules) == 0 {
-		return nil
-	}
-	out := make([]runner.Rule, len(rules))
-	for i, ru := range rules {
-		out[i] = runner.Rule{Name: ru.Name, Parents: ru.Parents, Each: ru.Each}
-	}
-	return out
+	return converted(rel.c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
 }
 
 // Child builds the child of a release from its complete parents, or
 // returns nil when it cannot be built; attempt completed the last of them.
 func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Release) (*newJob, error) {
-	ru := rel.c.reg.rule(r.Rule)
+	rel.c.reg.mu.RLock()
+	ru := rel.c.reg.rules.Named(r.Rule)
+	rel.c.reg.mu.RUnlock()
 	completed := attempt.Row()
 	var full []JobRecord
 	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: r.Parents}, 0, &full)
@@ -222,7 +164,7 @@ func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Relea
 	// user's code, and the child is checked as Enqueue checks a job.
 	var nj newJob
 	err = userCall(func() error {
-		args, opts := ru.child(full)
+		args, opts := ru.Child(full)
 		opts = append(opts, IdempotencyKey(r.Key))
 		if r.RunID.Valid {
 			opts = append(opts, InRun(r.RunID.String))
@@ -241,11 +183,8 @@ func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Relea
 		rel.hookRelease(&nj, attempt, &rec, full)
 	}
 	if err != nil {
-		// The child cannot be built: a panic, or a job Enqueue refuses.
-		// The parent's work is done, so it completes; running it again
-		// would fail the same way. The child is not released: the log
-		// says why, and the review lists the chain as stopped with every
-		// parent complete.
+		// The parent's work is done, so it completes without the child,
+		// rather than fail the same way again; the review lists the chain.
 		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
 			runner.ErrAttrs(err, "rule", ru.Name, "group", r.Group)...)
 		return nil, nil

@@ -82,11 +82,9 @@ func IsPermanent(err error) bool {
 }
 
 // userCall calls fn, the user's code, on a goroutine of its own and returns
-// its error: a panic as a *worker.PanicError, and a call to runtime.Goexit
-// (which would end the runner goroutine that called fn, and nothing could
-// stop it) as one wrapping worker.ErrGoexit. For callbacks on the runner's
-// own goroutines that are not on a hot path: schedule ticks and rule
-// children.
+// its error: a panic as a *worker.PanicError, a runtime.Goexit (which would
+// end the runner's goroutine) as one wrapping worker.ErrGoexit. For
+// callbacks off the hot path: schedule ticks and rule children.
 func userCall(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {

@@ -54,13 +54,7 @@ func connect() *gorm.DB {
 // startOn builds a client on db, migrates its schema and starts a runner,
 // as Example_runner shows step by step.
 func startOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) (*queue.Client, *queue.Runner) {
-	client, err := queue.NewClient(db, reg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	client := clientOn(ctx, db, reg)
 	runner, err := queue.NewRunner(client)
 	if err != nil {
 		log.Fatal(err)
@@ -69,6 +63,29 @@ func startOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) (*queue.Clie
 		log.Fatal(err)
 	}
 	return client, runner
+}
+
+// clientOn builds a client on db and migrates its schema.
+func clientOn(ctx context.Context, db *gorm.DB, reg *queue.Registry) *queue.Client {
+	client, err := queue.NewClient(db, reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	return client
+}
+
+// reports is a registry whose county reports do nothing.
+func reports() *queue.Registry {
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
+		return nil
+	})); err != nil {
+		log.Fatal(err)
+	}
+	return reg
 }
 
 // Enqueueing needs no runner: a job is a row, and an idempotency key makes
@@ -105,24 +122,52 @@ func ExampleClient_Enqueue() {
 	// true
 }
 
+// Client.Tx enqueues inside a transaction of yours: the job exists if and
+// only if your own writes commit, and runners hear of it at the commit.
+func ExampleClient_Tx() {
+	ctx := context.Background()
+	db := connect()
+	client := clientOn(ctx, db, reports())
+	type Order struct {
+		ID     int64
+		County string
+	}
+	if err := db.AutoMigrate(&Order{}); err != nil {
+		log.Fatal(err)
+	}
+	for _, declined := range []bool{false, true} {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			order := Order{County: "Travis"}
+			if err := tx.Create(&order).Error; err != nil {
+				return err
+			}
+			if _, err := client.Tx(tx).Enqueue(ctx, CountyReport{County: order.County}); err != nil {
+				return err
+			}
+			if declined {
+				return errors.New("payment declined") // rolls back the order and its job
+			}
+			return nil
+		})
+		fmt.Println(err)
+	}
+	n, err := client.Count(ctx, queue.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("jobs:", n)
+	// Output:
+	// <nil>
+	// payment declined
+	// jobs: 1
+}
+
 // A paused queue keeps its jobs QUEUED, in every runner, until it is
 // resumed; jobs that were running when it was paused finish.
 func ExampleClient_PauseQueue() {
 	ctx := context.Background()
-	reg := queue.NewRegistry()
-	if err := queue.Register(reg, queue.HandlerFunc[CountyReport](func(context.Context, *queue.Job[CountyReport]) error {
-		return nil
-	})); err != nil {
-		log.Fatal(err)
-	}
-	db := connect()
-	client, err := queue.NewClient(db, reg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := client.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	db, reg := connect(), reports()
+	client := clientOn(ctx, db, reg)
 	if err := client.PauseQueue(ctx, queue.DefaultQueue); err != nil {
 		log.Fatal(err)
 	}

@@ -1,60 +1,50 @@
 package queue
 
-// Hooks: callbacks into enqueues and attempts for instrumentation.
-
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Hooks are callbacks into a client's enqueues and a runner's attempts, for
-// instrumentation: package queue/otelqueue turns them into OpenTelemetry
-// traces and metrics. Install them with WithHooks. Every field may be nil;
-// a client or runner without hooks does none of this work.
-//
-// Hooks are called on the goroutines that enqueue and that run jobs, so they
-// must be quick and safe for concurrent use. Unlike handlers and observers,
-// they are trusted: a panic in Enqueue, Attempt, Chunk or Release is not
-// recovered (one in Observe is, as an observer's).
+// instrumentation such as package queue/otelqueue's; install them with
+// WithHooks. Every field may be nil; without hooks none of this work is
+// done. They are called on the goroutines that enqueue and run jobs, so
+// they must be quick and safe for concurrent use, and they are trusted: a
+// panic in Enqueue, Attempt, Chunk or Release is not recovered (one in
+// Observe is, as an observer's).
 type Hooks struct {
-	// Enqueue is called as Enqueue, EnqueueRaw, EnqueueMany or EnqueueBulk
-	// begins, once its jobs are valid, and, for a runner's hooks (its
-	// client's and its own), as a schedule's tick enqueues its jobs, in
-	// the transaction that spends the tick (the result then comes once
-	// that transaction has ended). It may set call.Metadata, which is
-	// stored with each job of the call (over the job's own keys, such as
-	// TraceContext's), and returns the context to insert the jobs with and
-	// a function that is called, once, with the call's result.
+	// Enqueue is called as an enqueue call begins, once its jobs are
+	// valid, and, for a runner's hooks, as a schedule's tick enqueues its
+	// jobs in the transaction that spends the tick (the result comes once
+	// that transaction has ended). It may set call.Metadata, stored with
+	// each job over the job's own keys, and returns the context to insert
+	// the jobs with and a function called once with the call's result.
 	Enqueue func(ctx context.Context, call *EnqueueCall) (context.Context, func(EnqueueResult))
 	// Attempt is called on the worker's goroutine as an attempt begins,
-	// after EventStarted, with the job as claimed. It returns the context
-	// to hand the handler (one that carries a span, say) and a function
-	// that is called, once, when the handler has returned: with the event
-	// the runner is about to report (EventCompleted, EventRetrying,
-	// EventFailed, EventCancelled, EventRequeued, or EventRejected for an
-	// attempt that lost its lease), its Duration and Err set. The database
-	// may still refuse a completion or a retry that the attempt's claim no
-	// longer holds; Observe then sees EventRejected. job, and its
-	// Metadata, which jobs of one enqueue call may share, must not be
-	// modified.
+	// after EventStarted, with the job as claimed (not to be modified: jobs
+	// of one enqueue call may share its Metadata). It returns the context
+	// to hand the handler and a function called once when the handler has
+	// returned, with the event the runner is about to report (completed,
+	// retrying, failed, cancelled, requeued, or rejected for an attempt
+	// that lost its lease). The database may still refuse a result whose
+	// claim is gone; Observe then sees EventRejected.
 	Attempt func(ctx context.Context, job *JobRecord) (context.Context, func(Event))
 	// Chunk is called after each chunk of a chunked job (RegisterChunked)
 	// has been processed, with the handler's context.
 	Chunk func(ctx context.Context, c ChunkInfo)
 	// Release is called as a dependency rule builds a child from its
-	// completed parents (with their metadata), on the runner that
-	// completed the last of them, completed: ctx is the context Attempt
-	// returned for the attempt that completed it (Background without an
-	// Attempt hook). What it returns is stored as the child's metadata.
+	// completed parents, on the runner that completed the last of them,
+	// with the context Attempt returned for that attempt (Background
+	// without an Attempt hook). What it returns is the child's metadata.
 	Release func(ctx context.Context, completed *JobRecord, parents []JobRecord) map[string]string
-	// Observe receives every job event, as an Observer set with
-	// WithObserver does, besides it, and before it: an observer that sees
-	// an event finds what the hooks record of it already recorded.
+	// Observe receives every job event, before the Observer set with
+	// WithObserver, which then finds what the hooks record recorded.
 	Observe func(Event)
 }
 
@@ -135,8 +125,7 @@ func (c *ops) hooked(ctx context.Context, op string, rows []newJob, enqueue func
 
 // enqueueHooks runs the Enqueue hooks of hooks for call, an enqueue of
 // rows, and gives rows the metadata they set. It returns the context to
-// insert the rows with, and the function to report the call's result
-// with, once.
+// insert with, and the function to report the result with, once.
 func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []newJob) (context.Context, func(EnqueueResult)) {
 	call.Jobs = make([]EnqueueJob, len(rows))
 	for i, r := range rows {
@@ -145,43 +134,19 @@ func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []
 			call.Jobs[i].Metadata, _ = store.DecodeMetadata(r.Metadata) // encoded by this process
 		}
 	}
-	var dones []func(EnqueueResult)
-	for _, h := range hooks {
+	ctx, done := hook.Chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
 		if h.Enqueue == nil {
-			continue
+			return nil
 		}
-		var done func(EnqueueResult)
-		ctx, done = h.Enqueue(ctx, call)
-		if done != nil {
-			dones = append(dones, done)
-		}
-	}
+		return func(ctx context.Context) (context.Context, func(EnqueueResult)) { return h.Enqueue(ctx, call) }
+	})
 	if len(call.Metadata) > 0 {
-		var shared []byte // the jobs without metadata of their own share one encoding
-		for i := range rows {
-			if own := call.Jobs[i].Metadata; own != nil {
-				rows[i].Metadata = store.EncodeMetadata(merged(own, call.Metadata))
-				continue
-			}
-			if shared == nil {
-				shared = store.EncodeMetadata(call.Metadata)
-			}
-			rows[i].Metadata = shared
-		}
+		enqueue.Overlay(rows, func(i int) map[string]string { return call.Jobs[i].Metadata }, call.Metadata)
 	}
-	return ctx, func(res EnqueueResult) {
-		for _, done := range slices.Backward(dones) {
-			done(res)
-		}
+	if done == nil {
+		done = func(EnqueueResult) {}
 	}
-}
-
-// merged returns own with over's keys set over it.
-func merged(own, over map[string]string) map[string]string {
-	m := make(map[string]string, len(own)+len(over))
-	maps.Copy(m, own)
-	maps.Copy(m, over)
-	return m
+	return ctx, done
 }
 
 // attemptHooks runs the Attempt hooks of hooks for ex (see
@@ -189,24 +154,14 @@ func merged(own, over map[string]string) map[string]string {
 // function that tells them the attempt ended.
 func attemptHooks(ctx context.Context, hooks []Hooks, ex *runner.Execution) (context.Context, func(runner.Event)) {
 	rec := recordOf(ex.Row())
-	var ends []func(Event)
-	for _, h := range hooks {
+	ctx, done := hook.Chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(Event)) {
 		if h.Attempt == nil {
-			continue
+			return nil
 		}
-		var done func(Event)
-		ctx, done = h.Attempt(ctx, &rec)
-		if done != nil {
-			ends = append(ends, done)
-		}
-	}
-	if len(ends) == 0 {
+		return func(ctx context.Context) (context.Context, func(Event)) { return h.Attempt(ctx, &rec) }
+	})
+	if done == nil {
 		return ctx, nil
 	}
-	return ctx, func(e runner.Event) {
-		ev := eventOf(e)
-		for _, done := range slices.Backward(ends) {
-			done(ev)
-		}
-	}
+	return ctx, func(e runner.Event) { done(eventOf(e)) }
 }

@@ -1,16 +1,11 @@
 package queue
 
-// Read-only views of a client's registry and database for operators'
-// tools, such as queue/console.
-
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -18,16 +13,10 @@ import (
 func (c *ops) Registry() *Registry { return c.reg }
 
 // Schedules returns the registered schedules, sorted by name, each with its
-// Location set (UTC where none was given). Their Next method lists their
-// ticks.
+// Location set (UTC where none was given).
 func (r *Registry) Schedules() []Periodic {
-	scheds, _ := r.schedulesNow()
-	out := make([]Periodic, 0, len(scheds))
-	for _, s := range scheds {
-		out = append(out, s.Periodic)
-	}
-	slices.SortFunc(out, func(a, b Periodic) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	scheds, _ := r.sortedSchedules()
+	return converted(scheds, func(s *schedule) Periodic { return s.Periodic })
 }
 
 // Ping checks that the database answers, and returns how long it took.
@@ -52,29 +41,8 @@ func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	for _, ru := range c.reg.rulesFor(job.Kind) {
-		switch {
-		case ru.Each:
-			keys = append(keys, runner.ChildKey(ru.Name, runner.EachGroup(id)))
-		case job.Period != nil:
-			keys = append(keys, runner.ChildKey(ru.Name, runner.PeriodGroup(*job.Period)))
-		}
-	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	var found []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &found); err != nil {
-		return nil, fmt.Errorf("queue: children of %d: %w", id, notMigrated(err))
-	}
-	out := found[:0]
-	for _, j := range found {
-		if slices.Contains(j.ParentIDs, id) {
-			out = append(out, j)
-		}
-	}
-	return out, nil
+	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
+	return out, failed(fmt.Sprint("children of ", id), err)
 }
 
 // RunsQuery selects runs for Client.Runs. Zero fields select everything.
@@ -111,7 +79,7 @@ type RunSummary struct {
 // still going are counted job by job, so its cost follows them and the
 // page, not the table.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit, err := pageLimit(q.Limit)
+	limit, err := pageLimit(q.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
@@ -128,26 +96,11 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 		}
 		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
 	}
-	counts, err := store.Runs(ctx, c.st, c.db, sq)
-	if err != nil {
-		return nil, fmt.Errorf("queue: runs: %w", notMigrated(err))
-	}
-	var out []RunSummary
-	for _, rc := range counts {
-		if len(out) == 0 || out[len(out)-1].RunID != rc.RunID {
-			out = append(out, RunSummary{RunID: rc.RunID, Counts: map[Status]int64{}, FirstCreated: rc.First})
-		}
-		s := &out[len(out)-1]
-		s.Total += rc.N
-		s.Counts[Status(rc.Status)] = rc.N
-		if rc.Period.Valid && rc.Period.String > s.Period {
-			s.Period = rc.Period.String
-		}
-		if rc.Last.After(s.LastCreated) {
-			s.LastCreated = rc.Last
-		}
-	}
-	return out, nil
+	runs, err := operate.Runs(ctx, c.st, c.db, sq)
+	return result("runs", runs, err, func(r operate.RunSummary) RunSummary {
+		return RunSummary{RunID: r.RunID, Period: r.Period, Total: r.Total, Counts: statusCounts(r.Counts),
+			FirstCreated: r.FirstCreated, LastCreated: r.LastCreated}
+	})
 }
 
 // ScheduleState is a registered schedule with what the database says of
@@ -174,62 +127,61 @@ type ScheduleState struct {
 	LatestMissed time.Time
 }
 
-// missedAfter is how old a due tick must be to count as missed rather than
-// about to fire: a runner fires a tick within a poll interval.
-const missedAfter = time.Minute
-
 // ScheduleStates returns the registry's schedules, sorted by name, each
 // with its last fired tick and the ticks it has missed, as of the client's
 // clock. It reads the tick ledger: two queries for every schedule a runner
 // has started, for its last fired tick and the missed ones since, each
 // through the ledger's primary key.
 func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
-	rows, err := store.ScheduleRows(ctx, c.db)
+	scheds, timings := c.reg.sortedSchedules()
+	states, err := operate.ScheduleStates(ctx, c.st, c.db, timings, c.cfg.clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
 	}
-	scheds, _ := c.reg.schedulesNow()
-	now := c.cfg.clock.Now()
-	out := make([]ScheduleState, 0, len(scheds))
-	for _, s := range scheds {
-		st := ScheduleState{Periodic: s.Periodic}
-		row, started := rows[s.Name]
-		if !started {
-			out = append(out, st)
-			continue
-		}
-		last, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickFired, store.TickLate}, Limit: 1})
-		if err != nil {
-			return nil, fmt.Errorf("queue: schedule states: %w", err)
-		}
-		fired := len(last) > 0
-		if fired {
-			st.LastTick, st.LastRunID, st.LastJobs, st.LastOutcome = last[0].At, last[0].RunID, last[0].Jobs, last[0].Outcome
-		}
-		recorded, err := c.ticks(ctx, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
-			From: st.LastTick.Add(time.Nanosecond), Limit: 10_000})
-		if err != nil {
-			return nil, fmt.Errorf("queue: schedule states: %w", err)
-		}
-		if len(recorded) > 0 {
-			st.MissedTicks, st.LatestMissed = len(recorded), recorded[0].At
-		}
-		switch {
-		case fired:
-		case !row.Started.IsZero():
-			st.Started = row.Started.In(s.Location)
-		case !s.next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick):
-			st.Started = row.LastTick.In(s.Location) // where a runner of an earlier release began counting
-		case len(recorded) == 0:
-			// A tick fired before the ledger existed.
-			st.LastTick, st.LastRunID, st.LastOutcome = row.LastTick.In(s.Location), s.tick(row.LastTick).RunID, TickFired
-		}
-		if latest, n := s.latest(row.LastTick, s.dueBefore(now)); n > 0 {
-			st.MissedTicks += n
-			st.LatestMissed = latest.In(s.Location)
-		}
-		out = append(out, st)
+	out := make([]ScheduleState, len(scheds))
+	for i, st := range states {
+		out[i] = ScheduleState{Periodic: scheds[i].Periodic, LastTick: st.LastTick, LastRunID: st.LastRunID, LastJobs: st.LastJobs,
+			LastOutcome: TickOutcome(st.LastOutcome), Started: st.Started, MissedTicks: st.MissedTicks, LatestMissed: st.LatestMissed}
 	}
-	slices.SortFunc(out, func(a, b ScheduleState) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// jobs reads the client's job records for package operate.
+func (c *ops) jobs() operate.Jobs[JobRecord] {
+	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf}
+}
+
+// viewOf is what package operate reads of r.
+func viewOf(r *JobRecord) operate.Job {
+	return operate.Job{ID: r.ID, Kind: r.Kind, Status: string(r.Status), Attempts: r.Attempts, Claims: r.Claims,
+		Period: r.Period, LockedBy: r.LockedBy, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, ParentIDs: r.ParentIDs}
+}
+
+// statusCounts converts counts by status name.
+func statusCounts(in map[string]int64) map[Status]int64 {
+	out := make(map[Status]int64, len(in))
+	for s, n := range in {
+		out[Status(s)] = n
+	}
+	return out
+}
+
+// result returns f of each of in, or the error of the operation op.
+func result[T, U any](op string, in []T, err error, f func(T) U) ([]U, error) {
+	if err != nil {
+		return nil, failed(op, err)
+	}
+	return converted(in, f), nil
+}
+
+// converted returns f of each of in; nil for nil.
+func converted[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }

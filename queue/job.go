@@ -14,15 +14,8 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// Status is where a job is in its lifecycle:
-//
-//	QUEUED ──claim──▶ PROCESSING ──▶ COMPLETED
-//	   │                 │  │
-//	   │                 │  └──▶ FAILED (last attempt, or a permanent error)
-//	   │                 └──▶ QUEUED (retry after a backoff, or rescued)
-//	   └──cancel──▶ CANCELLED ◀──cancel── PROCESSING
-//
-// FAILED and CANCELLED jobs go back to QUEUED when retried.
+// Status is where a job is in its lifecycle (see Lifecycle in the package
+// documentation).
 type Status string
 
 // The statuses.
@@ -56,8 +49,7 @@ const (
 )
 
 // Auth is a job's authorisation context: the claims of the user who
-// submitted it (role, scope, county, ...), stored with the job and handed to
-// its handler, which applies them as the user's request would have. sheaf
+// submitted it (role, scope, county, ...), handed to its handler. sheaf
 // never logs it: its String and LogValue print a placeholder.
 type Auth map[string]any
 
@@ -89,10 +81,8 @@ type JobRecord struct {
 	Claims int `gorm:"column:claims"`
 	// Rescues counts the times the job was rescued from a runner that
 	// stopped renewing its lease, since one of its attempts last finished.
-	// A job with rescues is a suspect: runners run it on its own (one
-	// suspect per runner at a time) and count its attempts when they start,
-	// so that a job that kills its process is the one that runs out of
-	// attempts, not the jobs that died beside it.
+	// A job with rescues is a suspect (see Poison jobs in the package
+	// documentation).
 	Rescues int `gorm:"column:rescues"`
 
 	RunAt       time.Time  `gorm:"column:run_at"`
@@ -105,9 +95,8 @@ type JobRecord struct {
 	CompletedAt *time.Time `gorm:"column:completed_at"`
 	Processed   int64      `gorm:"column:processed"`
 	Total       *int64     `gorm:"column:total"`
-	// LastError is the error of the latest failed attempt. It is kept when
-	// a later attempt succeeds, so that a completed job still shows what
-	// it went through.
+	// LastError is the error of the latest failed attempt, kept when a
+	// later attempt succeeds.
 	LastError *string `gorm:"column:last_error"`
 	// Auth is the submitter's claims; see Auth.
 	Auth Auth `gorm:"column:auth;serializer:json"`
@@ -122,31 +111,18 @@ type JobRecord struct {
 	// Output is what the job's handler left for its children (SetOutput).
 	Output json.RawMessage `gorm:"column:output;type:jsonb"`
 	// Metadata is carried with the job from its enqueue to its attempts:
-	// the W3C trace context (keys traceparent and tracestate) of the call
-	// that enqueued it (see TraceContext and Hooks), or what Hooks.Release
-	// made of its parents'. Nil for a job without. A job enqueued before
-	// schema version 7 keeps it where that version did, and reads find it
-	// there.
+	// the W3C trace context (traceparent, tracestate) of the call that
+	// enqueued it (see TraceContext and Hooks), or what Hooks.Release made
+	// of its parents'. Nil for a job without.
 	Metadata Metadata `gorm:"column:meta;type:bytes"`
 }
 
-// Metadata is a job's metadata (JobRecord.Metadata). The database keeps
-// it in a compact form of its own, which Scan reads.
+// Metadata is a job's metadata (JobRecord.Metadata).
 type Metadata map[string]string
 
 // Scan reads metadata as the database keeps it.
 func (m *Metadata) Scan(src any) error {
-	var b []byte
-	switch v := src.(type) {
-	case nil:
-	case []byte:
-		b = v
-	case string:
-		b = []byte(v)
-	default:
-		return fmt.Errorf("queue: cannot scan %T into Metadata", src)
-	}
-	d, err := store.DecodeMetadata(b)
+	d, err := store.ScanMetadata(src)
 	if err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
@@ -212,26 +188,18 @@ type Job[A Args] struct {
 	exec execution // nil in a Job built by hand, as in a handler's unit test
 }
 
-// execution is the attempt that runs a Job, as the Job's methods see it.
+// execution is the attempt that runs a Job.
 type execution interface {
 	SetProgress(ctx context.Context, processed, total int64) error
 	SetOutput(ctx context.Context, output string) error
-	Parents(ctx context.Context, ids []int64) ([]JobRecord, error)
+	Jobs(ctx context.Context, ids []int64, dest any) error
 	CompleteTx(ctx context.Context, tx *gorm.DB) error
 }
 
-// attempt is a runner's execution of a job, with the client and hooks of
-// that runner.
+// attempt is a runner's execution of a job, with its hooks.
 type attempt struct {
 	*runner.Execution
-	c     *Client
 	hooks []Hooks
-}
-
-func (a *attempt) Parents(ctx context.Context, ids []int64) ([]JobRecord, error) {
-	var out []JobRecord
-	err := a.c.st.Jobs(ctx, a.c.db, store.Filter{IDs: ids}, 0, &out)
-	return out, err
 }
 
 // Chunk tells the Chunk hooks that a chunk was processed.
@@ -276,49 +244,40 @@ func (j *Job[A]) Parents(ctx context.Context) ([]JobRecord, error) {
 	if len(j.ParentIDs) == 0 || j.exec == nil {
 		return nil, nil
 	}
-	out, err := j.exec.Parents(ctx, j.ParentIDs)
-	if err != nil {
+	var out []JobRecord
+	if err := j.exec.Jobs(ctx, j.ParentIDs, &out); err != nil {
 		return nil, fmt.Errorf("queue: parents of job %d: %w", j.ID, err)
 	}
 	return out, nil
 }
 
-// CompleteTx completes the job inside tx, a transaction that the handler
-// began on the queue's database, so that the completion commits or rolls
-// back with the rows the handler writes in tx: the handler's effects happen
-// exactly once. It runs the guarded completion the runner would run (the job
-// must still be PROCESSING in this attempt's claim), and releases, in tx,
-// the children of dependency rules whose parents are then all complete
-// (see Rule), so that they are released exactly when the job completes. It
-// returns ErrLeaseLost if the job is no longer this attempt's to complete
-// (cancelled, rescued, or completed already by an earlier transaction); on
-// that or any other error, roll tx back and return an error.
+// CompleteTx completes the job inside tx, a transaction the handler began
+// on the queue's database, so that the completion commits or rolls back
+// with the rows the handler writes in tx: its effects happen exactly once.
+// It runs the runner's guarded completion (the job must still be PROCESSING
+// in this attempt's claim), and releases in tx the children of dependency
+// rules whose parents are then all complete. It returns ErrLeaseLost if the
+// job is no longer this attempt's (cancelled, rescued, or completed by an
+// earlier transaction); on that or any other error, roll tx back.
 //
-// Once the handler returns, the runner reads whether tx committed:
+// Once the handler returns, the runner reads whether tx committed (one read
+// of the job's row by primary key). If it did, the job is COMPLETED and the
+// attempt reported as completed, even if the handler then returned an
+// error. If not (a rollback, or a transaction left open, which the runner
+// rolls back), the attempt failed, with the handler's error or one saying
+// the transaction did not commit, and retries or fails as usual.
 //
-//   - it committed: the job is COMPLETED, and the runner reports the
-//     attempt as completed (events, hooks, stats) without writing it again,
-//     even if the handler returned an error after the commit;
-//   - it did not (it rolled back, or the handler left it open, which the
-//     runner then rolls back): the attempt failed, with the handler's error
-//     or, if the handler returned nil, with an error saying the transaction
-//     did not commit; it retries or fails as any failed attempt does.
-//
-// Calling it again in the same transaction does nothing; calling it in a new
-// transaction, after an earlier one rolled back, completes the job in that
-// one. Call it last, just before the commit: from then on tx holds the job's
-// row, and cancelling the job waits for tx to end (lease renewals pass it
-// by). On SQLite, a transaction that has written holds the database's write
-// lock, which every writer, the queue's own included, waits for: keep it
-// short. Finding out whether tx committed costs one read of the job's row
-// by primary key after the handler returns.
+// Calling it again in the same transaction does nothing; calling it in a
+// new one, after an earlier one rolled back, completes the job in that one.
+// Call it last, just before the commit: from then on tx holds the job's
+// row, and cancelling the job waits for tx (lease renewals pass it by). On
+// SQLite a transaction that has written holds the write lock that every
+// writer, the queue's own included, waits for: keep it short.
 //
 // It returns an error wrapping ErrInvalidOption for a nil tx, one that is
-// not a transaction, one on a database other than the queue's (of another
-// kind, or one that does not see the job as the queue's database holds
-// it), and for a job of a Chunked handler, which completes after its last
-// chunk. On a Job built by hand, as in a handler's unit test, it does
-// nothing.
+// not a transaction, one on a database other than the queue's, and for a
+// job of a Chunked handler, which completes after its last chunk. On a Job
+// built by hand, as in a handler's unit test, it does nothing.
 func (j *Job[A]) CompleteTx(ctx context.Context, tx *gorm.DB) error {
 	if j.exec == nil {
 		return nil
@@ -326,10 +285,10 @@ func (j *Job[A]) CompleteTx(ctx context.Context, tx *gorm.DB) error {
 	return j.exec.CompleteTx(ctx, tx)
 }
 
-// SetProgress records how many of total records the job has processed. It
-// returns ErrLeaseLost if the job is no longer this runner's to run
-// (cancelled or rescued); a handler should then stop. Chunked handlers have
-// their progress saved for them after every chunk.
+// SetProgress records how many of total records the job has processed
+// (chunked handlers' is saved for them). It returns ErrLeaseLost if the job
+// is no longer this runner's (cancelled or rescued): the handler should
+// stop.
 func (j *Job[A]) SetProgress(ctx context.Context, processed, total int64) error {
 	if j.exec == nil {
 		return nil
@@ -337,15 +296,13 @@ func (j *Job[A]) SetProgress(ctx context.Context, processed, total int64) error 
 	return j.exec.SetProgress(ctx, processed, total)
 }
 
-// Handler works jobs of one kind. Work returns nil on success. An error makes
-// the job retry after its backoff, or fail when it has no attempts left or
-// the error is Permanent. ctx is cancelled when the job is cancelled, times
-// out, loses its lease, or the runner stops without time to let it finish;
-// context.Cause(ctx) tells which. In the last case the job is already back
-// in the queue, and another runner may take it up while the handler winds
-// down: what the handler then returns or saves through Job is refused, but
-// its own side effects are not, so a handler should return soon once ctx
-// is done.
+// Handler works jobs of one kind. Work returns nil on success; an error
+// retries the job after its backoff, or fails it when it has no attempts
+// left or the error is Permanent. ctx is cancelled when the job is
+// cancelled, times out, loses its lease, or the runner stops without time
+// to let it finish (context.Cause tells which); in the last case the job is
+// already back in the queue, and what the handler then returns or saves
+// through Job is refused, so it should return soon.
 type Handler[A Args] interface {
 	Work(ctx context.Context, job *Job[A]) error
 }

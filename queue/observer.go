@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
-	"github.com/sheaf-dev/sheaf/worker"
 )
 
 // EventType says what happened to a job.
@@ -21,10 +21,9 @@ const (
 	// EventRetrying: the attempt failed; the job is QUEUED again and runs
 	// after Event.RetryIn.
 	EventRetrying
-	// EventFailed: the attempt failed and the job is FAILED, because it
-	// had no attempts left or the error was permanent: the dead letter.
-	// Also reported, after EventRescued, for a job whose last attempt's
-	// lease expired; Err then wraps ErrLeaseLost.
+	// EventFailed: the attempt failed and the job is FAILED (the dead
+	// letter): no attempts were left or the error was permanent. Also
+	// after EventRescued of a last attempt; Err then wraps ErrLeaseLost.
 	EventFailed
 	// EventCancelled: the job was cancelled while it ran, and its handler
 	// has returned.
@@ -43,38 +42,20 @@ const (
 	// EventReleased: a dependency rule created a job because its parents
 	// completed. JobID and Kind are the new job's; ParentIDs its parents.
 	EventReleased
-	// EventScheduled: a schedule's tick created its jobs (reported by the
-	// one runner that created them). Schedule, RunID and Jobs say which
-	// and how many; JobID is zero.
+	// EventScheduled: a schedule's tick created its jobs, on the runner
+	// that created them: Schedule, RunID and Jobs say which; JobID is 0.
 	EventScheduled
 )
 
 // String returns the event's name in lower case, as "completed".
 func (t EventType) String() string {
-	switch t {
-	case EventStarted:
-		return "started"
-	case EventCompleted:
-		return "completed"
-	case EventRetrying:
-		return "retrying"
-	case EventFailed:
-		return "failed"
-	case EventCancelled:
-		return "cancelled"
-	case EventRescued:
-		return "rescued"
-	case EventRequeued:
-		return "requeued"
-	case EventRejected:
-		return "rejected"
-	case EventReleased:
-		return "released"
-	case EventScheduled:
-		return "scheduled"
+	if t >= EventStarted && t <= EventScheduled {
+		return eventNames[t-EventStarted]
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
+
+var eventNames = [...]string{"started", "completed", "retrying", "failed", "cancelled", "rescued", "requeued", "rejected", "released", "scheduled"}
 
 // Event is something that happened to a job, as an observer sees it.
 type Event struct {
@@ -103,12 +84,12 @@ type Event struct {
 	Jobs     int
 }
 
-// Observer receives job events: the hook for metrics (counts, durations,
-// retries, failures) and for acting on dead letters. Observe is called from
-// runner goroutines, possibly concurrently, after the event is committed to
-// the database; it must be quick and safe for concurrent use, and must not
-// call runtime.Goexit (in tests: t.FailNow, require) since that ends the
-// runner goroutine that called it. A panic in it is recovered and logged.
+// Observer receives job events, for metrics and for acting on dead
+// letters. Observe is called from runner goroutines, possibly at once,
+// after the event is committed; it must be quick and safe for concurrent
+// use, and must not call runtime.Goexit (in tests: t.FailNow, require),
+// which would end the runner's goroutine. A panic in it is recovered and
+// logged.
 type Observer interface {
 	Observe(Event)
 }
@@ -119,31 +100,20 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// observers are a runner's receivers of events: its hooks' Observe and its
-// observer.
-type observers struct {
-	hooks []Hooks
-	obs   Observer
-	log   *slog.Logger
-}
-
-// observe reports e to the hooks, then to the observer: an observer that
-// sees an event finds the hooks' instruments already updated.
-func (o observers) observe(e Event) {
-	for _, h := range o.hooks {
+// observers returns the function that reports an event to the Observe
+// hooks, then to the observer: an observer that sees an event finds the
+// hooks' instruments already updated.
+func observers(hooks []Hooks, obs Observer, log *slog.Logger) func(Event) {
+	var fns []func(Event)
+	for _, h := range hooks {
 		if h.Observe != nil {
-			o.observeSafely(h.Observe, e)
+			fns = append(fns, h.Observe)
 		}
 	}
-	if o.obs != nil {
-		o.observeSafely(o.obs.Observe, e)
+	if obs != nil {
+		fns = append(fns, obs.Observe)
 	}
-}
-
-func (o observers) observeSafely(observe func(Event), e Event) {
-	if err := worker.Safely(func() error { observe(e); return nil }); err != nil {
-		o.log.Error("queue: observer panicked", "err", err)
-	}
+	return hook.Fanout(log, fns)
 }
 
 // eventOf is the Event of one the runner reports.

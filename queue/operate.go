@@ -1,30 +1,22 @@
 package queue
 
-// Operating the queue: pausing queues, the queues and runners at a glance,
-// attempt history, cancelling by filter, and the audit log.
-
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // PauseQueue pauses the queue name: runners, in every process, stop
-// claiming its jobs within a poll interval (WithPollInterval; at once on
-// PostgreSQL, which notifies them), and the jobs already running finish.
-// Enqueueing goes on; the jobs wait, QUEUED, until ResumeQueue. Pausing a
-// paused queue changes nothing; a queue that has no jobs yet may be paused.
-// A bad name returns an error wrapping ErrInvalidOption. On a TxClient the
-// pause takes effect when the transaction commits (runners on SQLite learn
-// of it within a poll interval).
+// claiming its jobs (suspects included) within a poll interval (at once on
+// PostgreSQL), and the jobs already running finish. Enqueued jobs wait,
+// QUEUED, until ResumeQueue. Pausing a paused queue, or one without jobs,
+// is fine; a bad name returns an error wrapping ErrInvalidOption. On a
+// TxClient the pause takes effect when the transaction commits.
 func (c *ops) PauseQueue(ctx context.Context, name string) error {
 	return c.setPaused(ctx, "PauseQueue", name, true)
 }
@@ -40,10 +32,7 @@ func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error
 	if err := checkQueueName(op, name); err != nil {
 		return err
 	}
-	if err := c.st.SetPaused(ctx, c.db, name, paused); err != nil {
-		return fmt.Errorf("queue: %s %q: %w", op, name, notMigrated(err))
-	}
-	return nil
+	return failed(fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
 }
 
 // QueueInfo describes a queue.
@@ -63,37 +52,10 @@ type QueueInfo struct {
 // Queues describes every queue that has jobs or is paused, by name. Like
 // Stats it reads the whole jobs table: it is for dashboards.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
-	counts, err := c.st.QueueCounts(ctx, c.db)
-	if err != nil {
-		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
-	}
-	paused, err := c.st.Paused(ctx, c.db)
-	if err != nil {
-		return nil, fmt.Errorf("queue: queues: %w", notMigrated(err))
-	}
-	byName := map[string]*QueueInfo{}
-	info := func(name string) *QueueInfo {
-		if byName[name] == nil {
-			byName[name] = &QueueInfo{Name: name, Counts: map[Status]int64{}}
-		}
-		return byName[name]
-	}
-	for _, qc := range counts {
-		q := info(qc.Queue)
-		q.Counts[Status(qc.Status)] = qc.N
-		q.OldestDue = max(q.OldestDue, qc.Oldest)
-	}
-	for _, p := range paused {
-		q := info(p.Name)
-		at := p.PausedAt
-		q.Paused, q.PausedAt = true, &at
-	}
-	out := make([]QueueInfo, 0, len(byName))
-	for _, q := range byName {
-		out = append(out, *q)
-	}
-	slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	qs, err := operate.Queues(ctx, c.st, c.db)
+	return result("queues", qs, err, func(q operate.QueueInfo) QueueInfo {
+		return QueueInfo{Name: q.Name, Counts: statusCounts(q.Counts), OldestDue: q.OldestDue, Paused: q.Paused, PausedAt: q.PausedAt}
+	})
 }
 
 // The outcomes of attempts (Attempt.Outcome).
@@ -127,45 +89,26 @@ type Attempt struct {
 
 // Attempts returns the last 20 attempts of job id, oldest first, or
 // ErrNotFound. The history holds the attempts of jobs run since schema
-// version 4.
+// version 4. It costs completions nothing: the statements that end other
+// attempts record them, and the completed one is read from the job's row.
 func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 	rec, err := c.Get(ctx, id) // first, so that an attempt that ends meanwhile is found in the history
 	if err != nil {
 		return nil, err
 	}
-	stored, err := c.st.History(ctx, c.db, id)
+	as, err := c.jobs().Attempts(ctx, viewOf(rec))
 	if err != nil {
 		return nil, fmt.Errorf("queue: attempts of %d: %w", id, notMigrated(err))
 	}
-	out := make([]Attempt, 0, len(stored)+1)
-	for _, a := range stored {
-		at := Attempt{Number: a.Claim, Runner: a.Runner, FinishedAt: &a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
-		if a.StartedAt != nil {
-			at.StartedAt = *a.StartedAt
-		}
-		out = append(out, at)
-	}
-	// The attempt that completed, or runs, is the job's row's.
-	if rec.Status == StatusCompleted || rec.Status == StatusProcessing {
-		last := Attempt{Number: rec.Claims, Outcome: OutcomeRunning}
-		if rec.LockedBy != nil {
-			last.Runner = *rec.LockedBy
-		}
-		if rec.StartedAt != nil {
-			last.StartedAt = *rec.StartedAt
-		}
-		if rec.Status == StatusCompleted {
-			last.Outcome, last.FinishedAt = OutcomeCompleted, rec.CompletedAt
-		}
-		if len(out) == 0 || out[len(out)-1].Number < last.Number {
-			out = append(out, last)
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, StartedAt: deref(a.StartedAt), Outcome: a.Outcome, Error: a.Error}
+		if !a.FinishedAt.IsZero() {
+			out[i].FinishedAt = &as[i].FinishedAt
 		}
 	}
-	return out[max(len(out)-store.KeptAttempts, 0):], nil
+	return out, nil
 }
-
-// cancelChunk is how many jobs CancelMatching cancels per transaction.
-const cancelChunk = 1000
 
 // CancelMatching cancels every QUEUED and PROCESSING job that f selects,
 // as Cancel does each (running jobs' contexts are cancelled on their
@@ -179,43 +122,8 @@ func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
 	if err := f.check(); err != nil {
 		return 0, err
 	}
-	sf := f.store()
-	if len(f.Statuses) > 0 {
-		sf.Statuses = slices.DeleteFunc(sf.Statuses, func(s string) bool {
-			return s != string(StatusQueued) && s != string(StatusProcessing)
-		})
-		if len(sf.Statuses) == 0 {
-			return 0, nil
-		}
-	}
-	var newest []JobRecord
-	if err := c.st.Jobs(ctx, c.db, store.Filter{Newest: true}, 1, &newest); err != nil || len(newest) == 0 {
-		return 0, wrapCancel(err)
-	}
-	sf.BeforeID = newest[0].ID + 1
-	var n int64
-	for {
-		var ids []int64
-		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
-			ids, err = c.st.CancelJobs(tx, sf, cancelChunk)
-			return err
-		})
-		if err != nil {
-			return n, wrapCancel(err)
-		}
-		n += int64(len(ids))
-		if len(ids) < cancelChunk {
-			return n, nil
-		}
-		sf.AfterID = ids[len(ids)-1]
-	}
-}
-
-func wrapCancel(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("queue: cancel matching: %w", notMigrated(err))
+	n, err := c.jobs().CancelMatching(ctx, f.store())
+	return n, failed("cancel matching", err)
 }
 
 // RunnerInfo describes a runner, as it wrote itself down: it writes its row
@@ -298,21 +206,16 @@ func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 		se.Target = e.Target
 	}
 	id, err := c.st.RecordAudit(ctx, c.db, se)
-	if err != nil {
-		return 0, fmt.Errorf("queue: record audit: %w", notMigrated(err))
-	}
-	return id, nil
+	return id, failed("record audit", err)
 }
 
 // AuditLog returns the audit log newest first: up to limit entries (0
 // means 100, the most is 1000) with IDs below beforeID, or from the newest
 // if beforeID is 0. Pass the last ID returned to read on.
 func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 0 || limit > 1000:
-		return nil, invalid("limit %d not in [0, 1000]", limit)
+	limit, err := pageLimit(limit, 1000)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := c.st.AuditLog(ctx, c.db, beforeID, limit)
 	if err != nil {
@@ -320,10 +223,7 @@ func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditE
 	}
 	out := make([]AuditEntry, len(rows))
 	for i, r := range rows {
-		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Result: r.Result, Changed: r.Changed}
-		if r.Target != nil {
-			out[i].Target = r.Target
-		}
+		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Target: r.Target, Result: r.Result, Changed: r.Changed}
 	}
 	return out, nil
 }

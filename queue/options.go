@@ -5,17 +5,8 @@ import (
 	"time"
 )
 
-// Options are sealed, one type per place they are given, so that an option
-// given where it does not apply does not compile:
-//
-//   - RegisterOption: Register, a kind's defaults;
-//   - ChunkedOption: RegisterChunked, a RegisterOption or ChunkSize;
-//   - EnqueueOption: Enqueue, EnqueueRaw, Params (EnqueueMany, EnqueueBulk,
-//     schedules' jobs) and dependency rules' children: one job;
-//   - JobOption: both a RegisterOption and an EnqueueOption, for what a kind
-//     sets by default and a job may override;
-//   - ClientOption, RunnerOption: NewClient and NewRunner; InstrumentOption
-//     and ClockOption are both.
+// Options are sealed, one type per place they are given (see Options in
+// the package documentation).
 
 // A ChunkedOption sets a default of a chunked kind, for RegisterChunked:
 // every RegisterOption is one, and so is ChunkSize.
@@ -96,11 +87,7 @@ type jobOptions struct {
 // DefaultQueue.
 func OnQueue(name string) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if err := checkQueueName("OnQueue", name); err != nil {
-			return err
-		}
-		o.queue = name
-		return nil
+		return set(&o.queue, name, checkQueueName("OnQueue", name))
 	}}
 }
 
@@ -108,11 +95,7 @@ func OnQueue(name string) JobOption {
 // (kind or job). Default DefaultPriority.
 func Priority(p int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if p < MinPriority || p > MaxPriority {
-			return invalid("priority %d not in [%d, %d]", p, MinPriority, MaxPriority)
-		}
-		o.priority = p
-		return nil
+		return set(&o.priority, p, within("priority", p, MinPriority, MaxPriority))
 	}}
 }
 
@@ -120,11 +103,7 @@ func Priority(p int) JobOption {
 // first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
 func MaxAttempts(n int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		if n < 1 || n > 1000 {
-			return invalid("max attempts %d not in [1, 1000]", n)
-		}
-		o.maxAttempts = n
-		return nil
+		return set(&o.maxAttempts, n, within("max attempts", n, 1, 1000))
 	}}
 }
 
@@ -152,11 +131,7 @@ func RetryBackoff(b Backoff) JobOption {
 // cancelled when it passes and the attempt fails. Default none.
 func Timeout(d time.Duration) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
-		if d <= 0 {
-			return invalid("timeout %v not positive", d)
-		}
-		o.timeout = d
-		return nil
+		return set(&o.timeout, d, refuse(d <= 0, "timeout %v not positive", d))
 	})
 }
 
@@ -165,33 +140,21 @@ func Timeout(d time.Duration) RegisterOption {
 // MaxChunkSize.
 func ChunkSize(n int) ChunkedOption {
 	return chunkedOption(func(o *jobOptions) error {
-		if n < 1 || n > MaxChunkSize {
-			return invalid("chunk size %d not in [1, %d]", n, MaxChunkSize)
-		}
-		o.chunkSize = n
-		return nil
+		return set(&o.chunkSize, n, within("chunk size", n, 1, MaxChunkSize))
 	})
 }
 
 // RunAt makes the job wait until t.
 func RunAt(t time.Time) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if t.IsZero() {
-			return invalid("zero RunAt time")
-		}
-		o.runAt = t
-		return nil
+		return set(&o.runAt, t, refuse(t.IsZero(), "zero RunAt time"))
 	})
 }
 
 // After makes the job wait d, measured on the database's clock.
 func After(d time.Duration) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if d < 0 {
-			return invalid("negative delay %v", d)
-		}
-		o.delay = d
-		return nil
+		return set(&o.delay, d, refuse(d < 0, "negative delay %v", d))
 	})
 }
 
@@ -200,14 +163,7 @@ func After(d time.Duration) EnqueueOption {
 // status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if key == "" || len(key) > 512 {
-			return invalid("idempotency key must have 1 to 512 bytes")
-		}
-		if err := checkText("IdempotencyKey", key); err != nil {
-			return err
-		}
-		o.idempotencyKey = key
-		return nil
+		return set(&o.idempotencyKey, key, checkName("IdempotencyKey", "idempotency key", key, 512))
 	})
 }
 
@@ -241,14 +197,7 @@ func AuthContext(a Auth) EnqueueOption {
 // creates; the morning review reports runs.
 func InRun(runID string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if runID == "" || len(runID) > 512 {
-			return invalid("run ID must have 1 to 512 bytes")
-		}
-		if err := checkText("InRun", runID); err != nil {
-			return err
-		}
-		o.runID = runID
-		return nil
+		return set(&o.runID, runID, checkName("InRun", "run ID", runID, 512))
 	})
 }
 
@@ -256,23 +205,14 @@ func InRun(runID string) EnqueueOption {
 // date; dependency rules group parents by period.
 func InPeriod(period string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		if period == "" || len(period) > 128 {
-			return invalid("period must have 1 to 128 bytes")
-		}
-		if err := checkText("InPeriod", period); err != nil {
-			return err
-		}
-		o.period = period
-		return nil
+		return set(&o.period, period, checkName("InPeriod", "period", period, 128))
 	})
 }
 
-// TraceContext stores a W3C trace context with the job, the traceparent and
-// tracestate headers of the request that submitted it, as queue/console
-// does: the job's attempts then link to that trace. A traceparent has 1 to
-// 256 bytes, a tracestate up to 512 (empty for none), both UTF-8 without
-// NUL. Hooks that enqueue in a trace of their own (see Hooks.Enqueue) take
-// it as the parent of theirs.
+// TraceContext stores the W3C trace context (traceparent, tracestate) of
+// the request that submitted the job, which its attempts then link to, and
+// which Hooks that enqueue in a trace of their own take as its parent: 1 to
+// 256 and up to 512 bytes (empty for none) of UTF-8 without NUL.
 func TraceContext(traceparent, tracestate string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
 		if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
@@ -385,19 +325,13 @@ func WithObserver(o Observer) InstrumentOption {
 }
 
 // WithWorkers sets how many jobs a runner works at once. Default
-// DefaultWorkers; 1 to MaxWorkers. A runner with two or more workers also
-// claims ahead of need as many jobs as its workers will likely finish while
-// a claim is on its way (workers × claim time ÷ job time, at most as many
-// again as it has workers), so that its workers do not wait for the
-// database; a job claimed ahead that waits 100 ms for a worker goes back to
-// the queue. A runner with one worker holds one job at a time.
+// DefaultWorkers; 1 to MaxWorkers. With two or more workers a runner also
+// claims ahead what they will likely finish while a claim is on its way
+// (workers × claim time ÷ job time, at most as many again as it has
+// workers); a job claimed ahead that waits 100 ms for a worker goes back.
 func WithWorkers(n int) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if n < 1 || n > MaxWorkers {
-			return invalid("workers %d not in [1, %d]", n, MaxWorkers)
-		}
-		c.workers = n
-		return nil
+		return set(&c.workers, n, within("workers", n, 1, MaxWorkers))
 	})
 }
 
@@ -423,11 +357,7 @@ func WithQueues(names ...string) RunnerOption {
 // whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
 func WithPollInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 10*time.Millisecond || d > time.Hour {
-			return invalid("poll interval %v not in [10ms, 1h]", d)
-		}
-		c.poll = d
-		return nil
+		return set(&c.poll, d, within("poll interval", d, 10*time.Millisecond, time.Hour))
 	})
 }
 
@@ -437,11 +367,7 @@ func WithPollInterval(d time.Duration) RunnerOption {
 // DefaultLease; 500ms to 24h.
 func WithLease(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 500*time.Millisecond || d > 24*time.Hour {
-			return invalid("lease %v not in [500ms, 24h]", d)
-		}
-		c.lease = d
-		return nil
+		return set(&c.lease, d, within("lease", d, 500*time.Millisecond, 24*time.Hour))
 	})
 }
 
@@ -449,11 +375,7 @@ func WithLease(d time.Duration) RunnerOption {
 // rescue while it leads the maintenance. Default half the lease; 10ms to 24h.
 func WithRescueInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if d < 10*time.Millisecond || d > 24*time.Hour {
-			return invalid("rescue interval %v not in [10ms, 24h]", d)
-		}
-		c.rescueEvery = d
-		return nil
+		return set(&c.rescueEvery, d, within("rescue interval", d, 10*time.Millisecond, 24*time.Hour))
 	})
 }
 
@@ -461,22 +383,14 @@ func WithRescueInterval(d time.Duration) RunnerOption {
 // UTF-8 without NUL. Default hostname, process ID and a random suffix.
 func WithRunnerID(id string) RunnerOption {
 	return runnerOption(func(c *config) error {
-		if id == "" || len(id) > 200 {
-			return invalid("runner ID must have 1 to 200 bytes")
-		}
-		if err := checkText("WithRunnerID", id); err != nil {
-			return err
-		}
-		c.runnerID = id
-		return nil
+		return set(&c.runnerID, id, checkName("WithRunnerID", "runner ID", id, 200))
 	})
 }
 
 // WithClock sets the clock that schedules and windows go by (client or
 // runner; a runner uses its client's unless given its own): a runner fires
 // ticks by it, and a client's ScheduleStates, Review and Clock read it.
-// Runs, leases and retries keep the database's clock. Default
-// SystemClock{}; tests and demonstrations pass one they control.
+// Runs, leases and retries keep the database's clock. Default SystemClock{}.
 func WithClock(c Clock) ClockOption { return ClockOption{c} }
 
 // A ClockOption sets the clock of a client or a runner: WithClock returns
@@ -487,9 +401,5 @@ func (o ClockOption) applyClient(cfg *config) error { return o.apply(cfg) }
 func (o ClockOption) applyRunner(cfg *config) error { return o.apply(cfg) }
 
 func (o ClockOption) apply(cfg *config) error {
-	if o.c == nil {
-		return invalid("nil Clock")
-	}
-	cfg.clock = o.c
-	return nil
+	return set(&cfg.clock, o.c, refuse(o.c == nil, "nil Clock"))
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -19,15 +21,14 @@ import (
 type Registry struct {
 	mu        sync.RWMutex
 	kinds     map[string]*kindEntry
-	rules     []*rule
-	windows   map[string]Window // by queue
-	schedules map[string]*schedule
-	changed   chan struct{} // closed and replaced when schedules change
+	rules     runner.RuleSet[childFunc]
+	windows   map[string]calendar.Window // by queue
+	schedules *runner.ScheduleSet[*schedule]
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{kinds: map[string]*kindEntry{}, schedules: map[string]*schedule{}, changed: make(chan struct{})}
+	return &Registry{kinds: map[string]*kindEntry{}, schedules: runner.NewScheduleSet[*schedule]()}
 }
 
 type kindEntry struct {
@@ -44,12 +45,7 @@ type kindEntry struct {
 func (r *Registry) Kinds() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.kinds))
-	for k := range r.kinds {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return r.kindsLocked()
 }
 
 func (r *Registry) lookup(kind string) (*kindEntry, error) {
@@ -63,19 +59,16 @@ func (r *Registry) lookup(kind string) (*kindEntry, error) {
 }
 
 func (r *Registry) kindsLocked() []string {
-	out := make([]string, 0, len(r.kinds))
-	for k := range r.kinds {
-		out = append(out, k)
-	}
+	out := slices.AppendSeq(make([]string, 0, len(r.kinds)), maps.Keys(r.kinds))
 	slices.Sort(out)
 	return out
 }
 
 // Register registers h as the handler of the kind named by A's Kind method.
 // opts set the kind's defaults (OnQueue, Priority, MaxAttempts,
-// RetryBackoff, Timeout, During). It returns an error wrapping ErrInvalidOption for a kind
-// registered twice, a kind name that is empty, longer than 200 bytes, not
-// UTF-8 or holds a NUL, or a bad option.
+// RetryBackoff, Timeout, During). It returns an error wrapping
+// ErrInvalidOption for a kind registered twice, a kind name that is not 1
+// to 200 bytes of UTF-8 without NUL, or a bad option.
 func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if h == nil {
 		return invalid("nil handler")
@@ -83,23 +76,15 @@ func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
 		return invalid("nil HandlerFunc")
 	}
-	return register[A](r, false, kindOptions(opts), func(ctx context.Context, a *attempt, _ *kindEntry) error {
+	// RegisterChunked's options include Register's.
+	kindOpts := converted(opts, func(o RegisterOption) ChunkedOption { return o })
+	return register[A](r, false, kindOpts, func(ctx context.Context, a *attempt, _ *kindEntry) error {
 		job, err := decodeJob[A](a.Row(), a)
 		if err != nil {
 			return err
 		}
 		return h.Work(ctx, job)
 	})
-}
-
-// kindOptions converts Register's options to RegisterChunked's, which
-// include them.
-func kindOptions(opts []RegisterOption) []ChunkedOption {
-	out := make([]ChunkedOption, len(opts))
-	for i, o := range opts {
-		out[i] = o
-	}
-	return out
 }
 
 func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func(context.Context, *attempt, *kindEntry) error) error {
@@ -132,21 +117,9 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 }
 
 // kindOf asks the zero A for its kind, so a kind is known without a value.
-func kindOf[A Args]() (kind string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = invalid("%v.Kind() panics on the zero value (use a non-pointer payload type): %v", reflect.TypeFor[A](), p)
-		}
-	}()
-	var zero A
-	kind = zero.Kind()
-	if kind == "" || len(kind) > 200 {
-		return "", invalid("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
-	}
-	if flaw := payload.TextFlaw(kind); flaw != "" {
-		return "", invalid("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, flaw)
-	}
-	return kind, nil
+func kindOf[A Args]() (string, error) {
+	kind, flaw := payload.KindOf[A]()
+	return kind, refuse(flaw != "", "%s", flaw)
 }
 
 // decodeJob builds the handler's Job from a claimed row, run by ex. A
@@ -157,43 +130,37 @@ func decodeJob[A Args](row *runner.Row, ex execution) (*Job[A], error) {
 	if err := json.Unmarshal(row.Payload, &args); err != nil {
 		return nil, Permanent(fmt.Errorf("%w: kind %q: %v", ErrInvalidPayload, row.Kind, err))
 	}
-	job := &Job[A]{
+	return &Job[A]{
 		ID: row.ID, Kind: row.Kind, Queue: row.Queue, Args: args, Priority: row.Priority,
-		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth,
-		CreatedAt: row.CreatedAt, exec: ex,
-	}
-	if row.CorrelationID != nil {
-		job.CorrelationID = *row.CorrelationID
-	}
-	if row.StartedAt != nil {
-		job.StartedAt = *row.StartedAt
-	}
-	if row.RunID != nil {
-		job.RunID = *row.RunID
-	}
-	if row.Period != nil {
-		job.Period = *row.Period
-	}
-	job.ParentIDs = row.ParentIDs
-	return job, nil
+		Attempt: row.Attempts, MaxAttempts: row.MaxAttempts, Auth: row.Auth, CreatedAt: row.CreatedAt,
+		CorrelationID: deref(row.CorrelationID), StartedAt: deref(row.StartedAt), RunID: deref(row.RunID),
+		Period: deref(row.Period), ParentIDs: row.ParentIDs, exec: ex,
+	}, nil
 }
 
-// checkPayload reports whether payload decodes into the kind's type.
+// deref returns *p, or the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// checkPayload refuses a JSON payload given as such (EnqueueRaw) that does
+// not decode into the kind's type, or that jsonb would refuse.
 func (e *kindEntry) checkPayload(payload []byte) error {
-	v := reflect.New(e.argsType)
-	if err := json.Unmarshal(payload, v.Interface()); err != nil {
+	if err := json.Unmarshal(payload, reflect.New(e.argsType).Interface()); err != nil {
 		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
 	}
-	return nil
+	return checkRaw(payload)
 }
 
 // runnerKinds shows a runner the registry's kinds and windows (see
-// runner.Kinds). The kinds it looks up run their jobs with the client and
-// the hooks of that runner; each is built once, at its first lookup.
+// runner.Kinds). The kinds it looks up run their jobs with the hooks of
+// that runner, which keeps what it looked up.
 type runnerKinds struct {
 	c     *Client
 	hooks []Hooks
-	built *sync.Map // *kindEntry to *runner.Kind
 }
 
 func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
@@ -201,20 +168,20 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rk, ok := k.built.Load(e); ok {
-		return rk.(*runner.Kind), nil
-	}
-	rk, _ := k.built.LoadOrStore(e, &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
+	return &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
-			return e.work(ctx, &attempt{Execution: ex, c: k.c, hooks: k.hooks}, e)
-		}})
-	return rk.(*runner.Kind), nil
+			return e.work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
+		}}, nil
 }
 
 func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {
-	return k.c.reg.closedNow(now, queues)
+	k.c.reg.mu.RLock()
+	defer k.c.reg.mu.RUnlock()
+	return k.c.reg.windowsLocked().Closed(now, queues)
 }
 
 func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
-	return k.c.reg.nextOpening(now, queues)
+	k.c.reg.mu.RLock()
+	defer k.c.reg.mu.RUnlock()
+	return k.c.reg.windowsLocked().NextOpening(now, queues)
 }

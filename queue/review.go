@@ -3,11 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -105,140 +103,18 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if q.SlowFactor < 1 || q.History < 1 {
 		return nil, invalid("review: SlowFactor must be at least 1 and History positive")
 	}
-	scope := store.Filter{RunID: q.RunID, Period: q.Period}
-	if q.RunID == "" && q.Period == "" {
-		scope.CreatedFrom, scope.CreatedBefore = q.From, q.To
+	missed := func(ctx context.Context) ([]operate.Tick, error) {
+		ts, err := c.missedTicks(ctx, q)
+		return converted(ts, func(t Tick) operate.Tick { return operate.Tick(t) }), err
 	}
-	var jobs []JobRecord
-	if err := c.st.Jobs(ctx, c.db, scope, 0, &jobs); err != nil {
+	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Missed: missed, Typical: c.typicalFromHistory,
+		Rules: rulesOf(c.reg.rulesFor(""))}.Review(ctx, operate.ReviewQuery{
+		Scope: store.Filter{RunID: q.RunID, Period: q.Period}, From: q.From, To: q.To, SlowFactor: q.SlowFactor, History: q.History})
+	if err != nil {
 		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}
-	rv := &Review{Query: q, Counts: map[Status]int64{}, Total: int64(len(jobs))}
-	ids := map[int64]bool{}
-	for _, j := range jobs {
-		ids[j.ID] = true
-		rv.Counts[j.Status]++
-		switch {
-		case j.Status == StatusFailed:
-			rv.Failed = append(rv.Failed, j)
-		case j.Status == StatusQueued && j.Attempts == 0:
-			rv.NeverRan = append(rv.NeverRan, j)
-		}
-	}
-	var err error
-	if rv.Slow, err = c.slowJobs(ctx, jobs, q); err != nil {
-		return nil, err
-	}
-	rv.MissedTicks, err = c.missedTicks(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	rv.Stopped, err = c.stoppedChains(ctx, jobs)
-	if err != nil {
-		return nil, err
-	}
-	return rv, nil
-}
-
-// slowJobs compares each completed job with the median of the previous
-// History completed jobs of its kind: not in scope, and completed before
-// the first of the kind's jobs in scope started, so that reviewing an old
-// night compares it with the nights before it, not after.
-func (c *ops) slowJobs(ctx context.Context, jobs []JobRecord, q ReviewQuery) ([]SlowJob, error) {
-	typical := map[string]time.Duration{}
-	inScope := make([]int64, 0, len(jobs))
-	firstStart := map[string]time.Time{}
-	for _, j := range jobs {
-		inScope = append(inScope, j.ID)
-		if s := j.StartedAt; s != nil && (firstStart[j.Kind].IsZero() || s.Before(firstStart[j.Kind])) {
-			firstStart[j.Kind] = *s
-		}
-	}
-	var out []SlowJob
-	for _, j := range jobs {
-		d := j.Duration()
-		if j.Status != StatusCompleted || d <= 0 {
-			continue
-		}
-		t, ok := typical[j.Kind]
-		if !ok {
-			var err error
-			var found bool
-			t, found, err = c.st.TypicalDuration(ctx, c.db, j.Kind, inScope, firstStart[j.Kind], q.History)
-			if err == nil && !found { // pruned: the day roll-ups remember
-				t, err = c.typicalFromHistory(ctx, j.Kind, firstStart[j.Kind], q.History)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("queue: review: history of %q: %w", j.Kind, notMigrated(err))
-			}
-			typical[j.Kind] = t
-		}
-		if t > 0 && float64(d) >= q.SlowFactor*float64(t) {
-			out = append(out, SlowJob{Job: j, Duration: d, Typical: t})
-		}
-	}
-	return out, nil
-}
-
-// stoppedChains finds, for every rule, the groups in scope whose child is
-// missing because a parent did not complete.
-func (c *ops) stoppedChains(ctx context.Context, jobs []JobRecord) ([]StoppedChain, error) {
-	c.reg.mu.RLock()
-	rules := slices.Clone(c.reg.rules)
-	c.reg.mu.RUnlock()
-	var out []StoppedChain
-	for _, ru := range rules {
-		// A group of parents: one (one-to-one), or a period's, read whole
-		// below because parents may be outside scope (many-to-one).
-		type group struct {
-			period  string
-			parents []JobRecord
-		}
-		groups := map[string]*group{}
-		for _, j := range jobs {
-			switch {
-			case !slices.Contains(ru.Parents, j.Kind):
-			case ru.Each:
-				groups[runner.EachGroup(j.ID)] = &group{parents: []JobRecord{j}}
-			case j.Period != nil:
-				groups[runner.PeriodGroup(*j.Period)] = &group{period: *j.Period}
-			}
-		}
-		for g, gr := range groups {
-			child, err := c.st.Count(ctx, c.db, store.Filter{IdempotencyKeys: []string{runner.ChildKey(ru.Name, g)}})
-			if err != nil {
-				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
-			}
-			if child > 0 {
-				continue
-			}
-			sc := StoppedChain{Rule: ru.Name, ChildKind: ru.childKind, Group: g}
-			if !ru.Each {
-				sc.Group = gr.period
-				if err := c.st.Jobs(ctx, c.db, store.Filter{Period: gr.period, Kinds: ru.Parents}, 0, &gr.parents); err != nil {
-					return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
-				}
-			}
-			present := map[string]bool{}
-			for _, p := range gr.parents {
-				present[p.Kind] = true
-				if p.Status != StatusCompleted {
-					sc.Blocking = append(sc.Blocking, p)
-				}
-			}
-			for _, k := range ru.Parents {
-				if !present[k] {
-					sc.MissingKinds = append(sc.MissingKinds, k)
-				}
-			}
-			out = append(out, sc)
-		}
-	}
-	slices.SortFunc(out, func(a, b StoppedChain) int {
-		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Group, b.Group)
-	})
-	return out, nil
+	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, NeverRan: r.NeverRan,
+		Slow:        converted(r.Slow, func(s operate.Slow[JobRecord]) SlowJob { return SlowJob(s) }),
+		MissedTicks: converted(r.MissedTicks, func(t operate.Tick) Tick { return Tick(t) }),
+		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}, nil
 }

@@ -2,11 +2,7 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"sync"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -16,10 +12,6 @@ import (
 // WithWorkers at a time. Create one with NewRunner; it starts nothing until
 // Start. Several runners, in one process or many, may work the same queues:
 // each job is claimed by one of them at a time.
-//
-// The job logic (claims, attempts, results, leases and rescues) lives in
-// package queue/internal/runner; Runner wires it to the Client, the
-// Registry and the options, and hands out what it reports.
 type Runner struct {
 	r  *runner.Runner
 	id string
@@ -56,7 +48,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		cfg.rescueEvery = cfg.lease / 2
 	}
 	if cfg.runnerID == "" {
-		cfg.runnerID = defaultRunnerID()
+		cfg.runnerID = runner.DefaultID()
 	}
 	sqlDB, err := c.db.DB()
 	if err != nil {
@@ -70,16 +62,18 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		return nil, err
 	}
 	log := cfg.logger.With("runner", cfg.runnerID)
-	obs := observers{hooks: cfg.hooks, obs: cfg.observer, log: log}
+	observe := observers(cfg.hooks, cfg.observer, log)
 	rc := runner.Config{
 		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
-		Kinds:     runnerKinds{c: c, hooks: cfg.hooks, built: &sync.Map{}},
-		Rules:     releaser{c: c, log: log, hooks: cfg.hooks},
-		Observe:   func(e runner.Event) { obs.observe(eventOf(e)) },
-		Preflight: func(ctx context.Context) (int, error) { return preflight(ctx, c) },
-		Scheduler: c.scheduler(cfg, log, obs.observe),
+		Kinds:   runnerKinds{c: c, hooks: cfg.hooks},
+		Rules:   releaser{c: c, log: log, hooks: cfg.hooks},
+		Observe: func(e runner.Event) { observe(eventOf(e)) },
+		Preflight: func(ctx context.Context) (int, error) {
+			return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew)
+		},
+		Scheduler: c.scheduler(cfg, log, observe),
 		Campaign:  campaign, Upkeep: upkeep,
 		DefaultBackoff: DefaultBackoff(),
 		DecodeBackoff:  func(b []byte) (runner.Backoff, error) { return backoff.Decode(b) },
@@ -94,66 +88,50 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	return &Runner{r: runner.New(rc), id: cfg.runnerID}, nil
 }
 
-func defaultRunnerID() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
 // ID returns the name the runner locks jobs with.
 func (r *Runner) ID() string { return r.id }
 
-// Start checks the database and starts claiming and working jobs. It
-// returns an error at once, and starts nothing, when the database cannot be
-// reached or its schema is missing or older than this sheaf (wrapping
-// ErrNotMigrated: call Client.Migrate), so a misconfigured runner fails at
-// start rather than logging errors every second; Start may then be called
-// again. It returns ErrStarted if called after a successful Start or after
-// Stop. Once started, the runner warns (once, at Warn) if its connection
-// pool cannot serve its workers, and says what to set.
+// Start checks the database and starts claiming and working jobs. When the
+// database cannot be reached, or its schema is missing or older than this
+// sheaf (an error wrapping ErrNotMigrated: call Client.Migrate), it returns
+// the error at once and starts nothing, and may be called again. It returns
+// ErrStarted after a successful Start or after Stop. Once started, the
+// runner warns (once, at Warn) if its connection pool cannot serve its
+// workers, and says what to set.
 //
 // ctx carries values to every job's context. Cancelling it stops the runner
-// as Stop does when its context ends: claims stop, and the jobs still
-// running are cancelled (cause ErrStopping) and put back in the queue at
-// once; Done is closed once their handlers have returned. So give Start a
-// context that lives as long as the runner (context.WithoutCancel of a
-// signal's context), and stop the runner with Stop.
+// as Stop does when its context ends: the running jobs are cancelled (cause
+// ErrStopping) and put back in the queue at once. So give Start a context
+// that lives as long as the runner, and stop it with Stop.
 func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
 
-// Stop stops the runner: it claims nothing more and waits for running jobs
-// to finish and their results to be written, then returns nil.
+// Stop stops the runner: it claims nothing more, waits for running jobs to
+// finish and their results to be written, and returns nil.
 //
 // If ctx ends first, or is about to, Stop cuts the jobs short: it cancels
-// the jobs still running or claimed ahead (cause ErrStopping), puts them
-// back in the queue without their attempts counting, writes the results of
-// the jobs that finished, and returns an error wrapping ctx.Err()
+// those still running or claimed ahead (cause ErrStopping), puts them back
+// in the queue without their attempts counting, writes the results of
+// those that finished, and returns an error wrapping ctx.Err()
 // (context.DeadlineExceeded if the deadline is still to come). When Stop
 // returns, no job is left PROCESSING under this runner, so a program may
-// exit then. Stop does not wait for handlers that ignore their
-// cancellation: their jobs are put back all the same, and whatever those
-// handlers do afterwards (a result, SetProgress, SetOutput, CompleteTx) is
-// refused, the job being another attempt's by then. Done is closed when
-// they have returned.
+// exit then. It does not wait for handlers that ignore their cancellation:
+// their jobs go back all the same, what they do afterwards through their
+// Job is refused, and Done is closed when they have returned.
 //
-// With a deadline, Stop cuts short a margin before it, so that the
-// put-back is done before the deadline passes: a fifth of the time left
-// when Stop was called, at least 100 ms (or all of it), at most one
-// bookkeeping statement's timeout (WithLease / 6, between 1 s and 10 s). A
-// 5 s deadline lets jobs run 4 s. Without a deadline, or with one already
-// passed, Stop cuts short when ctx is done and returns once the put-back is
-// done. If Start's context ended, or another Stop's, and the jobs were cut
-// short, Stop returns nil once they are back in the queue, or an error
-// saying what that cut could not do.
+// With a deadline, Stop cuts short a margin before it, for the put-back: a
+// fifth of the time left, at least 100 ms (or all of it), at most WithLease
+// / 6 (between 1 s and 10 s); a 5 s deadline lets jobs run 4 s. If Start's
+// context ended, or another Stop's, and the jobs were cut short, Stop
+// returns nil once they are back, or an error saying what that could not
+// do.
 //
 // The put-back rolls back the transactions in which the handlers it cuts
-// short called Job.CompleteTx, which hold their jobs' rows; one that is
-// committing completes its job instead. It puts back at once the jobs whose
-// rows no other transaction holds, and waits for the others until the
-// deadline. On SQLite, any transaction that has written holds the whole
-// database: a handler that keeps one open, ignoring its cancellation,
-// keeps the put-back waiting, so begin such transactions with the job's
-// context (db.WithContext(ctx)), which ends them when the job is cancelled.
+// short called Job.CompleteTx (one that is committing completes its job
+// instead). It puts back at once the jobs whose rows no other transaction
+// holds, and waits for the others until the deadline. On SQLite any
+// transaction that has written holds the whole database, so begin a
+// handler's transactions with the job's context (db.WithContext(ctx)),
+// which ends them when the job is cancelled.
 //
 // If the database cannot be reached, the jobs Stop could not put back (or
 // whose results it could not write) stay PROCESSING until their leases

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,12 +11,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
-// Clock tells the time for schedules and windows. Runs, leases and retries
-// use the database's clock instead; this one is the wall clock that decides
-// when it is 23:00 in Kolkata. Tests and demonstrations inject their own.
+// Clock tells the time for schedules and windows (WithClock); runs, leases
+// and retries use the database's clock.
 type Clock interface {
 	Now() time.Time
 	// After returns a channel that receives once the clock has moved d
@@ -33,9 +34,8 @@ func (SystemClock) Now() time.Time { return time.Now() }
 func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // A Spec says when a schedule fires: a cron expression, made by Cron or by a
-// preset (Daily, Weekly, Monthly, Quarterly, Yearly). Presets check their
-// arguments, and a Spec they refuse carries the reason, which
-// Registry.Schedule returns. The zero Spec is refused.
+// preset, which carries the reason it refused its arguments for
+// Registry.Schedule to return. The zero Spec is refused.
 type Spec struct {
 	expr string
 	err  error // why a preset refused its arguments
@@ -62,52 +62,34 @@ func (s Spec) parse() (cron.Schedule, error) {
 // hour 0 to 23 and minute 0 to 59.
 
 // Daily fires every day at hour:minute.
-func Daily(hour, minute int) Spec {
-	return preset(fmt.Sprintf("Daily(%d, %d)", hour, minute), fmt.Sprintf("%d %d * * *", minute, hour),
-		calendar.Hour(hour), calendar.Minute(minute))
-}
+func Daily(hour, minute int) Spec { return preset(calendar.Daily(hour, minute)) }
 
 // Weekly fires every week on day at hour:minute.
 func Weekly(day time.Weekday, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Weekly(%s, %d, %d)", calendar.Named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
-		fmt.Sprintf("%d %d * * %d", minute, hour, day),
-		calendar.Arg{Name: "weekday", V: int(day), Lo: int(time.Sunday), Hi: int(time.Saturday)}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Weekly(day, hour, minute))
 }
 
 // Monthly fires on day (1 to 31) of every month at hour:minute. Months
 // without that day (the 31st of April, say) have no tick, as in cron; use 28
 // or earlier for a tick every month.
 func Monthly(day, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Monthly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d * *", minute, hour, day),
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Monthly("Monthly", "*", day, hour, minute))
 }
 
 // Quarterly fires on day (1 to 31) of January, April, July and October at
 // hour:minute; a day April lacks has no tick in April, as for Monthly.
 func Quarterly(day, hour, minute int) Spec {
-	return preset(fmt.Sprintf("Quarterly(%d, %d, %d)", day, hour, minute), fmt.Sprintf("%d %d %d 1,4,7,10 *", minute, hour, day),
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: 31}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Monthly("Quarterly", "1,4,7,10", day, hour, minute))
 }
 
 // Yearly fires on day of month every year at hour:minute. February 29th
 // fires in leap years only.
 func Yearly(month time.Month, day, hour, minute int) Spec {
-	known := month >= time.January && month <= time.December
-	last := 31
-	if known {
-		last = calendar.DaysIn(month)
-	}
-	return preset(fmt.Sprintf("Yearly(%s, %d, %d, %d)", calendar.Named(month, known), day, hour, minute),
-		fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
-		calendar.Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
-		calendar.Arg{Name: "day", V: day, Lo: 1, Hi: last}, calendar.Hour(hour), calendar.Minute(minute))
+	return preset(calendar.Yearly(month, day, hour, minute))
 }
 
-// preset returns the Spec of expr, carrying the first argument of call out
-// of its range if there is one.
-func preset(call, expr string, args ...calendar.Arg) Spec {
-	return Spec{expr: expr, err: calendar.CheckArgs(call, args...)}
-}
+// preset returns the Spec of a preset's expr, and its arguments' err.
+func preset(expr string, err error) Spec { return Spec{expr: expr, err: err} }
 
 // MissedPolicy says what a schedule does about ticks that passed while no
 // process was running it: its value is how many of the latest missed ticks
@@ -152,17 +134,10 @@ type Tick struct {
 	Period string
 }
 
-// Periodic creates jobs at the ticks of a cron expression in a time zone.
-//
-// Every runner process runs the registered schedules; a tick creates its
-// jobs exactly once between them (the tick is claimed by locking the
-// schedule's row, and each job's idempotency key names the tick), so run as
-// many runners as you like.
-//
-// Times in a daylight-saving gap (02:30 on the night clocks go forward, in
-// many zones) do not exist, and such a tick is skipped, as the cron parser
-// does; a time in the hour that repeats when clocks go back fires once, not
-// twice. Schedule nightly work outside 01:00-03:00 to stay clear of both.
+// Periodic creates jobs at the ticks of a cron expression in a time zone,
+// exactly once however many runners run it. A tick in a daylight-saving
+// gap is skipped, and one in the hour that repeats fires once (see
+// Schedules in the package documentation).
 type Periodic struct {
 	// Name identifies the schedule in runs and in the database; keep it
 	// stable.
@@ -194,15 +169,20 @@ type schedule struct {
 // Next returns the schedule's first tick after t, in its location, or an
 // error for a bad Spec.
 func (p Periodic) Next(t time.Time) (time.Time, error) {
+	tm, err := p.timing()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return tm.Next(t), nil
+}
+
+// timing is when p fires, for the runner; Location nil is UTC.
+func (p Periodic) timing() (runner.Timing, error) {
 	c, err := p.Spec.parse()
 	if err != nil {
-		return time.Time{}, invalid("schedule %q: %v", p.Name, err)
+		return runner.Timing{}, invalid("schedule %q: %v", p.Name, err)
 	}
-	loc := p.Location
-	if loc == nil {
-		loc = time.UTC
-	}
-	return runner.NextTick(c, t.In(loc)), nil
+	return runner.Timing{Name: p.Name, Cron: c, Location: cmp.Or(p.Location, time.UTC), CatchUp: int(p.Missed), Grace: p.Grace}, nil
 }
 
 // Schedule registers p, or replaces the schedule of the same name; running
@@ -210,18 +190,15 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 // ErrInvalidOption for a bad name, spec, missed-tick policy or grace, or a
 // missing Jobs function.
 func (r *Registry) Schedule(p Periodic) error {
-	if p.Name == "" || len(p.Name) > 200 {
-		return invalid("schedule name must have 1 to 200 bytes")
-	}
-	if err := checkText("schedule name", p.Name); err != nil {
+	if err := checkName("schedule name", "schedule name", p.Name, 200); err != nil {
 		return err
 	}
 	if p.Jobs == nil {
 		return invalid("schedule %q: nil Jobs function", p.Name)
 	}
-	c, err := p.Spec.parse()
+	tm, err := p.timing()
 	if err != nil {
-		return invalid("schedule %q: %v", p.Name, err)
+		return err
 	}
 	if p.Missed < 0 || p.Missed > MaxCatchUp {
 		return invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
@@ -229,77 +206,38 @@ func (r *Registry) Schedule(p Periodic) error {
 	if p.Grace != 0 && (p.Grace < time.Second || p.Grace > 24*time.Hour) {
 		return invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
 	}
-	if p.Location == nil {
-		p.Location = time.UTC
-	}
-	s := &schedule{Periodic: p, timing: runner.Timing{Name: p.Name, Cron: c, Location: p.Location,
-		CatchUp: int(p.Missed), Grace: p.Grace}}
-	if s.next(time.Now()).IsZero() {
+	p.Location = tm.Location
+	s := &schedule{Periodic: p, timing: tm}
+	if s.timing.Next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.
 		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.schedules[p.Name] = s
-	r.notifyChangeLocked()
+	r.schedules.Put(s)
 	return nil
 }
 
 // Unschedule removes the schedule called name and reports whether there was
 // one. Jobs it already created are not touched.
-func (r *Registry) Unschedule(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.schedules[name]
-	delete(r.schedules, name)
-	r.notifyChangeLocked()
-	return ok
+func (r *Registry) Unschedule(name string) bool { return r.schedules.Delete(name) }
+
+// sortedSchedules returns the schedules sorted by name, and their timings.
+func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
+	scheds := r.schedules.Sorted()
+	return scheds, converted(scheds, (*schedule).Timing)
 }
-
-func (r *Registry) notifyChangeLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// schedulesNow returns the schedules and a channel closed when they change.
-func (r *Registry) schedulesNow() (map[string]*schedule, <-chan struct{}) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make(map[string]*schedule, len(r.schedules))
-	for k, v := range r.schedules {
-		out[k] = v
-	}
-	return out, r.changed
-}
-
-func (s *schedule) tick(at time.Time) Tick { return tickOf(s.Name, s.timing.Tick(at)) }
-
-// tickOf is the Tick of the runner's tick t of the schedule name.
-func tickOf(name string, t runner.Tick) Tick {
-	return Tick{Schedule: name, At: t.At, RunID: t.RunID, Period: t.Period}
-}
-
-// next returns the schedule's first tick after t (see runner.Timing.Next).
-func (s *schedule) next(t time.Time) time.Time { return s.timing.Next(t) }
-
-// latest returns the schedule's last tick at or before now that is after
-// since, and how many ticks passed in between; zero if none.
-func (s *schedule) latest(since, now time.Time) (time.Time, int) { return s.timing.Latest(since, now) }
 
 // Timing returns when the schedule fires, for the runner's scheduler.
 func (s *schedule) Timing() *runner.Timing { return &s.timing }
 
-// scheduler returns a runner's part that runs the registry's schedules: it
-// fires each tick when the clock reaches it, in whichever runner gets there
-// first. log and observe are the runner's.
+// scheduler returns the runner's part that fires the registry's ticks.
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
 		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
-		Schedules: c.reg.schedulesNow,
+		Schedules: c.reg.schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
-			rows, unbuilt = tickJobs(c, s, tickOf(s.Name, tick))
+			rows, unbuilt = tickJobs(c, s, Tick(operate.TickOf(s.Name, tick)))
 			if len(rows) == 0 {
 				return 0, unbuilt, nil, nil
 			}
@@ -307,22 +245,16 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 			if len(cfg.hooks) > 0 {           // the runner's: its client's and its own
 				ctx, hooksDone = enqueueHooks(ctx, cfg.hooks, &EnqueueCall{Operation: opSchedule, Schedule: s.Name}, rows)
 			}
-			enqueued, err := c.Tx(tx).insert(ctx, rows)
-			for _, o := range enqueued {
-				if !o.Duplicate {
-					created++
-				}
-			}
+			res := c.Tx(tx).inserted(ctx, rows)
 			if hooksDone != nil {
 				ended = func(err error) {
 					if err != nil {
-						hooksDone(EnqueueResult{Err: err})
-					} else {
-						hooksDone(EnqueueResult{Enqueued: enqueued, Created: int64(created)})
+						res = EnqueueResult{Err: err}
 					}
+					hooksDone(res)
 				}
 			}
-			return created, unbuilt, ended, err
+			return int(res.Created), unbuilt, ended, res.Err
 		},
 		Fired: func(s *schedule, t runner.Tick, created int) {
 			observe(Event{Type: EventScheduled, Schedule: s.Name, RunID: t.RunID, Jobs: created})
@@ -330,13 +262,8 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 	})
 }
 
-// tickJobs builds the jobs of tick t, ready to insert. The schedule's Jobs
-// function, and each job's Kind and MarshalJSON, are the user's code: a
-// panic in them is recovered and returned. A tick whose jobs cannot be built
-// (a panic, or a job Enqueue refuses) would fail the same way at every
-// attempt, so the caller spends it without jobs, rather than retry it at
-// every poll; the morning review lists it among the ticks that created
-// nothing.
+// tickJobs builds the jobs of tick t, recovering a panic in the user's
+// code; the caller spends a tick whose jobs cannot be built without jobs.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 	err = userCall(func() error {
 		jobs := s.Jobs(t)
@@ -351,8 +278,5 @@ func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 		rows, err = c.prepareAll(jobs)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return rows, err
 }

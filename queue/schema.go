@@ -51,19 +51,14 @@ func (c *Client) migrate(ctx context.Context) error {
 
 // warnOfOlderRunners logs a warning when Migrate has upgraded the schema
 // from version under runners that are up: they run an earlier release,
-// since this one's refuse to start on an older schema. Those of version 6
-// should have been stopped first (see Upgrading the schema in the package documentation), and every
-// one of them must be replaced now. A failed read of the runners goes
-// unsaid: the migration it would warn of is done.
+// since this one's refuse to start on an older schema. A failed read of
+// the runners goes unsaid: the migration it would warn of is done.
 func (c *Client) warnOfOlderRunners(ctx context.Context, version int) {
 	up, err := c.st.Runners(ctx, time.Minute)
 	if err != nil || len(up) == 0 {
 		return
 	}
-	ids := make([]string, len(up))
-	for i, r := range up {
-		ids[i] = r.ID
-	}
+	ids := converted(up, func(r store.RunnerRow) string { return r.ID })
 	c.cfg.logger.Warn("queue: migrating the schema under runners of an earlier release; replace them once it is done "+
 		"(those of schema version 6 should be stopped first)", "from", version, "to", SchemaVersion, "runners", ids)
 }

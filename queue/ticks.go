@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -66,7 +67,7 @@ type TicksQuery struct {
 // 400 days; a runner deletes older ones as it fires the schedule. It reads
 // through an index on the ticks' time.
 func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
-	limit, err := pageLimit(q.Limit)
+	limit, err := pageLimit(q.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
@@ -97,25 +98,13 @@ func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
 	return c.ticks(ctx, sq)
 }
 
-// pageLimit is the number of rows a listing's Limit asks for: 0 means
-// 100, the most is 10,000.
-func pageLimit(n int) (int, error) {
-	switch {
-	case n == 0:
-		return 100, nil
-	case n < 0 || n > 10_000:
-		return 0, invalid("limit %d not in [0, 10000]", n)
-	}
-	return n, nil
-}
-
 // ticks reads the ledger rows q selects as records.
 func (c *ops) ticks(ctx context.Context, q store.TicksQuery) ([]TickRecord, error) {
 	rows, err := store.Ticks(ctx, c.st, c.db, q)
 	if err != nil {
 		return nil, fmt.Errorf("queue: ticks: %w", notMigrated(err))
 	}
-	scheds, _ := c.reg.schedulesNow()
+	scheds, _ := c.reg.schedules.Now()
 	out := make([]TickRecord, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, tickRecord(scheds[r.Schedule], r))
@@ -139,20 +128,13 @@ func tickRecord(s *schedule, r store.TickRow) TickRecord {
 // windows as of the same now.
 func (c *ops) Clock() Clock { return c.cfg.clock }
 
-// dueBefore is the time before which a tick of s counts as missed if no
-// runner recorded it, as of now: its grace ago, and at least a minute ago,
-// as a runner that polls slowly may be a little late.
-func (s *schedule) dueBefore(now time.Time) time.Time {
-	return now.Add(-max(s.Grace, missedAfter))
-}
-
 // missedTicks lists the ticks in the review's scope that created nothing:
 // those the ledger records as missed or as having created no job, and
 // those of the registered schedules' timetables, due by now, that the
 // ledger does not know (no runner ran, or they fired before the ledger
 // existed) and that have no job.
 func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
-	scheds, _ := c.reg.schedulesNow()
+	scheds, _ := c.reg.schedules.Now()
 	var sq store.TicksQuery
 	inScope := func(Tick) bool { return true }
 	switch {
@@ -207,12 +189,12 @@ func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
 		default:
 			ats = s.timing.Between(q.From, q.To)
 		}
-		due := s.dueBefore(now)
+		due := operate.DueBefore(&s.timing, now)
 		for _, at := range ats {
 			if known[key{s.Name, at.UnixNano()}] || !at.Before(due) {
 				continue
 			}
-			t := s.tick(at)
+			t := Tick(operate.TickOf(s.Name, s.timing.Tick(at)))
 			n, err := c.st.Count(ctx, c.db, store.Filter{RunID: t.RunID})
 			if err != nil {
 				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -33,6 +34,48 @@ func checkTexts(namesAndValues ...string) error {
 	return nil
 }
 
+// within refuses v, the what, outside [lo, hi].
+func within[T int | time.Duration](what string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return invalid("%s %v not in [%s, %s]", what, v, short(lo), short(hi))
+	}
+	return nil
+}
+
+// short prints v, whole hours as 1h rather than 1h0m0s.
+func short[T int | time.Duration](v T) string {
+	if d, ok := any(v).(time.Duration); ok && d >= time.Hour && d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprint(v)
+}
+
+// refuse returns an error wrapping ErrInvalidOption, saying what format
+// says, if bad.
+func refuse(bad bool, format string, args ...any) error {
+	if bad {
+		return invalid(format, args...)
+	}
+	return nil
+}
+
+// set sets *field to v unless err is set, and returns err.
+func set[T any](field *T, v T, err error) error {
+	if err == nil {
+		*field = v
+	}
+	return err
+}
+
+// checkName refuses s, the what given to option, unless it is 1 to most
+// bytes of text PostgreSQL stores.
+func checkName(option, what, s string, most int) error {
+	if s == "" || len(s) > most {
+		return invalid("%s must have 1 to %d bytes", what, most)
+	}
+	return checkText(option, s)
+}
+
 // maxQueueName is the longest queue name, in bytes.
 const maxQueueName = 128
 
@@ -47,18 +90,15 @@ func checkQueueName(option, name string) error {
 // check refuses a filter whose strings PostgreSQL could not compare with
 // a column.
 func (f Filter) check() error {
+	nv := []string{"Filter.Queue", f.Queue, "Filter.CorrelationID", f.CorrelationID,
+		"Filter.RunID", f.RunID, "Filter.Period", f.Period, "Filter.Search", f.Search}
 	for i, k := range f.Kinds {
-		if err := checkText(fmt.Sprintf("Filter.Kinds[%d]", i), k); err != nil {
-			return err
-		}
+		nv = append(nv, fmt.Sprintf("Filter.Kinds[%d]", i), k)
 	}
 	for i, s := range f.Statuses {
-		if err := checkText(fmt.Sprintf("Filter.Statuses[%d]", i), string(s)); err != nil {
-			return err
-		}
+		nv = append(nv, fmt.Sprintf("Filter.Statuses[%d]", i), string(s))
 	}
-	return checkTexts("Filter.Queue", f.Queue, "Filter.CorrelationID", f.CorrelationID,
-		"Filter.RunID", f.RunID, "Filter.Period", f.Period, "Filter.Search", f.Search)
+	return checkTexts(nv...)
 }
 
 // unpaged clears the fields of f that page through results, for the
@@ -83,6 +123,26 @@ func checkRaw(b []byte) error {
 		return fmt.Errorf("%w: payload: %s at offset %d", ErrInvalidPayload, f.What, f.At)
 	}
 	return nil
+}
+
+// pageLimit returns limit, or 100 for 0, refusing one outside [0, most].
+func pageLimit(limit, most int) (int, error) {
+	if limit < 0 || limit > most {
+		return 0, invalid("limit %d not in [0, %d]", limit, most)
+	}
+	if limit == 0 {
+		return 100, nil
+	}
+	return limit, nil
+}
+
+// failed returns err, if it is not nil, as the error of the operation op,
+// marked ErrNotMigrated if it says so.
+func failed(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("queue: %s: %w", op, notMigrated(err))
 }
 
 // notMigrated marks err as ErrNotMigrated, keeping it in the chain, when the

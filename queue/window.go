@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
@@ -17,18 +18,11 @@ type Window struct{ w calendar.Window }
 // (nil means UTC). It crosses midnight when end is not after start; equal
 // start and end make a window that is always open.
 func DailyWindow(start, end string, loc *time.Location) (Window, error) {
-	s, ok := calendar.ClockTime(start)
-	if !ok {
-		return Window{}, invalid("window time %q is not HH:MM", start)
+	w, err := calendar.DailyWindow(start, end, cmp.Or(loc, time.UTC))
+	if err != nil {
+		return Window{}, invalid("%v", err)
 	}
-	e, ok := calendar.ClockTime(end)
-	if !ok {
-		return Window{}, invalid("window time %q is not HH:MM", end)
-	}
-	if loc == nil {
-		loc = time.UTC
-	}
-	return Window{calendar.Window{Start: s, End: e, Loc: loc}}, nil
+	return Window{w}, nil
 }
 
 // Open reports whether t falls in the window, on the local clock of the
@@ -61,51 +55,18 @@ func (r *Registry) QueueWindow(queue string, w Window) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.windows == nil {
-		r.windows = map[string]Window{}
+		r.windows = map[string]calendar.Window{}
 	}
-	r.windows[queue] = w
+	r.windows[queue] = w.w
 }
 
-// nextOpening returns the earliest time after now at which a closed window
-// of queues qs or of any kind opens; zero if none is closed.
-func (r *Registry) nextOpening(now time.Time, qs []string) time.Time {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var next time.Time
-	consider := func(w Window) {
-		if !w.closes() || w.Open(now) {
-			return
+// windowsLocked returns the registry's windows; the caller holds r.mu.
+func (r *Registry) windowsLocked() calendar.Windows {
+	return calendar.Windows{Queues: r.windows, Kinds: func(yield func(string, calendar.Window) bool) {
+		for k, e := range r.kinds {
+			if !yield(k, e.defaults.window.w) {
+				return
+			}
 		}
-		if t := w.NextOpen(now); next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
-	for _, q := range qs {
-		if w, ok := r.windows[q]; ok {
-			consider(w)
-		}
-	}
-	for _, e := range r.kinds {
-		consider(e.defaults.window)
-	}
-	return next
-}
-
-// closedNow returns, for the moment now, the queues of qs whose window is
-// closed and the kinds whose window is closed.
-func (r *Registry) closedNow(now time.Time, qs []string) (queues map[string]bool, kinds []string) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	queues = map[string]bool{}
-	for _, q := range qs {
-		if w, ok := r.windows[q]; ok && !w.Open(now) {
-			queues[q] = true
-		}
-	}
-	for k, e := range r.kinds {
-		if e.defaults.window.closes() && !e.defaults.window.Open(now) {
-			kinds = append(kinds, k)
-		}
-	}
-	return queues, kinds
+	}}
 }

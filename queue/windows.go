@@ -13,10 +13,10 @@ import (
 func (r *Registry) ClosedWindow(kind, queue string, t time.Time) (w Window, ok bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if qw, found := r.windows[queue]; found && qw.closes() && !qw.Open(t) {
-		return qw, true
+	if qw := r.windows[queue]; !qw.Open(t) {
+		return Window{qw}, true
 	}
-	if e, found := r.kinds[kind]; found && e.defaults.window.closes() && !e.defaults.window.Open(t) {
+	if e := r.kinds[kind]; e != nil && !e.defaults.window.Open(t) {
 		return e.defaults.window, true
 	}
 	return Window{}, false
@@ -36,8 +36,8 @@ func (r *Registry) Windows() []WindowRule {
 	defer r.mu.RUnlock()
 	var qs, ks []WindowRule
 	for q, w := range r.windows {
-		if w.closes() {
-			qs = append(qs, WindowRule{Queue: q, Window: w})
+		if w.Closes() {
+			qs = append(qs, WindowRule{Queue: q, Window: Window{w}})
 		}
 	}
 	for k, e := range r.kinds {

@@ -7,6 +7,7 @@ package calendar
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -131,4 +132,95 @@ func (w Window) String() string {
 	}
 	f := func(d time.Duration) string { return fmt.Sprintf("%02d:%02d", int(d.Hours()), int(d.Minutes())%60) }
 	return f(w.Start) + "-" + f(w.End) + " " + w.Loc.String()
+}
+
+// The presets: each returns its cron expression, and the error of its
+// first argument out of range, naming the call.
+
+// Daily is queue.Daily.
+func Daily(hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d * * *", minute, hour), CheckArgs(fmt.Sprintf("Daily(%d, %d)", hour, minute), Hour(hour), Minute(minute))
+}
+
+// Weekly is queue.Weekly.
+func Weekly(day time.Weekday, hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d * * %d", minute, hour, day),
+		CheckArgs(fmt.Sprintf("Weekly(%s, %d, %d)", Named(day, day >= time.Sunday && day <= time.Saturday), hour, minute),
+			Arg{Name: "weekday", V: int(day), Lo: int(time.Sunday), Hi: int(time.Saturday)}, Hour(hour), Minute(minute))
+}
+
+// Monthly is queue.Monthly, and Quarterly with months "1,4,7,10".
+func Monthly(call string, months string, day, hour, minute int) (string, error) {
+	return fmt.Sprintf("%d %d %d %s *", minute, hour, day, months),
+		CheckArgs(fmt.Sprintf("%s(%d, %d, %d)", call, day, hour, minute), Arg{Name: "day", V: day, Lo: 1, Hi: 31}, Hour(hour), Minute(minute))
+}
+
+// Yearly is queue.Yearly.
+func Yearly(month time.Month, day, hour, minute int) (string, error) {
+	known := month >= time.January && month <= time.December
+	last := 31
+	if known {
+		last = DaysIn(month)
+	}
+	return fmt.Sprintf("%d %d %d %d *", minute, hour, day, month),
+		CheckArgs(fmt.Sprintf("Yearly(%s, %d, %d, %d)", Named(month, known), day, hour, minute),
+			Arg{Name: "month", V: int(month), Lo: int(time.January), Hi: int(time.December)},
+			Arg{Name: "day", V: day, Lo: 1, Hi: last}, Hour(hour), Minute(minute))
+}
+
+// Windows are the windows of queues and of kinds, as a registry holds
+// them; the caller guards them.
+type Windows struct {
+	Queues map[string]Window
+	Kinds  iter.Seq2[string, Window]
+}
+
+// NextOpening returns the earliest time after now at which a closed window
+// of queues qs or of any kind opens; zero if none is closed.
+func (ws Windows) NextOpening(now time.Time, qs []string) (next time.Time) {
+	consider := func(w Window) {
+		if w.Open(now) {
+			return
+		}
+		if t := w.NextOpen(now); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, q := range qs {
+		consider(ws.Queues[q])
+	}
+	for _, w := range ws.Kinds {
+		consider(w)
+	}
+	return next
+}
+
+// Closed returns, at now, the queues of qs whose window is closed and the
+// kinds whose window is closed.
+func (ws Windows) Closed(now time.Time, qs []string) (queues map[string]bool, kinds []string) {
+	queues = map[string]bool{}
+	for _, q := range qs {
+		if !ws.Queues[q].Open(now) {
+			queues[q] = true
+		}
+	}
+	for k, w := range ws.Kinds {
+		if !w.Open(now) {
+			kinds = append(kinds, k)
+		}
+	}
+	return queues, kinds
+}
+
+// DailyWindow is queue.DailyWindow, loc given.
+func DailyWindow(start, end string, loc *time.Location) (Window, error) {
+	s, ok := ClockTime(start)
+	if !ok {
+		return Window{}, fmt.Errorf("window time %q is not HH:MM", start)
+	}
+	e, ok := ClockTime(end)
+	if !ok {
+		return Window{}, fmt.Errorf("window time %q is not HH:MM", end)
+	}
+	return Window{Start: s, End: e, Loc: loc}, nil
 }

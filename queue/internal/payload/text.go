@@ -2,6 +2,7 @@ package payload
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 )
@@ -33,4 +34,24 @@ func Storable(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// KindOf asks the zero A for its kind, so that a kind is known without a
+// value, and says what is wrong with it: a panic (A is a pointer, say), or
+// a name that is not 1 to 200 bytes of text.
+func KindOf[A interface{ Kind() string }]() (kind, flaw string) {
+	defer func() {
+		if p := recover(); p != nil {
+			kind, flaw = "", fmt.Sprintf("%v.Kind() panics on the zero value (use a non-pointer payload type): %v", reflect.TypeFor[A](), p)
+		}
+	}()
+	var zero A
+	kind = zero.Kind()
+	if kind == "" || len(kind) > 200 {
+		return "", fmt.Sprintf("%v.Kind() must return 1 to 200 bytes, got %q", reflect.TypeFor[A](), kind)
+	}
+	if f := TextFlaw(kind); f != "" {
+		return "", fmt.Sprintf("%v.Kind() returns %q: %s", reflect.TypeFor[A](), kind, f)
+	}
+	return kind, ""
 }

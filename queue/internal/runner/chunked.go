@@ -178,3 +178,30 @@ func joinCleanup(err, cleanupErr error) error {
 	}
 	return fmt.Errorf("%w (and cleaning up failed: %v)", err, cleanupErr)
 }
+
+// Pages iterates over the records fetch returns a page of size at a time,
+// until a page is short; a size below 1 yields badSize. It is queue.Pages.
+func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context, offset, limit int) ([]R, error), badSize error) iter.Seq2[R, error] {
+	return func(yield func(R, error) bool) {
+		var zero R
+		if size < 1 {
+			yield(zero, badSize)
+			return
+		}
+		for offset := 0; ; offset += size {
+			page, err := fetch(ctx, offset, size)
+			if err != nil {
+				yield(zero, err)
+				return
+			}
+			for _, r := range page {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if len(page) < size {
+				return
+			}
+		}
+	}
+}

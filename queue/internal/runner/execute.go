@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
@@ -117,7 +118,7 @@ func (r *Runner) execute(ex *Execution) {
 	defer ex.cancel(nil)
 	ex.start = time.Now()
 	var err error
-	e, lookupErr := r.cfg.Kinds.Lookup(ex.row.Kind)
+	e, lookupErr := r.kind(ex.row.Kind)
 	ex.kind = e
 	if ctx.Err() == nil && ex.suspect() {
 		if err := r.startSuspect(ex); err != nil {
@@ -437,4 +438,23 @@ func (ex *Execution) endedAs(t EventType, err error, took time.Duration) {
 	ev := ex.event(t)
 	ev.Err, ev.Duration = err, took
 	ex.ended(ev)
+}
+
+// Jobs reads the jobs with ids into dest, a pointer to a slice of the
+// caller's job records, as a handler reads its parents.
+func (ex *Execution) Jobs(ctx context.Context, ids []int64, dest any) error {
+	return ex.r.cfg.Store.Jobs(ctx, ex.r.cfg.DB, store.Filter{IDs: ids}, 0, dest)
+}
+
+// kind looks the kind called name up once, and keeps what it found.
+func (r *Runner) kind(name string) (*Kind, error) {
+	if k, ok := r.kinds.Load(name); ok {
+		return k.(*Kind), nil
+	}
+	k, err := r.cfg.Kinds.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	kept, _ := r.kinds.LoadOrStore(name, k)
+	return kept.(*Kind), nil
 }

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/run"
@@ -97,4 +100,12 @@ func (w *idleWatch) check() {
 	w.log.Warn(PoolWarning, "advice", fmt.Sprintf("it closed %d connections within %s because it keeps too few idle: "+
 		"handlers open and close a connection for most of their statements: "+
 		"call SetMaxIdleConns(%d), as many as it may open", n, w.Every, w.need))
+}
+
+// DefaultID names a runner by its host, its process and a random suffix.
+func DefaultID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }

@@ -23,6 +23,7 @@ type Runner struct {
 	st       store.Store
 	log      *slog.Logger
 	timeouts timeouts
+	kinds    sync.Map // kind name to the *Kind Config.Kinds looked up
 
 	// The runner's parts, each owning its goroutines (see package run).
 	// Start starts them; supervise stops them in order.

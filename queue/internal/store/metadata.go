@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 )
 
@@ -112,4 +113,18 @@ func expandTraceparent(b []byte) string {
 	out[52] = '-'
 	hex.Encode(out[53:55], b[25:26])
 	return string(out[:])
+}
+
+// ScanMetadata reads metadata as a driver returns the column: nil, bytes
+// or text.
+func ScanMetadata(src any) (map[string]string, error) {
+	switch v := src.(type) {
+	case nil:
+		return nil, nil
+	case []byte:
+		return DecodeMetadata(v)
+	case string:
+		return DecodeMetadata([]byte(v))
+	}
+	return nil, fmt.Errorf("cannot scan %T into Metadata", src)
 }

@@ -47,7 +47,7 @@ const RunsTable = "sheaf_runs"
 // (or changed since their counts were kept) are counted job by job, so its
 // cost follows the page and the runs still going, not the table.
 func Runs(ctx context.Context, s Store, db *gorm.DB, q RunsQuery) ([]RunCount, error) {
-	at := timeOf(s)
+	at := timeArg(s)
 	page := db.WithContext(ctx).Table(RunsTable).Select("run_id, period, first_created, last_created, max_id, counts")
 	if q.Period != "" {
 		page = page.Where("period = ?", q.Period)
@@ -202,7 +202,7 @@ func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, er
 				rows.Close()
 				return kept, err
 			}
-			after.first = timeOf(s)(first.t)
+			after.first = timeArg(s)(first.t)
 			open = append(open, after.run)
 		}
 		if err := errors.Join(rows.Close(), rows.Err()); err != nil {
@@ -214,14 +214,6 @@ func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, er
 			return kept, err
 		}
 	}
-}
-
-// timeOf is how s takes a time as a statement's argument.
-func timeOf(s Store) func(time.Time) any {
-	if s.Dialect() == "sqlite" {
-		return sqliteTime
-	}
-	return pgTime
 }
 
 // keepCounts keeps the counts of those of runs that have finished.

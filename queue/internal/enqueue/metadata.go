@@ -1,0 +1,44 @@
+package enqueue
+
+import (
+	"maps"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Overlay stores over with every row, over the row's own metadata own(i)
+// where it has some. The rows without share one encoding.
+func Overlay(rows []store.NewJob, own func(i int) map[string]string, over map[string]string) {
+	var shared []byte
+	for i := range rows {
+		if m := own(i); m != nil {
+			rows[i].Metadata = store.EncodeMetadata(Merged(m, over))
+			continue
+		}
+		if shared == nil {
+			shared = store.EncodeMetadata(over)
+		}
+		rows[i].Metadata = shared
+	}
+}
+
+// Merged returns own with over's keys set over it.
+func Merged(own, over map[string]string) map[string]string {
+	m := make(map[string]string, len(own)+len(over))
+	maps.Copy(m, own)
+	maps.Copy(m, over)
+	return m
+}
+
+// TraceMetadata is the metadata of a W3C trace context: nil without a
+// traceparent.
+func TraceMetadata(parent, state string) []byte {
+	if parent == "" {
+		return nil
+	}
+	m := map[string]string{"traceparent": parent}
+	if state != "" {
+		m["tracestate"] = state
+	}
+	return store.EncodeMetadata(m)
+}

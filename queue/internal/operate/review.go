@@ -1,0 +1,200 @@
+package operate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// ReviewQuery is a checked queue.ReviewQuery: a run, a period, or (both
+// empty) the jobs created from From to To.
+type ReviewQuery struct {
+	Scope    store.Filter // RunID or Period
+	From, To time.Time
+	// SlowFactor and History are the slow check's.
+	SlowFactor float64
+	History    int
+}
+
+// Review is what a review found; its fields mirror queue.Review's.
+type Review[R any] struct {
+	Total       int64
+	Counts      map[string]int64
+	Failed      []R
+	Slow        []Slow[R]
+	NeverRan    []R
+	MissedTicks []Tick
+	Stopped     []Stopped[R]
+}
+
+// Slow is queue.SlowJob.
+type Slow[R any] struct {
+	Job      R
+	Duration time.Duration
+	Typical  time.Duration
+}
+
+// Stopped is queue.StoppedChain.
+type Stopped[R any] struct {
+	Rule         string
+	ChildKind    string
+	Group        string
+	Blocking     []R
+	MissingKinds []string
+}
+
+// Reviewer reviews the jobs of a store against the registry's rules.
+type Reviewer[R any] struct {
+	Jobs[R]
+	Rules []runner.Dependency
+	// Missed lists the schedule ticks in the review's scope that created
+	// nothing (from the tick ledger).
+	Missed func(context.Context) ([]Tick, error)
+	// Typical is a kind's typical duration from the day roll-ups, over
+	// days days before before, for a kind whose earlier jobs are pruned.
+	Typical func(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error)
+}
+
+// Review reviews the jobs q selects.
+func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], error) {
+	scope := q.Scope
+	if q.Scope.RunID == "" && q.Scope.Period == "" {
+		scope.CreatedFrom, scope.CreatedBefore = q.From, q.To
+	}
+	jobs, err := rv.Read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := &Review[R]{Counts: map[string]int64{}, Total: int64(len(jobs))}
+	views := make([]Job, len(jobs))
+	for i := range jobs {
+		j := rv.View(&jobs[i])
+		views[i] = j
+		out.Counts[j.Status]++
+		switch {
+		case j.Status == "FAILED":
+			out.Failed = append(out.Failed, jobs[i])
+		case j.Status == "QUEUED" && j.Attempts == 0:
+			out.NeverRan = append(out.NeverRan, jobs[i])
+		}
+	}
+	if out.Slow, err = rv.slow(ctx, jobs, views, q); err != nil {
+		return nil, err
+	}
+	if out.MissedTicks, err = rv.Missed(ctx); err != nil {
+		return nil, err
+	}
+	if out.Stopped, err = rv.stopped(ctx, jobs, views); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// slow compares each completed job with the median of the previous
+// History completed jobs of its kind: not in scope, and completed before
+// the first of the kind's jobs in scope started, so that reviewing an old
+// night compares it with the nights before it, not after.
+func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQuery) ([]Slow[R], error) {
+	typical := map[string]time.Duration{}
+	inScope := make([]int64, 0, len(views))
+	firstStart := map[string]time.Time{}
+	for _, j := range views {
+		inScope = append(inScope, j.ID)
+		if s := j.StartedAt; s != nil && (firstStart[j.Kind].IsZero() || s.Before(firstStart[j.Kind])) {
+			firstStart[j.Kind] = *s
+		}
+	}
+	var out []Slow[R]
+	for i, j := range views {
+		if j.Status != "COMPLETED" || j.StartedAt == nil || j.CompletedAt == nil {
+			continue
+		}
+		d := j.CompletedAt.Sub(*j.StartedAt)
+		if d <= 0 {
+			continue
+		}
+		t, ok := typical[j.Kind]
+		if !ok {
+			var err error
+			var found bool
+			t, found, err = rv.Store.TypicalDuration(ctx, rv.DB, j.Kind, inScope, firstStart[j.Kind], q.History)
+			if err == nil && !found { // pruned: the day roll-ups remember
+				t, err = rv.Typical(ctx, j.Kind, firstStart[j.Kind], q.History)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("history of %q: %w", j.Kind, err)
+			}
+			typical[j.Kind] = t
+		}
+		if t > 0 && float64(d) >= q.SlowFactor*float64(t) {
+			out = append(out, Slow[R]{Job: jobs[i], Duration: d, Typical: t})
+		}
+	}
+	return out, nil
+}
+
+// stopped finds, for every rule, the groups in scope whose child is
+// missing because a parent did not complete.
+func (rv Reviewer[R]) stopped(ctx context.Context, jobs []R, views []Job) ([]Stopped[R], error) {
+	var out []Stopped[R]
+	for _, ru := range rv.Rules {
+		// A group of parents: one (one-to-one), or a period's, read whole
+		// below because parents may be outside scope (many-to-one).
+		type group struct {
+			period  string
+			parents []R
+		}
+		groups := map[string]*group{}
+		for i, j := range views {
+			switch {
+			case !slices.Contains(ru.Parents, j.Kind):
+			case ru.Each:
+				groups[runner.EachGroup(j.ID)] = &group{parents: []R{jobs[i]}}
+			case j.Period != nil:
+				groups[runner.PeriodGroup(*j.Period)] = &group{period: *j.Period}
+			}
+		}
+		for g, gr := range groups {
+			child, err := rv.Store.Count(ctx, rv.DB, store.Filter{IdempotencyKeys: []string{runner.ChildKey(ru.Name, g)}})
+			if err != nil {
+				return nil, err
+			}
+			if child > 0 {
+				continue
+			}
+			sc := Stopped[R]{Rule: ru.Name, ChildKind: ru.ChildKind, Group: g}
+			if !ru.Each {
+				sc.Group = gr.period
+				if gr.parents, err = rv.Read(ctx, store.Filter{Period: gr.period, Kinds: ru.Parents}); err != nil {
+					return nil, err
+				}
+			}
+			present := map[string]bool{}
+			for i := range gr.parents {
+				p := rv.View(&gr.parents[i])
+				present[p.Kind] = true
+				if p.Status != "COMPLETED" {
+					sc.Blocking = append(sc.Blocking, gr.parents[i])
+				}
+			}
+			for _, k := range ru.Parents {
+				if !present[k] {
+					sc.MissingKinds = append(sc.MissingKinds, k)
+				}
+			}
+			out = append(out, sc)
+		}
+	}
+	slices.SortFunc(out, func(a, b Stopped[R]) int {
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Group, b.Group)
+	})
+	return out, nil
+}
