@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		// they are left out unless -run names them.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
+	// Most of these tests wait: for leases to lapse, processes to die,
+	// servers to restart. Four at a time keeps two cores busy; an explicit
+	// -parallel still wins, as the command line is parsed after this.
+	_ = flag.Set("test.parallel", "4")
 	goleak.VerifyTestMain(closingExamples{m})
 }
 
