@@ -115,6 +115,7 @@ type keeping struct {
 	day     string              // a bound day
 	dayText string              // a day column read as text: %s is the column
 	json    string              // a bound JSON text
+	never   string              // a time before which nothing is: NULL, typed
 	lock    string              // what locks the rows a batch deletes
 	in      func(col string, ids []int64) (string, any)
 	// auditIn is a condition that an audit entry targets one of ids.
@@ -123,7 +124,7 @@ type keeping struct {
 
 var pgKeeping = keeping{
 	at: pgTime, ts: "CAST(? AS timestamptz)", day: "CAST(? AS date)", dayText: "to_char(%s, 'YYYY-MM-DD')",
-	json: "CAST(? AS jsonb)", lock: " FOR UPDATE SKIP LOCKED",
+	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED",
 	in: func(col string, ids []int64) (string, any) {
 		return col + " = ANY(CAST(? AS bigint[]))", IDListValue(ids)
 	},
@@ -133,7 +134,7 @@ var pgKeeping = keeping{
 }
 
 var sqliteKeeping = keeping{
-	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?",
+	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?", never: "NULL",
 	in: func(col string, ids []int64) (string, any) { return inList(col, "?"), jsonIDs(ids) },
 	auditIn: func(_ string, ids []int64) (string, any) {
 		return "CAST(target AS TEXT) ->> '$.job' IN (SELECT value FROM json_each(?))", jsonIDs(ids)
@@ -159,7 +160,9 @@ func (k keeping) keptUntil(a string, rules []KeepRule) (string, []any) {
 		b.WriteString(a + ".status = ? THEN ")
 		args = append(args, r.Status)
 		if r.Forever {
-			b.WriteString("NULL")
+			// Typed: a CASE whose every branch is an untyped NULL is
+			// text to PostgreSQL, which compares no time with it.
+			b.WriteString(k.never)
 		} else {
 			b.WriteString(k.ts)
 			args = append(args, k.at(r.Before))

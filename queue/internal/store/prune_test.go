@@ -49,6 +49,24 @@ func strp(s string) *string { return &s }
 // Prune deletes what its rules no longer keep, with its attempts and the
 // audit entries that target it alone; it keeps what a rule keeps forever,
 // what is recent, and jobs of a run or period that is not all due.
+// Rules that keep everything forever delete nothing, and are no error.
+func TestPruneKeepingEverythingForever(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
+		finish(t, st, db, ins[0].ID, "COMPLETED", time.Now().Add(-48*time.Hour))
+		var rules []store.KeepRule
+		for _, status := range []string{"COMPLETED", "FAILED", "CANCELLED"} {
+			rules = append(rules, store.KeepRule{Status: status, Forever: true})
+		}
+		res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		require.True(t, res.Done)
+		require.Empty(t, res.Deleted)
+		require.Equal(t, []int64{ins[0].ID}, remaining(t, db))
+	})
+}
+
 func TestPruneDeletesWhatNoRuleKeeps(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
