@@ -45,7 +45,14 @@ func BenchmarkQueueAtScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	sizePoolAsDocumented(cl.SQL)
-	c, err := queue.NewClient(cl.Gorm, reg, quiet(), completed)
+	// The table at scale, then pruned: one client keeps every job, one
+	// prunes with the default retention.
+	keep := queue.Retention{Completed: queue.KeepForever, Cancelled: queue.KeepForever, Failed: queue.KeepForever}
+	c, err := queue.NewClient(cl.Gorm, reg, quiet(), completed, queue.WithRetention(keep))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pruning, err := queue.NewClient(cl.Gorm, reg, quiet(), completed)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,8 +69,24 @@ func BenchmarkQueueAtScale(b *testing.B) {
 	fill := time.Now()
 	fillNights(b, cl, scaleJobs, scaleNights)
 	b.Logf("filled %d finished jobs over %d nights in %s", scaleJobs, scaleNights, time.Since(fill).Round(time.Second))
+	// The leader rolls days up as they end; a table filled at once is
+	// rolled up first, as after an upgrade, so that the figures at scale
+	// are those of a queue in its steady state.
+	rollup := time.Now()
+	if _, err := c.Prune(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(rollup).Seconds(), "first_rollup_s")
 	full := measureScale(b, c, page, finished, started)
+	table, indexes := relationSizes(b, cl)
+	pruned, prunedIn, whilePruning := pruneAtScale(b, cl, pruning, finished)
 	b.StopTimer()
+	b.Logf("pruned %d jobs in %s; a runner meanwhile did %.0f jobs/s", pruned, prunedIn.Round(time.Second), whilePruning)
+	b.ReportMetric(prunedIn.Seconds(), "prune_s")
+	b.ReportMetric(whilePruning/full.jobsPerSec, "pruning_jobs/s_ratio")
+	prunedTable, prunedIndexes := relationSizes(b, cl)
+	b.ReportMetric(float64(prunedTable)/(1<<20), "pruned_table_MiB")
+	b.ReportMetric(float64(prunedIndexes)/(1<<20), "pruned_index_MiB")
 
 	b.ReportMetric(full.jobsPerSec, "jobs/s")
 	b.ReportMetric(full.jobsPerSec/empty.jobsPerSec, "jobs/s_ratio")
@@ -80,7 +103,6 @@ func BenchmarkQueueAtScale(b *testing.B) {
 	}
 	b.Logf("slowest page at scale: %s", worstPath)
 	b.ReportMetric(ms(worst), "page_p50_max_ms")
-	table, indexes := relationSizes(b, cl)
 	b.ReportMetric(float64(table)/(1<<20), "table_MiB")
 	b.ReportMetric(float64(indexes)/(1<<20), "index_MiB")
 }
@@ -179,6 +201,54 @@ func serverTime(b *testing.B, page http.Handler, path string) time.Duration {
 	return times[len(times)/2]
 }
 
+// pruneAtScale starts a runner of c, whose maintenance rolls the filled
+// nights up and prunes them to the default retention, and works
+// scaleThroughputJobs fresh jobs with it meanwhile. It returns how many
+// jobs were pruned, how long the pruning took (until the completed jobs
+// older than 31 days are gone, polled every 100 ms: younger nights stay
+// with their failed jobs, kept 30 days), and the jobs/s the runner did
+// meanwhile.
+func pruneAtScale(b *testing.B, cl *pgtest.Cluster, c *queue.Client, finished <-chan struct{}) (int64, time.Duration, float64) {
+	ctx := context.Background()
+	old := func() (n int64) {
+		if err := cl.SQL.QueryRow("SELECT count(*) FROM sheaf_jobs WHERE status = 'COMPLETED' AND completed_at < now() - interval '31 days'").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	before := old()
+	jobs := make([]queue.Params, scaleThroughputJobs)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: noop{}}
+	}
+	if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
+		b.Fatal(err)
+	}
+	r, err := queue.NewRunner(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range scaleThroughputJobs {
+		<-finished
+	}
+	rate := scaleThroughputJobs / time.Since(t0).Seconds()
+	for old() > 0 {
+		if time.Since(t0) > 30*time.Minute {
+			b.Fatalf("pruning left %d of %d old jobs after 30 minutes", old(), before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	if err := r.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return before, took, rate
+}
+
 // completionFeed returns an observer option, and a channel that receives
 // once for each no-op job that completes.
 func completionFeed() (queue.InstrumentOption, chan struct{}) {
@@ -193,7 +263,8 @@ func completionFeed() (queue.InstrumentOption, chan struct{}) {
 // fillNights inserts jobs finished jobs of five kinds, spread evenly over
 // the given number of nights before today, as nightly runs would leave
 // them: 97% completed, 2% failed after three attempts (each recorded),
-// 1% cancelled; then it analyses the tables, as autovacuum would soon.
+// 1% cancelled, each night's run's counts kept as the maintenance leader
+// keeps them; then it analyses the tables, as autovacuum would soon.
 func fillNights(b *testing.B, cl *pgtest.Cluster, jobs, nights int) {
 	ctx := context.Background()
 	perNight := jobs / nights
@@ -220,6 +291,16 @@ FROM generate_series(1, ?) g, LATERAL (SELECT ?::timestamptz + g * interval '10 
 INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outcome, error)
 SELECT id, c, 'scale', started_at, completed_at, CASE WHEN c < 3 THEN 'retried' ELSE 'failed' END, last_error
 FROM sheaf_jobs, generate_series(1, 3) c WHERE status = 'FAILED' AND run_id LIKE 'nightly@%'`).Error
+	if err == nil {
+		// The runs as the maintenance leader leaves them: each finished
+		// run's counts kept in its row.
+		err = cl.Gorm.WithContext(ctx).Exec(`
+INSERT INTO sheaf_runs (run_id, period, first_created, last_created, max_id, counts)
+SELECT run_id, min(period), min(first), max(last), max(newest), jsonb_object_agg(status, n)
+FROM (SELECT run_id, status, min(period) AS period, min(created_at) AS first, max(created_at) AS last, max(id) AS newest, count(*) AS n
+	FROM sheaf_jobs WHERE run_id LIKE 'nightly@%' GROUP BY run_id, status) s
+GROUP BY run_id`).Error
+	}
 	if err == nil {
 		err = cl.Gorm.WithContext(ctx).Exec("ANALYZE").Error
 	}
