@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func (w *warnings) Handle(_ context.Context, rec slog.Record) error {
 func (w *warnings) all() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.msgs
+	return slices.Clone(w.msgs)
 }
 
 // A runner with the default options on the pool Open returns, its every
@@ -92,7 +93,9 @@ func TestOpenSizesThePoolForADefaultRunner(t *testing.T) {
 		require.Equal(t, queue.StatusCompleted, j.Status)
 	}
 	require.Zero(t, sqlDB.Stats().MaxIdleClosed, "connections closed for want of idle room")
-	require.Empty(t, w.all())
+	// A loaded machine may keep a job claimed ahead waiting for a worker
+	// long enough to be put back: a warning about the machine, not the pool.
+	require.Empty(t, slices.DeleteFunc(w.all(), func(m string) bool { return m == "queue: jobs put back in the queue" }))
 }
 
 // A file that cannot be opened fails Open, naming it, rather than the
