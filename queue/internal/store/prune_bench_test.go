@@ -43,6 +43,9 @@ func BenchmarkPrune(b *testing.B) {
 				require.NoError(b, err)
 				require.NoError(b, db.Gorm.Exec("UPDATE sheaf_jobs SET status = ?, started_at = ?, completed_at = ? WHERE status = 'QUEUED'",
 					status, db.Time(at.Add(-time.Second)), db.Time(at)).Error)
+				// As the maintenance leader does before it prunes.
+				_, err = store.KeepRunCounts(ctx, st, db.Gorm, 1000)
+				require.NoError(b, err)
 			}
 			now := time.Now()
 			seed(now, "COMPLETED") // recent: kept
