@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
@@ -58,38 +57,9 @@ func (c *ops) History(ctx context.Context, q HistoryQuery) ([]DayStats, error) {
 	if err := checkTexts("HistoryQuery.Kind", q.Kind, "HistoryQuery.Queue", q.Queue); err != nil {
 		return nil, err
 	}
-	fb, err := c.st.FinalBefore(ctx)
+	rows, err := maintain.History(ctx, c.st, c.db, q.Kind, q.Queue, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("queue: history: %w", notMigrated(err))
-	}
-	live := from // the first day read from the jobs
-	if fb != "" {
-		final, err := time.Parse(store.DayLayout, fb)
-		if err != nil {
-			return nil, fmt.Errorf("queue: history: %w", err)
-		}
-		switch {
-		case final.After(to):
-			live = to
-		case final.After(from):
-			live = final
-		}
-	}
-	rows, err := c.st.Days(ctx, c.db, store.DayQuery{Kind: q.Kind, Queue: q.Queue,
-		From: from.Format(store.DayLayout), To: live.Format(store.DayLayout)})
-	if err != nil {
-		return nil, fmt.Errorf("queue: history: %w", notMigrated(err))
-	}
-	for d := live; d.Before(to); d = d.AddDate(0, 0, 1) {
-		day, err := maintain.RollDay(ctx, c.st, d)
-		if err != nil {
-			return nil, fmt.Errorf("queue: history: %w", notMigrated(err))
-		}
-		for _, r := range day {
-			if (q.Kind == "" || r.Kind == q.Kind) && (q.Queue == "" || r.Queue == q.Queue) {
-				rows = append(rows, r)
-			}
-		}
 	}
 	out := make([]DayStats, 0, len(rows))
 	for _, r := range rows {
@@ -116,27 +86,4 @@ func dayStats(r store.DayRow) (DayStats, error) {
 		}
 	}
 	return s, nil
-}
-
-// typicalFromHistory is the median of the daily medians of kind's
-// completed jobs, on its last days days with any in the year before
-// before's day; 0 without any.
-func (c *ops) typicalFromHistory(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error) {
-	to := maintain.Day(before)
-	rows, err := c.st.Days(ctx, c.db, store.DayQuery{Kind: kind,
-		From: to.AddDate(-1, 0, 0).Format(store.DayLayout), To: to.Format(store.DayLayout)})
-	if err != nil {
-		return 0, err
-	}
-	var medians []time.Duration
-	for i := len(rows) - 1; i >= 0 && len(medians) < days; i-- {
-		if rows[i].Completed > 0 {
-			medians = append(medians, time.Duration(rows[i].P50us)*time.Microsecond)
-		}
-	}
-	if len(medians) == 0 {
-		return 0, nil
-	}
-	slices.Sort(medians)
-	return medians[len(medians)/2], nil
 }

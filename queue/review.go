@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -103,13 +104,16 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if q.SlowFactor < 1 || q.History < 1 {
 		return nil, invalid("review: SlowFactor must be at least 1 and History positive")
 	}
-	missed := func(ctx context.Context) ([]operate.Tick, error) {
-		ts, err := c.missedTicks(ctx, q)
-		return converted(ts, func(t Tick) operate.Tick { return operate.Tick(t) }), err
-	}
-	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Missed: missed, Typical: c.typicalFromHistory,
-		Rules: rulesOf(c.reg.rulesFor(""))}.Review(ctx, operate.ReviewQuery{
-		Scope: store.Filter{RunID: q.RunID, Period: q.Period}, From: q.From, To: q.To, SlowFactor: q.SlowFactor, History: q.History})
+	rq := operate.ReviewQuery{Scope: store.Filter{RunID: q.RunID, Period: q.Period}, From: q.From, To: q.To,
+		SlowFactor: q.SlowFactor, History: q.History}
+	timings, now := c.reg.timings(), c.cfg.clock.Now()
+	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Rules: rulesOf(c.reg.rulesFor("")),
+		Missed: func(ctx context.Context) ([]operate.Tick, error) {
+			return operate.MissedTicks(ctx, c.st, c.db, timings, rq, now)
+		},
+		Typical: func(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error) {
+			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
+		}}.Review(ctx, rq)
 	if err != nil {
 		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}

@@ -227,6 +227,16 @@ func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
 	return scheds, converted(scheds, (*schedule).Timing)
 }
 
+// timings returns the registered schedules' timetables, by name.
+func (r *Registry) timings() map[string]*runner.Timing {
+	scheds, _ := r.schedules.Now()
+	out := make(map[string]*runner.Timing, len(scheds))
+	for name, s := range scheds {
+		out[name] = &s.timing
+	}
+	return out
+}
+
 // Timing returns when the schedule fires, for the runner's scheduler.
 func (s *schedule) Timing() *runner.Timing { return &s.timing }
 

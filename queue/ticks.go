@@ -5,8 +5,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
@@ -104,111 +102,14 @@ func (c *ops) ticks(ctx context.Context, q store.TicksQuery) ([]TickRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("queue: ticks: %w", notMigrated(err))
 	}
-	scheds, _ := c.reg.schedules.Now()
-	out := make([]TickRecord, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, tickRecord(scheds[r.Schedule], r))
-	}
-	return out, nil
-}
-
-// tickRecord is the record of ledger row r of schedule s (nil if it is not
-// registered).
-func tickRecord(s *schedule, r store.TickRow) TickRecord {
-	at := r.At.UTC()
-	if s != nil {
-		at = at.In(s.Location)
-	}
-	return TickRecord{Tick: Tick{Schedule: r.Schedule, At: at, RunID: r.RunID, Period: at.Format("2006-01-02")},
-		Outcome: TickOutcome(r.Outcome), RecordedAt: r.RecordedAt, Jobs: r.Jobs}
+	timings := c.reg.timings()
+	return converted(rows, func(r store.TickRow) TickRecord {
+		return TickRecord{Tick: Tick(operate.LedgerTick(timings[r.Schedule], r)), Outcome: TickOutcome(r.Outcome),
+			RecordedAt: r.RecordedAt, Jobs: r.Jobs}
+	}), nil
 }
 
 // Clock returns the clock the client goes by (WithClock; SystemClock{} by
 // default), for tools such as queue/console that show schedules and
 // windows as of the same now.
 func (c *ops) Clock() Clock { return c.cfg.clock }
-
-// missedTicks lists the ticks in the review's scope that created nothing:
-// those the ledger records as missed or as having created no job, and
-// those of the registered schedules' timetables, due by now, that the
-// ledger does not know (no runner ran, or they fired before the ledger
-// existed) and that have no job.
-func (c *ops) missedTicks(ctx context.Context, q ReviewQuery) ([]Tick, error) {
-	scheds, _ := c.reg.schedules.Now()
-	var sq store.TicksQuery
-	inScope := func(Tick) bool { return true }
-	switch {
-	case q.RunID != "":
-		name, stamp, _ := strings.Cut(q.RunID, "@")
-		at, err := time.Parse(time.RFC3339, stamp)
-		if err != nil {
-			return nil, nil // not a tick's run
-		}
-		sq = store.TicksQuery{Schedules: []string{name}, From: at, To: at.Add(time.Second)}
-		inScope = func(t Tick) bool { return t.RunID == q.RunID }
-	case q.Period != "":
-		day, err := time.Parse("2006-01-02", q.Period)
-		if err != nil {
-			return nil, nil // a period set by hand
-		}
-		// Local dates span at most these UTC times, in any zone.
-		sq = store.TicksQuery{From: day.Add(-14 * time.Hour), To: day.Add(38 * time.Hour)}
-		inScope = func(t Tick) bool { return t.Period == q.Period }
-	default:
-		sq = store.TicksQuery{From: q.From, To: q.To}
-	}
-	recorded, err := c.ticks(ctx, sq)
-	if err != nil {
-		return nil, fmt.Errorf("queue: review: %w", err)
-	}
-	type key struct {
-		name string
-		at   int64
-	}
-	known := map[key]bool{}
-	var missed []Tick
-	for _, r := range recorded {
-		if !inScope(r.Tick) {
-			continue
-		}
-		known[key{r.Schedule, r.At.UnixNano()}] = true
-		if r.Outcome == TickMissed || r.Jobs == 0 {
-			missed = append(missed, r.Tick)
-		}
-	}
-	now := c.cfg.clock.Now()
-	for _, s := range scheds {
-		var ats []time.Time
-		switch {
-		case q.Period != "":
-			ats = s.timing.OnDay(q.Period)
-		case q.RunID != "":
-			if at, ok := s.timing.Of(q.RunID); ok {
-				ats = []time.Time{at}
-			}
-		default:
-			ats = s.timing.Between(q.From, q.To)
-		}
-		due := operate.DueBefore(&s.timing, now)
-		for _, at := range ats {
-			if known[key{s.Name, at.UnixNano()}] || !at.Before(due) {
-				continue
-			}
-			t := Tick(operate.TickOf(s.Name, s.timing.Tick(at)))
-			n, err := c.st.Count(ctx, c.db, store.Filter{RunID: t.RunID})
-			if err != nil {
-				return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
-			}
-			if n == 0 {
-				missed = append(missed, t)
-			}
-		}
-	}
-	slices.SortFunc(missed, func(a, b Tick) int {
-		if c := a.At.Compare(b.At); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Schedule, b.Schedule)
-	})
-	return missed, nil
-}

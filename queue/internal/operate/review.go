@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -197,4 +199,98 @@ func (rv Reviewer[R]) stopped(ctx context.Context, jobs []R, views []Job) ([]Sto
 		return strings.Compare(a.Group, b.Group)
 	})
 	return out, nil
+}
+
+// MissedTicks lists the ticks in the review's scope that created nothing,
+// oldest first: those the tick ledger records as missed or as having
+// created no job, and those of scheds' timetables, due by now, that the
+// ledger does not know (no runner ran, or they fired before the ledger
+// existed) and that have no job.
+func MissedTicks(ctx context.Context, st store.Store, db *gorm.DB, scheds map[string]*runner.Timing, q ReviewQuery, now time.Time) ([]Tick, error) {
+	var sq store.TicksQuery
+	inScope := func(Tick) bool { return true }
+	switch {
+	case q.Scope.RunID != "":
+		name, stamp, _ := strings.Cut(q.Scope.RunID, "@")
+		at, err := time.Parse(time.RFC3339, stamp)
+		if err != nil {
+			return nil, nil // not a tick's run
+		}
+		sq = store.TicksQuery{Schedules: []string{name}, From: at, To: at.Add(time.Second)}
+		inScope = func(t Tick) bool { return t.RunID == q.Scope.RunID }
+	case q.Scope.Period != "":
+		day, err := time.Parse("2006-01-02", q.Scope.Period)
+		if err != nil {
+			return nil, nil // a period set by hand
+		}
+		// Local dates span at most these UTC times, in any zone.
+		sq = store.TicksQuery{From: day.Add(-14 * time.Hour), To: day.Add(38 * time.Hour)}
+		inScope = func(t Tick) bool { return t.Period == q.Scope.Period }
+	default:
+		sq = store.TicksQuery{From: q.From, To: q.To}
+	}
+	recorded, err := store.Ticks(ctx, st, db, sq)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		name string
+		at   int64
+	}
+	known := map[key]bool{}
+	var missed []Tick
+	for _, r := range recorded {
+		t := LedgerTick(scheds[r.Schedule], r)
+		if !inScope(t) {
+			continue
+		}
+		known[key{r.Schedule, r.At.UnixNano()}] = true
+		if r.Outcome == store.TickMissed || r.Jobs == 0 {
+			missed = append(missed, t)
+		}
+	}
+	for _, s := range scheds {
+		var ats []time.Time
+		switch {
+		case q.Scope.Period != "":
+			ats = s.OnDay(q.Scope.Period)
+		case q.Scope.RunID != "":
+			if at, ok := s.Of(q.Scope.RunID); ok {
+				ats = []time.Time{at}
+			}
+		default:
+			ats = s.Between(q.From, q.To)
+		}
+		due := DueBefore(s, now)
+		for _, at := range ats {
+			if known[key{s.Name, at.UnixNano()}] || !at.Before(due) {
+				continue
+			}
+			t := TickOf(s.Name, s.Tick(at))
+			n, err := st.Count(ctx, db, store.Filter{RunID: t.RunID})
+			if err != nil {
+				return nil, err
+			}
+			if n == 0 {
+				missed = append(missed, t)
+			}
+		}
+	}
+	slices.SortFunc(missed, func(a, b Tick) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Schedule, b.Schedule)
+	})
+	return missed, nil
+}
+
+// LedgerTick is the tick of ledger row r of schedule s (nil if it is not
+// registered), in s's location (UTC without s).
+func LedgerTick(s *runner.Timing, r store.TickRow) Tick {
+	at := r.At.UTC()
+	if s != nil {
+		at = at.In(s.Location)
+	}
+	return Tick{Schedule: r.Schedule, At: at, RunID: r.RunID, Period: at.Format("2006-01-02")}
 }
