@@ -41,7 +41,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		}
 	}, completed)
 	start := time.Now()
-	enqueueNoops(b, e.client)
+	enqueueNoops(b, e.client, b.N)
 	insert := time.Since(start)
 	workAll(b, e.client, finished)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
@@ -93,9 +93,9 @@ func BenchmarkQueueEnqueueBulk(b *testing.B) {
 	}
 }
 
-// enqueueNoops enqueues b.N no-op jobs with one EnqueueBulk.
-func enqueueNoops(b *testing.B, c *queue.Client) {
-	jobs := make([]queue.Params, b.N)
+// enqueueNoops enqueues n no-op jobs with one EnqueueBulk.
+func enqueueNoops(b *testing.B, c *queue.Client, n int) {
+	jobs := make([]queue.Params, n)
 	for i := range jobs {
 		jobs[i] = queue.Params{Args: noop{}}
 	}
@@ -211,7 +211,7 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		enqueueNoops(b, c)
+		enqueueNoops(b, c, b.N)
 		workAll(b, c, finished)
 		if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != int64(b.N) {
 			b.Fatalf("%d rows written for %d jobs", n, b.N)

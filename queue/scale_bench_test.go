@@ -123,24 +123,7 @@ func measureScale(b *testing.B, c *queue.Client, page http.Handler, finished <-c
 	ctx := context.Background()
 	var f scaleFigures
 
-	jobs := make([]queue.Params, scaleThroughputJobs)
-	for i := range jobs {
-		jobs[i] = queue.Params{Args: noop{}}
-	}
-	if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
-		b.Fatal(err)
-	}
-	r, err := queue.NewRunner(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	t0 := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	for range scaleThroughputJobs {
-		<-finished
-	}
+	r, t0 := workFresh(b, c, finished)
 	f.jobsPerSec = scaleThroughputJobs / time.Since(t0).Seconds()
 
 	lat := make([]time.Duration, 200)
@@ -201,6 +184,24 @@ func serverTime(b *testing.B, page http.Handler, path string) time.Duration {
 	return times[len(times)/2]
 }
 
+// workFresh enqueues scaleThroughputJobs no-op jobs, starts a runner of c
+// and returns it, running, once they have completed, with when it started.
+func workFresh(b *testing.B, c *queue.Client, finished <-chan struct{}) (*queue.Runner, time.Time) {
+	enqueueNoops(b, c, scaleThroughputJobs)
+	r, err := queue.NewRunner(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := r.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for range scaleThroughputJobs {
+		<-finished
+	}
+	return r, t0
+}
+
 // pruneAtScale starts a runner of c, whose maintenance rolls the filled
 // nights up and prunes them to the default retention, and works
 // scaleThroughputJobs fresh jobs with it meanwhile. It returns how many
@@ -217,24 +218,7 @@ func pruneAtScale(b *testing.B, cl *pgtest.Cluster, c *queue.Client, finished <-
 		return n
 	}
 	before := old()
-	jobs := make([]queue.Params, scaleThroughputJobs)
-	for i := range jobs {
-		jobs[i] = queue.Params{Args: noop{}}
-	}
-	if _, err := c.EnqueueBulk(ctx, jobs); err != nil {
-		b.Fatal(err)
-	}
-	r, err := queue.NewRunner(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	t0 := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	for range scaleThroughputJobs {
-		<-finished
-	}
+	r, t0 := workFresh(b, c, finished)
 	rate := scaleThroughputJobs / time.Since(t0).Seconds()
 	for old() > 0 {
 		if time.Since(t0) > 30*time.Minute {

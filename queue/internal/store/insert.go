@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,7 +74,7 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 		runAts[i], delays[i] = r.RunAt, r.Delay.Microseconds()
 	}
 	query := insertSQL
-	if runs, _ := runsOf(jobs); len(runs) > 0 {
+	if slices.ContainsFunc(jobs, func(j NewJob) bool { return j.RunID != nil }) {
 		query = insertRunSQL
 	}
 	return db.WithContext(ctx).Raw(query, kinds, queues, prios, payloads, keys, corrs,
