@@ -193,8 +193,10 @@ func (l *Leader) campaign(ctx context.Context) {
 			next = max(min(renewEvery, res.Left), 20*time.Millisecond)
 		case time.Now().Before(sent.Add(keep)):
 			if run == nil {
-				run = l.start(ctx)
+				// Leading before the tasks start: a task that reports its
+				// start must find its leader leading.
 				l.leading.Store(true)
+				run = l.start(ctx)
 				l.cfg.Log.Info("queue: this runner leads the maintenance", "tasks", len(l.cfg.Tasks), "ttl", l.cfg.TTL)
 			}
 			run.stopAt = sent.Add(keep)
