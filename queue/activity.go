@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -69,10 +70,10 @@ type ActivityBucket struct {
 // MaxActivityBuckets buckets, returns an error wrapping ErrInvalidOption.
 func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucket, error) {
 	if q.Bucket < time.Second {
-		return nil, invalid("Activity: Bucket must be at least a second, not %v", q.Bucket)
+		return nil, check.Invalid("Activity: Bucket must be at least a second, not %v", q.Bucket)
 	}
 	if q.Queue != "" {
-		if err := checkQueueName("Activity", q.Queue); err != nil {
+		if err := check.QueueName("Activity", q.Queue); err != nil {
 			return nil, err
 		}
 	}
@@ -83,7 +84,7 @@ func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucke
 	}
 	n := int64(now.Sub(start)/q.Bucket) + 1
 	if n > MaxActivityBuckets {
-		return nil, invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
+		return nil, check.Invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
 			n, q.Bucket, start, MaxActivityBuckets)
 	}
 	rows, err := operate.Activity(ctx, c.st, start, q.Bucket, n, q.Queue)

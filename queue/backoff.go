@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
 
 // Backoff decides how long a failed job waits before its next attempt.
@@ -68,7 +69,7 @@ func stored(b Backoff) any {
 func encodeBackoff(b Backoff) ([]byte, error) {
 	data, err := backoff.Encode(stored(b))
 	if errors.Is(err, backoff.ErrNotStored) {
-		return nil, invalid("a job's own backoff must be Exponential, Linear or Delays, not %T (a kind's backoff may be any Backoff)", b)
+		return nil, check.Invalid("a job's own backoff must be Exponential, Linear or Delays, not %T (a kind's backoff may be any Backoff)", b)
 	}
 	return data, err
 }
@@ -77,7 +78,7 @@ func encodeBackoff(b Backoff) ([]byte, error) {
 // Exponential without a Base.
 func validBackoff(b Backoff) error {
 	if flaw := backoff.Flaw(stored(b)); flaw != "" {
-		return invalid("%s", flaw)
+		return check.Invalid("%s", flaw)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
 
 // analyzeAfter is the bulk size from which EnqueueBulk refreshes the table's
@@ -58,7 +60,7 @@ func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 	}
 	n, err := c.st.Copy(ctx, rows)
 	if err != nil {
-		return 0, failed("enqueue bulk", err)
+		return 0, check.Failed("enqueue bulk", err)
 	}
 	if n >= analyzeAfter {
 		if err := c.st.Analyze(ctx); err != nil {

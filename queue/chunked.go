@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/sheaf-dev/sheaf/batch"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -43,7 +44,7 @@ type ChunkFinisher[A Args] interface {
 // method. Besides Register's options it takes ChunkSize.
 func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...ChunkedOption) error {
 	if c == nil {
-		return invalid("nil Chunked handler")
+		return check.Invalid("nil Chunked handler")
 	}
 	return register[A](r, true, opts, func(ctx context.Context, a *attempt, e *kindEntry) error {
 		job, err := decodeJob[A](a.Row(), a)
@@ -71,5 +72,5 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...Chunke
 // Chunked.Records: it calls fetch with offsets 0, size, 2×size, ... until a
 // call returns fewer than size records, and yields them one by one.
 func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context, offset, limit int) ([]R, error)) iter.Seq2[R, error] {
-	return runner.Pages(ctx, size, fetch, invalid("page size %d < 1", size))
+	return runner.Pages(ctx, size, fetch, check.Invalid("page size %d < 1", size))
 }

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -48,15 +49,15 @@ type ops struct {
 // Migrate before use (it is cheap and safe from every process at once).
 func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error) {
 	if db == nil {
-		return nil, invalid("nil *gorm.DB")
+		return nil, check.Invalid("nil *gorm.DB")
 	}
 	if reg == nil {
-		return nil, invalid("nil *Registry")
+		return nil, check.Invalid("nil *Registry")
 	}
 	db = store.Quiet(db)
 	st, err := store.Open(db)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, check.Invalid("%v", err)
 	}
 	cfg := config{logger: slog.Default(), clock: SystemClock{}}
 	if err := applyEach("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
@@ -175,7 +176,7 @@ type newJob = store.NewJob
 
 func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 	if len(jobs) == 0 {
-		return nil, invalid("no jobs")
+		return nil, check.Invalid("no jobs")
 	}
 	rows := make([]newJob, len(jobs))
 	for i, p := range jobs {
@@ -193,7 +194,7 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
 		}
-		if err := checkEncoded("args", p.Args, payload, e.plain); err != nil {
+		if err := check.Encoded("args", p.Args, payload, e.plain); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
@@ -225,9 +226,9 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 	if claims := map[string]any(o.auth); claims != nil {
 		b, err := json.Marshal(claims)
 		if err != nil {
-			return j, invalid("auth context does not encode as JSON: %v", err)
+			return j, check.Invalid("auth context does not encode as JSON: %v", err)
 		}
-		if err := checkEncoded("auth", claims, b, false); err != nil {
+		if err := check.Encoded("auth", claims, b, false); err != nil {
 			return j, err
 		}
 		j.Auth = optional(string(b))
@@ -254,7 +255,7 @@ func optional[T comparable](v T) *T {
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	var inserted []JobRecord
 	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
-		return nil, failed("enqueue", err)
+		return nil, check.Failed("enqueue", err)
 	}
 	out := make([]Enqueued, len(rows))
 	err := enqueue.Match(rows, inserted, func(r *JobRecord) *string { return r.IdempotencyKey },
@@ -263,7 +264,7 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 		},
 		func(i int, r *JobRecord, dup bool) { out[i] = Enqueued{Job: r, Duplicate: dup} })
 	if err != nil {
-		return nil, failed("enqueue", err)
+		return nil, check.Failed("enqueue", err)
 	}
 	return out, nil
 }
@@ -272,7 +273,7 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) {
 	rec, err := c.job(ctx, c.db, id)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("queue: get %d: %w", id, notMigrated(err))
+		return nil, fmt.Errorf("queue: get %d: %w", id, check.NotMigrated(err))
 	}
 	return rec, err
 }
@@ -336,14 +337,14 @@ func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	limit, err := pageLimit(f.Limit, 10_000)
+	limit, err := check.PageLimit(f.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
 	var out []JobRecord
 	err = c.st.Jobs(ctx, c.db, f.store(), limit, &out)
 	if err != nil {
-		return nil, fmt.Errorf("queue: list: %w", notMigrated(err))
+		return nil, fmt.Errorf("queue: list: %w", check.NotMigrated(err))
 	}
 	return out, nil
 }
@@ -357,7 +358,7 @@ func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	n, err := c.st.Count(ctx, c.db, f.store())
-	return n, failed("count", err)
+	return n, check.Failed("count", err)
 }
 
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is
@@ -395,7 +396,7 @@ func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("queue: retry failed: %w", notMigrated(err))
+		return 0, fmt.Errorf("queue: retry failed: %w", check.NotMigrated(err))
 	}
 	return n, nil
 }
@@ -410,7 +411,7 @@ func (c *ops) transition(ctx context.Context, id int64, op string, from []string
 		return err
 	})
 	if err != nil && !errs.Expected(err) {
-		return nil, fmt.Errorf("queue: %s %d: %w", op, id, notMigrated(err))
+		return nil, fmt.Errorf("queue: %s %d: %w", op, id, check.NotMigrated(err))
 	}
 	return rec, err
 }
@@ -446,5 +447,5 @@ func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	if err == nil {
 		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
 	}
-	return s, failed("stats", err)
+	return s, check.Failed("stats", err)
 }

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -52,14 +53,14 @@ type childFunc = func(parents []JobRecord) (Args, []EnqueueOption)
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
-	if err := checkName("rule name", "rule name", ru.Name, 200); err != nil {
+	if err := check.Name("rule name", "rule name", ru.Name, 200); err != nil {
 		return err
 	}
 	if child == nil {
-		return invalid("rule %q: nil child function", ru.Name)
+		return check.Invalid("rule %q: nil child function", ru.Name)
 	}
 	if len(ru.Parents) == 0 || (ru.Each && len(ru.Parents) != 1) {
-		return invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", ru.Name)
+		return check.Invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", ru.Name)
 	}
 	childKind, err := kindOf[C]()
 	if err != nil {
@@ -68,11 +69,11 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.kinds[childKind] == nil || r.kinds[childKind].argsType != reflect.TypeFor[C]() {
-		return invalid("rule %q: child kind %q is not registered with %v", ru.Name, childKind, reflect.TypeFor[C]())
+		return check.Invalid("rule %q: child kind %q is not registered with %v", ru.Name, childKind, reflect.TypeFor[C]())
 	}
 	for _, p := range ru.Parents {
 		if r.kinds[p] == nil {
-			return invalid("rule %q: parent kind %q is not registered", ru.Name, p)
+			return check.Invalid("rule %q: parent kind %q is not registered", ru.Name, p)
 		}
 	}
 	err = r.rules.Add(&rule{
@@ -83,7 +84,7 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 		},
 	})
 	if err != nil {
-		return invalid("%v", err)
+		return check.Invalid("%v", err)
 	}
 	return nil
 }

@@ -2,8 +2,8 @@ package queue
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/worker"
 )
@@ -16,9 +16,9 @@ var (
 	// not decode into its kind's type, or holds text PostgreSQL would not
 	// store as given (a NUL, bytes that are not UTF-8); auth claims with
 	// such text too.
-	ErrInvalidPayload = errors.New("queue: invalid payload")
+	ErrInvalidPayload = check.ErrInvalidPayload
 	// ErrInvalidOption is wrapped by errors about options and arguments.
-	ErrInvalidOption = errors.New("queue: invalid option")
+	ErrInvalidOption = check.ErrInvalidOption
 	// ErrNotFound is returned when no job has the given ID.
 	ErrNotFound = errors.New("queue: job not found")
 	// ErrWrongStatus is wrapped when a job is not in a status the operation
@@ -35,7 +35,7 @@ var (
 	ErrPartialSchema = store.ErrPartialSchema
 	// ErrNotMigrated is wrapped by errors from a database whose schema is
 	// missing or older than this sheaf: call Client.Migrate.
-	ErrNotMigrated = errors.New("queue: schema not migrated; call Client.Migrate")
+	ErrNotMigrated = check.ErrNotMigrated
 	// ErrStarted is returned by Runner.Start when called twice or after Stop.
 	ErrStarted = errors.New("queue: runner already started")
 	// ErrCancelled is the cause of a job context cancelled because the job
@@ -52,9 +52,11 @@ var (
 	ErrTimeout = errors.New("queue: job timed out")
 )
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
-}
+// invalid, notMigrated and checkTexts are package check's Invalid,
+// NotMigrated and Texts.
+func invalid(format string, args ...any) error  { return check.Invalid(format, args...) }
+func notMigrated(err error) error               { return check.NotMigrated(err) }
+func checkTexts(namesAndValues ...string) error { return check.Texts(namesAndValues...) }
 
 // PermanentError marks a handler's error as not worth retrying: the job
 // fails at once, whatever attempts it has left. Build one with Permanent.

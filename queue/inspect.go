@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -42,7 +43,7 @@ func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
 		return nil, err
 	}
 	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
-	return out, failed(fmt.Sprint("children of ", id), err)
+	return out, check.Failed(fmt.Sprint("children of ", id), err)
 }
 
 // RunsQuery selects runs for Client.Runs. Zero fields select everything.
@@ -79,19 +80,19 @@ type RunSummary struct {
 // still going are counted job by job, so its cost follows them and the
 // page, not the table.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit, err := pageLimit(q.Limit, 10_000)
+	limit, err := check.PageLimit(q.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkText("RunsQuery.Period", q.Period); err != nil {
+	if err := check.Text("RunsQuery.Period", q.Period); err != nil {
 		return nil, err
 	}
 	sq := store.RunsQuery{Period: q.Period, FirstFrom: q.FirstFrom, FirstBefore: q.FirstBefore, Limit: limit}
 	if q.After != nil {
 		if q.After.RunID == "" {
-			return nil, invalid("RunsQuery.After has no RunID")
+			return nil, check.Invalid("RunsQuery.After has no RunID")
 		}
-		if err := checkText("RunsQuery.After.RunID", q.After.RunID); err != nil {
+		if err := check.Text("RunsQuery.After.RunID", q.After.RunID); err != nil {
 			return nil, err
 		}
 		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
@@ -136,7 +137,7 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 	scheds, timings := c.reg.sortedSchedules()
 	states, err := operate.ScheduleStates(ctx, c.st, c.db, timings, c.cfg.clock.Now())
 	if err != nil {
-		return nil, fmt.Errorf("queue: schedule states: %w", notMigrated(err))
+		return nil, fmt.Errorf("queue: schedule states: %w", check.NotMigrated(err))
 	}
 	out := make([]ScheduleState, len(scheds))
 	for i, st := range states {
@@ -169,7 +170,7 @@ func statusCounts(in map[string]int64) map[Status]int64 {
 // result returns f of each of in, or the error of the operation op.
 func result[T, U any](op string, in []T, err error, f func(T) U) ([]U, error) {
 	if err != nil {
-		return nil, failed(op, err)
+		return nil, check.Failed(op, err)
 	}
 	return converted(in, f), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -227,7 +228,7 @@ func recordOf(row *runner.Row) JobRecord {
 func (j *Job[A]) SetOutput(ctx context.Context, v any) error {
 	b, err := json.Marshal(v)
 	if err == nil {
-		err = checkEncoded("output", v, b, false)
+		err = check.Encoded("output", v, b, false)
 	}
 	if err != nil {
 		return fmt.Errorf("queue: output of job %d: %w", j.ID, err)

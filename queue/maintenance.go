@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 )
 
@@ -44,7 +45,7 @@ func WithMaintenance(tasks ...MaintenanceTask) RunnerOption {
 	return runnerOption(func(c *config) error {
 		for i, t := range tasks {
 			if t == nil {
-				return invalid("WithMaintenance: task %d is nil", i)
+				return check.Invalid("WithMaintenance: task %d is nil", i)
 			}
 			c.maint.tasks = append(c.maint.tasks, t)
 		}
@@ -70,7 +71,7 @@ func WithoutMaintenance() RunnerOption {
 func (m maintenance) upkeep(c *Client) (campaign bool, tasks []maintain.Task, err error) {
 	if m.off {
 		if len(m.tasks) > 0 {
-			return false, nil, invalid("WithoutMaintenance with WithMaintenance: a runner that does not campaign would never run its %d tasks", len(m.tasks))
+			return false, nil, check.Invalid("WithoutMaintenance with WithMaintenance: a runner that does not campaign would never run its %d tasks", len(m.tasks))
 		}
 		return false, nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -29,10 +30,10 @@ func (c *ops) ResumeQueue(ctx context.Context, name string) error {
 }
 
 func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error {
-	if err := checkQueueName(op, name); err != nil {
+	if err := check.QueueName(op, name); err != nil {
 		return err
 	}
-	return failed(fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
+	return check.Failed(fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
 }
 
 // QueueInfo describes a queue.
@@ -98,7 +99,7 @@ func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 	}
 	as, err := c.jobs().Attempts(ctx, viewOf(rec))
 	if err != nil {
-		return nil, fmt.Errorf("queue: attempts of %d: %w", id, notMigrated(err))
+		return nil, fmt.Errorf("queue: attempts of %d: %w", id, check.NotMigrated(err))
 	}
 	out := make([]Attempt, len(as))
 	for i, a := range as {
@@ -123,7 +124,7 @@ func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
 		return 0, err
 	}
 	n, err := c.jobs().CancelMatching(ctx, f.store())
-	return n, failed("cancel matching", err)
+	return n, check.Failed("cancel matching", err)
 }
 
 // RunnerInfo describes a runner, as it wrote itself down: it writes its row
@@ -147,7 +148,7 @@ type RunnerInfo struct {
 func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInfo, error) {
 	rows, err := c.st.Runners(ctx, within)
 	if err != nil {
-		return nil, fmt.Errorf("queue: runners: %w", notMigrated(err))
+		return nil, fmt.Errorf("queue: runners: %w", check.NotMigrated(err))
 	}
 	out := make([]RunnerInfo, len(rows))
 	for i, r := range rows {
@@ -160,7 +161,7 @@ func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInf
 // was never migrated, SchemaVersion once Migrate has run.
 func (c *Client) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := c.st.Version(ctx)
-	if errors.Is(notMigrated(err), ErrNotMigrated) {
+	if errors.Is(check.NotMigrated(err), ErrNotMigrated) {
 		return 0, nil
 	}
 	if err != nil {
@@ -188,17 +189,17 @@ type AuditEntry struct {
 // record: the queue records nothing itself.
 func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 	if e.Action == "" {
-		return 0, invalid("audit entry without an action")
+		return 0, check.Invalid("audit entry without an action")
 	}
-	if err := checkTexts("AuditEntry.Actor", e.Actor, "AuditEntry.Action", e.Action, "AuditEntry.Result", e.Result); err != nil {
+	if err := check.Texts("AuditEntry.Actor", e.Actor, "AuditEntry.Action", e.Action, "AuditEntry.Result", e.Result); err != nil {
 		return 0, err
 	}
 	if len(e.Target) > 0 {
 		if !json.Valid(e.Target) {
-			return 0, invalid("AuditEntry.Target is not JSON")
+			return 0, check.Invalid("AuditEntry.Target is not JSON")
 		}
-		if err := checkRaw(e.Target); err != nil {
-			return 0, invalid("AuditEntry.Target: %v", err)
+		if err := check.Raw(e.Target); err != nil {
+			return 0, check.Invalid("AuditEntry.Target: %v", err)
 		}
 	}
 	se := store.AuditEntry{At: e.At, Actor: e.Actor, Action: e.Action, Result: e.Result, Changed: e.Changed}
@@ -206,20 +207,20 @@ func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
 		se.Target = e.Target
 	}
 	id, err := c.st.RecordAudit(ctx, c.db, se)
-	return id, failed("record audit", err)
+	return id, check.Failed("record audit", err)
 }
 
 // AuditLog returns the audit log newest first: up to limit entries (0
 // means 100, the most is 1000) with IDs below beforeID, or from the newest
 // if beforeID is 0. Pass the last ID returned to read on.
 func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
-	limit, err := pageLimit(limit, 1000)
+	limit, err := check.PageLimit(limit, 1000)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := c.st.AuditLog(ctx, c.db, beforeID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("queue: audit log: %w", notMigrated(err))
+		return nil, fmt.Errorf("queue: audit log: %w", check.NotMigrated(err))
 	}
 	out := make([]AuditEntry, len(rows))
 	for i, r := range rows {

@@ -3,6 +3,8 @@ package queue
 import (
 	"log/slog"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
 
 // Options are sealed, one type per place they are given (see Options in
@@ -40,7 +42,7 @@ func (JobOption) registerOption()                 {}
 
 func (j JobOption) call(o *jobOptions, job bool) error {
 	if j.apply == nil {
-		return invalid("zero JobOption")
+		return check.Invalid("zero JobOption")
 	}
 	return j.apply(o, job)
 }
@@ -87,7 +89,7 @@ type jobOptions struct {
 // DefaultQueue.
 func OnQueue(name string) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		return set(&o.queue, name, checkQueueName("OnQueue", name))
+		return check.Set(&o.queue, name, check.QueueName("OnQueue", name))
 	}}
 }
 
@@ -95,7 +97,7 @@ func OnQueue(name string) JobOption {
 // (kind or job). Default DefaultPriority.
 func Priority(p int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		return set(&o.priority, p, within("priority", p, MinPriority, MaxPriority))
+		return check.Set(&o.priority, p, check.Within("priority", p, MinPriority, MaxPriority))
 	}}
 }
 
@@ -103,7 +105,7 @@ func Priority(p int) JobOption {
 // first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
 func MaxAttempts(n int) JobOption {
 	return JobOption{func(o *jobOptions, _ bool) error {
-		return set(&o.maxAttempts, n, within("max attempts", n, 1, 1000))
+		return check.Set(&o.maxAttempts, n, check.Within("max attempts", n, 1, 1000))
 	}}
 }
 
@@ -131,7 +133,7 @@ func RetryBackoff(b Backoff) JobOption {
 // cancelled when it passes and the attempt fails. Default none.
 func Timeout(d time.Duration) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
-		return set(&o.timeout, d, refuse(d <= 0, "timeout %v not positive", d))
+		return check.Set(&o.timeout, d, check.Refuse(d <= 0, "timeout %v not positive", d))
 	})
 }
 
@@ -140,21 +142,21 @@ func Timeout(d time.Duration) RegisterOption {
 // MaxChunkSize.
 func ChunkSize(n int) ChunkedOption {
 	return chunkedOption(func(o *jobOptions) error {
-		return set(&o.chunkSize, n, within("chunk size", n, 1, MaxChunkSize))
+		return check.Set(&o.chunkSize, n, check.Within("chunk size", n, 1, MaxChunkSize))
 	})
 }
 
 // RunAt makes the job wait until t.
 func RunAt(t time.Time) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		return set(&o.runAt, t, refuse(t.IsZero(), "zero RunAt time"))
+		return check.Set(&o.runAt, t, check.Refuse(t.IsZero(), "zero RunAt time"))
 	})
 }
 
 // After makes the job wait d, measured on the database's clock.
 func After(d time.Duration) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		return set(&o.delay, d, refuse(d < 0, "negative delay %v", d))
+		return check.Set(&o.delay, d, check.Refuse(d < 0, "negative delay %v", d))
 	})
 }
 
@@ -163,7 +165,7 @@ func After(d time.Duration) EnqueueOption {
 // status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		return set(&o.idempotencyKey, key, checkName("IdempotencyKey", "idempotency key", key, 512))
+		return check.Set(&o.idempotencyKey, key, check.Name("IdempotencyKey", "idempotency key", key, 512))
 	})
 }
 
@@ -172,9 +174,9 @@ func IdempotencyKey(key string) EnqueueOption {
 func CorrelationID(id string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
 		if len(id) > 512 {
-			return invalid("correlation ID longer than 512 bytes")
+			return check.Invalid("correlation ID longer than 512 bytes")
 		}
-		if err := checkText("CorrelationID", id); err != nil {
+		if err := check.Text("CorrelationID", id); err != nil {
 			return err
 		}
 		o.correlationID = id
@@ -197,7 +199,7 @@ func AuthContext(a Auth) EnqueueOption {
 // creates; the morning review reports runs.
 func InRun(runID string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		return set(&o.runID, runID, checkName("InRun", "run ID", runID, 512))
+		return check.Set(&o.runID, runID, check.Name("InRun", "run ID", runID, 512))
 	})
 }
 
@@ -205,7 +207,7 @@ func InRun(runID string) EnqueueOption {
 // date; dependency rules group parents by period.
 func InPeriod(period string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
-		return set(&o.period, period, checkName("InPeriod", "period", period, 128))
+		return check.Set(&o.period, period, check.Name("InPeriod", "period", period, 128))
 	})
 }
 
@@ -216,12 +218,12 @@ func InPeriod(period string) EnqueueOption {
 func TraceContext(traceparent, tracestate string) EnqueueOption {
 	return enqueueOption(func(o *jobOptions) error {
 		if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
-			return invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
+			return check.Invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
 		}
-		if err := checkText("TraceContext", traceparent); err != nil {
+		if err := check.Text("TraceContext", traceparent); err != nil {
 			return err
 		}
-		if err := checkText("TraceContext", tracestate); err != nil {
+		if err := check.Text("TraceContext", tracestate); err != nil {
 			return err
 		}
 		o.traceParent, o.traceState = traceparent, tracestate
@@ -234,7 +236,7 @@ func TraceContext(traceparent, tracestate string) EnqueueOption {
 func applyEach[O any](what string, opts []O, apply func(O) error) error {
 	for _, opt := range opts {
 		if any(opt) == nil {
-			return invalid("nil %s", what)
+			return check.Invalid("nil %s", what)
 		}
 		if err := apply(opt); err != nil {
 			return err
@@ -276,7 +278,7 @@ func (o InstrumentOption) applyRunner(c *config) error { return o.call(c) }
 
 func (o InstrumentOption) call(c *config) error {
 	if o.apply == nil {
-		return invalid("zero InstrumentOption")
+		return check.Invalid("zero InstrumentOption")
 	}
 	return o.apply(c)
 }
@@ -331,7 +333,7 @@ func WithObserver(o Observer) InstrumentOption {
 // workers); a job claimed ahead that waits 100 ms for a worker goes back.
 func WithWorkers(n int) RunnerOption {
 	return runnerOption(func(c *config) error {
-		return set(&c.workers, n, within("workers", n, 1, MaxWorkers))
+		return check.Set(&c.workers, n, check.Within("workers", n, 1, MaxWorkers))
 	})
 }
 
@@ -340,10 +342,10 @@ func WithWorkers(n int) RunnerOption {
 func WithQueues(names ...string) RunnerOption {
 	return runnerOption(func(c *config) error {
 		if len(names) == 0 {
-			return invalid("WithQueues needs at least one queue")
+			return check.Invalid("WithQueues needs at least one queue")
 		}
 		for _, n := range names {
-			if err := checkQueueName("WithQueues", n); err != nil {
+			if err := check.QueueName("WithQueues", n); err != nil {
 				return err
 			}
 		}
@@ -357,7 +359,7 @@ func WithQueues(names ...string) RunnerOption {
 // whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
 func WithPollInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		return set(&c.poll, d, within("poll interval", d, 10*time.Millisecond, time.Hour))
+		return check.Set(&c.poll, d, check.Within("poll interval", d, 10*time.Millisecond, time.Hour))
 	})
 }
 
@@ -367,7 +369,7 @@ func WithPollInterval(d time.Duration) RunnerOption {
 // DefaultLease; 500ms to 24h.
 func WithLease(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		return set(&c.lease, d, within("lease", d, 500*time.Millisecond, 24*time.Hour))
+		return check.Set(&c.lease, d, check.Within("lease", d, 500*time.Millisecond, 24*time.Hour))
 	})
 }
 
@@ -375,7 +377,7 @@ func WithLease(d time.Duration) RunnerOption {
 // rescue while it leads the maintenance. Default half the lease; 10ms to 24h.
 func WithRescueInterval(d time.Duration) RunnerOption {
 	return runnerOption(func(c *config) error {
-		return set(&c.rescueEvery, d, within("rescue interval", d, 10*time.Millisecond, 24*time.Hour))
+		return check.Set(&c.rescueEvery, d, check.Within("rescue interval", d, 10*time.Millisecond, 24*time.Hour))
 	})
 }
 
@@ -383,7 +385,7 @@ func WithRescueInterval(d time.Duration) RunnerOption {
 // UTF-8 without NUL. Default hostname, process ID and a random suffix.
 func WithRunnerID(id string) RunnerOption {
 	return runnerOption(func(c *config) error {
-		return set(&c.runnerID, id, checkName("WithRunnerID", "runner ID", id, 200))
+		return check.Set(&c.runnerID, id, check.Name("WithRunnerID", "runner ID", id, 200))
 	})
 }
 
@@ -401,5 +403,5 @@ func (o ClockOption) applyClient(cfg *config) error { return o.apply(cfg) }
 func (o ClockOption) applyRunner(cfg *config) error { return o.apply(cfg) }
 
 func (o ClockOption) apply(cfg *config) error {
-	return set(&cfg.clock, o.c, refuse(o.c == nil, "nil Clock"))
+	return check.Set(&cfg.clock, o.c, check.Refuse(o.c == nil, "nil Clock"))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -71,10 +72,10 @@ func (r *Registry) kindsLocked() []string {
 // to 200 bytes of UTF-8 without NUL, or a bad option.
 func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	if h == nil {
-		return invalid("nil handler")
+		return check.Invalid("nil handler")
 	}
 	if f, ok := h.(HandlerFunc[A]); ok && f == nil {
-		return invalid("nil HandlerFunc")
+		return check.Invalid("nil HandlerFunc")
 	}
 	// RegisterChunked's options include Register's.
 	kindOpts := converted(opts, func(o RegisterOption) ChunkedOption { return o })
@@ -110,7 +111,7 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.kinds[kind] != nil {
-		return invalid("kind %q registered twice", kind)
+		return check.Invalid("kind %q registered twice", kind)
 	}
 	r.kinds[kind] = e
 	return nil
@@ -119,7 +120,7 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 // kindOf asks the zero A for its kind, so a kind is known without a value.
 func kindOf[A Args]() (string, error) {
 	kind, flaw := payload.KindOf[A]()
-	return kind, refuse(flaw != "", "%s", flaw)
+	return kind, check.Refuse(flaw != "", "%s", flaw)
 }
 
 // decodeJob builds the handler's Job from a claimed row, run by ex. A
@@ -152,7 +153,7 @@ func (e *kindEntry) checkPayload(payload []byte) error {
 	if err := json.Unmarshal(payload, reflect.New(e.argsType).Interface()); err != nil {
 		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
 	}
-	return checkRaw(payload)
+	return check.Raw(payload)
 }
 
 // runnerKinds shows a runner the registry's kinds and windows (see

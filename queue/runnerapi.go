@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -37,7 +38,7 @@ type RunnerStats struct {
 // and WithObserver (the last three default to the client's).
 func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if c == nil {
-		return nil, invalid("nil *Client")
+		return nil, check.Invalid("nil *Client")
 	}
 	cfg := c.cfg
 	cfg.workers, cfg.queues, cfg.poll, cfg.lease = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease
@@ -55,7 +56,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		return nil, fmt.Errorf("queue: new runner: %w", err)
 	}
 	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < runner.Conns {
-		return nil, invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
+		return nil, check.Invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
 	}
 	campaign, upkeep, err := cfg.maint.upkeep(c)
 	if err != nil {

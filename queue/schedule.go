@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -180,7 +181,7 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 func (p Periodic) timing() (runner.Timing, error) {
 	c, err := p.Spec.parse()
 	if err != nil {
-		return runner.Timing{}, invalid("schedule %q: %v", p.Name, err)
+		return runner.Timing{}, check.Invalid("schedule %q: %v", p.Name, err)
 	}
 	return runner.Timing{Name: p.Name, Cron: c, Location: cmp.Or(p.Location, time.UTC), CatchUp: int(p.Missed), Grace: p.Grace}, nil
 }
@@ -190,28 +191,28 @@ func (p Periodic) timing() (runner.Timing, error) {
 // ErrInvalidOption for a bad name, spec, missed-tick policy or grace, or a
 // missing Jobs function.
 func (r *Registry) Schedule(p Periodic) error {
-	if err := checkName("schedule name", "schedule name", p.Name, 200); err != nil {
+	if err := check.Name("schedule name", "schedule name", p.Name, 200); err != nil {
 		return err
 	}
 	if p.Jobs == nil {
-		return invalid("schedule %q: nil Jobs function", p.Name)
+		return check.Invalid("schedule %q: nil Jobs function", p.Name)
 	}
 	tm, err := p.timing()
 	if err != nil {
 		return err
 	}
 	if p.Missed < 0 || p.Missed > MaxCatchUp {
-		return invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
+		return check.Invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
 	}
 	if p.Grace != 0 && (p.Grace < time.Second || p.Grace > 24*time.Hour) {
-		return invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
+		return check.Invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
 	}
 	p.Location = tm.Location
 	s := &schedule{Periodic: p, timing: tm}
 	if s.timing.Next(time.Now()).IsZero() {
 		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
 		// accepts it, and the schedule would never fire.
-		return invalid("schedule %q: %q never fires", p.Name, p.Spec)
+		return check.Invalid("schedule %q: %q never fires", p.Name, p.Spec)
 	}
 	r.schedules.Put(s)
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -65,16 +66,16 @@ type TicksQuery struct {
 // 400 days; a runner deletes older ones as it fires the schedule. It reads
 // through an index on the ticks' time.
 func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
-	limit, err := pageLimit(q.Limit, 10_000)
+	limit, err := check.PageLimit(q.Limit, 10_000)
 	if err != nil {
 		return nil, err
 	}
 	switch q.Outcome {
 	case "", TickFired, TickLate, TickMissed:
 	default:
-		return nil, invalid("ticks: outcome %q is none of fired, late, missed", q.Outcome)
+		return nil, check.Invalid("ticks: outcome %q is none of fired, late, missed", q.Outcome)
 	}
-	if err := checkText("TicksQuery.Schedule", q.Schedule); err != nil {
+	if err := check.Text("TicksQuery.Schedule", q.Schedule); err != nil {
 		return nil, err
 	}
 	sq := store.TicksQuery{From: q.From, To: q.To, Limit: limit}
@@ -86,9 +87,9 @@ func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
 	}
 	if q.After != nil {
 		if q.After.At.IsZero() {
-			return nil, invalid("TicksQuery.After has no At")
+			return nil, check.Invalid("TicksQuery.After has no At")
 		}
-		if err := checkText("TicksQuery.After.Schedule", q.After.Schedule); err != nil {
+		if err := check.Text("TicksQuery.After.Schedule", q.After.Schedule); err != nil {
 			return nil, err
 		}
 		sq.Before, sq.BeforeSchedule = q.After.At, q.After.Schedule
@@ -100,7 +101,7 @@ func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
 func (c *ops) ticks(ctx context.Context, q store.TicksQuery) ([]TickRecord, error) {
 	rows, err := store.Ticks(ctx, c.st, c.db, q)
 	if err != nil {
-		return nil, fmt.Errorf("queue: ticks: %w", notMigrated(err))
+		return nil, fmt.Errorf("queue: ticks: %w", check.NotMigrated(err))
 	}
 	timings := c.reg.timings()
 	return converted(rows, func(r store.TickRow) TickRecord {

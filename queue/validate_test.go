@@ -2,27 +2,8 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/stretchr/testify/require"
 )
-
-// notMigrated wraps what store.Unmigrated says is a missing migration in
-// ErrNotMigrated, the database's error still in the chain, and returns any
-// other error as it is.
-func TestNotMigratedWrapsMissingMigrations(t *testing.T) {
-	t.Parallel()
-	missing := fmt.Errorf("queue: enqueue: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "sheaf_jobs" does not exist`})
-	got := notMigrated(missing)
-	require.ErrorIs(t, got, ErrNotMigrated)
-	var pe *pgconn.PgError
-	require.ErrorAs(t, got, &pe, "the database's error stays in the chain")
-	other := fmt.Errorf("queue: enqueue: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "orders" does not exist`})
-	require.Same(t, other, notMigrated(other))
-	require.NoError(t, notMigrated(nil))
-}
 
 type benchArgs struct {
 	County string            `json:"county"`

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
 
 // Window is a daily span of local time in which some jobs may start, such as
@@ -20,7 +21,7 @@ type Window struct{ w calendar.Window }
 func DailyWindow(start, end string, loc *time.Location) (Window, error) {
 	w, err := calendar.DailyWindow(start, end, cmp.Or(loc, time.UTC))
 	if err != nil {
-		return Window{}, invalid("%v", err)
+		return Window{}, check.Invalid("%v", err)
 	}
 	return Window{w}, nil
 }

@@ -1,0 +1,78 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// NotMigrated wraps what store.Unmigrated says is a missing migration in
+// ErrNotMigrated, the database's error still in the chain, and returns any
+// other error as it is.
+func TestNotMigratedWrapsMissingMigrations(t *testing.T) {
+	missing := fmt.Errorf("queue: enqueue: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "sheaf_jobs" does not exist`})
+	got := NotMigrated(missing)
+	require.ErrorIs(t, got, ErrNotMigrated)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, got, &pe, "the database's error stays in the chain")
+	other := fmt.Errorf("queue: enqueue: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "orders" does not exist`})
+	require.Same(t, other, NotMigrated(other))
+	require.NoError(t, NotMigrated(nil))
+	require.NoError(t, Failed("count", nil))
+	require.ErrorIs(t, Failed("count", missing), ErrNotMigrated)
+	require.EqualError(t, Failed("count", errors.New("boom")), "queue: count: boom")
+}
+
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string // "" for nil
+	}{
+		{Within("lease", time.Minute, time.Second, 24*time.Hour), ""},
+		{Within("lease", 25*time.Hour, time.Second, 24*time.Hour), "lease 25h0m0s not in [1s, 24h]"},
+		{Within("workers", 0, 1, 10), "workers 0 not in [1, 10]"},
+		{Text("OnQueue", "a\x00b"), "OnQueue: "},
+		{Text("OnQueue", "ok"), ""},
+		{Texts("A", "ok", "B", "\xff"), "B: "},
+		{Name("InRun", "run ID", "", 5), "run ID must have 1 to 5 bytes"},
+		{Name("InRun", "run ID", "123456", 5), "run ID must have 1 to 5 bytes"},
+		{QueueName("WithQueues", string(make([]byte, MaxQueueName+1))), "WithQueues: queue name"},
+		{QueueName("WithQueues", "default"), ""},
+		{Raw([]byte(`{"a":"\u0000"}`)), "payload: "},
+		{Raw([]byte(`{"a":1}`)), ""},
+		{Encoded("args", "\xff", []byte(`"\ufffd"`), false), "args"},
+	} {
+		if tc.want == "" {
+			require.NoError(t, tc.err)
+			continue
+		}
+		require.Error(t, tc.err)
+		require.Contains(t, tc.err.Error(), tc.want)
+		require.True(t, errors.Is(tc.err, ErrInvalidOption) || errors.Is(tc.err, ErrInvalidPayload), tc.err)
+	}
+}
+
+func TestSetAndPageLimit(t *testing.T) {
+	v := 1
+	require.NoError(t, Set(&v, 2, nil))
+	require.Equal(t, 2, v)
+	require.Error(t, Set(&v, 3, Invalid("no")))
+	require.Equal(t, 2, v, "a refused value is not set")
+
+	for limit, want := range map[int]int{0: 100, 7: 7, 1000: 1000} {
+		got, err := PageLimit(limit, 1000)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	for _, bad := range []int{-1, 1001} {
+		_, err := PageLimit(bad, 1000)
+		require.ErrorIs(t, err, ErrInvalidOption)
+	}
+}
