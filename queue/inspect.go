@@ -7,7 +7,6 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Registry returns the registry the client was built with.
@@ -80,22 +79,13 @@ type RunSummary struct {
 // still going are counted job by job, so its cost follows them and the
 // page, not the table.
 func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
-	limit, err := check.PageLimit(q.Limit, 10_000)
+	page := operate.RunsPage{Period: q.Period, FirstFrom: q.FirstFrom, FirstBefore: q.FirstBefore, Limit: q.Limit, After: q.After != nil}
+	if q.After != nil {
+		page.AfterRunID, page.AfterFirst = q.After.RunID, q.After.FirstCreated
+	}
+	sq, err := page.Store()
 	if err != nil {
 		return nil, err
-	}
-	if err := check.Text("RunsQuery.Period", q.Period); err != nil {
-		return nil, err
-	}
-	sq := store.RunsQuery{Period: q.Period, FirstFrom: q.FirstFrom, FirstBefore: q.FirstBefore, Limit: limit}
-	if q.After != nil {
-		if q.After.RunID == "" {
-			return nil, check.Invalid("RunsQuery.After has no RunID")
-		}
-		if err := check.Text("RunsQuery.After.RunID", q.After.RunID); err != nil {
-			return nil, err
-		}
-		sq.AfterFirst, sq.AfterRunID = q.After.FirstCreated, q.After.RunID
 	}
 	runs, err := operate.Runs(ctx, c.st, c.db, sq)
 	return result("runs", runs, err, func(r operate.RunSummary) RunSummary {

@@ -188,43 +188,15 @@ type AuditEntry struct {
 // given; errors wrap ErrInvalidOption. The log keeps what applications
 // record: the queue records nothing itself.
 func (c *ops) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) {
-	if e.Action == "" {
-		return 0, check.Invalid("audit entry without an action")
-	}
-	if err := check.Texts("AuditEntry.Actor", e.Actor, "AuditEntry.Action", e.Action, "AuditEntry.Result", e.Result); err != nil {
-		return 0, err
-	}
-	if len(e.Target) > 0 {
-		if !json.Valid(e.Target) {
-			return 0, check.Invalid("AuditEntry.Target is not JSON")
-		}
-		if err := check.Raw(e.Target); err != nil {
-			return 0, check.Invalid("AuditEntry.Target: %v", err)
-		}
-	}
-	se := store.AuditEntry{At: e.At, Actor: e.Actor, Action: e.Action, Result: e.Result, Changed: e.Changed}
-	if len(e.Target) > 0 {
-		se.Target = e.Target
-	}
-	id, err := c.st.RecordAudit(ctx, c.db, se)
-	return id, check.Failed("record audit", err)
+	return operate.RecordAudit(ctx, c.st, c.db, store.AuditEntry{At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, Changed: e.Changed})
 }
 
 // AuditLog returns the audit log newest first: up to limit entries (0
 // means 100, the most is 1000) with IDs below beforeID, or from the newest
 // if beforeID is 0. Pass the last ID returned to read on.
 func (c *ops) AuditLog(ctx context.Context, beforeID int64, limit int) ([]AuditEntry, error) {
-	limit, err := check.PageLimit(limit, 1000)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := c.st.AuditLog(ctx, c.db, beforeID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("queue: audit log: %w", check.NotMigrated(err))
-	}
-	out := make([]AuditEntry, len(rows))
-	for i, r := range rows {
-		out[i] = AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Target: r.Target, Result: r.Result, Changed: r.Changed}
-	}
-	return out, nil
+	rows, err := operate.AuditLog(ctx, c.st, c.db, beforeID, limit)
+	return converted(rows, func(r store.AuditEntry) AuditEntry {
+		return AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, Target: r.Target, Result: r.Result, Changed: r.Changed}
+	}), err
 }

@@ -66,33 +66,13 @@ type TicksQuery struct {
 // 400 days; a runner deletes older ones as it fires the schedule. It reads
 // through an index on the ticks' time.
 func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
-	limit, err := check.PageLimit(q.Limit, 10_000)
+	page := operate.TicksPage{Schedule: q.Schedule, Outcome: string(q.Outcome), From: q.From, To: q.To, Limit: q.Limit, After: q.After != nil}
+	if q.After != nil {
+		page.AfterSchedule, page.AfterAt = q.After.Schedule, q.After.At
+	}
+	sq, err := page.Store()
 	if err != nil {
 		return nil, err
-	}
-	switch q.Outcome {
-	case "", TickFired, TickLate, TickMissed:
-	default:
-		return nil, check.Invalid("ticks: outcome %q is none of fired, late, missed", q.Outcome)
-	}
-	if err := check.Text("TicksQuery.Schedule", q.Schedule); err != nil {
-		return nil, err
-	}
-	sq := store.TicksQuery{From: q.From, To: q.To, Limit: limit}
-	if q.Schedule != "" {
-		sq.Schedules = []string{q.Schedule}
-	}
-	if q.Outcome != "" {
-		sq.Outcomes = []string{string(q.Outcome)}
-	}
-	if q.After != nil {
-		if q.After.At.IsZero() {
-			return nil, check.Invalid("TicksQuery.After has no At")
-		}
-		if err := check.Text("TicksQuery.After.Schedule", q.After.Schedule); err != nil {
-			return nil, err
-		}
-		sq.Before, sq.BeforeSchedule = q.After.At, q.After.Schedule
 	}
 	return c.ticks(ctx, sq)
 }
