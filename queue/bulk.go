@@ -2,18 +2,11 @@ package queue
 
 import (
 	"context"
-	"slices"
 
 	"gorm.io/gorm"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 )
-
-// analyzeAfter is the bulk size from which EnqueueBulk refreshes the table's
-// statistics. Autovacuum would too, but up to a minute later; until then the
-// planner, believing the table small, may sort every queued job on each
-// claim instead of walking the claim index.
-const analyzeAfter = 10_000
 
 // EnqueueBulk stores many jobs with COPY (on SQLite, prepared multi-row
 // INSERTs), the fastest way in: use it for backfills and imports.
@@ -38,34 +31,9 @@ func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
 }
 
 func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
-	if c.tx || slices.ContainsFunc(rows, func(r newJob) bool { return r.Key != nil }) {
-		// One transaction (a savepoint inside the caller's) around the
-		// slices, so a failure in a late one leaves none stored.
-		var n int64
-		err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) error {
-			in := c.in(tx)
-			for part := range slices.Chunk(rows, 5000) {
-				res := in.inserted(ctx, part)
-				n += res.Created
-				if res.Err != nil {
-					return res.Err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, err
-		}
-		return n, nil
-	}
-	n, err := c.st.Copy(ctx, rows)
-	if err != nil {
-		return 0, check.Failed("enqueue bulk", err)
-	}
-	if n >= analyzeAfter {
-		if err := c.st.Analyze(ctx); err != nil {
-			c.cfg.logger.Warn("queue: analyze after bulk enqueue failed", "err", err)
-		}
-	}
-	return n, nil
+	return enqueue.Bulk(ctx, c.st, c.db, rows, c.tx, c.cfg.logger, func(tx *gorm.DB, part []newJob) (int64, error) {
+		in := c.in(tx)
+		res := in.inserted(ctx, part)
+		return res.Created, res.Err
+	})
 }

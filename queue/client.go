@@ -253,18 +253,11 @@ func optional[T comparable](v T) *T {
 }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
-	var inserted []JobRecord
-	if err := c.st.Insert(ctx, c.db, rows, &inserted); err != nil {
-		return nil, check.Failed("enqueue", err)
-	}
 	out := make([]Enqueued, len(rows))
-	err := enqueue.Match(rows, inserted, func(r *JobRecord) *string { return r.IdempotencyKey },
-		func(keys []string) (existing []JobRecord, err error) {
-			return existing, c.st.Jobs(ctx, c.db, store.Filter{IdempotencyKeys: keys}, 0, &existing)
-		},
+	err := enqueue.Insert(ctx, c.st, c.db, rows, func(r *JobRecord) *string { return r.IdempotencyKey },
 		func(i int, r *JobRecord, dup bool) { out[i] = Enqueued{Job: r, Duplicate: dup} })
 	if err != nil {
-		return nil, check.Failed("enqueue", err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,7 +1,8 @@
 // Package enqueue is the part of package queue's enqueue that works on
-// stored rows: lining up the rows an insert returned with the jobs asked
-// for, and finding the jobs whose idempotency keys were taken. It works on
-// queue's job record type R, which it cannot import.
+// stored rows: inserting them, one statement or a bulk, lining up the rows
+// an insert returned with the jobs asked for, and finding the jobs whose
+// idempotency keys were taken. It works on queue's job record type R, which
+// it cannot import.
 package enqueue
 
 import (
