@@ -33,14 +33,11 @@
 // db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), or on an
 // SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb.
 //
-// [Client.Tx] enqueues inside a transaction of yours, so the job exists if
-// and only if your own writes commit (see its example); runners hear of it
-// at the commit. Every call on the [TxClient] it returns runs in your
-// transaction, sees its uncommitted writes, and is undone if it rolls back;
-// what does not belong in a transaction is only on Client. A pause or a
-// cancellation made in a transaction takes effect at commit (on SQLite,
-// runners see a pause within a poll interval, and cancel a running job at
-// their next lease renewal, within a third of the lease).
+// [Client.Tx] returns a [TxClient] whose every call runs in a transaction
+// of yours (see its example): a job exists if and only if your own writes
+// commit, and runners hear of it, or of a pause or cancellation, at the
+// commit (on SQLite, at their next poll or lease renewal). What does not
+// belong in a transaction is only on Client.
 //
 // [Client.EnqueueMany] enqueues several jobs in one statement, and
 // [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
@@ -76,42 +73,33 @@
 //
 // A runner's parts each own their goroutines: the claim loop, the workers,
 // the completer, the lease renewer, the maintenance leader (see
-// Maintenance), the listener and the schedule loop. [Runner.Stop] stops them in order (claims first; the lease
-// keepers and the completer once the workers have run what was claimed),
-// so no goroutine outlives [Runner.Done].
+// Maintenance), the listener and the schedule loop. [Runner.Stop] stops them
+// in order (claims first; the lease keepers and the completer once the
+// workers have run what was claimed), so no goroutine outlives [Runner.Done].
 //
 // One statement claims as many due jobs as the runner has room for (see
-// [WithWorkers]), highest priority first, then earliest run time, then
-// lowest ID, within each queue it works: on PostgreSQL UPDATE ... FROM
-// (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n) ... RETURNING, through a
-// partial index in that order; on SQLite one UPDATE ... RETURNING under the
-// write lock. Working through a backlog, a claim continues where the last
-// stopped; the runner rescans at the end, when notified of a job of higher
-// priority, and at least every poll interval. On PostgreSQL, enqueueing
-// sends one NOTIFY per statement and queue, carrying the schema (so
-// applications sharing a database never wake or cancel each other's jobs):
-// an idle runner claims within milliseconds, and a retried job wakes its
-// runner when its backoff ends.
+// [WithWorkers]), highest priority first, then earliest run time, then lowest
+// ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP LOCKED
+// through a partial index in that order, on SQLite under the write lock.
+// Through a backlog, a claim continues where the last stopped; the runner
+// rescans at the end, when notified of a job of higher priority, and at
+// least every poll interval. On PostgreSQL a NOTIFY per enqueue statement
+// and queue, scoped to the schema, wakes an idle runner within milliseconds.
 //
 // A claimed job is leased to its runner ([WithLease]), which renews the
-// leases on a connection of its own, retrying a failed renewal promptly and
-// then every thirtieth of a lease: a lease is lost only when the runner
-// cannot reach the database for about the lease's length. Renewal also puts
-// back, uncounted, jobs locked in the runner's name that it is not running
-// (from a claim it gave up on that the server ran anyway). The jobs of a
-// runner that dies, freezes or is cut off for a whole lease are rescued by
-// the maintenance leader once their leases expire; the job's last error
-// names the runner that lost it and the one that rescued it.
+// leases on a connection of its own, retrying a failed renewal promptly: a
+// lease is lost only when the runner cannot reach the database for about the
+// lease's length. The jobs of a runner that dies, freezes or is cut off are
+// rescued by the maintenance leader once their leases expire; the job's last
+// error names the runner that lost it and the one that rescued it.
 //
-// Results are written in batches, one statement for however many arrived
-// while the previous one ran, each guarded by the job and its claim: a
-// result that arrives after the job was rescued or cancelled changes
-// nothing ([EventRejected]). Claims, results, renewals and progress run on
-// contexts that a job's cancellation does not cancel, each statement
-// bounded by a sixth of the lease, between 1 s and 10 s; a write that fails
-// with an error that can pass (a broken connection, a timeout, a server
-// shutting down or out of connections, a serialisation failure) is retried
-// with growing pauses until it succeeds, while the job's lease is renewed.
+// Results are written in batches, each guarded by the job and its claim: a
+// result that arrives after the job was rescued or cancelled changes nothing
+// ([EventRejected]). The runner's statements run on contexts that a job's
+// cancellation does not cancel, each bounded by a sixth of the lease, between
+// 1 s and 10 s; one that fails with an error that can pass (a broken
+// connection, a timeout, a server restarting, a serialisation failure) is
+// retried with growing pauses while the job's lease is renewed.
 //
 // # Poison jobs
 //
@@ -174,10 +162,10 @@
 // options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
 // [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
 // and [WithClock] a [ClockOption], good for a client and a runner, which
-// starts from its client's. [OnQueue],
-// [Priority], [MaxAttempts] and [RetryBackoff] return a [JobOption], good
-// for a kind (its defaults) and for a job (its own). Each option's
-// documentation gives its default and range.
+// starts from its client's. [OnQueue], [Priority], [MaxAttempts] and
+// [RetryBackoff] return a [JobOption], good for a kind (its defaults) and
+// for a job (its own). Each option's documentation gives its default and
+// range.
 //
 // # Guarantees
 //
@@ -204,17 +192,14 @@
 // ([ErrInvalidOption]). A duplicate idempotency key returns the existing
 // job, marked Duplicate.
 //
-// What is stored is what was given. PostgreSQL refuses a NUL byte or bytes
-// that are not UTF-8 in text, and \u0000, an unpaired surrogate or a number
+// What is stored is what was given. PostgreSQL refuses NUL bytes and bytes
+// that are not UTF-8 in text, and \u0000, unpaired surrogates and numbers
 // beyond numeric in jsonb; encoding/json silently turns bytes that are not
-// UTF-8 into U+FFFD. So every string a job stores is checked before any
-// statement: the payload's anywhere in it (and what a MarshalJSON or a
-// json.RawMessage writes) and the auth claims with ErrInvalidPayload, the
-// options' with ErrInvalidOption, each error naming the field (args.County,
-// auth["role"], IdempotencyKey) and, in EnqueueMany and EnqueueBulk, the
-// job. Names, and the strings of a [Filter] or [ReviewQuery], are checked
-// where they are given. A fuzz target holds Enqueue to this (go test -fuzz
-// FuzzEnqueue ./queue/).
+// UTF-8 into U+FFFD. So every string a job stores (payload, auth claims,
+// options) is checked before any statement, with ErrInvalidPayload or
+// ErrInvalidOption naming the field (args.County, auth["role"],
+// IdempotencyKey) and, in EnqueueMany and EnqueueBulk, the job; names and
+// the strings of a [Filter] or [ReviewQuery] where they are given.
 //
 // An unmigrated schema says so: Runner.Start, and every Client call on a
 // schema that Migrate has not brought up to date, return an error wrapping
@@ -246,23 +231,21 @@
 // # Connections
 //
 // A runner keeps four connections for itself (claims, results, leases, and
-// the listener), and its handlers take the rest as they need them, waiting
-// for one when all are busy, as do the maintenance leader's election and
-// tasks; NewRunner refuses a pool capped below four.
-// Set the pool's open limit to what the server can spare for this process
-// (PostgreSQL allows 100 connections in all by default), and the idle limit
-// to the same number, or database/sql, which keeps 2 idle by default, would
-// close and reopen connections under load.
+// the listener); its handlers, and the maintenance leader, take the rest as
+// they need them. NewRunner refuses a pool capped below four. Set the pool's
+// open limit to what the server can spare for this process (PostgreSQL allows
+// 100 connections in all by default) and the idle limit to the same number,
+// or database/sql, which keeps 2 idle by default, closes and reopens
+// connections under load:
 //
 //	sqlDB, _ := db.DB()
 //	sqlDB.SetMaxOpenConns(20)
 //	sqlDB.SetMaxIdleConns(20)
 //
-// A runner warns, saying what to set, when a pool with no open limit may
-// open more connections than the server accepts, and when the pool closes
-// ten or more connections a second because its idle list is full. Handlers
-// that write a single row each are faster with gorm's
-// SkipDefaultTransaction.
+// A runner warns, saying what to set, when a pool without an open limit may
+// open more connections than the server accepts, and when its idle list
+// closes ten or more connections a second. Handlers that write a single row
+// each are faster with gorm's SkipDefaultTransaction.
 //
 // # Shutting down
 //
@@ -323,35 +306,26 @@
 //	})
 //
 // Every runner runs the registry's schedules, and a tick creates its jobs
-// exactly once between them: the tick is claimed by moving the schedule's
-// last tick under its row lock, in the same transaction as the jobs, and
-// each job's idempotency key names the tick. A tick younger than the
-// schedule's grace ([Periodic.Grace]) when a runner starts is due and
-// fires, on a new schedule's first start too: a schedule deployed at
-// 23:00:05 fires 23:00. Older ticks no runner fired are missed, and the
-// schedule's [MissedPolicy] skips them or fires the latest few, late.
-//
-// Every expected tick gets a row in the tick ledger, in the transaction
-// that creates its jobs or skips it: fired, late or missed, with its run
-// ID and its number of jobs ([Client.Ticks]). [Client.ScheduleStates] and
-// the review read it, so a night skipped is named as such. Schedules can be added,
-// replaced (following the new timetable from its next tick) and removed
-// while runners run. Each tick stamps its jobs with a run ID
+// exactly once between them: it is claimed under the schedule's row lock,
+// in the transaction that creates its jobs, whose idempotency keys name
+// the tick. A tick younger than the schedule's grace ([Periodic.Grace])
+// when a runner starts fires, on a new schedule's first start too; older
+// ticks no runner fired are missed, and the schedule's [MissedPolicy] skips
+// them or fires the latest few, late. Every expected tick gets a row in the
+// tick ledger ([Client.Ticks]): fired, late or missed, with its run ID and
+// number of jobs, so [Client.ScheduleStates] and the review name a skipped
+// night. Schedules can be added, replaced and removed while runners run.
+// Each tick stamps its jobs with a run ID
 // (county-daily@2025-12-08T23:00:00+05:30) and a period (the local date).
 //
-// Presets check their arguments: Daily(25, 0) is refused by
-// Registry.Schedule with "Daily(25, 0): hour 25 not in [0, 23]"; so is a
-// [Cron] expression that can never fire (0 0 30 2 *) or names a time zone
-// (set Location). Ticks keep their local wall-clock time across
-// daylight-saving changes: a tick in the hour that repeats when clocks go
-// back fires once (a schedule more frequent than hourly skips that hour's
-// second pass), and a tick in the gap when they go forward is skipped.
-//
-// A tick whose jobs cannot be built (its Jobs function or a job's
-// MarshalJSON panics, or Enqueue would refuse a job) creates nothing, is
-// logged at Error with the reason (and the stack, for a panic), and the
-// schedule moves on to its next tick rather than fail the same way at every
-// poll; the morning review lists it among the ticks that created nothing.
+// Registry.Schedule refuses bad preset arguments ("Daily(25, 0): hour 25
+// not in [0, 23]") and a [Cron] expression that never fires (0 0 30 2 *) or
+// names a time zone (set Location). Ticks keep their local wall-clock time
+// across daylight-saving changes: one in the hour that repeats fires once,
+// one in the gap is skipped. A tick whose jobs cannot be built (a panic in
+// Jobs or a MarshalJSON, or a job Enqueue would refuse) creates nothing, is
+// logged at Error, and the schedule moves on to its next tick; the review
+// lists it among the ticks that created nothing.
 //
 // # Batch windows
 //
@@ -396,15 +370,13 @@
 // with [WithMaintenance], such as package queue/alert's alerter.
 // [Client.Runners] marks the leader.
 //
-// The leadership is a lease of a runner's [WithLease], at most 30 s, by
-// the database's clock (on SQLite, the machine's), renewed every third of
-// it. A leader stops its tasks two thirds of a lease after the last
-// renewal that succeeded, so one cut off from the database has stopped
-// them before another can take over; a task that returns within a third
-// of a lease of its cancellation never runs on two runners at once. A
-// runner that stops hands the leadership over at once; one that dies is
-// replaced when its lease expires. A runner given [WithoutMaintenance]
-// never leads; at least one runner must, or nothing is rescued.
+// The leadership is a lease of a runner's [WithLease] (at most 30 s),
+// renewed every third of it. A leader cut off from the database stops its
+// tasks before another can take over, so a task that returns within a third
+// of a lease of its cancellation never runs on two runners at once. A runner
+// that stops hands the leadership over at once; one that dies is replaced
+// when its lease expires. A runner given [WithoutMaintenance] never leads;
+// at least one runner must, or nothing is rescued.
 //
 // # Retention and history
 //
@@ -476,13 +448,8 @@
 // batches of up to thousands of IDs, and their errors are returned to you);
 // yours on the same handle, or in a transaction given to [Client.Tx], are.
 //
-// From schema version 7 on, a running process keeps working through a
-// migration that adds a column: every statement names the columns it reads,
-// and a runner tries a write again when PostgreSQL says a prepared
-// statement changed its result (SQLSTATE 0A000). From version 6, stop the
-// runners first: version 6 read whole jobs with *, so on PostgreSQL each
-// such statement fails once per connection after the migration; a client
-// call works when tried again, but a runner drops a completion that
-// releases dependency children, which then runs again once its lease is
-// out, and does not see the trace context of jobs version 7 enqueued.
+// From schema version 7 on, running processes keep working through a
+// migration that adds a column. Stop runners of version 6 first: they read
+// whole jobs with *, and on PostgreSQL such statements fail once per
+// connection after the migration.
 package queue
