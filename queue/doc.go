@@ -273,22 +273,8 @@
 // single binary that needs no server. Open the file with
 // github.com/sheaf-dev/sheaf/queue/sqlitedb (pure Go: no cgo) and hand it
 // to NewClient as you would a PostgreSQL handle; everything else is the
-// same. What differs, because SQLite has one writer and no server:
-//
-//   - Writes take turns: within a process on one semaphore per file, across
-//     processes in SQLite's busy handler. A claim is one UPDATE ...
-//     RETURNING under the write lock, so no job is claimed twice.
-//   - Runners in the process that wrote are woken at once; runners in other
-//     processes on the same file find new jobs, and cancellations, when
-//     they poll and renew their leases.
-//   - Dependency release and schedule ticks are serialised by the write
-//     lock, as PostgreSQL's advisory and row locks serialise them.
-//   - Times are stored as UTC text in one fixed-width layout
-//     (sqlitedb.TimeLayout; bind times in it when you query the tables by
-//     hand), and JSON (payload, output) as bytes.
-//   - Refused with an error rather than pretended: an in-memory database
-//     (it would be one per connection), a connection without a busy
-//     timeout, a file that cannot switch to WAL.
+// same. That package's documentation says what differs, because SQLite has
+// one writer and no server.
 //
 // # Schedules
 //

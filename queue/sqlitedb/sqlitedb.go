@@ -1,27 +1,3 @@
-// Package sqlitedb opens an SQLite database for the queue: a file in WAL
-// mode (readers never wait for the writer), with a busy timeout (a writer
-// waits for another process's write instead of failing), transactions that
-// take the write lock when they begin, and foreign keys on.
-//
-// It is pure Go: modernc.org/sqlite (SQLite compiled to Go) under the
-// gorm dialector github.com/libtnb/sqlite. No cgo and no C compiler, so
-// CGO_ENABLED=0 builds work, cross-compiling needs no C toolchain, and a
-// first build does not compile SQLite's C source. Importing the dialector
-// turns on, for the whole process, modernc.org/sqlite's strict pragmas (a
-// misspelt _pragma fails the connection), open-file-description locks on
-// Linux and fdatasync: each can be turned off by calling its switch in
-// modernc.org/sqlite with false before the first database opens.
-//
-// The pool Open returns keeps up to MaxIdleConns connections open between
-// uses, enough for a runner with the default workers whose handlers each
-// use one: an SQLite connection is a file handle and a page cache, cheap
-// to keep and costly to reopen (the schema is read again). Connections
-// idle for ConnMaxIdleTime are closed, so a burst's connections do not
-// stay forever. Writers still take turns, one at a time, as SQLite allows;
-// the busy timeout makes the others wait.
-//
-//	db, err := sqlitedb.Open("jobs.db")
-//	client, err := queue.NewClient(db, reg)
 package sqlitedb
 
 import (
