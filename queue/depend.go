@@ -6,12 +6,9 @@ import (
 	"reflect"
 	"slices"
 
-	"gorm.io/gorm"
-
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
-	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/release"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // A Rule releases a child job when its parent jobs complete.
@@ -111,84 +108,46 @@ func rulesOf(rules []*rule) []runner.Dependency {
 	return converted(rules, func(ru *rule) runner.Dependency { return ru.Dependency })
 }
 
-// hookRelease stores with child the metadata the Release hooks make of its
-// parents, over the child's own; attempt completed the last of them.
-func (rel releaser) hookRelease(child *newJob, attempt *runner.Execution, completed *JobRecord, parents []JobRecord) {
-	ctx := attempt.Hooked()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var meta map[string]string
-	for _, h := range rel.hooks {
-		if h.Release == nil {
-			continue
-		}
-		if m := h.Release(ctx, completed, parents); len(m) > 0 {
-			if meta == nil && child.Metadata != nil {
-				meta, _ = store.DecodeMetadata(child.Metadata) // encoded by this process
+// releaser builds the children of the registry's rules for a runner, with
+// Enqueue's checks, and with the Release hooks of hooks if there are any.
+func (c *Client) releaser(log *slog.Logger, hooks []Hooks) runner.Rules {
+	rel := release.Children[JobRecord]{Store: c.st, Log: log,
+		Rules: func(kind string) []runner.Rule {
+			return converted(c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
+		},
+		Build: func(r runner.Release, parents []JobRecord) (child newJob, err error) {
+			c.reg.mu.RLock()
+			ru := c.reg.rules.Named(r.Rule)
+			c.reg.mu.RUnlock()
+			// The rule's function, and the child's Kind and MarshalJSON,
+			// are the user's code.
+			err = userCall(func() error {
+				args, opts := ru.Child(parents)
+				opts = append(opts, IdempotencyKey(r.Key))
+				if r.RunID.Valid {
+					opts = append(opts, InRun(r.RunID.String))
+				}
+				if r.Period.Valid {
+					opts = append(opts, InPeriod(r.Period.String))
+				}
+				rows, err := c.prepareAll([]Params{{Args: args, Options: opts}})
+				if err == nil {
+					child = rows[0]
+				}
+				return err
+			})
+			return child, err
+		}}
+	if slices.ContainsFunc(hooks, func(h Hooks) bool { return h.Release != nil }) {
+		rel.Metadata = func(ctx context.Context, completed *runner.Row, parents []JobRecord) (metas []map[string]string) {
+			rec := recordOf(completed)
+			for _, h := range hooks {
+				if h.Release != nil {
+					metas = append(metas, h.Release(ctx, &rec, parents))
+				}
 			}
-			meta = enqueue.Merged(meta, m)
+			return metas
 		}
 	}
-	if meta != nil {
-		child.Metadata = store.EncodeMetadata(meta)
-	}
-}
-
-// releaser builds the children of the registry's rules for a runner (its
-// runner.Rules), with Enqueue's checks; the runner completes the parents
-// and inserts the children in one transaction.
-type releaser struct {
-	c     *Client
-	log   *slog.Logger
-	hooks []Hooks
-}
-
-// For returns the rules in which jobs of kind are parents, by name.
-func (rel releaser) For(kind string) []runner.Rule {
-	return converted(rel.c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
-}
-
-// Child builds the child of a release from its complete parents, or
-// returns nil when it cannot be built; attempt completed the last of them.
-func (rel releaser) Child(tx *gorm.DB, attempt *runner.Execution, r runner.Release) (*newJob, error) {
-	rel.c.reg.mu.RLock()
-	ru := rel.c.reg.rules.Named(r.Rule)
-	rel.c.reg.mu.RUnlock()
-	completed := attempt.Row()
-	var full []JobRecord
-	err := rel.c.st.Jobs(tx.Statement.Context, tx, store.Filter{IDs: r.Parents}, 0, &full)
-	if err != nil {
-		return nil, err
-	}
-	// The rule's function, and the child's Kind and MarshalJSON, are the
-	// user's code, and the child is checked as Enqueue checks a job.
-	var nj newJob
-	err = userCall(func() error {
-		args, opts := ru.Child(full)
-		opts = append(opts, IdempotencyKey(r.Key))
-		if r.RunID.Valid {
-			opts = append(opts, InRun(r.RunID.String))
-		}
-		if r.Period.Valid {
-			opts = append(opts, InPeriod(r.Period.String))
-		}
-		rows, err := rel.c.prepareAll([]Params{{Args: args, Options: opts}})
-		if err == nil {
-			nj = rows[0]
-		}
-		return err
-	})
-	if err == nil && len(rel.hooks) > 0 {
-		rec := recordOf(completed)
-		rel.hookRelease(&nj, attempt, &rec, full)
-	}
-	if err != nil {
-		// The parent's work is done, so it completes without the child,
-		// rather than fail the same way again; the review lists the chain.
-		rel.log.Error("queue: dependency rule failed to build its child; the parent completes without it",
-			runner.ErrAttrs(err, "rule", ru.Name, "group", r.Group)...)
-		return nil, nil
-	}
-	return &nj, nil
+	return rel
 }

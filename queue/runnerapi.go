@@ -42,7 +42,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	}
 	cfg := c.cfg
 	cfg.workers, cfg.queues, cfg.poll, cfg.lease = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease
-	if err := applyEach("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
+	if err := check.Each("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}
 	if cfg.rescueEvery == 0 {
@@ -69,7 +69,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
 		Kinds:   runnerKinds{c: c, hooks: cfg.hooks},
-		Rules:   releaser{c: c, log: log, hooks: cfg.hooks},
+		Rules:   c.releaser(log, cfg.hooks),
 		Observe: func(e runner.Event) { observe(eventOf(e)) },
 		Preflight: func(ctx context.Context) (int, error) {
 			return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew)
