@@ -60,7 +60,7 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 		return nil, check.Invalid("%v", err)
 	}
 	cfg := config{logger: slog.Default(), clock: SystemClock{}}
-	if err := applyEach("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
+	if err := check.Each("ClientOption", opts, func(o ClientOption) error { return o.applyClient(&cfg) }); err != nil {
 		return nil, err
 	}
 	return &Client{ops{db: db, st: st, reg: reg, cfg: cfg}}, nil
@@ -239,7 +239,7 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 // withJobOptions returns a kind's defaults o with a job's options applied.
 func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	o.ownBackoff = false
-	err := applyEach("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
+	err := check.Each("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }
 

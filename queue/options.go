@@ -231,20 +231,6 @@ func TraceContext(traceparent, tracestate string) EnqueueOption {
 	})
 }
 
-// applyEach applies opts with apply, refusing a nil option (an interface
-// holding nothing, which the compiler lets through); what names their type.
-func applyEach[O any](what string, opts []O, apply func(O) error) error {
-	for _, opt := range opts {
-		if any(opt) == nil {
-			return check.Invalid("nil %s", what)
-		}
-		if err := apply(opt); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Defaults and limits of the client, runner and chunk options.
 const (
 	DefaultWorkers      = 100

@@ -105,7 +105,7 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func
 	if chunked {
 		what = "ChunkedOption"
 	}
-	if err := applyEach(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
+	if err := check.Each(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
 		return fmt.Errorf("register %q: %w", kind, err)
 	}
 	r.mu.Lock()

@@ -50,6 +50,20 @@ func Set[T any](field *T, v T, err error) error {
 	return err
 }
 
+// Each applies opts with apply, refusing a nil option (an interface
+// holding nothing, which the compiler lets through); what names their type.
+func Each[O any](what string, opts []O, apply func(O) error) error {
+	for _, opt := range opts {
+		if any(opt) == nil {
+			return Invalid("nil %s", what)
+		}
+		if err := apply(opt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Text refuses s, given as the option or field called name, if PostgreSQL
 // would not store it as text.
 func Text(name, s string) error {

@@ -76,3 +76,18 @@ func TestSetAndPageLimit(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOption)
 	}
 }
+
+type option interface{ apply(*int) error }
+
+type add int
+
+func (a add) apply(n *int) error { *n += int(a); return Refuse(a < 0, "negative %d", a) }
+
+func TestEach(t *testing.T) {
+	n := 0
+	apply := func(o option) error { return o.apply(&n) }
+	require.NoError(t, Each("option", []option{add(1), add(2)}, apply))
+	require.Equal(t, 3, n)
+	require.EqualError(t, Each("option", []option{add(1), nil}, apply), "queue: invalid option: nil option")
+	require.ErrorIs(t, Each("option", []option{add(-1)}, apply), ErrInvalidOption)
+}
