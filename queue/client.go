@@ -29,8 +29,9 @@ type Client struct {
 // writes exists if and only if the transaction commits. It has the Client's
 // methods but those that do not belong in a caller's transaction: Migrate,
 // Migrations and SchemaVersion (the schema), Wait (it polls for other
-// transactions' work), Ping and Runners, and Activity (which tunes a
-// read-only transaction of its own).
+// transactions' work), Ping and Runners, Activity (which tunes a read-only
+// transaction of its own) and Prune (which works in short transactions of
+// its own).
 type TxClient struct {
 	ops
 }
