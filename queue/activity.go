@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -69,27 +68,9 @@ type ActivityBucket struct {
 // A query without a positive Bucket of at least a second, or with more than
 // MaxActivityBuckets buckets, returns an error wrapping ErrInvalidOption.
 func (c *Client) Activity(ctx context.Context, q ActivityQuery) ([]ActivityBucket, error) {
-	if q.Bucket < time.Second {
-		return nil, check.Invalid("Activity: Bucket must be at least a second, not %v", q.Bucket)
-	}
-	if q.Queue != "" {
-		if err := check.QueueName("Activity", q.Queue); err != nil {
-			return nil, err
-		}
-	}
-	start := q.Since.Truncate(q.Bucket)
-	now := time.Now()
-	if start.After(now) {
-		return []ActivityBucket{}, nil
-	}
-	n := int64(now.Sub(start)/q.Bucket) + 1
-	if n > MaxActivityBuckets {
-		return nil, check.Invalid("Activity: %d buckets of %v from %v to now; at most %d (widen Bucket or move Since)",
-			n, q.Bucket, start, MaxActivityBuckets)
-	}
-	rows, err := operate.Activity(ctx, c.st, start, q.Bucket, n, q.Queue)
-	return result("activity", rows, err, func(r store.ActivityRow) ActivityBucket {
+	rows, err := operate.Activity(ctx, c.st, q.Since, q.Bucket, q.Queue, MaxActivityBuckets)
+	return converted(rows, func(r store.ActivityRow) ActivityBucket {
 		return ActivityBucket{Start: r.Start, Completed: r.Completed, Failed: r.Failed,
 			WaitP50: r.WaitP50, WaitP95: r.WaitP95, RunP50: r.RunP50, RunP95: r.RunP95}
-	})
+	}), err
 }

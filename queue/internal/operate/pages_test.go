@@ -52,3 +52,24 @@ func TestPagesChecked(t *testing.T) {
 
 // errOf returns the error of a call that returns a value and an error.
 func errOf[T any](_ T, err error) error { return err }
+
+// Activity refuses a query before any statement: a bucket under a second,
+// a bad queue, too many buckets; a start to come has no buckets.
+func TestActivityChecked(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		err  error
+		want string
+	}{
+		"bucket": {errOf(Activity(ctx, nil, time.Now(), time.Millisecond, "", 10)), "at least a second"},
+		"queue":  {errOf(Activity(ctx, nil, time.Now(), time.Second, "\x00", 10)), "Activity: "},
+		"many":   {errOf(Activity(ctx, nil, time.Now().Add(-time.Hour), time.Second, "", 10)), "at most 10"},
+	} {
+		require.ErrorIs(t, tc.err, check.ErrInvalidOption, name)
+		require.Contains(t, tc.err.Error(), tc.want, name)
+	}
+	rows, err := Activity(ctx, nil, time.Now().Add(time.Hour), time.Minute, "", 10)
+	require.NoError(t, err)
+	require.NotNil(t, rows)
+	require.Empty(t, rows)
+}
