@@ -382,9 +382,13 @@
 //
 // [Client.Review] says what a run, a period or a time range did (see its
 // example): counts by status, the failed jobs with their errors and
-// attempts, the slow ones against each kind's median of its earlier runs,
-// the jobs that never ran, the schedule ticks that created no job, and the
-// dependency chains that stopped, with the parents that stopped them.
+// attempts, the failures grouped by the shape of their error, the slow
+// ones against each kind's median of its earlier runs, the jobs that never
+// ran, the schedule ticks that created no job, and the dependency chains
+// that stopped, with the parents that stopped them. The database counts,
+// groups and picks: each list holds at most ReviewQuery.Limit jobs (100 by
+// default) and the review counts the rest, so a night of a hundred
+// thousand jobs is reviewed in a few aggregate statements, not read.
 // [Client.RetryFailed] with the run's Filter is the selective retry.
 //
 // # Maintenance
