@@ -431,6 +431,11 @@
 // are pruned. The leader rolls up every 10 minutes, and prunes in batches
 // of 1,000 jobs, each a short transaction, with a pause between them.
 //
+// The alert state of package queue/alert goes the same way: episodes that
+// ended and silences that expired [DefaultKeepAlerts] ago (90 days: this
+// month's alerts against the last ones), an episode only once all its
+// notices are sent (Retention.Alerts).
+//
 // # Telemetry
 //
 // Package github.com/sheaf-dev/sheaf/queue/otelqueue reports the queue to
