@@ -111,10 +111,6 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 	return jobIDs(ctx, db, f, sqliteTime)
 }
 
-func (*sqlite) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
-	return countByKind(ctx, db)
-}
-
 func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	t := now()
 	var first sqlTime

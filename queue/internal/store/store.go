@@ -53,7 +53,6 @@ type Store interface {
 	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
 	// JobIDs returns the IDs of the jobs f selects.
 	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
-	CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error)
 	Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error)
 	// TypicalDuration is the median run time of kind's last history
 	// completed jobs that finished before before; ok is false when there
