@@ -240,8 +240,11 @@
 //   - Suspects are isolated per runner, not per process: two runners in one
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
-//   - [Client.Stats], [Client.Queues] and Filter.Search read whole
-//     tables: fine for dashboards, not for hot paths.
+//   - [Client.Queues] and Filter.Search read whole tables: fine for
+//     dashboards, not for hot paths. [Client.Stats] counts the jobs that
+//     wait or run where they are and the finished ones from the day
+//     roll-ups (the days since the last final roll-up from the table), so
+//     its finished counts cover the history kept, pruned jobs included.
 //
 // # Connections
 //
