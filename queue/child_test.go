@@ -34,6 +34,11 @@ const (
 	// Stop took and how long before its deadline it returned, and exit at
 	// once, as a program that stops on SIGTERM does.
 	childStopMS = "SHEAF_QUEUE_CHILD_STOP_MS"
+	// childPruneEnv, if set to n, makes the child prune instead of run:
+	// Client.Prune with an archive that lets n-1 batches through and,
+	// at the nth, says "archiving" and blocks, its batch's transaction
+	// open, until the parent kills it.
+	childPruneEnv = "SHEAF_QUEUE_CHILD_PRUNE"
 )
 
 // Payloads the child knows.
@@ -170,6 +175,10 @@ func runChild() bool {
 	sizePool(sqlDB)
 	reg := queue.NewRegistry()
 	registerLedger(db, os.Stdout)(reg)
+	if stall := os.Getenv(childPruneEnv); stall != "" {
+		pruneChild(db, reg, stall)
+		return true
+	}
 	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)))
 	must(err)
 	lease := 30 * time.Second
@@ -208,6 +217,25 @@ func runChild() bool {
 	must(r.Stop(context.Background()))
 	fmt.Println("stopped")
 	return true
+}
+
+// pruneChild prunes with an archive that blocks at batch stall (see
+// childPruneEnv).
+func pruneChild(db *gorm.DB, reg *queue.Registry, stall string) {
+	var at, batches int
+	fmt.Sscan(stall, &at)
+	archive := func(_ context.Context, jobs []queue.JobRecord) error {
+		if batches++; batches == at {
+			fmt.Printf("archiving %d\n", len(jobs))
+			select {} // until the parent kills the process
+		}
+		return nil
+	}
+	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)), queue.WithRetention(queue.Retention{Archive: archive}))
+	must(err)
+	fmt.Println("ready")
+	_, err = c.Prune(context.Background())
+	must(err)
 }
 
 // child is a runner in another process.

@@ -414,7 +414,7 @@ func (c *ops) transition(ctx context.Context, id int64, op string, from []string
 // number is packed with the job ID in 20 bits (see attemptKey).
 const maxTotalAttempts = 1 << 20
 
-// Stats describes the jobs table.
+// Stats counts the jobs (see Client.Stats for which).
 type Stats struct {
 	// ByStatus counts jobs by status; ByKind counts them by kind and status.
 	ByStatus map[Status]int64
@@ -426,17 +426,22 @@ type Stats struct {
 	OldestReady time.Duration
 }
 
-// Stats counts the jobs. It reads the whole table, so on a table of millions
-// of jobs it takes a moment; it is for dashboards, not hot paths.
+// Stats counts the jobs: QUEUED and PROCESSING jobs as they stand, and
+// finished jobs over the history the day roll-ups keep (a year by default,
+// see Retention), pruned or not. Its cost follows the jobs that wait or
+// run and the days since the last final roll-up, not the table: the
+// finished jobs of the days rolled up for good are counted from their
+// roll-ups. A job retried after its day was rolled up counts both where it
+// finished and as it stands now.
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	counts, err := c.st.CountByKind(ctx, c.db)
+	counts, err := store.CountByKind(ctx, c.st, c.db)
 	for _, kc := range counts {
 		s.ByStatus[Status(kc.Status)] += kc.N
 		if s.ByKind[kc.Kind] == nil {
 			s.ByKind[kc.Kind] = map[Status]int64{}
 		}
-		s.ByKind[kc.Kind][Status(kc.Status)] = kc.N
+		s.ByKind[kc.Kind][Status(kc.Status)] += kc.N
 	}
 	if err == nil {
 		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)

@@ -492,6 +492,46 @@ func TestStats(t *testing.T) {
 	require.Less(t, s.OldestReady, 120*time.Second)
 }
 
+// Stats counts finished jobs from the day roll-ups once their days are
+// rolled up for good, so its counts outlive the pruned jobs and its cost
+// does not grow with the finished jobs; the days since, and the jobs that
+// wait or run, are counted where they are.
+func TestStatsCountPrunedJobsFromTheRollups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	old, lately, now := time.Now().AddDate(0, 0, -40), time.Now().AddDate(0, 0, -2), time.Now()
+	for range 3 {
+		insertJob(t, e, "report", "COMPLETED", "", "", 1, &old, &old, "")
+	}
+	insertJob(t, e, "report", "FAILED", "", "", 3, &old, &old, "boom")
+	insertJob(t, e, "noop", "COMPLETED", "", "", 1, &lately, &lately, "")
+	insertJob(t, e, "noop", "CANCELLED", "", "", 1, &lately, &lately, "")
+	insertJob(t, e, "report", "COMPLETED", "", "", 1, &now, &now, "")
+	insertJob(t, e, "report", "QUEUED", "", "", 0, nil, nil, "")
+	running := insertJob(t, e, "report", "PROCESSING", "", "", 1, &now, nil, "")
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE id = ?",
+		e.db.Time(now.Add(time.Minute)), running).Error)
+	rescued := insertJob(t, e, "report", "QUEUED", "", "", 1, nil, nil, "")
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET rescues = 1 WHERE id = ?", rescued).Error)
+
+	want := map[string]map[queue.Status]int64{
+		"report": {queue.StatusCompleted: 4, queue.StatusFailed: 1, queue.StatusQueued: 2, queue.StatusProcessing: 1},
+		"noop":   {queue.StatusCompleted: 1, queue.StatusCancelled: 1},
+	}
+	before, err := e.client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, before.ByKind, "before any roll-up, every job is counted where it is")
+
+	pruned, err := e.client.Prune(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, pruned, "the nights of 40 days ago are past their retention")
+	after, err := e.client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, after.ByKind, "the roll-ups count the pruned jobs and the days before today")
+	require.Equal(t, int64(5), after.ByStatus[queue.StatusCompleted])
+}
+
 func TestAuthIsNeverPrinted(t *testing.T) {
 	t.Parallel()
 	a := queue.Auth{"role": "ADMIN", "token": "secret-token"}

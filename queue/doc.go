@@ -225,8 +225,11 @@
 //   - Suspects are isolated per runner, not per process: two runners in one
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
-//   - [Client.Stats], [Client.Queues] and Filter.Search read whole
-//     tables: fine for dashboards, not for hot paths.
+//   - [Client.Queues] and Filter.Search read whole tables: fine for
+//     dashboards, not for hot paths. [Client.Stats] counts the jobs that
+//     wait or run where they are and the finished ones from the day
+//     roll-ups (the days since the last final roll-up from the table), so
+//     its finished counts cover the history kept, pruned jobs included.
 //
 // # Connections
 //
@@ -342,9 +345,13 @@
 //
 // [Client.Review] says what a run, a period or a time range did (see its
 // example): counts by status, the failed jobs with their errors and
-// attempts, the slow ones against each kind's median of its earlier runs,
-// the jobs that never ran, the schedule ticks that created no job, and the
-// dependency chains that stopped, with the parents that stopped them.
+// attempts, the failures grouped by the shape of their error, the slow
+// ones against each kind's median of its earlier runs, the jobs that never
+// ran, the schedule ticks that created no job, and the dependency chains
+// that stopped, with the parents that stopped them. The database counts,
+// groups and picks: each list holds at most ReviewQuery.Limit jobs (100 by
+// default) and the review counts the rest, so a night of a hundred
+// thousand jobs is reviewed in a few aggregate statements, not read.
 // [Client.RetryFailed] with the run's Filter is the selective retry.
 //
 // # Maintenance
@@ -384,6 +391,11 @@
 // reads them; the review and the console's charts use them once the jobs
 // are pruned. The leader rolls up every 10 minutes, and prunes in batches
 // of 1,000 jobs, each a short transaction, with a pause between them.
+//
+// The alert state of package queue/alert goes the same way: episodes that
+// ended and silences that expired [DefaultKeepAlerts] ago (90 days: this
+// month's alerts against the last ones), an episode only once all its
+// notices are sent (Retention.Alerts).
 //
 // # Telemetry
 //

@@ -27,6 +27,14 @@ const (
 	DefaultKeepCancelled = 30 * 24 * time.Hour
 	DefaultKeepFailed    = 30 * 24 * time.Hour
 	DefaultKeepHistory   = 365 * 24 * time.Hour
+	// DefaultKeepAlerts is how long package queue/alert's episodes that
+	// ended, their notices and the silences that ended are kept: a
+	// quarter, to compare this month's alerts with the last ones.
+	DefaultKeepAlerts = 90 * 24 * time.Hour
+	// MinAlertRetention is the shortest alert retention accepted: an
+	// episode that ended must outlast the alert rules' look-back (a day
+	// by default), or a condition still in view could fire again.
+	MinAlertRetention = 7 * 24 * time.Hour
 	// MinRetention is the shortest retention accepted: shorter would
 	// delete jobs an operator is still looking at.
 	MinRetention = time.Hour
@@ -48,6 +56,12 @@ type Retention struct {
 	// History is how long day roll-ups are kept (client only). Default
 	// DefaultKeepHistory.
 	History time.Duration
+	// Alerts is how long the alert state (package queue/alert) is kept
+	// after it ended (client only): resolved episodes and digests with
+	// their notices, once every notice is sent (an unsent one is never
+	// deleted), and silences past their end. Default DefaultKeepAlerts;
+	// at least MinAlertRetention.
+	Alerts time.Duration
 	// Archive, if set (client only), receives every batch of jobs before
 	// they are deleted, in the transaction that deletes them: an error
 	// deletes none of the batch, and the next pass offers it again. It runs
@@ -59,8 +73,8 @@ type Retention struct {
 // RetentionError is the error of a Retention that cannot be used. It wraps
 // ErrInvalidOption.
 type RetentionError struct {
-	// Field is the field at fault: Completed, Cancelled, Failed, History
-	// or Archive.
+	// Field is the field at fault: Completed, Cancelled, Failed, History,
+	// Alerts or Archive.
 	Field  string
 	Value  time.Duration
 	Reason string
@@ -82,10 +96,13 @@ func (r Retention) check(kind bool) error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"Failed", r.Failed}, {"History", r.History}} {
+	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"Failed", r.Failed}, {"History", r.History}, {"Alerts", r.Alerts}} {
 		switch {
-		case kind && f.name == "History" && f.d != 0:
+		case kind && (f.name == "History" || f.name == "Alerts") && f.d != 0:
 			return &RetentionError{Field: f.name, Value: f.d, Reason: "is the client's, not a kind's"}
+		case f.name == "Alerts" && f.d != 0 && f.d != KeepForever && f.d < MinAlertRetention:
+			return &RetentionError{Field: f.name, Value: f.d,
+				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinAlertRetention)}
 		case f.d != 0 && f.d != KeepForever && f.d < MinRetention:
 			return &RetentionError{Field: f.name, Value: f.d,
 				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinRetention)}
@@ -102,12 +119,13 @@ type clientOption func(*config) error
 
 func (f clientOption) applyClient(c *config) error { return f(c) }
 
-// WithRetention sets how long the client's finished jobs and day roll-ups
-// are kept (see Retention), by the maintenance of its runners: the elected
-// runner deletes finished jobs in batches of 1,000, each its own short
-// transaction, and keeps the roll-ups. Default: DefaultKeepCompleted,
-// DefaultKeepCancelled, DefaultKeepFailed and DefaultKeepHistory. A bad
-// value is a *RetentionError.
+// WithRetention sets how long the client's finished jobs, day roll-ups and
+// alert state are kept (see Retention), by the maintenance of its runners:
+// the elected runner deletes finished jobs in batches of 1,000, each its
+// own short transaction, keeps the roll-ups, and deletes the alert state
+// that ended long enough ago. Default: DefaultKeepCompleted,
+// DefaultKeepCancelled, DefaultKeepFailed, DefaultKeepHistory and
+// DefaultKeepAlerts. A bad value is a *RetentionError.
 func WithRetention(r Retention) ClientOption {
 	return clientOption(func(c *config) error {
 		if err := r.check(false); err != nil {
@@ -204,11 +222,13 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 		&maintain.Rollup{Store: c.st, Keep: orDefault(c.cfg.retention.History, DefaultKeepHistory), Now: now},
 		maintain.RunCounts{Store: c.st, DB: c.db, Every: time.Minute},
 		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
+		&maintain.AlertPrune{Store: c.st, DB: c.db, Keep: orDefault(c.cfg.retention.Alerts, DefaultKeepAlerts), Now: now},
 	}
 }
 
 // Prune rolls up the days that are over and deletes, in batches, the
-// finished jobs the client's retention no longer keeps, now, in this
+// finished jobs (and the alert state) the client's retention no longer
+// keeps, now, in this
 // process, and returns how many jobs it deleted: what the elected runner's
 // maintenance does every 10 minutes, for a program that runs no runner, or
 // an operator who changed the retention. It is safe while runners work,

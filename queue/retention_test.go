@@ -23,6 +23,7 @@ func TestRetentionRefusesBadValues(t *testing.T) {
 		{queue.Retention{Completed: time.Minute}, "Completed"},
 		{queue.Retention{Failed: -2}, "Failed"},
 		{queue.Retention{History: time.Second}, "History"},
+		{queue.Retention{Alerts: 24 * time.Hour}, "Alerts"},
 	} {
 		_, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithRetention(c.r))
 		var re *queue.RetentionError
@@ -41,6 +42,7 @@ func TestRetentionRefusesBadValues(t *testing.T) {
 		{queue.Retention{History: 48 * time.Hour}, "History"},
 		{queue.Retention{Archive: func(context.Context, []queue.JobRecord) error { return nil }}, "Archive"},
 		{queue.Retention{Cancelled: time.Nanosecond}, "Cancelled"},
+		{queue.Retention{Alerts: queue.DefaultKeepAlerts}, "Alerts"},
 	} {
 		err := queue.Register(e.reg, nopHandler[noop](), queue.Retain(c.r))
 		var re *queue.RetentionError
@@ -220,6 +222,11 @@ func TestClientPrune(t *testing.T) {
 	}
 	recent := time.Now().Add(-time.Minute)
 	kept := insertJob(t, e, "report", "COMPLETED", "", "", 1, &recent, &recent, "")
+	// Alert episodes that ended past DefaultKeepAlerts go, later ones stay.
+	for i, ended := range []time.Time{time.Now().AddDate(0, 0, -100), time.Now().AddDate(0, 0, -80)} {
+		require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_alert_episodes (rule, key, state, started_at, resolved_at)
+			VALUES ('dead', ?, 'resolved', ?, ?)`, fmt.Sprint(i), e.db.Time(ended), e.db.Time(ended)).Error)
+	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := e.client.Prune(cancelled)
@@ -229,4 +236,7 @@ func TestClientPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"))
+	var keys []string
+	require.NoError(t, e.db.Gorm.Raw("SELECT key FROM sheaf_alert_episodes").Scan(&keys).Error)
+	require.Equal(t, []string{"1"}, keys)
 }

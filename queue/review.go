@@ -30,23 +30,45 @@ type ReviewQuery struct {
 	// (median) duration; once those jobs are pruned, how many days of the
 	// kind's roll-ups (the median of their medians). Default 20.
 	History int
+	// Limit bounds each list of jobs (Failed, Slow, NeverRan, a rule's
+	// Stopped, a chain's Blocking); the Review counts the rest in its
+	// More fields. Default 100, at most 10,000.
+	Limit int
 }
 
+// Review's bounds.
+const (
+	defaultReviewLimit = 100
+	maxReviewLimit     = 10_000
+	// failureSamples is how many job IDs a failure group names.
+	failureSamples = 10
+)
+
 // Review is what ran, what failed and what was slow: the operator's morning
-// check after a night of scheduled runs.
+// check after a night of scheduled runs. The database counts, groups and
+// picks, so a review returns counts and bounded lists whatever the size of
+// the night: each list holds at most Query.Limit jobs, oldest first, and
+// its More field says how many more there are ("and N more").
 type Review struct {
 	Query ReviewQuery
 	// Total and Counts count the jobs in scope, by status.
 	Total  int64
 	Counts map[Status]int64
-	// Failed lists the FAILED jobs, oldest first, with their errors and
-	// attempts.
-	Failed []JobRecord
+	// Failed lists the first FAILED jobs, oldest first, with their errors
+	// and attempts; MoreFailed counts the rest.
+	Failed     []JobRecord
+	MoreFailed int64
+	// Failures groups every FAILED job by the shape of its last error
+	// (IDs, hex strings and numbers taken out), the largest group first.
+	Failures []FailureGroup
 	// Slow lists completed jobs that took SlowFactor times their kind's
-	// typical duration, or longer.
-	Slow []SlowJob
-	// NeverRan lists jobs still QUEUED that have never started.
-	NeverRan []JobRecord
+	// typical duration, or longer; MoreSlow counts the rest.
+	Slow     []SlowJob
+	MoreSlow int64
+	// NeverRan lists jobs still QUEUED that have never started;
+	// MoreNeverRan counts the rest.
+	NeverRan     []JobRecord
+	MoreNeverRan int64
 	// MissedTicks lists the schedule ticks in scope that created no job,
 	// oldest first: those the tick ledger records as missed or as having
 	// created nothing (see Client.Ticks), and the ticks of the registered
@@ -54,8 +76,24 @@ type Review struct {
 	// has recorded and that have no job.
 	MissedTicks []Tick
 	// Stopped lists dependency rules whose child was not released because a
-	// parent did not complete.
-	Stopped []StoppedChain
+	// parent did not complete, at most Limit a rule; MoreStopped counts
+	// the one-to-one rules' groups past them.
+	Stopped     []StoppedChain
+	MoreStopped int64
+}
+
+// FailureGroup is the FAILED jobs of a review whose last errors have one
+// shape.
+type FailureGroup struct {
+	// Error is the errors' shape: what errors that differ only in IDs
+	// and numbers have in common. A review that finds more distinct
+	// errors than it reads counts the rest under "(other)".
+	Error string
+	Count int64
+	// Kinds are the jobs' kinds, in order.
+	Kinds []string
+	// JobIDs are the first jobs' IDs, at most ten, oldest first.
+	JobIDs []int64
 }
 
 // SlowJob is a job that took much longer than its kind usually does.
@@ -79,11 +117,13 @@ type StoppedChain struct {
 	// every parent completed and the rule's own function failed to build
 	// the child (the runner's log says how).
 	Blocking     []JobRecord
+	MoreBlocking int64
 	MissingKinds []string
 }
 
-// Review reviews the jobs q selects. It reads the jobs in scope and, for
-// the slow check, the recent history of their kinds.
+// Review reviews the jobs q selects. The database counts the jobs in scope,
+// groups their failures and picks the bounded lists; the slow check reads
+// the recent history of each kind (or its day roll-ups).
 func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	rangeOK := !q.From.IsZero() && !q.To.IsZero() && q.From.Before(q.To)
 	switch {
@@ -101,11 +141,14 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if q.History == 0 {
 		q.History = 20
 	}
-	if q.SlowFactor < 1 || q.History < 1 {
-		return nil, invalid("review: SlowFactor must be at least 1 and History positive")
+	if q.Limit == 0 {
+		q.Limit = defaultReviewLimit
+	}
+	if q.SlowFactor < 1 || q.History < 1 || q.Limit < 1 || q.Limit > maxReviewLimit {
+		return nil, invalid("review: SlowFactor must be at least 1, History positive and Limit from 1 to 10,000")
 	}
 	rq := operate.ReviewQuery{Scope: store.Filter{RunID: q.RunID, Period: q.Period}, From: q.From, To: q.To,
-		SlowFactor: q.SlowFactor, History: q.History}
+		SlowFactor: q.SlowFactor, History: q.History, Limit: q.Limit, Samples: failureSamples}
 	timings, now := c.reg.timings(), c.cfg.clock.Now()
 	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Rules: rulesOf(c.reg.rulesFor("")),
 		Missed: func(ctx context.Context) ([]operate.Tick, error) {
@@ -117,7 +160,9 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}
-	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, NeverRan: r.NeverRan,
+	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
+		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),
+		NeverRan: r.NeverRan, MoreNeverRan: r.MoreNeverRan, MoreSlow: r.MoreSlow, MoreStopped: r.MoreStopped,
 		Slow:        converted(r.Slow, func(s operate.Slow[JobRecord]) SlowJob { return SlowJob(s) }),
 		MissedTicks: converted(r.MissedTicks, func(t operate.Tick) Tick { return Tick(t) }),
 		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}, nil

@@ -136,3 +136,69 @@ func TestMorningReview(t *testing.T) {
 	_, err = e.client.Review(ctx, queue.ReviewQuery{})
 	require.ErrorIs(t, err, queue.ErrInvalidOption)
 }
+
+// A night with more failures, slow jobs and unstarted jobs than a review
+// lists: the lists stop at the limit and say how many more there are, and
+// the failure groups count every failed job, merging errors that differ
+// only in numbers.
+func TestReviewBoundsItsLists(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	ctx := context.Background()
+	for i := range 5 {
+		s := time.Date(2025, 12, 1, 23, 0, i, 0, time.UTC)
+		c := s.Add(time.Second)
+		insertJob(t, e, "weekly", "COMPLETED", "", "", 1, &s, &c, "")
+	}
+	run, period := "nightly@2025-12-08T23:00:00Z", "2025-12-08"
+	var failed, slow, never []int64
+	for i := range 7 {
+		failed = append(failed, insertJob(t, e, "county_daily", "FAILED", run, period, 3, at(23, 0, i), at(23, 1, i),
+			fmt.Sprintf("county %d: upstream returned 503", i)))
+	}
+	failed = append(failed, insertJob(t, e, "monthly", "FAILED", run, period, 3, at(23, 0, 0), at(23, 1, 0), "disk full"))
+	for i := range 6 {
+		slow = append(slow, insertJob(t, e, "weekly", "COMPLETED", run, period, 1, at(23, 0, i), at(23, 0, 10+i), ""))
+		insertJob(t, e, "weekly", "COMPLETED", run, period, 1, at(23, 1, i), at(23, 1, i+1), "")
+		never = append(never, insertJob(t, e, "weekly", "QUEUED", run, period, 0, nil, nil, ""))
+	}
+
+	rv, err := e.client.Review(ctx, queue.ReviewQuery{RunID: run, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, int64(26), rv.Total)
+	require.Equal(t, int64(8), rv.Counts[queue.StatusFailed])
+	require.Equal(t, failed[:3], recordIDs(rv.Failed), "the oldest first")
+	require.Equal(t, int64(5), rv.MoreFailed)
+	require.Equal(t, []queue.FailureGroup{
+		{Error: "county <n>: upstream returned <n>", Count: 7, Kinds: []string{"county_daily"}, JobIDs: failed[:7]},
+		{Error: "disk full", Count: 1, Kinds: []string{"monthly"}, JobIDs: failed[7:]},
+	}, rv.Failures)
+	slowIDs := make([]int64, len(rv.Slow))
+	for i, s := range rv.Slow {
+		slowIDs[i] = s.Job.ID
+		require.Equal(t, time.Second, s.Typical)
+		require.GreaterOrEqual(t, s.Duration, 10*time.Second)
+	}
+	require.Equal(t, slow[:3], slowIDs, "a second is usual; ten or more are not")
+	require.Equal(t, int64(3), rv.MoreSlow)
+	require.Equal(t, never[:3], recordIDs(rv.NeverRan))
+	require.Equal(t, int64(3), rv.MoreNeverRan)
+
+	rv, err = e.client.Review(ctx, queue.ReviewQuery{RunID: run})
+	require.NoError(t, err)
+	require.Len(t, rv.Failed, 8)
+	require.Zero(t, rv.MoreFailed+rv.MoreSlow+rv.MoreNeverRan)
+
+	for _, limit := range []int{-1, 10_001} {
+		_, err = e.client.Review(ctx, queue.ReviewQuery{RunID: run, Limit: limit})
+		require.ErrorIs(t, err, queue.ErrInvalidOption)
+	}
+}
+
+func recordIDs(jobs []queue.JobRecord) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}

@@ -40,7 +40,8 @@ func (a *Alerter) sendDigest(ctx context.Context, now time.Time) error {
 
 func digestSummary(day string, rv *queue.Review) string {
 	return fmt.Sprintf("%s: %d jobs, %d failed, %d slow, %d never ran, %d missed ticks, %d stopped chains",
-		day, rv.Total, len(rv.Failed), len(rv.Slow), len(rv.NeverRan), len(rv.MissedTicks), len(rv.Stopped))
+		day, rv.Total, rv.Counts[queue.StatusFailed], int64(len(rv.Slow))+rv.MoreSlow, int64(len(rv.NeverRan))+rv.MoreNeverRan,
+		len(rv.MissedTicks), int64(len(rv.Stopped))+rv.MoreStopped)
 }
 
 // digestText writes the review in lines, for a person.
@@ -52,19 +53,22 @@ func digestText(rv *queue.Review) string {
 	}
 	slices.Sort(statuses)
 	fmt.Fprintf(&b, "Jobs: %d (%s)\n", rv.Total, strings.Join(statuses, ", "))
-	section := func(title string, n int, line func(i int) string) {
-		if n == 0 {
+	// A section lists the first 20 of the n the review listed, of the
+	// n+more it found.
+	section := func(title string, n int, more int64, line func(i int) string) {
+		total := int64(n) + more
+		if total == 0 {
 			return
 		}
-		fmt.Fprintf(&b, "\n%s (%d):\n", title, n)
+		fmt.Fprintf(&b, "\n%s (%d):\n", title, total)
 		for i := range min(n, 20) {
 			b.WriteString("  " + line(i) + "\n")
 		}
-		if n > 20 {
-			fmt.Fprintf(&b, "  … and %d more\n", n-20)
+		if shown := int64(min(n, 20)); total > shown {
+			fmt.Fprintf(&b, "  … and %d more\n", total-shown)
 		}
 	}
-	section("Failed", len(rv.Failed), func(i int) string {
+	section("Failed", len(rv.Failed), rv.MoreFailed, func(i int) string {
 		j := rv.Failed[i]
 		msg := ""
 		if j.LastError != nil {
@@ -72,19 +76,19 @@ func digestText(rv *queue.Review) string {
 		}
 		return fmt.Sprintf("job %d %s%s", j.ID, j.Kind, msg)
 	})
-	section("Slow", len(rv.Slow), func(i int) string {
+	section("Slow", len(rv.Slow), rv.MoreSlow, func(i int) string {
 		s := rv.Slow[i]
 		return fmt.Sprintf("job %d %s took %v (usually %v)", s.Job.ID, s.Job.Kind, s.Duration.Round(time.Second), s.Typical.Round(time.Second))
 	})
-	section("Never ran", len(rv.NeverRan), func(i int) string {
+	section("Never ran", len(rv.NeverRan), rv.MoreNeverRan, func(i int) string {
 		j := rv.NeverRan[i]
 		return fmt.Sprintf("job %d %s", j.ID, j.Kind)
 	})
-	section("Missed ticks", len(rv.MissedTicks), func(i int) string {
+	section("Missed ticks", len(rv.MissedTicks), 0, func(i int) string {
 		t := rv.MissedTicks[i]
 		return fmt.Sprintf("%s at %s", t.Schedule, t.At.Format(time.RFC3339))
 	})
-	section("Stopped chains", len(rv.Stopped), func(i int) string {
+	section("Stopped chains", len(rv.Stopped), rv.MoreStopped, func(i int) string {
 		s := rv.Stopped[i]
 		return fmt.Sprintf("rule %s, %s: child %s not released", s.Rule, s.Group, s.ChildKind)
 	})

@@ -37,7 +37,11 @@
 // Episodes are kept in the database (tables sheaf_alert_episodes,
 // sheaf_alert_notices, sheaf_alert_silences, of schema version 10), so a
 // process that restarts, or another one, carries on without losing or
-// repeating a notice.
+// repeating a notice. The queue's maintenance deletes them once they have
+// ended long enough ago (queue.Retention.Alerts, 90 days by default, at
+// least 7): resolved episodes and digests with their notices, once every
+// notice is sent (one not yet sent is never deleted), and silences past
+// their end. Firing and pending episodes stay however old.
 //
 // # Delivery
 //

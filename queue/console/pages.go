@@ -334,13 +334,14 @@ func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
 	}
 	for _, g := range rv.Failures {
 		row := groupRows{failureGroup: g}
-		for i, jid := range g.JobIDs {
-			if i == groupJobs {
-				row.More = len(g.JobIDs) - groupJobs
-				break
+		for _, jid := range g.JobIDs[:min(len(g.JobIDs), groupJobs)] {
+			j, ok := byID[jid]
+			if !ok { // past the review's first failed jobs: named by its ID
+				j = jobView{ID: jid}
 			}
-			row.Jobs = append(row.Jobs, byID[jid])
+			row.Jobs = append(row.Jobs, j)
 		}
+		row.More = g.Count - len(row.Jobs)
 		d.Groups = append(d.Groups, row)
 	}
 	for i, j := range rv.NeverRan {

@@ -1,14 +1,11 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
-	"github.com/sheaf-dev/sheaf/queue/internal/errshape"
 )
 
 var runParams = []param{
@@ -66,7 +63,7 @@ type failureGroup struct {
 	Count        int      `json:"count"`
 	Kinds        []string `json:"kinds"`
 	ExampleJobID int64    `json:"example_job_id"`
-	// JobIDs are the group's jobs, by ascending ID.
+	// JobIDs are the group's first jobs (at most ten), by ascending ID.
 	JobIDs []int64 `json:"job_ids"`
 }
 
@@ -190,7 +187,7 @@ func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewVie
 		return reviewView{}, err
 	}
 	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
-		Failures: groupFailures(rv.Failed), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
+		Failures: failureGroups(rv.Failures), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
 		MissedTicks: []tickView{}, Stopped: []stoppedView{}}
 	if out.Waiting, err = c.waiting(ctx, rv.NeverRan); err != nil {
 		return reviewView{}, err
@@ -246,37 +243,19 @@ func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitin
 	return out, nil
 }
 
-// normalise reduces an error message to its shape, as the history's
-// failures by error group do.
-func normalise(msg string) string { return errshape.Of(msg) }
-
-// groupFailures groups failed jobs by their normalised last error, the
-// largest group first.
-func groupFailures(failed []queue.JobRecord) []failureGroup {
-	groups := map[string]*failureGroup{}
-	for _, j := range failed {
-		msg := ""
-		if j.LastError != nil {
-			msg = normalise(*j.LastError)
+// failureGroups are the review's failure groups as the console shows them.
+func failureGroups(groups []queue.FailureGroup) []failureGroup {
+	out := make([]failureGroup, len(groups))
+	for i, g := range groups {
+		out[i] = failureGroup{Message: g.Error, Count: int(g.Count), Kinds: g.Kinds, JobIDs: g.JobIDs}
+		if out[i].Kinds == nil {
+			out[i].Kinds = []string{}
 		}
-		g := groups[msg]
-		if g == nil {
-			g = &failureGroup{Message: msg, ExampleJobID: j.ID, Kinds: []string{}}
-			groups[msg] = g
-		}
-		g.Count++
-		g.JobIDs = append(g.JobIDs, j.ID)
-		if !slices.Contains(g.Kinds, j.Kind) {
-			g.Kinds = append(g.Kinds, j.Kind)
+		if len(g.JobIDs) > 0 {
+			out[i].ExampleJobID = g.JobIDs[0]
+		} else {
+			out[i].JobIDs = []int64{}
 		}
 	}
-	out := make([]failureGroup, 0, len(groups))
-	for _, g := range groups {
-		slices.Sort(g.Kinds)
-		out = append(out, *g)
-	}
-	slices.SortFunc(out, func(a, b failureGroup) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Message, b.Message))
-	})
 	return out
 }

@@ -1,6 +1,7 @@
 package operate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -9,6 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/errshape"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -21,17 +24,33 @@ type ReviewQuery struct {
 	// SlowFactor and History are the slow check's.
 	SlowFactor float64
 	History    int
+	// Limit bounds each list of jobs; Samples the job IDs of a failure
+	// group.
+	Limit, Samples int
 }
 
 // Review is what a review found; its fields mirror queue.Review's.
 type Review[R any] struct {
-	Total       int64
-	Counts      map[string]int64
-	Failed      []R
-	Slow        []Slow[R]
-	NeverRan    []R
-	MissedTicks []Tick
-	Stopped     []Stopped[R]
+	Total        int64
+	Counts       map[string]int64
+	Failed       []R
+	MoreFailed   int64
+	Failures     []FailureGroup
+	Slow         []Slow[R]
+	MoreSlow     int64
+	NeverRan     []R
+	MoreNeverRan int64
+	MissedTicks  []Tick
+	Stopped      []Stopped[R]
+	MoreStopped  int64
+}
+
+// FailureGroup is queue.FailureGroup.
+type FailureGroup struct {
+	Error  string
+	Count  int64
+	Kinds  []string
+	JobIDs []int64
 }
 
 // Slow is queue.SlowJob.
@@ -47,6 +66,7 @@ type Stopped[R any] struct {
 	ChildKind    string
 	Group        string
 	Blocking     []R
+	MoreBlocking int64
 	MissingKinds []string
 }
 
@@ -62,143 +82,245 @@ type Reviewer[R any] struct {
 	Typical func(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error)
 }
 
-// Review reviews the jobs q selects.
+// errorRows bounds the rows of (error, kind) samples a review reads for
+// its failure groups; the failures past them are counted as OtherErrors.
+const errorRows = 2000
+
+// notCompleted are the statuses of a parent that blocks its child.
+var notCompleted = []string{"QUEUED", "PROCESSING", "FAILED", "CANCELLED"}
+
+// Review reviews the jobs q selects. The database counts, groups and picks:
+// the statements read the scope's rows but return only the counts and the
+// first q.Limit jobs of each list, so a night of a hundred thousand jobs
+// costs a few scans of its rows, not their transfer.
 func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], error) {
 	scope := q.Scope
 	if q.Scope.RunID == "" && q.Scope.Period == "" {
 		scope.CreatedFrom, scope.CreatedBefore = q.From, q.To
 	}
-	jobs, err := rv.Read(ctx, scope)
+	summary, err := store.CountKindStatus(ctx, rv.Store, rv.DB, scope)
 	if err != nil {
 		return nil, err
 	}
-	out := &Review[R]{Counts: map[string]int64{}, Total: int64(len(jobs))}
-	views := make([]Job, len(jobs))
-	for i := range jobs {
-		j := rv.View(&jobs[i])
-		views[i] = j
-		out.Counts[j.Status]++
-		switch {
-		case j.Status == "FAILED":
-			out.Failed = append(out.Failed, jobs[i])
-		case j.Status == "QUEUED" && j.Attempts == 0:
-			out.NeverRan = append(out.NeverRan, jobs[i])
+	out := &Review[R]{Counts: map[string]int64{}}
+	firstStart := map[string]time.Time{}
+	var completed []string
+	for _, r := range summary {
+		out.Total += r.N
+		out.Counts[r.Status] += r.N
+		if f := firstStart[r.Kind]; !r.FirstStart.IsZero() && (f.IsZero() || r.FirstStart.Before(f)) {
+			firstStart[r.Kind] = r.FirstStart
+		}
+		if r.Status == "COMPLETED" {
+			completed = append(completed, r.Kind)
 		}
 	}
-	if out.Slow, err = rv.slow(ctx, jobs, views, q); err != nil {
+	if n := out.Counts["FAILED"]; n > 0 {
+		f := scope
+		f.Statuses = []string{"FAILED"}
+		if out.Failed, out.MoreFailed, err = rv.page(ctx, f, q.Limit, n); err != nil {
+			return nil, err
+		}
+		if out.Failures, err = rv.failures(ctx, scope, n, q.Samples); err != nil {
+			return nil, err
+		}
+	}
+	if out.Counts["QUEUED"] > 0 {
+		f := scope
+		f.Statuses, f.Unstarted = []string{"QUEUED"}, true
+		if out.NeverRan, out.MoreNeverRan, err = rv.page(ctx, f, q.Limit, -1); err != nil {
+			return nil, err
+		}
+	}
+	if out.Slow, out.MoreSlow, err = rv.slow(ctx, scope, completed, firstStart, q); err != nil {
 		return nil, err
 	}
 	if out.MissedTicks, err = rv.Missed(ctx); err != nil {
 		return nil, err
 	}
-	if out.Stopped, err = rv.stopped(ctx, jobs, views); err != nil {
+	if out.Stopped, out.MoreStopped, err = rv.stopped(ctx, scope, q.Limit); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// slow compares each completed job with the median of the previous
-// History completed jobs of its kind: not in scope, and completed before
-// the first of the kind's jobs in scope started, so that reviewing an old
-// night compares it with the nights before it, not after.
-func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQuery) ([]Slow[R], error) {
-	typical := map[string]time.Duration{}
-	inScope := make([]int64, 0, len(views))
-	firstStart := map[string]time.Time{}
-	for _, j := range views {
-		inScope = append(inScope, j.ID)
-		if s := j.StartedAt; s != nil && (firstStart[j.Kind].IsZero() || s.Before(firstStart[j.Kind])) {
-			firstStart[j.Kind] = *s
+// page reads the first limit jobs f selects, and how many more it selects:
+// total minus those read, counted if total is negative and the page is
+// full.
+func (rv Reviewer[R]) page(ctx context.Context, f store.Filter, limit int, total int64) ([]R, int64, error) {
+	var jobs []R
+	if err := rv.Store.Jobs(ctx, rv.DB, f, limit, &jobs); err != nil {
+		return nil, 0, err
+	}
+	if len(jobs) < limit {
+		return jobs, 0, nil
+	}
+	if total < 0 {
+		var err error
+		if total, err = rv.Store.Count(ctx, rv.DB, f); err != nil {
+			return nil, 0, err
 		}
 	}
-	var out []Slow[R]
-	for i, j := range views {
-		if j.Status != "COMPLETED" || j.StartedAt == nil || j.CompletedAt == nil {
-			continue
-		}
-		d := j.CompletedAt.Sub(*j.StartedAt)
-		if d <= 0 {
-			continue
-		}
-		t, ok := typical[j.Kind]
-		if !ok {
-			var err error
-			var found bool
-			t, found, err = rv.Store.TypicalDuration(ctx, rv.DB, j.Kind, inScope, firstStart[j.Kind], q.History)
-			if err == nil && !found { // pruned: the day roll-ups remember
-				t, err = rv.Typical(ctx, j.Kind, firstStart[j.Kind], q.History)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("history of %q: %w", j.Kind, err)
-			}
-			typical[j.Kind] = t
-		}
-		if t > 0 && float64(d) >= q.SlowFactor*float64(t) {
-			out = append(out, Slow[R]{Job: jobs[i], Duration: d, Typical: t})
-		}
+	return jobs, max(total-int64(len(jobs)), 0), nil
+}
+
+// failures groups the failed jobs f selects, failed of them, by the shape
+// of their last error, the largest group first: the database groups them
+// by error and kind, and the groups whose errors differ only in IDs and
+// numbers are merged here.
+func (rv Reviewer[R]) failures(ctx context.Context, f store.Filter, failed int64, samples int) ([]FailureGroup, error) {
+	rows, err := store.ErrorSamples(ctx, rv.Store, rv.DB, f, samples, errorRows)
+	if err != nil {
+		return nil, err
 	}
+	groups := map[string]*FailureGroup{}
+	var counted int64
+	add := func(shape string, n int64, kind string, ids []int64) {
+		g := groups[shape]
+		if g == nil {
+			g = &FailureGroup{Error: shape}
+			groups[shape] = g
+		}
+		g.Count += n
+		if kind != "" && !slices.Contains(g.Kinds, kind) {
+			g.Kinds = append(g.Kinds, kind)
+		}
+		g.JobIDs = append(g.JobIDs, ids...)
+	}
+	for _, r := range rows {
+		add(errshape.Of(r.Error), r.N, r.Kind, r.IDs)
+		counted += r.N
+	}
+	if rest := failed - counted; rest > 0 {
+		add(maintain.OtherErrors, rest, "", nil)
+	}
+	out := make([]FailureGroup, 0, len(groups))
+	for _, g := range groups {
+		slices.Sort(g.Kinds)
+		slices.Sort(g.JobIDs)
+		g.JobIDs = g.JobIDs[:min(len(g.JobIDs), samples)]
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b FailureGroup) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Error, b.Error))
+	})
 	return out, nil
 }
 
+// slow lists the completed jobs in scope that took SlowFactor times their
+// kind's typical duration: the median of the kind's previous History
+// completed jobs that finished before the first of the kind's jobs in
+// scope started (so that reviewing an old night compares it with the
+// nights before it, not after), or, once those are pruned, of its day
+// roll-ups. The database picks the slow jobs against each kind's
+// threshold.
+func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, error) {
+	typical := map[string]time.Duration{}
+	threshold := map[string]time.Duration{}
+	for _, k := range kinds {
+		before := firstStart[k]
+		if before.IsZero() {
+			continue // none started: none has a run time
+		}
+		t, found, err := rv.Store.TypicalDuration(ctx, rv.DB, k, before, q.History)
+		if err == nil && !found { // pruned: the day roll-ups remember
+			t, err = rv.Typical(ctx, k, before, q.History)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("history of %q: %w", k, err)
+		}
+		if t > 0 {
+			typical[k], threshold[k] = t, time.Duration(q.SlowFactor*float64(t))
+		}
+	}
+	if len(threshold) == 0 {
+		return nil, 0, nil
+	}
+	f := scope
+	f.RunAtLeast = threshold
+	jobs, more, err := rv.page(ctx, f, q.Limit, -1)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Slow[R], len(jobs))
+	for i := range jobs {
+		j := rv.View(&jobs[i])
+		out[i] = Slow[R]{Job: jobs[i], Duration: j.CompletedAt.Sub(*j.StartedAt), Typical: typical[j.Kind]}
+	}
+	return out, more, nil
+}
+
 // stopped finds, for every rule, the groups in scope whose child is
-// missing because a parent did not complete.
-func (rv Reviewer[R]) stopped(ctx context.Context, jobs []R, views []Job) ([]Stopped[R], error) {
+// missing because a parent did not complete: at most limit of a rule, and
+// how many more there are of the one-to-one rules (a many-to-one rule has
+// a group a period, and a scope few periods).
+func (rv Reviewer[R]) stopped(ctx context.Context, scope store.Filter, limit int) ([]Stopped[R], int64, error) {
 	var out []Stopped[R]
+	var more int64
 	for _, ru := range rv.Rules {
-		// A group of parents: one (one-to-one), or a period's, read whole
-		// below because parents may be outside scope (many-to-one).
-		type group struct {
-			period  string
-			parents []R
-		}
-		groups := map[string]*group{}
-		for i, j := range views {
-			switch {
-			case !slices.Contains(ru.Parents, j.Kind):
-			case ru.Each:
-				groups[runner.EachGroup(j.ID)] = &group{parents: []R{jobs[i]}}
-			case j.Period != nil:
-				groups[runner.PeriodGroup(*j.Period)] = &group{period: *j.Period}
-			}
-		}
-		for g, gr := range groups {
-			child, err := rv.Store.Count(ctx, rv.DB, store.Filter{IdempotencyKeys: []string{runner.ChildKey(ru.Name, g)}})
+		f := scope
+		f.Kinds = ru.Parents
+		if ru.Each {
+			f.Childless = runner.EachKeyPrefix(ru.Name)
+			parents, n, err := rv.page(ctx, f, limit, -1)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
-			if child > 0 {
-				continue
-			}
-			sc := Stopped[R]{Rule: ru.Name, ChildKind: ru.ChildKind, Group: g}
-			if !ru.Each {
-				sc.Group = gr.period
-				if gr.parents, err = rv.Read(ctx, store.Filter{Period: gr.period, Kinds: ru.Parents}); err != nil {
-					return nil, err
-				}
-			}
-			present := map[string]bool{}
-			for i := range gr.parents {
-				p := rv.View(&gr.parents[i])
-				present[p.Kind] = true
+			more += n
+			for i := range parents {
+				p := rv.View(&parents[i])
+				sc := Stopped[R]{Rule: ru.Name, ChildKind: ru.ChildKind, Group: runner.EachGroup(p.ID)}
 				if p.Status != "COMPLETED" {
-					sc.Blocking = append(sc.Blocking, gr.parents[i])
+					sc.Blocking = parents[i : i+1]
 				}
+				out = append(out, sc)
 			}
-			for _, k := range ru.Parents {
-				if !present[k] {
-					sc.MissingKinds = append(sc.MissingKinds, k)
-				}
+			continue
+		}
+		periods, err := store.Periods(ctx, rv.Store, rv.DB, f, limit)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, period := range periods {
+			sc, err := rv.stoppedPeriod(ctx, ru, period, limit)
+			if err != nil {
+				return nil, 0, err
 			}
-			out = append(out, sc)
+			if sc != nil {
+				out = append(out, *sc)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Stopped[R]) int {
-		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Group, b.Group)
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Group, b.Group))
 	})
-	return out, nil
+	return out, more, nil
+}
+
+// stoppedPeriod is many-to-one rule ru's stopped chain of period, nil if
+// its child was released. Its parents are read whole, within the limit:
+// they may be outside the review's scope.
+func (rv Reviewer[R]) stoppedPeriod(ctx context.Context, ru runner.Dependency, period string, limit int) (*Stopped[R], error) {
+	child, err := rv.Store.Count(ctx, rv.DB, store.Filter{IdempotencyKeys: []string{runner.ChildKey(ru.Name, runner.PeriodGroup(period))}})
+	if err != nil || child > 0 {
+		return nil, err
+	}
+	sc := Stopped[R]{Rule: ru.Name, ChildKind: ru.ChildKind, Group: period}
+	parents := store.Filter{Period: period, Kinds: ru.Parents}
+	present, err := store.Kinds(ctx, rv.Store, rv.DB, parents)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range ru.Parents {
+		if !slices.Contains(present, k) {
+			sc.MissingKinds = append(sc.MissingKinds, k)
+		}
+	}
+	parents.Statuses = notCompleted
+	if sc.Blocking, sc.MoreBlocking, err = rv.page(ctx, parents, limit, -1); err != nil {
+		return nil, err
+	}
+	return &sc, nil
 }
 
 // MissedTicks lists the ticks in the review's scope that created nothing,

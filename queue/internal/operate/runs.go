@@ -81,21 +81,16 @@ func ScheduleStates(ctx context.Context, st store.Store, db *gorm.DB, scheds []*
 			continue
 		}
 		ss := &out[i]
-		last, err := store.Ticks(ctx, st, db, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickFired, store.TickLate}, Limit: 1})
+		sum, err := store.SummarizeTicks(ctx, st, db, s.Name)
 		if err != nil {
 			return nil, err
 		}
-		fired := len(last) > 0
+		fired := sum.Last != nil
 		if fired {
-			ss.LastTick, ss.LastRunID, ss.LastJobs, ss.LastOutcome = last[0].At.In(s.Location), last[0].RunID, last[0].Jobs, last[0].Outcome
+			ss.LastTick, ss.LastRunID, ss.LastJobs, ss.LastOutcome = sum.Last.At.In(s.Location), sum.Last.RunID, sum.Last.Jobs, sum.Last.Outcome
 		}
-		missed, err := store.Ticks(ctx, st, db, store.TicksQuery{Schedules: []string{s.Name}, Outcomes: []string{store.TickMissed},
-			From: ss.LastTick.Add(time.Nanosecond), Limit: 10_000})
-		if err != nil {
-			return nil, err
-		}
-		if len(missed) > 0 {
-			ss.MissedTicks, ss.LatestMissed = len(missed), missed[0].At.In(s.Location)
+		if sum.Missed > 0 {
+			ss.MissedTicks, ss.LatestMissed = sum.Missed, sum.LatestMissed.In(s.Location)
 		}
 		switch {
 		case fired:
@@ -103,7 +98,7 @@ func ScheduleStates(ctx context.Context, st store.Store, db *gorm.DB, scheds []*
 			ss.Started = row.Started.In(s.Location)
 		case !s.Next(row.LastTick.Add(-time.Nanosecond)).Equal(row.LastTick):
 			ss.Started = row.LastTick.In(s.Location) // where a runner of an earlier release began counting
-		case len(missed) == 0:
+		case sum.Missed == 0:
 			// A tick fired before the ledger existed.
 			ss.LastTick, ss.LastRunID, ss.LastOutcome = row.LastTick.In(s.Location), s.Tick(row.LastTick).RunID, store.TickFired
 		}

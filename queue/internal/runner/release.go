@@ -71,7 +71,14 @@ func (r *Runner) completeIn(tx *gorm.DB, attempt *Execution, rules []Rule) (acce
 // that of a many-to-one rule's parents in a period. ChildKey is the
 // idempotency key of a group's child, under which it is released once;
 // package queue finds children and stopped chains by it.
-func EachGroup(parentID int64) string { return fmt.Sprint("job:", parentID) }
+func EachGroup(parentID int64) string { return fmt.Sprint(eachGroup, parentID) }
+
+// eachGroup begins the name of every one-to-one group.
+const eachGroup = "job:"
+
+// EachKeyPrefix is what the child keys of a one-to-one rule's parents
+// begin with: the parent's ID follows.
+func EachKeyPrefix(rule string) string { return ChildKey(rule, eachGroup) }
 
 // PeriodGroup names the group of a many-to-one rule's parents in period
 // (see EachGroup).

@@ -242,3 +242,35 @@ func Silences(ctx context.Context, st Store, db *gorm.DB, at time.Time) ([]Alert
 	}, "SELECT id, rule, kind, queue, until, actor, reason, created_at FROM sheaf_alert_silences WHERE until > ? ORDER BY id",
 		bindTime(st, at))
 }
+
+// PruneAlerts deletes, in one transaction, at most limit alert episodes
+// that ended before before (resolved then, or done once and begun then)
+// and whose every notice is sent, with their notices, and the silences
+// that ended before it.
+// An unsent notice, and its episode, stay until they are sent. It returns
+// how many episodes it deleted.
+func PruneAlerts(ctx context.Context, st Store, db *gorm.DB, before time.Time, limit int) (int64, error) {
+	at := bindTime(st, before)
+	var n int64
+	err := st.Tx(ctx, db, func(tx *gorm.DB) error {
+		var ids []int64
+		err := tx.Raw(`SELECT e.id FROM sheaf_alert_episodes e
+			WHERE ((e.state = ? AND e.resolved_at < ?) OR (e.state = ? AND e.started_at < ?))
+			AND NOT EXISTS (SELECT 1 FROM sheaf_alert_notices n WHERE n.episode_id = e.id AND n.sent_at IS NULL)
+			ORDER BY e.id LIMIT ?`, EpisodeResolved, at, EpisodeOnce, at, limit).Scan(&ids).Error
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if err := tx.Exec("DELETE FROM sheaf_alert_notices WHERE episode_id IN ?", ids).Error; err != nil {
+				return err
+			}
+			if err := tx.Exec("DELETE FROM sheaf_alert_episodes WHERE id IN ?", ids).Error; err != nil {
+				return err
+			}
+		}
+		n = int64(len(ids))
+		return tx.Exec("DELETE FROM sheaf_alert_silences WHERE until < ?", at).Error
+	})
+	return n, err
+}

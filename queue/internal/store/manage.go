@@ -112,17 +112,6 @@ type KindCount struct {
 	N            int64
 }
 
-// CountByKind counts the jobs by kind and status. It reads the whole table.
-func (*postgres) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
-	return countByKind(ctx, db)
-}
-
-func countByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
-	var out []KindCount
-	err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs GROUP BY kind, status").Scan(&out).Error
-	return out, err
-}
-
 // Ready counts the QUEUED jobs due now, and how long the longest-waiting
 // one has waited.
 func (*postgres) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {

@@ -201,16 +201,17 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 		list = append(list, v)
 	}
 	due, args := k.due("o", rules)
-	var out []string
-	err := tx.Raw("SELECT DISTINCT o."+col+" FROM sheaf_jobs o WHERE o."+col+" IN ? AND NOT coalesce("+due+", false)",
-		append([]any{list}, args...)...).Scan(&out).Error
-	if err == nil && col == "run_id" {
+	q := "SELECT DISTINCT o." + col + " FROM sheaf_jobs o WHERE o." + col + " IN ? AND NOT coalesce(" + due + ", false)"
+	args = append([]any{list}, args...)
+	if col == "run_id" {
 		// A run whose counts are not kept yet (see sheaf_runs) keeps its
-		// jobs until they are, so that it stays listed with them.
-		var uncounted []string
-		err = tx.Raw("SELECT run_id FROM "+RunsTable+" WHERE run_id IN ? AND counts IS NULL", list).Scan(&uncounted).Error
-		out = append(out, uncounted...)
+		// jobs until they are, so that it stays listed with them: in the
+		// same statement, so that a batch costs one look-up per column.
+		q += " UNION SELECT run_id FROM " + RunsTable + " WHERE run_id IN ? AND counts IS NULL"
+		args = append(args, list)
 	}
+	var out []string
+	err := tx.Raw(q, args...).Scan(&out).Error
 	blocked := make(map[string]bool, len(out))
 	for _, v := range out {
 		blocked[v] = true

@@ -65,18 +65,12 @@ func periodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
 	return out, err
 }
 
-// TypicalDuration returns the median run time of kind's last history
-// completed jobs that finished before before, leaving out the jobs exclude;
-// ok is false when there are none.
-func (*postgres) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (d time.Duration, ok bool, err error) {
-	if exclude == nil {
-		exclude = []int64{} // NOT id = ANY(NULL) would match nothing
-	}
+func (*postgres) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (d time.Duration, ok bool, err error) {
 	var secs *float64
 	err = db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
 		SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
-		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT id = ANY(?) AND completed_at < ?
-		ORDER BY completed_at DESC LIMIT ?) h`, kind, IDListValue(exclude), before, history).Row().Scan(&secs)
+		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
+		ORDER BY completed_at DESC LIMIT ?) h`, kind, before, history).Row().Scan(&secs)
 	if err != nil || secs == nil {
 		return 0, false, err
 	}

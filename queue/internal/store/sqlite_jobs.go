@@ -111,10 +111,6 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 	return jobIDs(ctx, db, f, sqliteTime)
 }
 
-func (*sqlite) CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error) {
-	return countByKind(ctx, db)
-}
-
 func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	t := now()
 	var first sqlTime
@@ -128,10 +124,10 @@ func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Dur
 
 // TypicalDuration reads the durations and takes their median here: SQLite
 // has no percentile_cont.
-func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error) {
+func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (time.Duration, bool, error) {
 	rows, err := db.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
-		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND NOT `+inList("id", "?")+` AND completed_at < ?
-		ORDER BY completed_at DESC LIMIT ?`, kind, jsonIDs(exclude), sqliteTime(before), history).Rows()
+		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
+		ORDER BY completed_at DESC LIMIT ?`, kind, sqliteTime(before), history).Rows()
 	if err != nil {
 		return 0, false, err
 	}

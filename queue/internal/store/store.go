@@ -53,9 +53,12 @@ type Store interface {
 	Count(ctx context.Context, db *gorm.DB, f Filter) (int64, error)
 	// JobIDs returns the IDs of the jobs f selects.
 	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
-	CountByKind(ctx context.Context, db *gorm.DB) ([]KindCount, error)
 	Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error)
-	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, exclude []int64, before time.Time, history int) (time.Duration, bool, error)
+	// TypicalDuration is the median run time of kind's last history
+	// completed jobs that finished before before; ok is false when there
+	// are none. A review passes the first start of the kind's jobs it
+	// reviews, which leaves them all out: each finished after it started.
+	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (d time.Duration, ok bool, err error)
 	// Activity reads the buckets of width bucket, from start on, in which
 	// jobs of queue ("": every queue) finished COMPLETED or FAILED, in order
 	// (activity.go); buckets without such jobs are left out.
@@ -192,6 +195,16 @@ type Filter struct {
 	Search string
 	// Newest orders the jobs by descending ID.
 	Newest bool
+	// Unstarted selects the jobs that have never started an attempt.
+	Unstarted bool
+	// RunAtLeast selects the COMPLETED jobs of its kinds whose run time
+	// (completed_at - started_at) is at least their kind's duration
+	// there: the review's slow jobs, found by the database.
+	RunAtLeast map[string]time.Duration
+	// Childless is the prefix of a one-to-one rule's child keys: it
+	// selects the jobs no job has the key of their child (the prefix and
+	// their ID), the parents whose child was not released.
+	Childless string
 }
 
 // apply adds f's conditions to q; at converts a time for the database.
@@ -234,6 +247,16 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 	}
 	if f.BeforeID > 0 {
 		q = q.Where("id < ?", f.BeforeID)
+	}
+	if f.Unstarted {
+		q = q.Where("attempts = 0")
+	}
+	if len(f.RunAtLeast) > 0 {
+		cond, args := runAtLeast(q.Dialector.Name(), f.RunAtLeast)
+		q = q.Where(cond, args...)
+	}
+	if f.Childless != "" {
+		q = q.Where("NOT EXISTS (SELECT 1 FROM "+JobsTable+" c WHERE c.idempotency_key = CAST(? AS TEXT) || CAST("+JobsTable+".id AS TEXT))", f.Childless)
 	}
 	if f.Search != "" {
 		like, payload := "ILIKE", "payload::text"

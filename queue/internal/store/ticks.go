@@ -177,3 +177,35 @@ func scanTicks(rows *sql.Rows) ([]TickRow, error) {
 	}
 	return out, rows.Err()
 }
+
+// TickSummary is where a schedule stands in the ledger: its newest tick
+// that fired (on time or late), and the ticks missed since.
+type TickSummary struct {
+	Last         *TickRow // nil: none fired
+	Missed       int
+	LatestMissed time.Time
+}
+
+// SummarizeTicks reads schedule's TickSummary in one statement, through
+// the ledger's primary key.
+func SummarizeTicks(ctx context.Context, s Store, db *gorm.DB, schedule string) (TickSummary, error) {
+	var at, recorded, latest sqlTime
+	var outcome, runID sql.NullString
+	var jobs sql.NullInt64
+	var sum TickSummary
+	err := db.WithContext(ctx).Raw(`SELECT l.at, l.outcome, l.recorded_at, l.run_id, l.jobs, count(m.at), max(m.at)
+		FROM (SELECT 1 AS one) o
+		LEFT JOIN (SELECT at, outcome, recorded_at, run_id, jobs FROM `+TicksTable+`
+			WHERE schedule = ? AND outcome IN (?, ?) ORDER BY at DESC LIMIT 1) l ON 1 = 1
+		LEFT JOIN `+TicksTable+` m ON m.schedule = ? AND m.outcome = ? AND (l.at IS NULL OR m.at > l.at)
+		GROUP BY l.at, l.outcome, l.recorded_at, l.run_id, l.jobs`,
+		schedule, TickFired, TickLate, schedule, TickMissed).Row().Scan(&at, &outcome, &recorded, &runID, &jobs, &sum.Missed, &latest)
+	if err != nil {
+		return TickSummary{}, err
+	}
+	if at.valid {
+		sum.Last = &TickRow{Schedule: schedule, At: at.t, Outcome: outcome.String, RecordedAt: recorded.t, RunID: runID.String, Jobs: int(jobs.Int64)}
+	}
+	sum.LatestMissed = latest.t
+	return sum, nil
+}

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// runSeconds is a job's run time in seconds, in dialect's SQL.
+func runSeconds(dialect string) string {
+	if dialect == "postgres" {
+		return "extract(epoch FROM completed_at - started_at)"
+	}
+	return "(julianday(completed_at) - julianday(started_at)) * 86400.0"
+}
+
+// runAtLeast is Filter.RunAtLeast's condition and its arguments, kinds in
+// order so that the statement is the same for the same filter.
+func runAtLeast(dialect string, min map[string]time.Duration) (string, []any) {
+	kinds := slices.Sorted(maps.Keys(min))
+	terms := make([]string, len(kinds))
+	args := make([]any, 0, 2*len(kinds))
+	for i, k := range kinds {
+		terms[i] = "(kind = ? AND " + runSeconds(dialect) + " >= ?)"
+		args = append(args, k, min[k].Seconds())
+	}
+	return "status = 'COMPLETED' AND started_at IS NOT NULL AND (" + strings.Join(terms, " OR ") + ")", args
+}
+
+// KindStatus counts the jobs of one kind and status a filter selects, with
+// the first time one of them started (zero if none has).
+type KindStatus struct {
+	Kind, Status string
+	N            int64
+	FirstStart   time.Time
+}
+
+// CountKindStatus counts the jobs f selects by kind and status, in one
+// aggregate statement: a review's totals and each kind's first start.
+func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]KindStatus, error) {
+	rows, err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).
+		Select("kind, status, count(*), min(started_at)").Group("kind, status").Order("kind, status").Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []KindStatus
+	for rows.Next() {
+		var r KindStatus
+		var first sqlTime
+		if err := rows.Scan(&r.Kind, &r.Status, &r.N, &first); err != nil {
+			return nil, err
+		}
+		r.FirstStart = first.t
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ErrorSample is the FAILED jobs of one kind that f selects with one last
+// error: how many, and the IDs of the first few.
+type ErrorSample struct {
+	Error string // "" for none
+	Kind  string
+	N     int64
+	IDs   []int64
+}
+
+// ErrorSamples groups the FAILED jobs f selects by last error and kind,
+// the largest group first, with the IDs of each group's first perGroup
+// jobs, reading at most maxRows rows: the database counts and picks, so
+// the cost of a run's failure groups is one scan of its failed jobs
+// however many there are. Groups past maxRows are left out; the caller
+// counts them from the FAILED total.
+func ErrorSamples(ctx context.Context, s Store, db *gorm.DB, f Filter, perGroup, maxRows int) ([]ErrorSample, error) {
+	f.Statuses = []string{"FAILED"}
+	inner := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).
+		Select(`coalesce(last_error, '') AS err, kind, id,
+			row_number() OVER (PARTITION BY last_error, kind ORDER BY id) AS rn,
+			count(*) OVER (PARTITION BY last_error, kind) AS n`)
+	rows, err := db.WithContext(ctx).Table("(?) AS s", inner).Select("err, kind, n, id").Where("rn <= ?", perGroup).
+		Order("n DESC, err, kind, id").Limit(maxRows).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ErrorSample
+	for rows.Next() {
+		var r ErrorSample
+		var id int64
+		if err := rows.Scan(&r.Error, &r.Kind, &r.N, &id); err != nil {
+			return nil, err
+		}
+		if l := len(out) - 1; l >= 0 && out[l].Error == r.Error && out[l].Kind == r.Kind {
+			out[l].IDs = append(out[l].IDs, id)
+			continue
+		}
+		r.IDs = []int64{id}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Periods returns the distinct periods of the jobs f selects, at most
+// limit, in order.
+func Periods(ctx context.Context, s Store, db *gorm.DB, f Filter, limit int) ([]string, error) {
+	var out []string
+	err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).Where("period IS NOT NULL").
+		Distinct("period").Order("period").Limit(limit).Pluck("period", &out).Error
+	return out, err
+}
+
+// Kinds returns the distinct kinds of the jobs f selects, in order.
+func Kinds(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]string, error) {
+	var out []string
+	err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).Distinct("kind").Order("kind").Pluck("kind", &out).Error
+	return out, err
+}
