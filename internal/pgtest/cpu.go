@@ -39,7 +39,8 @@ func (c CPU) PerJob(b interface{ ReportMetric(float64, string) }, n int) {
 // connection opened with db's DSN is labelled; they are found in
 // pg_stat_activity and read from /proc/<pid>/stat, so the server must run on
 // this machine. A backend that exits while the meter runs keeps the CPU time
-// of its last sample: the meter samples every 100 ms.
+// of its last sample: the meter samples every 500 ms, seldom enough that
+// its own queries cost next to nothing.
 type CPUMeter struct {
 	db       *DB
 	rusage   time.Duration
@@ -81,7 +82,7 @@ func (m *CPUMeter) Stop() CPU {
 
 func (m *CPUMeter) loop() {
 	defer close(m.stopped)
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
