@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,7 +47,12 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "100000x", "as -test.benchtime")
 	flag.IntVar(&o.rounds, "rounds", 5, "how many rounds; each runs both refs")
 	flag.Parse()
-	if err := o.run(context.Background(), os.Stdout); err != nil {
+	// Interrupted, it stops the running binary and still removes its
+	// temporary directory.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := o.run(ctx, os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "abbench:", err)
 		os.Exit(1)
 	}
