@@ -29,10 +29,95 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// rawJobsPerSec is the rate of the last BenchmarkQueueRawClaimComplete in
+// this process, for BenchmarkQueueThroughput's ratio to it.
+var rawJobsPerSec float64
+
+// BenchmarkQueueRawClaimComplete is the yardstick of BenchmarkQueueThroughput:
+// the least a queue on the same table can do. It inserts b.N no-op jobs as
+// BenchmarkQueueThroughput does, then four goroutines loop with no queue
+// code at all: claim up to 100 jobs with one UPDATE over a SELECT ... FOR
+// UPDATE SKIP LOCKED on the claim index, complete them by their IDs with
+// one more, until none is left. It reports jobs/s, and CPU per job as the
+// throughput benchmark does. Run in the same process before it (it is
+// declared first), it gives BenchmarkQueueThroughput its x_raw ratio.
+func BenchmarkQueueRawClaimComplete(b *testing.B) {
+	pgtest.PostgresOnly(b, "the raw loop is PostgreSQL's SQL")
+	e := newEnvB(b, func(r *queue.Registry) {
+		if err := queue.Register(r, nopHandler[noop]()); err != nil {
+			b.Fatal(err)
+		}
+	})
+	enqueueNoops(b, e.client, b.N)
+	ctx := context.Background()
+	// The loop's statements are a baseline for the store's, not part of it,
+	// so they live here, in the shape a hand-written queue would use.
+	const claim = `UPDATE sheaf_jobs SET status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1,
+	started_at = now(), locked_until = now() + interval '30 seconds', locked_by = 'raw'
+WHERE id IN (SELECT id FROM sheaf_jobs WHERE status = 'QUEUED' AND rescues = 0 AND queue = 'default' AND run_at <= now()
+	ORDER BY priority DESC, run_at, id LIMIT 100 FOR UPDATE SKIP LOCKED)
+RETURNING id, kind, payload`
+	const complete = `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = now(), locked_until = NULL WHERE id = ANY($1)`
+	var done atomic.Int64
+	b.ResetTimer()
+	cpu := pgtest.StartCPU(e.db)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				ids, err := rawClaim(ctx, e.db.SQL, claim)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(ids) == 0 {
+					return
+				}
+				if _, err := e.db.SQL.ExecContext(ctx, complete, ids); err != nil {
+					b.Error(err)
+					return
+				}
+				done.Add(int64(len(ids)))
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu.Stop().PerJob(b, b.N)
+	if n := done.Load(); n != int64(b.N) {
+		b.Fatalf("the raw loop completed %d jobs of %d", n, b.N)
+	}
+	rawJobsPerSec = float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rawJobsPerSec, "jobs/s")
+}
+
+// rawClaim runs the raw loop's claim and returns the IDs it claimed, having
+// read each job as a runner would.
+func rawClaim(ctx context.Context, db *sql.DB, claim string) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, claim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var kind string
+		var payload []byte
+		if err := rows.Scan(&id, &kind, &payload); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 // BenchmarkQueueThroughput inserts b.N no-op jobs with EnqueueBulk (reported
 // as insert_jobs/s) and then works them with one runner under default options,
 // reporting jobs/s from the runner's start until the last completion is
-// committed.
+// committed, CPU per job (cpu-us/job for this process, server-cpu-us/job for
+// the database's backends), and, when BenchmarkQueueRawClaimComplete ran
+// before it in the same process, x_raw: jobs/s as a multiple of its.
 func BenchmarkQueueThroughput(b *testing.B) {
 	completed, finished := countCompletions(b.N)
 	e := newEnvB(b, func(r *queue.Registry) {
@@ -43,9 +128,13 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	start := time.Now()
 	enqueueNoops(b, e.client, b.N)
 	insert := time.Since(start)
-	workAll(b, e.client, finished)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	workAll(b, e.db, e.client, finished)
+	rate := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "jobs/s")
 	b.ReportMetric(float64(b.N)/insert.Seconds(), "insert_jobs/s")
+	if rawJobsPerSec > 0 {
+		b.ReportMetric(rate/rawJobsPerSec, "x_raw")
+	}
 }
 
 // countCompletions returns an observer option, and a channel it closes once
@@ -105,10 +194,12 @@ func enqueueNoops(b *testing.B, c *queue.Client, n int) {
 }
 
 // workAll times a runner with default options on c from its start until
-// finished closes, and stops it.
-func workAll(b *testing.B, c *queue.Client, finished <-chan struct{}) {
+// finished closes, and stops it; it reports the CPU time per job spent
+// meanwhile by this process and by db's server.
+func workAll(b *testing.B, db *pgtest.DB, c *queue.Client, finished <-chan struct{}) {
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := pgtest.StartCPU(db)
 	r, err := queue.NewRunner(c)
 	if err != nil {
 		b.Fatal(err)
@@ -118,6 +209,7 @@ func workAll(b *testing.B, c *queue.Client, finished <-chan struct{}) {
 	}
 	<-finished
 	b.StopTimer()
+	cpu.Stop().PerJob(b, b.N)
 	if err := r.Stop(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -212,7 +304,7 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 			b.Fatal(err)
 		}
 		enqueueNoops(b, c, b.N)
-		workAll(b, c, finished)
+		workAll(b, base.db, c, finished)
 		if n := base.db.Count(b, "SELECT count(*) FROM visits"); n != int64(b.N) {
 			b.Fatalf("%d rows written for %d jobs", n, b.N)
 		}

@@ -137,7 +137,9 @@ func (db *DB) Count(t testing.TB, query string, args ...any) int64 {
 }
 
 // WithSearchPath returns dsn with its search_path set to schema. pgx passes
-// unknown URL parameters to the server as run-time settings.
+// unknown URL parameters to the server as run-time settings. Its
+// connections are labelled with the schema as their application_name, so
+// that a CPUMeter finds their backends.
 func WithSearchPath(dsn, schema string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
@@ -145,6 +147,7 @@ func WithSearchPath(dsn, schema string) (string, error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }

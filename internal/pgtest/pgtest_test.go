@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ func TestWithSearchPath(t *testing.T) {
 	t.Parallel()
 	dsn, err := pgtest.WithSearchPath("postgres://u:p@h:5432/db?sslmode=disable", "s1")
 	require.NoError(t, err)
-	require.Equal(t, "postgres://u:p@h:5432/db?search_path=s1&sslmode=disable", dsn)
+	require.Equal(t, "postgres://u:p@h:5432/db?application_name=s1&search_path=s1&sslmode=disable", dsn)
 	_, err = pgtest.WithSearchPath("host=h dbname=db", "s1")
 	require.ErrorContains(t, err, "must be a postgres:// URL")
 }
@@ -144,4 +145,22 @@ func TestUnreachableServerChild(t *testing.T) {
 	}
 	pgtest.New(t)
 	t.Error("New returned without a server")
+}
+
+func TestCPUMeter(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	m := pgtest.StartCPU(db)
+	// Work on both sides: the server sums a series long enough to take
+	// some of its clock ticks (10 ms each), and this process hashes.
+	_, err := db.SQL.Exec("SELECT sum(g) FROM generate_series(1, 3000000) g")
+	require.NoError(t, err)
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = sha256.Sum256([]byte{byte(x)})
+	}
+	c := m.Stop()
+	require.True(t, c.Known, "the server's backends should be readable on this machine")
+	require.Positive(t, c.Server)
+	require.Positive(t, c.Process)
 }

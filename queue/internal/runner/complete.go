@@ -38,8 +38,11 @@ func keyOf(ex *Execution) int64 { return store.Key(ex.row.ID, ex.row.Claims) }
 // still PROCESSING in the same attempt, so a result that arrives after the
 // job was rescued or cancelled changes nothing.
 func (r *Runner) flush(conn store.Conn, batch []result) {
-	accepted := map[int64]bool{}
-	var ok, failed []result
+	// Sized for the batch at once: nearly every result of a busy runner
+	// lands in both, and growing them step by step cost more than writing.
+	accepted := make(map[int64]bool, len(batch))
+	ok := make([]result, 0, len(batch))
+	var failed []result
 	type parent struct {
 		res   result
 		rules []Rule
