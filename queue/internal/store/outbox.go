@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -129,10 +130,15 @@ func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
 	return n == len(outboxOff), err
 }
 
-// OutboxEvents reads the first limit events of the outbox, in ID order.
+// OutboxEvents reads the first limit events of the outbox, in ID order,
+// on db's pool (not in a transaction).
 func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, error) {
-	rows, err := db.WithContext(ctx).Raw(`SELECT id, job_id, event, kind, queue, attempts, max_attempts,
-		error, correlation_id, run_id, meta, at FROM sheaf_outbox ORDER BY id LIMIT ?`, limit).Rows()
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := sqlDB.QueryContext(ctx, `SELECT id, job_id, event, kind, queue, attempts, max_attempts,
+		error, correlation_id, run_id, meta, at FROM sheaf_outbox ORDER BY id LIMIT `+strconv.Itoa(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -153,10 +159,19 @@ func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, e
 }
 
 // DeleteOutbox deletes the events ids names: those their broker
-// acknowledged.
+// acknowledged. On PostgreSQL the IDs are bound as one array, so the
+// statement's text and plan are the same for every batch.
 func DeleteOutbox(ctx context.Context, st Store, db *gorm.DB, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
+	}
+	if st.Dialect() == "postgres" {
+		sqlDB, err := db.DB()
+		if err != nil {
+			return err
+		}
+		_, err = sqlDB.ExecContext(ctx, "DELETE FROM sheaf_outbox WHERE id = ANY($1)", ids)
+		return err
 	}
 	return st.Tx(ctx, db, func(tx *gorm.DB) error {
 		return tx.Exec("DELETE FROM sheaf_outbox WHERE id IN ?", ids).Error
