@@ -51,6 +51,9 @@ type Message struct {
 	// ID is the event's CloudEvents id, the same in every copy sent: a
 	// consumer drops duplicates by it (with the source).
 	ID string
+	// Source is the event's CloudEvents source (WithSource): with ID, it
+	// names the event uniquely.
+	Source string
 	// Topic is the Kafka topic or NATS subject of the event's type.
 	Topic string
 	// Key is the job's ID: a Kafka publisher that partitions by key keeps a
@@ -402,5 +405,5 @@ func (r *Relay) message(e store.OutboxEvent) (Message, error) {
 	if !ok {
 		return Message{}, fmt.Errorf("unknown event %q", e.Event)
 	}
-	return Message{ID: ce.ID, Topic: topic, Key: job, Headers: headers, Value: value}, nil
+	return Message{ID: ce.ID, Source: ce.Source, Topic: topic, Key: job, Headers: headers, Value: value}, nil
 }
