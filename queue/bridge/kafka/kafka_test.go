@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,19 +14,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
 	"github.com/sheaf-dev/sheaf/queue/bridge/kafka"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type report struct{}
-
-func (report) Kind() string { return "report" }
-
-func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // topics are those of the three services the example shows.
 var topics = []string{"job-created", "job-completed", "job-failed", "job-dead-letter", "job-cancelled"}
@@ -52,19 +45,6 @@ func client(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// newQueue returns a migrated client whose outbox is on.
-func newQueue(t *testing.T) *queue.Client {
-	t.Helper()
-	db := pgtest.NewDB(t)
-	reg := queue.NewRegistry()
-	require.NoError(t, queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })))
-	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))
-	require.NoError(t, err)
-	require.NoError(t, c.Migrate(context.Background()))
-	require.NoError(t, bridge.Enable(context.Background(), c))
-	return c
 }
 
 // consumed reads every record of the topics from the start until n have
@@ -122,14 +102,14 @@ func TestRelayToKafka(t *testing.T) {
 	kc := cluster(t, 0)
 	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
 	require.NoError(t, err)
-	c := newQueue(t)
+	c := bridgetest.NewQueue(t)
 	ctx := context.Background()
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	res, err := c.Enqueue(ctx, report{}, queue.TraceContext(tp, ""))
+	res, err := c.Enqueue(ctx, bridgetest.Report{}, queue.TraceContext(tp, ""))
 	require.NoError(t, err)
 	_, err = c.Cancel(ctx, res.Job.ID)
 	require.NoError(t, err)
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(quiet()))...)
+	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
 	require.NoError(t, err)
 	_, err = relay.Run(ctx)
 	require.NoError(t, err)
@@ -154,15 +134,15 @@ func TestKafkaAwayForAWhile(t *testing.T) {
 	require.NoError(t, err)
 	pub, err := kafka.NewPublisher(client(t, addrs, kgo.RetryTimeout(500*time.Millisecond), kgo.RecordDeliveryTimeout(time.Second)), time.Second)
 	require.NoError(t, err)
-	c := newQueue(t)
+	c := bridgetest.NewQueue(t)
 	ctx := context.Background()
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(quiet()), bridge.WithBatch(4))...)
+	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()), bridge.WithBatch(4))...)
 	require.NoError(t, err)
 
 	kc.Close()
 	var jobs []string
 	for range 6 {
-		res, err := c.Enqueue(ctx, report{}, queue.After(time.Hour))
+		res, err := c.Enqueue(ctx, bridgetest.Report{}, queue.After(time.Hour))
 		require.NoError(t, err)
 		_, err = c.Cancel(ctx, res.Job.ID)
 		require.NoError(t, err)
@@ -179,19 +159,6 @@ func TestKafkaAwayForAWhile(t *testing.T) {
 	}
 }
 
-// killer acknowledges through a real publisher, then kills the relay's
-// round, as a process that dies before it deletes what was published.
-type killer struct {
-	bridge.Publisher
-	kill func()
-}
-
-func (k killer) Publish(ctx context.Context, msgs []bridge.Message) []error {
-	errs := k.Publisher.Publish(ctx, msgs)
-	k.kill()
-	return errs
-}
-
 // A relay killed between the broker's acknowledgement and its delete
 // publishes the events again: the broker holds two copies of each, with
 // the same event ID, and a consumer that drops duplicates by ID sees each
@@ -201,21 +168,21 @@ func TestRelayKilledMidBatchResendsTheSameIDs(t *testing.T) {
 	kc := cluster(t, 0)
 	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
 	require.NoError(t, err)
-	c := newQueue(t)
+	c := bridgetest.NewQueue(t)
 	ctx := context.Background()
 	var jobs []string
 	for range 3 {
-		res, err := c.Enqueue(ctx, report{})
+		res, err := c.Enqueue(ctx, bridgetest.Report{})
 		require.NoError(t, err)
 		jobs = append(jobs, strconv.FormatInt(res.Job.ID, 10))
 	}
 	killed, kill := context.WithCancel(ctx)
-	dying, err := bridge.NewRelay(c, killer{pub, kill}, append(topicOptions(), bridge.WithLogger(quiet()))...)
+	dying, err := bridge.NewRelay(c, bridgetest.Killer{Publisher: pub, Kill: kill}, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
 	require.NoError(t, err)
 	_, err = dying.Run(killed)
 	require.True(t, errors.Is(err, context.Canceled), "the round died before its delete: %v", err)
 
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(quiet()))...)
+	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
 	require.NoError(t, err)
 	_, err = relay.Run(ctx)
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,19 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
 	"github.com/sheaf-dev/sheaf/queue/bridge/nats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type report struct{}
-
-func (report) Kind() string { return "report" }
-
-func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // serverURL is the shared nats-server's.
 func serverURL() string {
@@ -69,39 +62,11 @@ func stream(t *testing.T, js jetstream.JetStream) (jetstream.Stream, []bridge.Op
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	opts := []bridge.Option{bridge.WithLogger(quiet())}
+	opts := []bridge.Option{bridge.WithLogger(bridgetest.Quiet())}
 	for _, e := range bridge.Events {
 		opts = append(opts, bridge.WithTopic(e, name+"."+string(e)))
 	}
 	return s, opts
-}
-
-// newQueue returns a migrated client whose outbox is on.
-func newQueue(t *testing.T) *queue.Client {
-	t.Helper()
-	db := pgtest.NewDB(t)
-	reg := queue.NewRegistry()
-	require.NoError(t, queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })))
-	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))
-	require.NoError(t, err)
-	require.NoError(t, c.Migrate(context.Background()))
-	require.NoError(t, bridge.Enable(context.Background(), c))
-	return c
-}
-
-// cancelled enqueues n jobs and cancels them: two events each.
-func cancelled(t *testing.T, c *queue.Client, n int) []string {
-	t.Helper()
-	ctx := context.Background()
-	var ids []string
-	for range n {
-		res, err := c.Enqueue(ctx, report{}, queue.After(time.Hour))
-		require.NoError(t, err)
-		_, err = c.Cancel(ctx, res.Job.ID)
-		require.NoError(t, err)
-		ids = append(ids, strconv.FormatInt(res.Job.ID, 10))
-	}
-	return ids
 }
 
 // read reads the stream's messages from its start, in order, until it
@@ -133,11 +98,11 @@ func TestRelayToJetStream(t *testing.T) {
 	s, opts := stream(t, js)
 	pub, err := nats.NewPublisher(js, 0)
 	require.NoError(t, err)
-	c := newQueue(t)
+	c := bridgetest.NewQueue(t)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	res, err := c.Enqueue(context.Background(), report{}, queue.TraceContext(tp, ""))
+	res, err := c.Enqueue(context.Background(), bridgetest.Report{}, queue.TraceContext(tp, ""))
 	require.NoError(t, err)
-	jobs := cancelled(t, c, 3)
+	jobs := bridgetest.Cancelled(t, c, 3)
 	relay, err := bridge.NewRelay(c, pub, opts...)
 	require.NoError(t, err)
 	_, err = relay.Run(context.Background())
@@ -153,19 +118,6 @@ func TestRelayToJetStream(t *testing.T) {
 	require.Equal(t, s.CachedInfo().Config.Name+".created", msgs[0].Subject())
 }
 
-// killer acknowledges through a real publisher, then kills the relay's
-// round, as a process that dies before it deletes what was published.
-type killer struct {
-	bridge.Publisher
-	kill func()
-}
-
-func (k killer) Publish(ctx context.Context, msgs []bridge.Message) []error {
-	errs := k.Publisher.Publish(ctx, msgs)
-	k.kill()
-	return errs
-}
-
 // A relay killed between JetStream's acknowledgement and its delete sends
 // the events again, with the same IDs: JetStream drops the copies by
 // Nats-Msg-Id, so the stream holds each event once.
@@ -175,10 +127,10 @@ func TestRelayKilledMidBatchIsDeduplicated(t *testing.T) {
 	s, opts := stream(t, js)
 	pub, err := nats.NewPublisher(js, 0)
 	require.NoError(t, err)
-	c := newQueue(t)
-	jobs := cancelled(t, c, 3)
+	c := bridgetest.NewQueue(t)
+	jobs := bridgetest.Cancelled(t, c, 3)
 	killed, kill := context.WithCancel(context.Background())
-	dying, err := bridge.NewRelay(c, killer{pub, kill}, opts...)
+	dying, err := bridge.NewRelay(c, bridgetest.Killer{Publisher: pub, Kill: kill}, opts...)
 	require.NoError(t, err)
 	_, err = dying.Run(killed)
 	require.ErrorIs(t, err, context.Canceled)
@@ -242,12 +194,12 @@ func TestJetStreamAwayForAWhile(t *testing.T) {
 	s, opts := stream(t, js)
 	pub, err := nats.NewPublisher(js, 300*time.Millisecond)
 	require.NoError(t, err)
-	c := newQueue(t)
+	c := bridgetest.NewQueue(t)
 	relay, err := bridge.NewRelay(c, pub, append(opts, bridge.WithBatch(3))...)
 	require.NoError(t, err)
 
 	stop()
-	jobs := cancelled(t, c, 5)
+	jobs := bridgetest.Cancelled(t, c, 5)
 	_, err = relay.Run(context.Background())
 	require.Error(t, err, "the server is away")
 	ownServer(t, port, dir)
