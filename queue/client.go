@@ -151,6 +151,50 @@ func (c *ops) EnqueueMany(ctx context.Context, jobs []Params) ([]Enqueued, error
 	return c.insertHooked(ctx, opEnqueueMany, rows)
 }
 
+// RawParams describes one job given as JSON, for EnqueueRawMany.
+type RawParams struct {
+	Kind    string
+	Payload json.RawMessage
+	Options []EnqueueOption
+}
+
+// JobError is the error of one job of a batch, which failed the batch.
+type JobError struct {
+	Index int // the job's place in the batch, from 0
+	Err   error
+}
+
+func (e *JobError) Error() string { return fmt.Sprintf("job %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the job's error.
+func (e *JobError) Unwrap() error { return e.Err }
+
+// EnqueueRawMany stores jobs given as JSON in one statement, as
+// EnqueueMany stores jobs given as Args: for a service or a broker that
+// accepts jobs from outside, many at a time. Each job is checked as
+// EnqueueRaw checks it; the first that fails fails the call with a
+// *JobError that names it, wrapping the error EnqueueRaw would return, and
+// nothing is stored.
+func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued, error) {
+	if len(jobs) == 0 {
+		return nil, invalid("no jobs")
+	}
+	rows := make([]newJob, len(jobs))
+	for i, p := range jobs {
+		e, err := c.reg.lookup(p.Kind)
+		if err == nil {
+			err = e.checkPayload(p.Payload)
+		}
+		if err == nil {
+			rows[i], err = c.prepare(e, p.Payload, p.Options)
+		}
+		if err != nil {
+			return nil, &JobError{Index: i, Err: err}
+		}
+	}
+	return c.insertHooked(ctx, opEnqueueMany, rows)
+}
+
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
 func (c *ops) insertHooked(ctx context.Context, op string, rows []newJob) ([]Enqueued, error) {
 	if len(c.cfg.hooks) == 0 {

@@ -194,6 +194,38 @@ func TestEnqueueRawChecksThePayload(t *testing.T) {
 	require.Equal(t, int64(1), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
 }
 
+// EnqueueRawMany checks each job as EnqueueRaw does, names the first that
+// fails, and stores all the jobs or none, duplicates by key returned as such.
+func TestEnqueueRawManyNamesTheJobThatFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	good := queue.RawParams{Kind: "report", Payload: json.RawMessage(`{"county": "Kent"}`)}
+	for i, bad := range []queue.RawParams{
+		{Kind: "report", Payload: json.RawMessage(`{"county": 17}`)},
+		{Kind: "nope", Payload: json.RawMessage(`{}`)},
+		{Kind: "report", Payload: json.RawMessage(`{}`), Options: []queue.EnqueueOption{queue.Priority(99)}},
+	} {
+		_, err := e.client.EnqueueRawMany(ctx, []queue.RawParams{good, bad})
+		var je *queue.JobError
+		require.ErrorAs(t, err, &je, "case %d", i)
+		require.Equal(t, 1, je.Index)
+	}
+	_, err := e.client.EnqueueRawMany(ctx, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.Equal(t, int64(0), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing stored")
+
+	keyed := good
+	keyed.Options = []queue.EnqueueOption{queue.IdempotencyKey("m-1")}
+	out, err := e.client.EnqueueRawMany(ctx, []queue.RawParams{keyed, good, keyed})
+	require.NoError(t, err)
+	require.Len(t, out, 3)
+	require.False(t, out[0].Duplicate)
+	require.True(t, out[2].Duplicate)
+	require.Equal(t, out[0].Job.ID, out[2].Job.ID)
+	require.Equal(t, int64(2), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+}
+
 func TestIdempotencyKeyReturnsTheExistingJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))

@@ -334,10 +334,44 @@ INSERT INTO sheaf_runs (run_id, period, first_created)
 CREATE INDEX sheaf_jobs_run_id ON sheaf_jobs (run_id, id) WHERE run_id IS NOT NULL;
 DROP INDEX sheaf_jobs_run;
 `,
+	// 13 and 14 are other changes' versions, kept in step with them.
+	13: "\n",
+	14: "\n",
+	15: `
+-- The outbox: one row per lifecycle event of a job (created, retrying,
+-- completed, failed, cancelled), written by triggers in the transaction of
+-- the change, which queue/bridge's relay publishes and then deletes. The
+-- triggers exist only while the outbox is on (EnableOutbox creates them):
+-- without them the jobs' statements pay nothing. A row copies what its
+-- event tells, so an event outlives the pruning of its job.
+CREATE TABLE sheaf_outbox (
+	id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	job_id         bigint      NOT NULL,
+	event          text        NOT NULL,
+	kind           text        NOT NULL,
+	queue          text        NOT NULL,
+	attempts       integer     NOT NULL,
+	max_attempts   integer     NOT NULL,
+	error          text,
+	correlation_id text,
+	run_id         text,
+	meta           bytea,
+	at             timestamptz NOT NULL DEFAULT now()
+);
+CREATE OR REPLACE FUNCTION sheaf_outbox_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	VALUES (NEW.id, CASE WHEN TG_OP = 'INSERT' THEN 'created' WHEN NEW.status = 'QUEUED' THEN 'retrying' ELSE lower(NEW.status) END,
+		NEW.kind, NEW.queue, NEW.attempts, NEW.max_attempts,
+		CASE WHEN TG_OP = 'UPDATE' AND NEW.status IN ('QUEUED', 'FAILED') THEN NEW.last_error END,
+		NEW.correlation_id, NEW.run_id, NEW.meta);
+	RETURN NULL;
+END $$;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 12
+const SchemaVersion = 15
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

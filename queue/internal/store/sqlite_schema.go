@@ -233,6 +233,25 @@ WHEN NEW.run_id IS NOT NULL AND NEW.status IN ('QUEUED', 'PROCESSING') AND OLD.s
 	UPDATE sheaf_runs SET counts = NULL WHERE run_id = NEW.run_id AND counts IS NOT NULL;
 END;
 `,
+	13: "\n",
+	14: "\n",
+	15: `
+-- The outbox, as on PostgreSQL; its triggers are created by EnableOutbox.
+CREATE TABLE sheaf_outbox (
+	id             INTEGER   PRIMARY KEY AUTOINCREMENT,
+	job_id         INTEGER   NOT NULL,
+	event          TEXT      NOT NULL,
+	kind           TEXT      NOT NULL,
+	queue          TEXT      NOT NULL,
+	attempts       INTEGER   NOT NULL,
+	max_attempts   INTEGER   NOT NULL,
+	error          TEXT,
+	correlation_id TEXT,
+	run_id         TEXT,
+	meta           BLOB,
+	at             TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
+);
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

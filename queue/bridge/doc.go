@@ -1,0 +1,42 @@
+// Package bridge announces the lifecycle of a queue's jobs on a message
+// broker, Kafka (package queue/bridge/kafka) or NATS JetStream (package
+// queue/bridge/nats), through a transactional outbox: no event is lost
+// and none is invented.
+//
+// # The outbox
+//
+// While the outbox is on ([Enable], or a [Relay]'s first round), every
+// change of a job's status writes an event row in the transaction of the
+// change, whatever process or statement makes it: [Created], [Retrying],
+// [Completed], [Failed] (the dead letter), [Cancelled]. A claim writes
+// none. The rows are written by database triggers that exist only while
+// the outbox is on, so a queue without a bridge pays nothing; [Disable]
+// drops them. The outbox needs schema version 15.
+//
+// # The relay
+//
+// A [Relay] is a queue.MaintenanceTask: give it to the runners with
+// queue.WithMaintenance, and the one that leads the maintenance publishes
+// the outbox, so one relay publishes at a time. It reads the events in
+// order, a batch at a time ([WithBatch]), publishes them through a
+// [Publisher] and deletes each once the broker acknowledged it. Delivery
+// is at least once: a relay that dies between the broker's
+// acknowledgement and the delete sends the event again, with the same ID.
+// A job's events are published in order: each only after every earlier
+// event of its job was acknowledged. While the broker is down, events wait
+// in the outbox, and the relay tries again every [WithRetryDelay]. An
+// empty outbox is read again after [WithPollInterval] (20 ms), which
+// bounds how long an event waits.
+//
+// # Messages
+//
+// Each event is a CloudEvents 1.0 event in structured mode ([CloudEvent];
+// content-type application/cloudevents+json): its id is the outbox row's
+// ID, its source [WithSource], its type [TypePrefix] and the event
+// ("dev.sheaf.job.completed"), its subject the job's ID, its data the job
+// ([Data]). The job's W3C trace context (queue.TraceContext) is in the
+// event (the distributed tracing extension) and in the headers
+// traceparent and tracestate. The key is the job's ID. Each event type
+// has its topic (a Kafka topic, a NATS subject): [DefaultTopic], or
+// [WithTopic].
+package bridge

@@ -1,0 +1,77 @@
+// Package bridgetest holds what the tests of the broker packages share: a
+// queue with its outbox on, jobs whose events are known, and a publisher
+// that dies after its broker acknowledged.
+package bridgetest
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/bridge"
+)
+
+// Report is the tests' job kind; its handler completes it.
+type Report struct{}
+
+// Kind implements queue.Args.
+func (Report) Kind() string { return "report" }
+
+// Quiet is a logger that drops everything.
+func Quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// NewQueue returns a migrated client on a fresh database, with its outbox
+// on.
+func NewQueue(t testing.TB) *queue.Client {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	reg := queue.NewRegistry()
+	must(t, queue.Register(reg, queue.HandlerFunc[Report](func(context.Context, *queue.Job[Report]) error { return nil })))
+	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(Quiet()))
+	must(t, err)
+	must(t, c.Migrate(context.Background()))
+	must(t, bridge.Enable(context.Background(), c))
+	return c
+}
+
+// Cancelled enqueues n jobs and cancels them, two events each, and
+// returns their IDs as events name them.
+func Cancelled(t testing.TB, c *queue.Client, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for range n {
+		res, err := c.Enqueue(ctx, Report{}, queue.After(time.Hour))
+		must(t, err)
+		_, err = c.Cancel(ctx, res.Job.ID)
+		must(t, err)
+		ids = append(ids, strconv.FormatInt(res.Job.ID, 10))
+	}
+	return ids
+}
+
+// Killer publishes through a real publisher, then calls Kill, which
+// cancels the relay's round: a process that dies between its broker's
+// acknowledgement and its delete.
+type Killer struct {
+	bridge.Publisher
+	Kill func()
+}
+
+// Publish implements bridge.Publisher.
+func (k Killer) Publish(ctx context.Context, msgs []bridge.Message) []error {
+	errs := k.Publisher.Publish(ctx, msgs)
+	k.Kill()
+	return errs
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("bridgetest: %v", err)
+	}
+}

@@ -1,0 +1,217 @@
+package nats_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
+	"github.com/sheaf-dev/sheaf/queue/bridge/nats"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serverURL is the shared nats-server's.
+func serverURL() string {
+	if u := os.Getenv("NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+var streams atomic.Int64
+
+// connect connects to url, skipping the test (failing it under CI) when
+// no server answers.
+func connect(t *testing.T, url string, opts ...natsgo.Option) (*natsgo.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := natsgo.Connect(url, opts...)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("nats-server at %s: %v", url, err)
+		}
+		t.Skipf("no nats-server at %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	return nc, js
+}
+
+// stream creates a stream of its own for the test, and returns it with
+// the relay options that publish into it.
+func stream(t *testing.T, js jetstream.JetStream) (jetstream.Stream, []bridge.Option) {
+	t.Helper()
+	name := fmt.Sprintf("sheaf_test_%d_%d", os.Getpid(), streams.Add(1))
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	opts := []bridge.Option{bridge.WithLogger(bridgetest.Quiet())}
+	for _, e := range bridge.Events {
+		opts = append(opts, bridge.WithTopic(e, name+"."+string(e)))
+	}
+	return s, opts
+}
+
+// read reads the stream's messages from its start, in order, until it
+// has n, and the events in them, by job.
+func read(t *testing.T, s jetstream.Stream, n int) ([]jetstream.Msg, map[string][]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	byJob := map[string][]string{}
+	for len(msgs) < n {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		require.NoError(t, err, "%d of %d messages", len(msgs), n)
+		var e bridge.CloudEvent
+		require.NoError(t, json.Unmarshal(m.Data(), &e))
+		byJob[e.Subject] = append(byJob[e.Subject], e.Type[len(bridge.TypePrefix):])
+		msgs = append(msgs, m)
+	}
+	return msgs, byJob
+}
+
+// A relay publishes to JetStream, each event on its subject, in order per
+// job, with the job's trace context in the headers.
+func TestRelayToJetStream(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t, serverURL())
+	s, opts := stream(t, js)
+	pub, err := nats.NewPublisher(js, 0)
+	require.NoError(t, err)
+	c := bridgetest.NewQueue(t)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	res, err := c.Enqueue(context.Background(), bridgetest.Report{}, queue.TraceContext(tp, ""))
+	require.NoError(t, err)
+	jobs := bridgetest.Cancelled(t, c, 3)
+	relay, err := bridge.NewRelay(c, pub, opts...)
+	require.NoError(t, err)
+	_, err = relay.Run(context.Background())
+	require.NoError(t, err)
+
+	msgs, byJob := read(t, s, 7)
+	require.Equal(t, []string{"created"}, byJob[strconv.FormatInt(res.Job.ID, 10)])
+	for _, j := range jobs {
+		require.Equal(t, []string{"created", "cancelled"}, byJob[j])
+	}
+	require.Equal(t, tp, msgs[0].Headers().Get("traceparent"))
+	require.Equal(t, bridge.ContentType, msgs[0].Headers().Get("content-type"))
+	require.Equal(t, s.CachedInfo().Config.Name+".created", msgs[0].Subject())
+}
+
+// A relay killed between JetStream's acknowledgement and its delete sends
+// the events again, with the same IDs: JetStream drops the copies by
+// Nats-Msg-Id, so the stream holds each event once.
+func TestRelayKilledMidBatchIsDeduplicated(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t, serverURL())
+	s, opts := stream(t, js)
+	pub, err := nats.NewPublisher(js, 0)
+	require.NoError(t, err)
+	c := bridgetest.NewQueue(t)
+	jobs := bridgetest.Cancelled(t, c, 3)
+	killed, kill := context.WithCancel(context.Background())
+	dying, err := bridge.NewRelay(c, bridgetest.Killer{Publisher: pub, Kill: kill}, opts...)
+	require.NoError(t, err)
+	_, err = dying.Run(killed)
+	require.ErrorIs(t, err, context.Canceled)
+	relay, err := bridge.NewRelay(c, pub, opts...)
+	require.NoError(t, err)
+	_, err = relay.Run(context.Background())
+	require.NoError(t, err)
+
+	_, byJob := read(t, s, 6)
+	for _, j := range jobs {
+		require.Equal(t, []string{"created", "cancelled"}, byJob[j])
+	}
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), info.State.Msgs, "the copies were dropped")
+}
+
+// ownServer runs a nats-server of the test's own on port, keeping its
+// streams in dir, until stop.
+func ownServer(t *testing.T, port int, dir string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command("/usr/sbin/nats-server", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir)
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no nats-server to run: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop = func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// While the server is away, events wait in the outbox; once it is back,
+// they all arrive, in order per job, none lost.
+func TestJetStreamAwayForAWhile(t *testing.T) {
+	t.Parallel()
+	port, dir := freePort(t), t.TempDir()
+	stop := ownServer(t, port, dir)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	var js jetstream.JetStream
+	require.Eventually(t, func() bool {
+		nc, err := natsgo.Connect(url, natsgo.MaxReconnects(-1), natsgo.ReconnectWait(20*time.Millisecond))
+		if err != nil {
+			return false
+		}
+		t.Cleanup(nc.Close)
+		js, err = jetstream.New(nc)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond)
+	s, opts := stream(t, js)
+	pub, err := nats.NewPublisher(js, 300*time.Millisecond)
+	require.NoError(t, err)
+	c := bridgetest.NewQueue(t)
+	relay, err := bridge.NewRelay(c, pub, append(opts, bridge.WithBatch(3))...)
+	require.NoError(t, err)
+
+	stop()
+	jobs := bridgetest.Cancelled(t, c, 5)
+	_, err = relay.Run(context.Background())
+	require.Error(t, err, "the server is away")
+	ownServer(t, port, dir)
+	require.Eventually(t, func() bool { _, err := relay.Run(context.Background()); return err == nil }, 20*time.Second, 20*time.Millisecond)
+
+	_, byJob := read(t, s, 10)
+	for _, j := range jobs {
+		require.Equal(t, []string{"created", "cancelled"}, byJob[j])
+	}
+}
+
+func TestNewPublisherRefusesNil(t *testing.T) {
+	_, err := nats.NewPublisher(nil, 0)
+	require.True(t, errors.Is(err, bridge.ErrInvalid))
+}

@@ -1,0 +1,409 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/access"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Event is a lifecycle event of a job.
+type Event string
+
+// The events the outbox records, one per change of a job's status.
+const (
+	// Created: the job was inserted (Enqueue, a schedule's tick, a
+	// dependency's child, EnqueueBulk).
+	Created Event = store.EventCreated
+	// Retrying: an attempt failed (or its runner died) and the job waits
+	// for another; or a failed or cancelled job was retried by hand.
+	Retrying Event = store.EventRetrying
+	// Completed: the job completed.
+	Completed Event = store.EventCompleted
+	// Failed: the job failed for good, its attempts spent or its error
+	// permanent: the dead letter.
+	Failed Event = store.EventFailed
+	// Cancelled: the job was cancelled.
+	Cancelled Event = store.EventCancelled
+)
+
+// Events are every Event, in the order of a job's life.
+var Events = []Event{Created, Retrying, Completed, Failed, Cancelled}
+
+// Type is the CloudEvents type of e: "dev.sheaf.job." and e.
+func (e Event) Type() string { return TypePrefix + string(e) }
+
+// TypePrefix starts every event's CloudEvents type.
+const TypePrefix = "dev.sheaf.job."
+
+// Message is one event as a Publisher sends it: a CloudEvents 1.0 event in
+// structured mode.
+type Message struct {
+	// ID is the event's CloudEvents id, the same in every copy sent: a
+	// consumer drops duplicates by it (with the source).
+	ID string
+	// Source is the event's CloudEvents source (WithSource): with ID, it
+	// names the event uniquely.
+	Source string
+	// Topic is the Kafka topic or NATS subject of the event's type.
+	Topic string
+	// Key is the job's ID: a Kafka publisher that partitions by key keeps a
+	// job's events in one partition, in order.
+	Key string
+	// Headers carry content-type (application/cloudevents+json) and the
+	// job's W3C trace context (traceparent, tracestate) when it has one.
+	Headers map[string]string
+	// Value is the event, as CloudEvents' structured JSON.
+	Value []byte
+}
+
+// Publisher sends messages to a broker. Packages queue/bridge/kafka and
+// queue/bridge/nats implement it.
+type Publisher interface {
+	// Publish sends msgs in order and waits until the broker has
+	// acknowledged (stored) each or ctx ends. It returns nil when every
+	// message was acknowledged; otherwise one error per message, nil for
+	// those acknowledged. A message whose fate is unknown counts as not
+	// acknowledged: it is sent again later, with the same ID.
+	Publish(ctx context.Context, msgs []Message) []error
+}
+
+// Defaults of the options.
+const (
+	DefaultSource       = "sheaf"
+	DefaultBatch        = 1000
+	DefaultPollInterval = 20 * time.Millisecond
+	DefaultRetryDelay   = time.Second
+)
+
+// DefaultTopic is the topic of an event no option names one for:
+// "sheaf.job." and the event.
+func DefaultTopic(e Event) string { return "sheaf.job." + string(e) }
+
+// Relay publishes the outbox's events and deletes each once its broker
+// acknowledged it. It is a queue.MaintenanceTask: give it to every runner
+// that may lead the maintenance with queue.WithMaintenance, and the leader
+// runs it, so one relay publishes at a time across the runners.
+//
+// Its first round turns the outbox on (see Enable), if it is not already.
+type Relay struct {
+	db    *gorm.DB
+	st    store.Store
+	pub   Publisher
+	cfg   config
+	ready bool // the outbox is known to be on
+}
+
+type config struct {
+	source      string
+	topics      map[Event]string
+	batch       int
+	poll, retry time.Duration
+	log         *slog.Logger
+}
+
+// Option configures a Relay.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// ErrInvalid is returned for a nil client or publisher and for a bad
+// option.
+var ErrInvalid = errors.New("bridge: invalid argument")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// WithTopic sends the events of e to topic (a Kafka topic, a NATS subject)
+// instead of DefaultTopic(e).
+func WithTopic(e Event, topic string) Option {
+	return optionFunc(func(c *config) error {
+		if _, ok := c.topics[e]; !ok {
+			return invalid("WithTopic: unknown event %q", e)
+		}
+		if topic == "" {
+			return invalid("WithTopic: empty topic for %q", e)
+		}
+		c.topics[e] = topic
+		return nil
+	})
+}
+
+// WithSource sets the events' CloudEvents source (default DefaultSource).
+// Event IDs are unique within one database's outbox: give the queues of
+// different databases that share a broker different sources.
+func WithSource(source string) Option {
+	return optionFunc(func(c *config) error {
+		if source == "" {
+			return invalid("WithSource: empty source")
+		}
+		c.source = source
+		return nil
+	})
+}
+
+// WithBatch sets how many events a relay reads and publishes at once
+// (default DefaultBatch, 1 to 10000).
+func WithBatch(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > 10000 {
+			return invalid("WithBatch: %d is not within 1 to 10000", n)
+		}
+		c.batch = n
+		return nil
+	})
+}
+
+// WithPollInterval sets how long the relay waits, once the outbox is
+// empty, before it looks again (default DefaultPollInterval): the most an
+// event waits before the relay reads it.
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("WithPollInterval: %v is not positive", d)
+		}
+		c.poll = d
+		return nil
+	})
+}
+
+// WithRetryDelay sets how long the relay waits after its broker failed
+// before it tries again (default DefaultRetryDelay).
+func WithRetryDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("WithRetryDelay: %v is not positive", d)
+		}
+		c.retry = d
+		return nil
+	})
+}
+
+// WithLogger sets where the relay logs (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return invalid("WithLogger: nil logger")
+		}
+		c.log = l
+		return nil
+	})
+}
+
+// NewRelay returns a relay of client's outbox to pub. It starts nothing
+// and reads nothing: the runner that leads runs it.
+func NewRelay(client *queue.Client, pub Publisher, opts ...Option) (*Relay, error) {
+	if client == nil || pub == nil {
+		return nil, invalid("nil client or publisher")
+	}
+	cfg := config{source: DefaultSource, topics: map[Event]string{}, batch: DefaultBatch, poll: DefaultPollInterval,
+		retry: DefaultRetryDelay, log: slog.Default()}
+	for _, e := range Events {
+		cfg.topics[e] = DefaultTopic(e)
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	r := &Relay{pub: pub, cfg: cfg}
+	r.db, r.st = access.Client(client)
+	return r, nil
+}
+
+// Enable turns client's outbox on: from its return, every lifecycle change
+// of a job, whatever process makes it, writes its event in the change's
+// transaction, until Disable. A relay's first round enables the outbox
+// too; enable it before the first runner starts for the events of the
+// jobs enqueued before then. It waits for the transactions that are
+// writing jobs to end (10 seconds at most, on PostgreSQL).
+func Enable(ctx context.Context, client *queue.Client) error {
+	db, st := access.Client(client)
+	if err := store.EnableOutbox(ctx, st, db); err != nil {
+		return fmt.Errorf("bridge: enable the outbox: %w", err)
+	}
+	return nil
+}
+
+// Disable turns client's outbox off: changes write no event from its
+// return on. The events written before stay in the outbox for a relay.
+// A relay that runs later turns the outbox on again.
+func Disable(ctx context.Context, client *queue.Client) error {
+	db, st := access.Client(client)
+	if err := store.DisableOutbox(ctx, st, db); err != nil {
+		return fmt.Errorf("bridge: disable the outbox: %w", err)
+	}
+	return nil
+}
+
+// Name names the task: "bridge".
+func (*Relay) Name() string { return "bridge" }
+
+// Run publishes the outbox's events, a batch at a time, until it is empty,
+// and returns the poll interval; after a failure of the broker or the
+// database, it returns the retry delay and the error.
+//
+// A job's events are published in order: a batch is sent in waves, the
+// first pending event of each job, then the second, and so on, each wave
+// once the one before was acknowledged, and an event whose publishing
+// failed holds back its job's later events until it is acknowledged. An
+// event is deleted only after its broker acknowledged it; if the process
+// dies in between, the next round sends it again, with the same ID.
+func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
+	if !r.ready {
+		if err := store.EnableOutbox(ctx, r.st, r.db); err != nil {
+			return r.cfg.retry, fmt.Errorf("bridge: enable the outbox: %w", err)
+		}
+		r.ready = true
+	}
+	for ctx.Err() == nil {
+		events, err := store.OutboxEvents(ctx, r.db, r.cfg.batch)
+		if err != nil {
+			return r.cfg.retry, fmt.Errorf("bridge: read the outbox: %w", err)
+		}
+		acked, pubErr := r.publish(ctx, events)
+		if err := store.DeleteOutbox(ctx, r.st, r.db, acked); err != nil {
+			return r.cfg.retry, fmt.Errorf("bridge: delete %d published events: %w", len(acked), err)
+		}
+		if pubErr != nil {
+			return r.cfg.retry, pubErr
+		}
+		if len(events) < r.cfg.batch {
+			break
+		}
+	}
+	return r.cfg.poll, nil
+}
+
+// publish sends events in waves (see Run) and returns the IDs of those
+// acknowledged, and the first error.
+func (r *Relay) publish(ctx context.Context, events []store.OutboxEvent) (acked []int64, err error) {
+	waves := wavesOf(events)
+	blocked := map[int64]bool{} // jobs with an event not acknowledged
+	for _, wave := range waves {
+		msgs, rows := make([]Message, 0, len(wave)), make([]store.OutboxEvent, 0, len(wave))
+		for _, e := range wave {
+			if blocked[e.JobID] {
+				continue
+			}
+			m, err := r.message(e)
+			if err != nil {
+				// What the database holds does not make an event:
+				// nothing to retry, so it is logged and dropped.
+				r.cfg.log.ErrorContext(ctx, "bridge: dropped an event that does not encode", "event", e.ID, "job", e.JobID, "err", err)
+				acked = append(acked, e.ID)
+				continue
+			}
+			msgs, rows = append(msgs, m), append(rows, e)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		errs := r.pub.Publish(ctx, msgs)
+		if errs != nil && len(errs) != len(msgs) {
+			return acked, fmt.Errorf("bridge: the publisher returned %d results for %d messages", len(errs), len(msgs))
+		}
+		for i, e := range rows {
+			if errs != nil && errs[i] != nil {
+				blocked[e.JobID] = true
+				if err == nil {
+					err = fmt.Errorf("bridge: publish event %s of job %d: %w", msgs[i].ID, e.JobID, errs[i])
+				}
+				continue
+			}
+			acked = append(acked, e.ID)
+		}
+	}
+	return acked, err
+}
+
+// wavesOf splits events (in ID order) so that wave n holds the n-th event
+// of every job that has one, in ID order.
+func wavesOf(events []store.OutboxEvent) [][]store.OutboxEvent {
+	seen := make(map[int64]int, len(events))
+	var waves [][]store.OutboxEvent
+	for _, e := range events {
+		n := seen[e.JobID]
+		seen[e.JobID] = n + 1
+		if n == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[n] = append(waves[n], e)
+	}
+	return waves
+}
+
+// Data is the data of every event: the job as the change left it.
+type Data struct {
+	JobID         int64  `json:"job_id"`
+	Kind          string `json:"kind"`
+	Queue         string `json:"queue"`
+	Attempt       int    `json:"attempt"`
+	MaxAttempts   int    `json:"max_attempts"`
+	Error         string `json:"error,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	RunID         string `json:"run_id,omitempty"`
+}
+
+// CloudEvent is the structured JSON of an event, CloudEvents 1.0 with the
+// distributed tracing extension.
+type CloudEvent struct {
+	SpecVersion     string    `json:"specversion"`
+	ID              string    `json:"id"`
+	Source          string    `json:"source"`
+	Type            string    `json:"type"`
+	Subject         string    `json:"subject"`
+	Time            time.Time `json:"time"`
+	DataContentType string    `json:"datacontenttype"`
+	TraceParent     string    `json:"traceparent,omitempty"`
+	TraceState      string    `json:"tracestate,omitempty"`
+	Data            Data      `json:"data"`
+}
+
+// ContentType is the content-type header of every message.
+const ContentType = "application/cloudevents+json"
+
+// message makes the message of e.
+func (r *Relay) message(e store.OutboxEvent) (Message, error) {
+	meta, err := store.DecodeMetadata(e.Meta)
+	if err != nil {
+		return Message{}, err
+	}
+	job := strconv.FormatInt(e.JobID, 10)
+	ce := CloudEvent{SpecVersion: "1.0", ID: strconv.FormatInt(e.ID, 10), Source: r.cfg.source, Type: Event(e.Event).Type(),
+		Subject: job, Time: e.At.UTC(), DataContentType: "application/json",
+		TraceParent: meta["traceparent"], TraceState: meta["tracestate"],
+		Data: Data{JobID: e.JobID, Kind: e.Kind, Queue: e.Queue, Attempt: e.Attempts, MaxAttempts: e.MaxAttempts,
+			Error: e.Error, CorrelationID: e.CorrelationID, RunID: e.RunID}}
+	value, err := json.Marshal(ce)
+	if err != nil {
+		return Message{}, err
+	}
+	headers := map[string]string{"content-type": ContentType}
+	if ce.TraceParent != "" {
+		headers["traceparent"] = ce.TraceParent
+	}
+	if ce.TraceState != "" {
+		headers["tracestate"] = ce.TraceState
+	}
+	topic, ok := r.cfg.topics[Event(e.Event)]
+	if !ok {
+		return Message{}, fmt.Errorf("unknown event %q", e.Event)
+	}
+	return Message{ID: ce.ID, Source: ce.Source, Topic: topic, Key: job, Headers: headers, Value: value}, nil
+}

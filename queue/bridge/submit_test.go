@@ -1,0 +1,80 @@
+package bridge_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
+)
+
+// A batch of submissions becomes jobs in one go, each keyed by its
+// message; the malformed are rejected with their reason and the rest
+// stored; a message delivered again makes no second job.
+func TestSubmitStoresTheGoodAndRejectsTheRest(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	s, err := bridge.NewSubmitter(c, 0, 0)
+	require.NoError(t, err)
+	ctx := context.Background()
+	subs := []bridge.Submission{
+		{Key: "t/0/0", Value: []byte(`{"kind": "report", "payload": {}, "priority": 7}`), Headers: map[string]string{"traceparent": traceparent}},
+		{Key: "t/0/1", Value: []byte(`{"kind": "report", "payload": {}`)},
+		{Key: "t/0/2", Value: []byte(`{"kind": "nope", "payload": {}}`)},
+		{Key: "t/0/3", Value: []byte(`{"kind": "report", "payload": {"fail": 3}}`)},
+		{Key: "t/0/4", Value: []byte(`{"kind": "report", "payload": {}, "priority": 99}`)},
+		{Key: "t/0/5", Value: []byte(`{"kind": "report"}`)},
+		{Key: "t/0/6", Value: []byte(`{"kind": "report", "payload": {"fail": "once"}, "queue": "other", "correlation_id": "c"}`)},
+	}
+	rejected, err := s.Submit(ctx, subs)
+	require.NoError(t, err)
+	var idx []int
+	for _, r := range rejected {
+		idx = append(idx, r.Index)
+		require.NotEmpty(t, r.Reason)
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, idx)
+	require.Contains(t, rejected[1].Reason, "nope")
+
+	jobs, err := c.List(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	require.Equal(t, 7, jobs[0].Priority)
+	require.Equal(t, "t/0/0", *jobs[0].IdempotencyKey)
+	require.Equal(t, traceparent, jobs[0].Metadata["traceparent"])
+	require.Equal(t, "other", jobs[1].Queue)
+
+	rejected, err = s.Submit(ctx, subs[:1])
+	require.NoError(t, err)
+	require.Empty(t, rejected)
+	n, err := c.Count(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "delivered again: no second job")
+}
+
+// Wait holds back while the submitter's maximum of its jobs are queued,
+// and returns once the runners have worked them down.
+func TestWaitHoldsBackWhileTooManyAreQueued(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	s, err := bridge.NewSubmitter(c, 2, time.Millisecond)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, s.Wait(ctx), "nothing submitted yet")
+	_, err = s.Submit(ctx, []bridge.Submission{{Key: "a", Value: []byte(`{"kind": "report", "payload": {}}`)}})
+	require.NoError(t, err)
+	require.NoError(t, s.Wait(ctx), "one queued, two allowed")
+	_, err = s.Submit(ctx, []bridge.Submission{{Key: "b", Value: []byte(`{"kind": "report", "payload": {}}`)}})
+	require.NoError(t, err)
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Wait(short), context.DeadlineExceeded, "two queued: it holds back")
+
+	queuetest.StartRunner(t, c, queue.WithLogger(quiet()), queue.WithPollInterval(10*time.Millisecond))
+	require.NoError(t, s.Wait(ctx), "the runner works them down")
+}

@@ -1,0 +1,111 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// outboxed reads the outbox as "job:event" pairs, in ID order, and the IDs.
+func outboxed(t *testing.T, db *gorm.DB, byID map[int64]string) (events []string, ids []int64) {
+	t.Helper()
+	rows, err := store.OutboxEvents(context.Background(), db, 100)
+	require.NoError(t, err)
+	for _, e := range rows {
+		events = append(events, byID[e.JobID]+":"+e.Event)
+		ids = append(ids, e.ID)
+	}
+	return events, ids
+}
+
+// With the outbox on, every lifecycle change writes its event, whichever
+// statement makes it; a claim and an uncharged put-back write none; off,
+// nothing is written. An event's ID is never reused, not even after the
+// newest was deleted.
+func TestOutboxRecordsLifecycleChanges(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		on, err := store.OutboxOn(ctx, st, db)
+		require.NoError(t, err)
+		require.False(t, on, "off until enabled")
+		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
+		events, _ := outboxed(t, db, nil)
+		require.Empty(t, events, "nothing written while off")
+
+		require.NoError(t, store.EnableOutbox(ctx, st, db))
+		require.NoError(t, store.EnableOutbox(ctx, st, db), "enabling twice is enabling once")
+		on, err = store.OutboxOn(ctx, st, db)
+		require.NoError(t, err)
+		require.True(t, on)
+
+		meta := store.EncodeMetadata(map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+		var dest []row
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{
+			{Kind: "a", Queue: "q", Priority: 9, Attempts: 2, Payload: `{}`, Metadata: meta},
+			{Kind: "b", Queue: "q", Priority: 8, Attempts: 1, Payload: `{}`},
+			{Kind: "c", Queue: "q", Priority: 7, Attempts: 1, Payload: `{}`},
+		}, &dest))
+		_, err = st.Copy(ctx, []store.NewJob{{Kind: "d", Queue: "other", Priority: 5, Attempts: 1, Payload: `{}`}})
+		require.NoError(t, err)
+		byID := map[int64]string{ins[0].ID: "old", dest[0].ID: "a", dest[1].ID: "b", dest[2].ID: "c", dest[2].ID + 1: "d"}
+
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(n int) map[string]int64 {
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r"})
+			require.NoError(t, err)
+			keys := map[string]int64{}
+			for _, c := range got {
+				keys[byID[c.ID]] = store.Key(c.ID, c.Claims)
+			}
+			return keys
+		}
+		keys := claim(3)
+		a, b, c := dest[0].ID, dest[1].ID, dest[2].ID
+		_, err = conn.Fail(ctx, store.Failures{IDs: []int64{a, b}, Keys: []int64{keys["a"], keys["b"]}, Statuses: []string{"QUEUED", "FAILED"},
+			Delays: []time.Duration{0, 0}, Errors: []string{"try again", "for good"}})
+		require.NoError(t, err)
+		put, err := conn.PutBack(ctx, []int64{keys["c"]}, "r")
+		require.NoError(t, err)
+		require.Len(t, put, 1)
+		keys = claim(1)
+		_, err = conn.Complete(ctx, []int64{a}, []int64{keys["a"]})
+		require.NoError(t, err)
+		require.NoError(t, st.Tx(ctx, db, func(tx *gorm.DB) error {
+			_, err := st.CancelJobs(tx, store.Filter{IDs: []int64{c}}, 10)
+			return err
+		}))
+
+		events, ids := outboxed(t, db, byID)
+		require.Equal(t, []string{"a:created", "b:created", "c:created", "d:created", "a:retrying", "b:failed", "a:completed", "c:cancelled"}, events)
+		all, err := store.OutboxEvents(ctx, db, 100)
+		require.NoError(t, err)
+		require.Equal(t, "a", all[0].Kind)
+		require.Equal(t, 2, all[0].MaxAttempts)
+		require.Equal(t, meta, all[0].Meta, "the job's trace context travels with its events")
+		require.Equal(t, "try again", all[4].Error)
+		require.Equal(t, "for good", all[5].Error)
+		require.Empty(t, all[6].Error)
+		require.WithinDuration(t, time.Now(), all[0].At, time.Minute)
+
+		require.NoError(t, store.DeleteOutbox(ctx, st, db, ids[len(ids)-2:]))
+		require.NoError(t, store.DisableOutbox(ctx, st, db))
+		_, err = st.Copy(ctx, []store.NewJob{{Kind: "e", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}})
+		require.NoError(t, err)
+		after, _ := outboxed(t, db, byID)
+		require.Equal(t, events[:len(events)-2], after, "off again: nothing written, and the rest kept")
+
+		require.NoError(t, store.EnableOutbox(ctx, st, db))
+		_, err = st.Copy(ctx, []store.NewJob{{Kind: "f", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}})
+		require.NoError(t, err)
+		_, newIDs := outboxed(t, db, byID)
+		require.Greater(t, newIDs[len(newIDs)-1], ids[len(ids)-1], "a deleted event's ID is not given again")
+	})
+}
