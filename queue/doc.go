@@ -433,6 +433,15 @@
 // OpenTelemetry through [WithHooks], as one option given to the client.
 // Without it the queue does no telemetry work and imports no OpenTelemetry.
 //
+// # Testing
+//
+// Package github.com/sheaf-dev/sheaf/queue/queuetest runs a handler
+// against a Job built in memory (progress, output, auth, cancellation and
+// timeouts observable), checks what code enqueued, in a transaction too,
+// works enqueued jobs within a test, and has a simulated [Clock] for
+// schedules and windows. A Job built by hand without it works too: its
+// SetProgress, SetOutput and CompleteTx do nothing.
+//
 // # Tables
 //
 // The queue owns these tables, in the schema (PostgreSQL) or file (SQLite)
