@@ -25,12 +25,8 @@ rates. The jobs go to the queue `+benchQueue+`, and stay COMPLETED until retenti
 prunes them: use a scratch database or schema. The schema is migrated first.`)
 	jobs := fs.Int("jobs", 10_000, "jobs to insert and work (1 to 1000000)")
 	workers := fs.Int("workers", 100, "the runner's workers")
-	pos, err := e.parse(fs, args)
-	if err != nil {
+	if err := e.parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError("bench: unexpected arguments %q", pos)
 	}
 	if *jobs < 1 || *jobs > 1_000_000 {
 		return usageError("bench: -jobs %d: want 1 to 1000000", *jobs)

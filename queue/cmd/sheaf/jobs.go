@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os/user"
 	"strconv"
@@ -57,12 +58,8 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	before := fs.Int64("before", 0, "only jobs with smaller IDs (the next page)")
 	limit := fs.Int("limit", 50, "at most this many jobs (1 to 10000)")
 	asJSON := fs.Bool("json", false, "print JSON, one job a line")
-	pos, err := e.parse(fs, args)
-	if err != nil {
+	if err := e.parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError("jobs list: unexpected arguments %q", pos)
 	}
 	f := queue.Filter{Kinds: splitList(*kind), Queue: *queueName, RunID: *run, Period: *period,
 		CorrelationID: *correlation, Search: *search, BeforeID: *before, Newest: true, Limit: *limit}
@@ -73,6 +70,7 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 		}
 		f.Statuses = append(f.Statuses, st)
 	}
+	var err error
 	if f.CreatedAfter, err = when("since", *since); err != nil {
 		return err
 	}
@@ -133,11 +131,7 @@ func when(name, v string) (time.Time, error) {
 func jobsGet(ctx context.Context, e *env, args []string) error {
 	fs, dsn := e.flags("jobs get", "ID [flags]", "Shows one job, with its output and its last attempts. Its claims (auth) are never shown.")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := e.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	ids, err := jobIDs(pos)
+	ids, err := e.parseIDs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -212,11 +206,7 @@ func jobsChange(ctx context.Context, e *env, sub string, args []string) error {
 		"cancel": "Cancels QUEUED or PROCESSING jobs; a running job's handler is told to stop.",
 	}[sub]
 	fs, dsn := e.flags("jobs "+sub, "ID... [flags]", about+" Each change is recorded in the audit log.")
-	pos, err := e.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	ids, err := jobIDs(pos)
+	ids, err := e.parseIDs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -264,9 +254,14 @@ func auditEntry(action string, target json.RawMessage, result string, changed in
 	return queue.AuditEntry{Actor: "sheaf-cli:" + name, Action: action, Target: target, Result: result, Changed: changed}
 }
 
-func jobIDs(args []string) ([]int64, error) {
-	ids := make([]int64, 0, len(args))
-	for _, a := range args {
+// parseIDs parses args into fs, and the positional arguments as job IDs.
+func (e *env) parseIDs(fs *flag.FlagSet, args []string) ([]int64, error) {
+	pos, err := e.parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(pos))
+	for _, a := range pos {
 		id, err := strconv.ParseInt(a, 10, 64)
 		if err != nil || id <= 0 {
 			return nil, usageError("%q is not a job ID", a)

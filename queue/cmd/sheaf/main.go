@@ -149,6 +149,15 @@ func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseNone parses args into fs, and refuses positional arguments.
+func (e *env) parseNone(fs *flag.FlagSet, args []string) error {
+	pos, err := e.parse(fs, args)
+	if err == nil && len(pos) > 0 {
+		err = usageError("%s: unexpected arguments %q", strings.TrimPrefix(fs.Name(), "sheaf "), pos)
+	}
+	return err
+}
+
 // open connects to the database at dsn and returns a client for it, with
 // reg or an empty registry: the commands read and operate jobs without
 // running their handlers. create allows a new SQLite file. close closes

@@ -24,14 +24,11 @@ chains; the console of the program itself does.`)
 	to := fs.String("to", "", "created before this time (RFC 3339) or this long ago; default now")
 	slow := fs.Float64("slow", 0, "flag completed jobs slower than this many times their kind's typical duration (default 1.5)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := e.parse(fs, args)
-	if err != nil {
+	if err := e.parseNone(fs, args); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageError("review: unexpected arguments %q", pos)
-	}
 	q := queue.ReviewQuery{RunID: *run, Period: *period, SlowFactor: *slow}
+	var err error
 	if q.From, err = when("from", *from); err != nil {
 		return err
 	}

@@ -21,12 +21,8 @@ that carries it as "Authorization: Bearer <token>" may also submit, cancel,
 retry and pause, recorded in the audit log as "token"; others may only read.`)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	origins := fs.String("trusted-origins", "", "origins, comma-separated, whose browsers may make changes (besides the console's own)")
-	pos, err := e.parse(fs, args)
-	if err != nil {
+	if err := e.parseNone(fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError("serve: unexpected arguments %q", pos)
 	}
 	client, _, closeDB, err := e.open(ctx, *dsn, false, nil)
 	if err != nil {
