@@ -164,7 +164,9 @@
 // selects; [Client.Runners] lists the runners seen lately; and
 // [Client.RecordAudit] and [Client.AuditLog] keep an application's record of
 // what its operators did. Package github.com/sheaf-dev/sheaf/queue/console
-// serves all of this over HTTP, with a dashboard.
+// serves all of this over HTTP, with a dashboard; the command
+// github.com/sheaf-dev/sheaf/queue/cmd/sheaf does it from the shell, and
+// migrates, reviews, serves the console and benchmarks.
 //
 // # Options
 //
