@@ -47,7 +47,8 @@
 //	1  failed: the database could not be reached or refused, a job was not
 //	   found or not in a status that allows the change
 //	2  bad usage: an unknown command or flag, a missing or malformed
-//	   argument, no database URL
+//	   argument, a value the queue refuses (queue.ErrInvalidOption), no
+//	   database URL
 //	3  the schema is not at this sheaf's version: not migrated, older (run
 //	   sheaf migrate) or newer than this sheaf (upgrade it); migrate status
 //	   exits with 3 when the versions differ

@@ -102,7 +102,7 @@ func (e *env) exit(err error) int {
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage), errors.Is(err, queue.ErrInvalidOption):
 		fmt.Fprintf(e.stderr, "sheaf: %v\n", err)
 		return exitUsage
 	case errors.Is(err, queue.ErrNotMigrated), errors.Is(err, queue.ErrSchemaTooNew), errors.Is(err, queue.ErrPartialSchema), errors.Is(err, errSchemaBehind):

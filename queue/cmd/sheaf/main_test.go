@@ -150,6 +150,8 @@ func TestUsageErrorsExitWith2(t *testing.T) {
 		{[]string{"review", "-db", f.url}, "give one of -run, -period or -from"},
 		{[]string{"review", "-run", "a", "-period", "2025-12-08", "-db", f.url}, "give one of"},
 		{[]string{"bench", "-jobs", "0", "-db", f.url}, "-jobs 0"},
+		{[]string{"jobs", "list", "-limit", "20000", "-db", f.url}, "invalid option"},
+		{[]string{"queues", "pause", strings.Repeat("q", 300), "-db", f.url}, "invalid option"},
 	} {
 		r := sheaf(t, nil, c.args...)
 		require.Equal(t, 2, r.code, "%q: %s", c.args, r.stderr)
