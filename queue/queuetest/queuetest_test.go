@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/queuetest"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
@@ -271,4 +272,30 @@ func TestClock(t *testing.T) {
 	c.Advance(59 * time.Minute)
 	require.Equal(t, start.Add(time.Hour), <-hour)
 	require.Equal(t, start.Add(time.Hour), c.Now())
+}
+
+// TestOnPostgreSQL: jsonb stores args with its keys reordered, and a
+// transaction's jobs are seen through its TxClient only.
+func TestOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t)
+	c, err := queue.NewClient(pg.Gorm, registry())
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, c.Migrate(ctx))
+	args := ReportArgs{County: "Travis", Rows: 100}
+	err = pg.Gorm.Transaction(func(tx *gorm.DB) error {
+		txc := c.Tx(tx)
+		if _, err := txc.Enqueue(ctx, args, admin); err != nil {
+			return err
+		}
+		queuetest.RequireEnqueued(t, txc, args, queuetest.Want{Queue: "reports"})
+		queuetest.RequireNotEnqueued[ReportArgs](t, c)
+		return nil
+	})
+	require.NoError(t, err)
+	stats, err := queuetest.WorkDue(ctx, c, queue.WithQueues("reports"))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stats.Completed)
+	queuetest.RequireEnqueued(t, c, args, queuetest.Want{Status: queue.StatusCompleted})
 }
