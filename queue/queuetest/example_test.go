@@ -209,3 +209,37 @@ func ExampleClock() {
 	fmt.Println(j.Args.County, j.RunID)
 	// Output: Travis nightly@2025-12-08T23:00:00+05:30
 }
+
+// NewJob builds a job as a runner hands it to a handler; a handler can be
+// called with it directly when the test needs nothing recorded.
+func ExampleNewJob() {
+	j := queuetest.NewJob(ReportArgs{County: "Travis"})
+	fmt.Println(j.Kind, j.Queue, j.Attempt, "of", j.MaxAttempts)
+	fmt.Println(writeReport(context.Background(), j)) // no role in j.Auth
+	// Output:
+	// county_report default 1 of 3
+	// permanent: no role
+}
+
+// ListEnqueued returns a kind's jobs with their args decoded, for checks
+// of one's own.
+func ExampleListEnqueued() {
+	client, _, done := open(registry())
+	defer done()
+	ctx := context.Background()
+	for _, county := range []string{"Travis", "Harris"} {
+		if _, err := client.Enqueue(ctx, ReportArgs{County: county}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	jobs, err := queuetest.ListEnqueued[ReportArgs](ctx, client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range jobs {
+		fmt.Println(j.Job.ID, j.Args.County, j.Job.Status)
+	}
+	// Output:
+	// 1 Travis QUEUED
+	// 2 Harris QUEUED
+}
