@@ -152,7 +152,9 @@
 // selects; [Client.Runners] lists the runners seen lately; and
 // [Client.RecordAudit] and [Client.AuditLog] keep an application's record of
 // what its operators did. Package github.com/sheaf-dev/sheaf/queue/console
-// serves all of this over HTTP, with a dashboard.
+// serves all of this over HTTP, with a dashboard; the command
+// github.com/sheaf-dev/sheaf/queue/cmd/sheaf does it from the shell, and
+// migrates, reviews, serves the console and benchmarks.
 //
 // # Options
 //
@@ -402,6 +404,15 @@
 // Package github.com/sheaf-dev/sheaf/queue/otelqueue reports the queue to
 // OpenTelemetry through [WithHooks], as one option given to the client.
 // Without it the queue does no telemetry work and imports no OpenTelemetry.
+//
+// # Testing
+//
+// Package github.com/sheaf-dev/sheaf/queue/queuetest runs a handler
+// against a Job built in memory (progress, output, auth, cancellation and
+// timeouts observable), checks what code enqueued, in a transaction too,
+// works enqueued jobs within a test, and has a simulated [Clock] for
+// schedules and windows. A Job built by hand without it works too: its
+// SetProgress, SetOutput and CompleteTx do nothing.
 //
 // # Tables
 //

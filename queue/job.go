@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/attach"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -189,12 +190,21 @@ type Job[A Args] struct {
 	exec execution // nil in a Job built by hand, as in a handler's unit test
 }
 
-// execution is the attempt that runs a Job.
-type execution interface {
-	SetProgress(ctx context.Context, processed, total int64) error
-	SetOutput(ctx context.Context, output string) error
-	Jobs(ctx context.Context, ids []int64, dest any) error
-	CompleteTx(ctx context.Context, tx *gorm.DB) error
+// execution is the attempt that runs a Job: a runner's, or a unit test's
+// from package queuetest.
+type execution = attach.Execution
+
+// attach gives a Job built by hand an execution, for package queuetest.
+func (j *Job[A]) attach(ex execution) { j.exec = ex }
+
+func init() {
+	attach.Job = func(job any, ex attach.Execution) bool {
+		j, ok := job.(interface{ attach(execution) })
+		if ok {
+			j.attach(ex)
+		}
+		return ok
+	}
 }
 
 // attempt is a runner's execution of a job, with its hooks.

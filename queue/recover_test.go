@@ -67,13 +67,13 @@ func TestScheduleTickWhoseJobsCannotBeBuiltIsSkipped(t *testing.T) {
 	var log logged
 	c, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithLogger(log.logger()), queue.WithObserver(e.events))
 	require.NoError(t, err)
-	clock := newManualClock(start) // 22:59:30
+	clock := newClock(start) // 22:59:30
 	r, err := queue.NewRunner(c, queue.WithClock(clock), queue.WithPollInterval(50*time.Millisecond))
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	clock.Set(start.Add(5 * time.Minute)) // 23:04:30: the ticks of 23:00 to 23:04 are due
 	ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 	require.Equal(t, "m@2025-12-08T23:04:00Z", ev.RunID, "the schedule moved on past the ticks it could not build")

@@ -10,71 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	pubtest "github.com/sheaf-dev/sheaf/queue/queuetest"
 )
 
-// manualClock is a Clock that moves only when the test says so.
-type manualClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []clockWaiter
-	waiting *sync.Cond // signalled when a waiter registers
-}
-
-type clockWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newManualClock(t time.Time) *manualClock {
-	c := &manualClock{now: t}
-	c.waiting = sync.NewCond(&c.mu)
-	return c
-}
-
-// awaitWaiters blocks until n timers wait on the clock: the schedulers of n
-// runners have read it and gone to sleep, so moving it now is seen by all.
-func (c *manualClock) awaitWaiters(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.waiters) < n {
-		c.waiting.Wait()
-	}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, clockWaiter{at: c.now.Add(d), ch: ch})
-	c.waiting.Broadcast()
-	return ch
-}
-
-// Set moves the clock to t and fires the timers it passes.
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(t) {
-			w.ch <- t
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
+// newClock returns a clock that moves only when the test says so.
+func newClock(t time.Time) *pubtest.Clock { return pubtest.NewClock(t) }
 
 func mustLoad(t *testing.T, name string) *time.Location {
 	loc, err := time.LoadLocation(name)
@@ -242,7 +182,7 @@ func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 	t.Parallel()
 	const n = 30
 	e := scheduleEnv(t, queue.Periodic{Name: "every-minute", Spec: queue.Cron("* * * * *"), Grace: time.Second})
-	clock := newManualClock(start)
+	clock := newClock(start)
 	for i := range 3 {
 		c, err := queue.NewClient(ownPool(t, e), e.reg, quiet(), queue.WithObserver(e.events))
 		require.NoError(t, err)
@@ -252,7 +192,7 @@ func TestThreeRunnersCreateEachTickOnce(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
 	}
 	for k := 1; k <= n; k++ {
-		clock.awaitWaiters(3)
+		<-clock.Waiting(3)
 		clock.Set(start.Add(time.Duration(k) * time.Minute))
 		e.events.Wait(t, queue.EventScheduled, 0, k)
 	}
@@ -276,9 +216,9 @@ func TestMissedTicksPolicies(t *testing.T) {
 			// Every process was down since 20:00; it is now 22:59:30.
 			require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
 				time.Date(2025, 12, 8, 20, 0, 0, 0, time.UTC)).Error)
-			clock := newManualClock(start)
+			clock := newClock(start)
 			e.runner(t, queue.WithClock(clock))
-			clock.awaitWaiters(1)
+			<-clock.Waiting(1)
 			if policy == queue.RunMissedOnce {
 				ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 				require.Equal(t, "hourly@2025-12-08T22:00:00Z", ev.RunID, "the latest missed tick, once")
@@ -305,9 +245,9 @@ func TestScheduleStateBeforeAndAfterItsFirstTick(t *testing.T) {
 	}
 	st := state()
 	require.True(t, st.LastTick.IsZero() && st.Started.IsZero(), "no runner has started it: %+v", st)
-	clock := newManualClock(start) // 22:59:30
+	clock := newClock(start) // 22:59:30
 	e.runner(t, queue.WithClock(clock))
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	st = state()
 	require.True(t, st.LastTick.IsZero(), "last tick %v before the first", st.LastTick)
 	require.True(t, st.Started.Equal(start), "started %v, want %v", st.Started, start)
@@ -326,7 +266,7 @@ func TestARecentTickIsDueNotMissed(t *testing.T) {
 	// 22:00 fired; it is 23:00:10 and nobody has fired 23:00 yet.
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)",
 		time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC)).Error)
-	clock := newManualClock(time.Date(2025, 12, 8, 23, 0, 10, 0, time.UTC))
+	clock := newClock(time.Date(2025, 12, 8, 23, 0, 10, 0, time.UTC))
 	e.runner(t, queue.WithClock(clock))
 	ev := e.events.Wait(t, queue.EventScheduled, 0, 1)[0]
 	require.Equal(t, "hourly@2025-12-08T23:00:00Z", ev.RunID)
@@ -337,14 +277,14 @@ func TestARecentTickIsDueNotMissed(t *testing.T) {
 func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 	t.Parallel()
 	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *"), Grace: time.Second})
-	clock := newManualClock(start)
+	clock := newClock(start)
 	e.runner(t, queue.WithClock(clock))
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	clock.Set(start.Add(time.Minute)) // 23:00:30: the 23:00 tick
 	e.events.Wait(t, queue.EventScheduled, 0, 1)
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "a", Spec: queue.Cron("*/5 * * * *"),
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
-	clock.awaitWaiters(2)                 // the old timetable's timer for 23:01, and the new one's
+	<-clock.Waiting(2)                    // the old timetable's timer for 23:01, and the new one's
 	clock.Set(start.Add(2 * time.Minute)) // 23:01:30: a tick of the old spec only
 	clock.Set(start.Add(6 * time.Minute)) // 23:05:30
 	ev := e.events.Wait(t, queue.EventScheduled, 0, 2)[1]
@@ -355,16 +295,16 @@ func TestReplacedScheduleTakesItsNewTimetable(t *testing.T) {
 func TestSchedulesChangeAtRunTime(t *testing.T) {
 	t.Parallel()
 	e := scheduleEnv(t, queue.Periodic{Name: "a", Spec: queue.Cron("* * * * *"), Grace: time.Second})
-	clock := newManualClock(start)
+	clock := newClock(start)
 	e.runner(t, queue.WithClock(clock))
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	clock.Set(start.Add(time.Minute))
 	e.events.Wait(t, queue.EventScheduled, 0, 1)
 	require.True(t, e.reg.Unschedule("a"))
 	require.False(t, e.reg.Unschedule("a"))
 	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "b", Spec: queue.Cron("*/2 * * * *"), Grace: time.Second,
 		Jobs: func(queue.Tick) []queue.Params { return []queue.Params{{Args: noop{}}} }}))
-	clock.awaitWaiters(2)                 // a's old timer, and the one for b
+	<-clock.Waiting(2)                    // a's old timer, and the one for b
 	clock.Set(start.Add(3 * time.Minute)) // 23:02:30: b's first tick is 23:02
 	ev := e.events.Wait(t, queue.EventScheduled, 0, 2)[1]
 	require.Equal(t, "b", ev.Schedule)
@@ -469,14 +409,14 @@ func TestKindWindow(t *testing.T) {
 		basic(t)(r)
 		require.NoError(t, queue.Register(r, nopHandler[heavy](), queue.During(w)))
 	})
-	clock := newManualClock(time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC))
+	clock := newClock(time.Date(2025, 12, 8, 22, 0, 0, 0, time.UTC))
 	h := enqueue(t, e, heavy{})
 	light := enqueue(t, e, noop{})
 	// Polling once an hour: only the window's opening can wake the runner.
 	e.runner(t, queue.WithClock(clock), queue.WithPollInterval(time.Hour))
 	e.events.Wait(t, queue.EventCompleted, light, 1)
 	require.Equal(t, queue.StatusQueued, e.status(t, h), "22:00 is outside 23:00-05:00")
-	clock.awaitWaiters(1) // the window's opening (no schedules here)
+	<-clock.Waiting(1) // the window's opening (no schedules here)
 	clock.Set(time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC))
 	e.events.Wait(t, queue.EventCompleted, h, 1)
 }
@@ -488,7 +428,7 @@ func TestQueueWindow(t *testing.T) {
 	require.NoError(t, err)
 	e := newEnv(t, basic(t))
 	e.reg.QueueWindow("nightly", w)
-	clock := newManualClock(time.Date(2025, 12, 8, 23, 30, 0, 0, time.UTC))
+	clock := newClock(time.Date(2025, 12, 8, 23, 30, 0, 0, time.UTC))
 	in := enqueue(t, e, noop{}, queue.OnQueue("nightly"))
 	out := enqueue(t, e, noop{})
 	e.runner(t, queue.WithClock(clock), queue.WithQueues(queue.DefaultQueue, "nightly"))
@@ -527,7 +467,7 @@ func TestKindWindowClosesOnARunningJob(t *testing.T) {
 			}
 		}), queue.During(w)))
 	})
-	clock := newManualClock(time.Date(2025, 12, 8, 23, 30, 0, 0, berlin)) // in the window
+	clock := newClock(time.Date(2025, 12, 8, 23, 30, 0, 0, berlin)) // in the window
 	e.runner(t, queue.WithClock(clock), queue.WithWorkers(2), queue.WithPollInterval(20*time.Millisecond))
 	var once sync.Once
 	releaseHeavy := func() { once.Do(func() { close(release) }) }

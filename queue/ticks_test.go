@@ -46,7 +46,7 @@ func dec8(h, m, s int) time.Time { return time.Date(2025, 12, 8, h, m, s, 0, tim
 // so. The next night's tick fires on time too.
 func TestFirstStartFiresATickWithinTheGrace(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(dec8(23, 0, 5))
+	clock := newClock(dec8(23, 0, 5))
 	e, c := clockedEnv(t, queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0)}, clock)
 	// Rows older than 400 days, as if the name had served before: the
 	// schedule's own are pruned as it fires, another's are left.
@@ -81,7 +81,7 @@ func TestFirstStartFiresATickWithinTheGrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rv.MissedTicks)
 
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	clock.Set(dec8(23, 0, 40).AddDate(0, 0, 1))
 	e.events.Wait(t, queue.EventScheduled, 0, 2)
 	recs = ledger(t, c)
@@ -94,10 +94,10 @@ func TestFirstStartFiresATickWithinTheGrace(t *testing.T) {
 // did not exist then. The runner waits for the next.
 func TestFirstStartLeavesATickOlderThanTheGrace(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(dec8(23, 0, 5))
+	clock := newClock(dec8(23, 0, 5))
 	e, c := clockedEnv(t, queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0), Grace: 3 * time.Second}, clock)
 	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond))
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	require.Empty(t, ledger(t, c))
 	st := state(t, c)
 	require.True(t, st.Started.Equal(dec8(23, 0, 5)), "started %v", st.Started)
@@ -111,7 +111,7 @@ func TestFirstStartLeavesATickOlderThanTheGrace(t *testing.T) {
 // review and the schedule's state read. 23:00 then fires on time.
 func TestCatchUpFiresTheLatestMissedTicksAndRecordsTheOthers(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(start)
+	clock := newClock(start)
 	e, c := clockedEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *"), Missed: queue.CatchUp(3)}, clock)
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)", e.db.Time(dec8(17, 0, 0))).Error)
 	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond))
@@ -157,7 +157,7 @@ func TestCatchUpFiresTheLatestMissedTicksAndRecordsTheOthers(t *testing.T) {
 	require.Equal(t, queue.TickLate, st.LastOutcome)
 	require.Zero(t, st.MissedTicks, "nothing missed since the last tick")
 
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	clock.Set(start.Add(time.Minute)) // 23:00:30
 	e.events.Wait(t, queue.EventScheduled, 0, 4)
 	require.Equal(t, queue.TickFired, ledger(t, c)[0].Outcome)
@@ -168,7 +168,7 @@ func TestCatchUpFiresTheLatestMissedTicksAndRecordsTheOthers(t *testing.T) {
 // review lists them, and the ticks no runner has reached yet.
 func TestSkipRecordsMissedTicks(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(start) // 22:59:30
+	clock := newClock(start) // 22:59:30
 	e, c := clockedEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *")}, clock)
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)", e.db.Time(dec8(20, 0, 0))).Error)
 
@@ -181,7 +181,7 @@ func TestSkipRecordsMissedTicks(t *testing.T) {
 	require.Len(t, rv.MissedTicks, 23, "every tick of the day due by now: none created a job")
 
 	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond))
-	clock.awaitWaiters(1)
+	<-clock.Waiting(1)
 	recs := ledger(t, c)
 	require.Len(t, recs, 2)
 	for i, want := range []time.Time{dec8(22, 0, 0), dec8(21, 0, 0)} {
@@ -251,7 +251,7 @@ func TestSchedulePolicyAndTicksQueryChecks(t *testing.T) {
 // one set of jobs per tick caught up.
 func TestTwoRunnersCatchUpOnce(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(start) // 22:59:30
+	clock := newClock(start) // 22:59:30
 	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *"), Missed: queue.CatchUp(2)})
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)", e.db.Time(dec8(17, 0, 0))).Error)
 	var c *queue.Client
@@ -261,7 +261,7 @@ func TestTwoRunnersCatchUpOnce(t *testing.T) {
 		require.NoError(t, err)
 		queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond), queue.WithWorkers(2))
 	}
-	clock.awaitWaiters(2) // both have started the schedule and caught it up
+	<-clock.Waiting(2) // both have started the schedule and caught it up
 	e.events.Wait(t, queue.EventScheduled, 0, 2)
 	outcomes := map[queue.TickOutcome][]string{}
 	for _, r := range ledger(t, c) {
@@ -280,7 +280,7 @@ func TestTwoRunnersCatchUpOnce(t *testing.T) {
 // recorded and the next tick fires, once the ledger is back.
 func TestStartingAScheduleIsRetriedWhenTheDatabaseFails(t *testing.T) {
 	t.Parallel()
-	clock := newManualClock(start) // 22:59:30
+	clock := newClock(start) // 22:59:30
 	e := scheduleEnv(t, queue.Periodic{Name: "hourly", Spec: queue.Cron("0 * * * *")})
 	require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_schedules (name, last_tick) VALUES ('hourly', ?)", e.db.Time(dec8(20, 0, 0))).Error)
 	require.NoError(t, e.db.Gorm.Exec("ALTER TABLE sheaf_ticks RENAME TO sheaf_ticks_away").Error)
@@ -288,12 +288,12 @@ func TestStartingAScheduleIsRetriedWhenTheDatabaseFails(t *testing.T) {
 	c, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithLogger(log.logger()), queue.WithObserver(e.events), queue.WithClock(clock))
 	require.NoError(t, err)
 	queuetest.StartRunner(t, c, queue.WithPollInterval(50*time.Millisecond))
-	clock.awaitWaiters(1) // the retry's timer, a poll away
+	<-clock.Waiting(1) // the retry's timer, a poll away
 	require.Contains(t, log.String(), "queue: could not start schedule; will try again")
 
 	require.NoError(t, e.db.Gorm.Exec("ALTER TABLE sheaf_ticks_away RENAME TO sheaf_ticks").Error)
 	clock.Set(start.Add(time.Second))
-	clock.awaitWaiters(1) // started: waiting for 23:00
+	<-clock.Waiting(1) // started: waiting for 23:00
 	recs := ledger(t, c)
 	require.Len(t, recs, 2, "21:00 and 22:00 recorded as missed")
 	require.Equal(t, queue.TickMissed, recs[0].Outcome)

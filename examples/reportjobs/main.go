@@ -1,7 +1,7 @@
 // Command reportjobs runs county report jobs on sheaf's PostgreSQL job queue.
 // It submits one job per county with different priorities; a runner with two
-// workers writes each county's timesheet entries, chunk by chunk, to a CSV
-// or JSON file. One job hits a transient error on its first attempt and
+// workers writes each county's timesheet entries, chunk by chunk, to a CSV,
+// JSON, Excel or PDF file, masked by the requester's role. One job hits a transient error on its first attempt and
 // succeeds on its retry, one is cancelled half-way and its partial file is
 // removed, and the program ends with the morning-review table: job, type,
 // status, attempts, started, completed, duration, records.
@@ -40,18 +40,30 @@ const (
 // plan is the night's work, in the order it is submitted. The IDs follow
 // this order and the priorities do not, so the start times show the
 // priorities at work.
+// Each job carries its requester's claims (queue.AuthContext), which decide
+// what its report shows (mask.go).
 var plan = []struct {
 	county   string
 	format   string
 	priority int
 	entries  int
+	auth     queue.Auth
 }{
-	{"Travis", "csv", 6, 12_000}, // cancelled half-way
-	{"El Paso", "json", 2, 6_000},
-	{"Harris", "csv", 9, 18_000},
-	{"Bexar", "json", 5, 10_000},
-	{"Dallas", "json", 8, 14_000}, // fails at its third chunk once, then succeeds
-	{"Tarrant", "csv", 4, 9_000},
+	{"Travis", "csv", 6, 12_000, admin}, // cancelled half-way
+	{"El Paso", "json", 2, 6_000, caseWorker("El Paso")},
+	{"Harris", "xlsx", 9, 18_000, supervisor},
+	{"Bexar", "pdf", 5, 10_000, supervisor},
+	{"Dallas", "json", 8, 14_000, admin}, // fails at its third chunk once, then succeeds
+	{"Tarrant", "csv", 4, 9_000, caseWorker("Tarrant")},
+}
+
+var (
+	admin      = queue.Auth{"role": roleAdmin, "sub": "ada"}
+	supervisor = queue.Auth{"role": roleSupervisor, "sub": "sam", "counties": []string{"Harris", "Bexar"}}
+)
+
+func caseWorker(county string) queue.Auth {
+	return queue.Auth{"role": roleCaseWorker, "sub": "cam", "county": county}
 }
 
 const (
@@ -79,6 +91,7 @@ type submission struct {
 	CountyReport
 	priority int
 	entries  int
+	role     string
 }
 
 func run(ctx context.Context, dsn, out string, workers int) (err error) {
@@ -130,11 +143,11 @@ func run(ctx context.Context, dsn, out string, workers int) (err error) {
 	var cancelID, flakyID int64
 	for _, p := range plan {
 		args := CountyReport{County: p.county, Format: p.format}
-		e, err := client.Enqueue(ctx, args, queue.Priority(p.priority))
+		e, err := client.Enqueue(ctx, args, queue.Priority(p.priority), queue.AuthContext(p.auth))
 		if err != nil {
 			return err
 		}
-		jobs[e.Job.ID] = submission{args, p.priority, p.entries}
+		jobs[e.Job.ID] = submission{args, p.priority, p.entries, p.auth["role"].(string)}
 		switch p.county {
 		case cancelCounty:
 			cancelID = e.Job.ID
@@ -201,7 +214,8 @@ func fillEntries(ctx context.Context, db *gorm.DB) error {
 			employee  integer      NOT NULL,
 			work_date text         NOT NULL,
 			hours     numeric(4,2) NOT NULL,
-			project   text         NOT NULL
+			project   text         NOT NULL,
+			ssn       text         NOT NULL
 		)`).Error
 		if err != nil {
 			return err
@@ -209,12 +223,13 @@ func fillEntries(ctx context.Context, db *gorm.DB) error {
 		lastID := 0
 		for _, p := range plan {
 			// Entry n of the county: day 1 to 7 of December, project P-00
-			// to P-11. (The parentheses matter: SQLite's || binds tighter
-			// than %.)
+			// to P-11, an SSN of the form 123-45-6789. (The parentheses
+			// matter: SQLite's || binds tighter than %.)
 			err := tx.Exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
-				INSERT INTO timesheet_entries (id, county, employee, work_date, hours, project)
+				INSERT INTO timesheet_entries (id, county, employee, work_date, hours, project, ssn)
 				SELECT ? + n, ?, 1000 + n * 7 % 250, '2025-12-0' || (1 + n % 7), 4 + n * 37 % 9 * 0.5,
-					CASE WHEN n % 12 < 10 THEN 'P-0' ELSE 'P-' END || (n % 12)
+					CASE WHEN n % 12 < 10 THEN 'P-0' ELSE 'P-' END || (n % 12),
+					(100 + n * 7 % 800) || '-' || (10 + n % 89) || '-' || (1000 + n * 13 % 9000)
 				FROM g`, p.entries, lastID, p.county).Error
 			if err != nil {
 				return err

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -21,10 +19,11 @@ import (
 )
 
 // CountyReport is the payload of a report job: one county's timesheet
-// entries, written as a CSV or JSON file.
+// entries, written as a CSV, JSON, Excel or PDF file. The job's Auth says
+// who asked for it, and so what the report shows (see mask.go).
 type CountyReport struct {
 	County string `json:"county"`
-	Format string `json:"format"` // "csv" or "json"
+	Format string `json:"format"` // "csv", "json", "xlsx" or "pdf"
 }
 
 // Kind names the job type in the queue.
@@ -38,12 +37,15 @@ type Entry struct {
 	Day      string  `json:"day"`
 	Hours    float64 `json:"hours"`
 	Project  string  `json:"project"`
+	SSN      string  `json:"ssn"` // the employee's, masked by the requester's role
 }
 
-// reports is the chunked handler of county_report jobs. Each chunk appends
-// its entries to <out>/<county>.<format>.partial; Finish closes the file's
-// syntax and renames it into place, so a report file either is complete or
-// does not exist.
+// reports is the chunked handler of county_report jobs. The first chunk of
+// an attempt opens <out>/<county>.<format>.partial, each chunk appends its
+// entries, masked for the requester, and Finish completes the file and
+// renames it into place, so a report file either is complete or does not
+// exist. An attempt's chunks run in order in one process, so the open file
+// is kept between them.
 type reports struct {
 	db        *gorm.DB
 	out       string
@@ -60,6 +62,9 @@ type reports struct {
 	// wrote, if set, is told after each chunk how many records the job has
 	// written so far.
 	wrote func(job *queue.Job[CountyReport], records int64)
+
+	mu   sync.Mutex
+	open map[int64]reportFile // by job, while an attempt writes it
 }
 
 var errConnReset = errors.New("connection reset by peer (simulated)")
@@ -70,6 +75,9 @@ func (h *reports) Records(ctx context.Context, job *queue.Job[CountyReport]) (in
 	if _, ok := formats[job.Args.Format]; !ok {
 		// No attempt can fix a bad payload: fail now, without retries.
 		return 0, nil, queue.Permanent(fmt.Errorf("unknown report format %q", job.Args.Format))
+	}
+	if _, err := maskFor(job.Auth, job.Args.County); err != nil {
+		return 0, nil, queue.Permanent(err) // no retry grants access
 	}
 	var total int64
 	err := h.db.WithContext(ctx).Raw("SELECT count(*) FROM timesheet_entries WHERE county = ?", job.Args.County).Scan(&total).Error
@@ -82,7 +90,7 @@ func (h *reports) Records(ctx context.Context, job *queue.Job[CountyReport]) (in
 		}
 		var page []Entry
 		err := h.db.WithContext(ctx).Raw(`
-			SELECT id, employee, work_date AS day, hours, project
+			SELECT id, employee, work_date AS day, hours, project, ssn
 			FROM timesheet_entries WHERE county = ? ORDER BY id LIMIT ? OFFSET ?`,
 			job.Args.County, limit, offset).Scan(&page).Error
 		return page, err
@@ -90,30 +98,28 @@ func (h *reports) Records(ctx context.Context, job *queue.Job[CountyReport]) (in
 	return total, queue.Pages(ctx, h.chunkSize, fetch), nil
 }
 
-// ProcessChunk appends one chunk to the partial file. The first chunk
-// starts the file afresh, so nothing an earlier attempt left can leak in.
+// ProcessChunk appends one chunk to the partial file, masked for the
+// requester. The first chunk starts the file afresh, so nothing an earlier
+// attempt left can leak in.
 func (h *reports) ProcessChunk(ctx context.Context, job *queue.Job[CountyReport], chunk batch.Batch[Entry]) error {
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-time.After(h.renderCost):
 	}
-	f := formats[job.Args.Format]
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if chunk.Seq == 1 {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	mask, err := maskFor(job.Auth, job.Args.County)
+	if err != nil {
+		return queue.Permanent(err)
 	}
-	file, err := os.OpenFile(h.partial(job), flags, 0o644)
+	file, err := h.file(job, chunk.Seq == 1)
 	if err != nil {
 		return err
 	}
-	if chunk.Seq == 1 {
-		_, err = io.WriteString(file, f.header)
+	records := make([]Entry, len(chunk.Items))
+	for i, e := range chunk.Items {
+		records[i] = mask(e)
 	}
-	if err == nil {
-		err = f.write(file, chunk.Items, chunk.Offset == 0)
-	}
-	if err = errors.Join(err, file.Close()); err != nil {
+	if err := file.write(records); err != nil {
 		return err
 	}
 	if h.wrote != nil {
@@ -122,24 +128,51 @@ func (h *reports) ProcessChunk(ctx context.Context, job *queue.Job[CountyReport]
 	return nil
 }
 
-// Finish closes the report's syntax, makes it durable and renames it into
-// place: readers see the whole report or none.
-func (h *reports) Finish(ctx context.Context, job *queue.Job[CountyReport]) error {
-	f := formats[job.Args.Format]
-	file, err := os.OpenFile(h.partial(job), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+// file returns the job's open report file; first opens it afresh.
+func (h *reports) file(job *queue.Job[CountyReport], first bool) (reportFile, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.open[job.ID]; f != nil && !first {
+		return f, nil
+	}
+	if !first {
+		return nil, fmt.Errorf("job %d: no open report for a chunk after the first", job.ID)
+	}
+	if old := h.open[job.ID]; old != nil {
+		_ = old.close()
+	}
+	f, err := formats[job.Args.Format].create(h.partial(job), job.Args.County)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if info, statErr := file.Stat(); statErr == nil && info.Size() == 0 {
-		_, err = io.WriteString(file, f.header) // a county with no entries: no chunk started the file
+	if h.open == nil {
+		h.open = map[int64]reportFile{}
 	}
-	if err == nil {
-		_, err = io.WriteString(file, f.footer)
+	h.open[job.ID] = f
+	return f, nil
+}
+
+// take removes the job's open report file from the handler and returns it,
+// or nil.
+func (h *reports) take(job *queue.Job[CountyReport]) reportFile {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.open[job.ID]
+	delete(h.open, job.ID)
+	return f
+}
+
+// Finish completes the report, makes it durable and renames it into place:
+// readers see the whole report or none.
+func (h *reports) Finish(ctx context.Context, job *queue.Job[CountyReport]) error {
+	f := h.take(job)
+	if f == nil { // a county with no entries: no chunk opened the file
+		var err error
+		if f, err = formats[job.Args.Format].create(h.partial(job), job.Args.County); err != nil {
+			return err
+		}
 	}
-	if err == nil {
-		err = file.Sync()
-	}
-	if err = errors.Join(err, file.Close()); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
 	return os.Rename(h.partial(job), h.final(job))
@@ -150,20 +183,24 @@ func (h *reports) Finish(ctx context.Context, job *queue.Job[CountyReport]) erro
 // its completion was recorded. It runs before every retry as well, so it
 // must not mind finding nothing.
 func (h *reports) Cleanup(ctx context.Context, job *queue.Job[CountyReport]) error {
+	var err error
+	if f := h.take(job); f != nil {
+		err = f.close()
+	}
 	for _, path := range []string{h.partial(job), h.final(job)} {
-		info, err := os.Stat(path)
-		if errors.Is(err, os.ErrNotExist) {
+		info, statErr := os.Stat(path)
+		if errors.Is(statErr, os.ErrNotExist) {
 			continue
 		}
-		if err == nil {
-			err = os.Remove(path)
+		if statErr == nil {
+			statErr = os.Remove(path)
 		}
-		if err != nil {
-			return err
+		if statErr != nil {
+			return errors.Join(err, statErr)
 		}
 		h.say("job %d %-8s cleanup removed %s (%s)", job.ID, slug(job.Args.County), filepath.Base(path), size(info.Size()))
 	}
-	return nil
+	return err
 }
 
 func (h *reports) final(job *queue.Job[CountyReport]) string { return reportPath(h.out, job.Args) }
@@ -180,58 +217,40 @@ func partialPath(dir string, r CountyReport) string { return reportPath(dir, r) 
 
 func slug(county string) string { return strings.ReplaceAll(strings.ToLower(county), " ", "-") }
 
-// format is how a report file is laid out: a header, the records written
-// chunk by chunk, a footer.
+// columns are a report's columns, in order.
+var columns = []string{"id", "employee", "day", "hours", "project", "ssn"}
+
+// cells returns e's cells, as text, in the order of columns.
+func (e Entry) cells() []string {
+	return []string{strconv.FormatInt(e.ID, 10), strconv.Itoa(e.Employee), e.Day,
+		strconv.FormatFloat(e.Hours, 'f', 2, 64), e.Project, e.SSN}
+}
+
+// format is a kind of report file: how to create one for writing, and how
+// to read a finished one back.
 type format struct {
-	header, footer string
-	// write appends records; first says whether records[0] is the
-	// report's first record.
-	write func(w io.Writer, records []Entry, first bool) error
-	// count reads a finished report back and counts its records.
-	count func(r io.Reader) (int, error)
+	// create starts a report file at path, for county's entries.
+	create func(path, county string) (reportFile, error)
+	// read parses a finished report and returns its records' SSNs, as the
+	// file shows them, one per record.
+	read func(f *os.File, size int64) (ssns []string, err error)
+}
+
+// A reportFile is a report being written by one attempt, chunk by chunk.
+type reportFile interface {
+	// write appends records.
+	write(records []Entry) error
+	// finish completes the file and closes it.
+	finish() error
+	// close closes it unfinished, for Cleanup to remove.
+	close() error
 }
 
 var formats = map[string]format{
-	"csv": {
-		header: "id,employee,day,hours,project\n",
-		write: func(w io.Writer, records []Entry, _ bool) error {
-			cw := csv.NewWriter(w)
-			for _, e := range records {
-				_ = cw.Write([]string{strconv.FormatInt(e.ID, 10), strconv.Itoa(e.Employee), e.Day,
-					strconv.FormatFloat(e.Hours, 'f', 2, 64), e.Project})
-			}
-			cw.Flush()
-			return cw.Error()
-		},
-		count: func(r io.Reader) (int, error) {
-			rows, err := csv.NewReader(r).ReadAll()
-			return len(rows) - 1, err // less the header
-		},
-	},
-	"json": {
-		header: "[\n",
-		footer: "\n]\n",
-		write: func(w io.Writer, records []Entry, first bool) error {
-			var buf []byte
-			for i, e := range records {
-				if i > 0 || !first {
-					buf = append(buf, ",\n"...)
-				}
-				b, err := json.Marshal(e)
-				if err != nil {
-					return err
-				}
-				buf = append(append(buf, "  "...), b...)
-			}
-			_, err := w.Write(buf)
-			return err
-		},
-		count: func(r io.Reader) (int, error) {
-			var all []json.RawMessage
-			err := json.NewDecoder(r).Decode(&all)
-			return len(all), err
-		},
-	},
+	"csv":  {create: createCSV, read: readCSV},
+	"json": {create: createJSON, read: readJSON},
+	"xlsx": {create: createXLSX, read: readXLSX},
+	"pdf":  {create: createPDF, read: readPDF},
 }
 
 // size prints a byte count for people.

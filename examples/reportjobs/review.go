@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +198,7 @@ func checkOutput(recs []queue.JobRecord, jobs map[int64]submission, out string, 
 			fmt.Printf("  %-13s no file: the job is %s, and Cleanup removed its partial output\n", filepath.Base(path), r.Status)
 			continue
 		}
-		n, bytes, err := countRecords(path, s.Format)
+		n, bytes, err := countRecords(path, s.Format, s.role)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("job %d (%s): %v", r.ID, s.County, err))
 			continue
@@ -213,8 +214,9 @@ func checkOutput(recs []queue.JobRecord, jobs map[int64]submission, out string, 
 	return nil
 }
 
-// countRecords parses a finished report and counts its records.
-func countRecords(path, format string) (records int, bytes int64, err error) {
+// countRecords parses a finished report and counts its records, checking
+// that each shows what role may see of its SSN.
+func countRecords(path, format, role string) (records int, bytes int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, err
@@ -224,11 +226,23 @@ func countRecords(path, format string) (records int, bytes int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	n, err := formats[format].count(f)
+	ssns, err := formats[format].read(f, info.Size())
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s does not parse: %w", path, err)
 	}
-	return n, info.Size(), nil
+	for i, ssn := range ssns {
+		if !seenBy[role].MatchString(ssn) {
+			return 0, 0, fmt.Errorf("%s: record %d shows SSN %q to a %s", path, i+1, ssn, role)
+		}
+	}
+	return len(ssns), info.Size(), nil
+}
+
+// seenBy is what each role may see of an SSN.
+var seenBy = map[string]*regexp.Regexp{
+	roleAdmin:      regexp.MustCompile(`^\d{3}-\d{2}-\d{4}$`),
+	roleSupervisor: regexp.MustCompile(`^\*\*\*-\*\*-\d{4}$`),
+	roleCaseWorker: regexp.MustCompile(`^` + hiddenSSN + `$`),
 }
 
 // thousands prints n with thousands separators.
