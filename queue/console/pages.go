@@ -46,6 +46,8 @@ func pageQuery(r *http.Request, params []param, extra ...string) (query, url.Val
 // overviewData is the overview: every queue at a glance, the activity of
 // the last hour and day, and the runners.
 type overviewData struct {
+	// Nights is the latest run of each schedule, first on the page.
+	Nights  []nightView
 	Queues  []queueView
 	Totals  map[queue.Status]int64
 	AsOf    time.Time
@@ -59,6 +61,9 @@ func (c *console) overviewHTML(r *http.Request, _ Access) (pageBody, error) {
 		return pageBody{}, err
 	}
 	d := overviewData{Totals: map[queue.Status]int64{}, AsOf: at}
+	if d.Nights, _, err = c.nights(r.Context()); err != nil {
+		return pageBody{}, err
+	}
 	for _, q := range qs {
 		d.Queues = append(d.Queues, queueOf(q))
 		for s, n := range q.Counts {
@@ -239,8 +244,27 @@ type jobData struct {
 	// Final is true once the job is COMPLETED, FAILED or CANCELLED.
 	Final bool
 	// CanCancel and CanRetry say which buttons to show: those the caller
-	// may use, on a job in a status that allows them.
-	CanCancel, CanRetry bool
+	// may use, on a job in a status that allows them. CanRunNow shows
+	// "Run now" ("Retry now" on a retry) on a job due later.
+	CanCancel, CanRetry, CanRunNow bool
+	// Wait says why a QUEUED job has not started; nil for other statuses.
+	Wait *jobWait
+	// NextAttempt is the number of the job's next attempt; RetryLimit the
+	// attempt limit a retry gives it, which the page states beforehand.
+	NextAttempt, RetryLimit int
+}
+
+// jobWait is why a QUEUED job waits.
+type jobWait struct {
+	// Later is true for a job due later; Retry when that is a retry's
+	// backoff, after failed attempts.
+	Later, Retry bool
+	// Paused is true when its queue is paused.
+	Paused bool
+	// Window is the batch window that is closed to it, which Opens then;
+	// empty when none is.
+	Window string
+	Opens  time.Time
 }
 
 func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
@@ -252,15 +276,47 @@ func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
 	if err != nil {
 		return pageBody{}, err
 	}
-	st := d.Job.Status
+	j := d.Job
+	st := j.Status
 	jd := jobData{jobDetailResponse: d, Final: st == queue.StatusCompleted || st == queue.StatusFailed || st == queue.StatusCancelled,
 		CanCancel: acc.Cancel && (st == queue.StatusQueued || st == queue.StatusProcessing),
-		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled)}
+		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled),
+		// As a retry sets it: as many attempts again as the job used.
+		NextAttempt: j.Attempts + 1, RetryLimit: j.Attempts + j.MaxAttempts}
+	if j.Attempts == 0 {
+		jd.RetryLimit = j.MaxAttempts
+	}
+	if st == queue.StatusQueued {
+		if jd.Wait, err = c.jobWaits(r.Context(), j); err != nil {
+			return pageBody{}, err
+		}
+		jd.CanRunNow = acc.Retry && jd.Wait.Later
+	}
 	live := liveSlow
 	if !jd.Final {
 		live = liveFast
 	}
 	return pageBody{Title: "Job " + strconv.FormatInt(id, 10), Data: jd, LiveMS: live}, nil
+}
+
+// jobWaits says why QUEUED job j has not started.
+func (c *console) jobWaits(ctx context.Context, j jobView) (*jobWait, error) {
+	now := time.Now()
+	w := &jobWait{Later: j.RunAt.After(now)}
+	w.Retry = w.Later && j.Attempts > 0
+	qs, _, err := c.queuesCache.get(ctx, c.cfg.countsTTL, c.client.Queues)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if q.Name == j.Queue {
+			w.Paused = q.Paused
+		}
+	}
+	if win, ok := c.reg.ClosedWindow(j.Kind, j.Queue, now); ok {
+		w.Window, w.Opens = win.String(), win.NextOpen(now)
+	}
+	return w, nil
 }
 
 // runsData is the list of runs, and the night it shows.

@@ -155,8 +155,7 @@ func (c *console) runsPage(ctx context.Context, q query) (runsResponse, error) {
 		out.NextCursor = encodeCursor(runCursor{First: last.FirstCreated, RunID: last.RunID})
 	}
 	for _, s := range runs {
-		out.Runs = append(out.Runs, runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
-			FirstCreatedAt: s.FirstCreated, LastCreatedAt: s.LastCreated})
+		out.Runs = append(out.Runs, runOf(s))
 	}
 	return out, nil
 }

@@ -69,6 +69,9 @@ type Store interface {
 	// those attempts, and returns the IDs it cancelled, in order.
 	CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error)
 	Retry(tx *gorm.DB, id int64) error
+	// RunNow makes QUEUED job id due now if it is due later, keeping its
+	// attempts, and tells the runners.
+	RunNow(tx *gorm.DB, id int64) error
 	RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error)
 
 	// Schedules, in tx.

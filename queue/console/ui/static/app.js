@@ -19,6 +19,30 @@
       el.textContent = el.getAttribute("data-local") === "hm" ? hm.format(d) : full.format(d);
       if (el.tagName === "TIME") el.title = d.toISOString();
     });
+    relative(root);
+  }
+
+  // relWords says how far d is from now, as the server's relWords does.
+  function relWords(d) {
+    const ms = d.getTime() - Date.now();
+    const ahead = ms > 0, abs = Math.abs(ms), min = 60000, hour = 60 * min;
+    let s;
+    if (abs < 45000) return ahead ? "in a moment" : "just now";
+    if (abs < 90 * min) s = Math.round(abs / min) + " min";
+    else if (abs < 36 * hour) s = Math.round(abs / hour) + " h";
+    else s = Math.round(abs / (24 * hour)) + " days";
+    return ahead ? "in " + s : s + " ago";
+  }
+
+  // relative keeps every relative time under root current, its absolute
+  // time in the viewer's zone in its title.
+  function relative(root) {
+    root.querySelectorAll("time[data-rel]").forEach((el) => {
+      const d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      el.textContent = relWords(d);
+      el.title = full.format(d);
+    });
   }
 
   const flash = () => document.getElementById("flash");
@@ -159,6 +183,7 @@
     if (z) z.textContent = "Times in " + zone;
     document.querySelectorAll("[data-tz]").forEach((el) => { if (!el.value) el.value = zone; });
     localise(document);
+    setInterval(() => { if (!document.hidden) relative(document); }, 15000);
     const main = document.getElementById("main");
     if (main) setLive(Number(main.getAttribute("data-live")) || 0);
   });
