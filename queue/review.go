@@ -47,6 +47,9 @@ type Review struct {
 	Slow []SlowJob
 	// NeverRan lists jobs still QUEUED that have never started.
 	NeverRan []JobRecord
+	// Retrying lists jobs QUEUED again after a failed attempt: waiting for
+	// their retry.
+	Retrying []JobRecord
 	// MissedTicks lists the schedule ticks in scope that created no job,
 	// oldest first: those the tick ledger records as missed or as having
 	// created nothing (see Client.Ticks), and the ticks of the registered
@@ -56,6 +59,11 @@ type Review struct {
 	// Stopped lists dependency rules whose child was not released because a
 	// parent did not complete.
 	Stopped []StoppedChain
+	// Typical is, for each kind with a completed job in scope, the median
+	// duration the slow check compared its jobs with: that of the History
+	// earlier completed jobs of the kind, or of its day roll-ups; zero when
+	// no earlier job of the kind is known.
+	Typical map[string]time.Duration
 }
 
 // SlowJob is a job that took much longer than its kind usually does.
@@ -118,6 +126,7 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
 	}
 	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, NeverRan: r.NeverRan,
+		Retrying: r.Retrying, Typical: r.Typical,
 		Slow:        converted(r.Slow, func(s operate.Slow[JobRecord]) SlowJob { return SlowJob(s) }),
 		MissedTicks: converted(r.MissedTicks, func(t operate.Tick) Tick { return Tick(t) }),
 		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}, nil

@@ -320,7 +320,7 @@ func TestBrowserMorningReview(t *testing.T) {
 	open(t, b, e, "/runs?period=2025-12-08")
 	b.Run(t, chromedp.Click(`tr[data-run="nightly@2025-12-08"] a`), chromedp.WaitVisible(`#failures`))
 	groups := texts(t, b, "#failures summary code")
-	require.Equal(t, []string{"permanent: county county<n>: upstream returned <n> for request <hex>"}, groups)
+	require.Equal(t, []string{"permanent county county<n>: upstream returned <n> for request <hex>"}, groups, "the prefix is a tag")
 	require.Equal(t, []string{"2"}, texts(t, b, "#failures summary .count"))
 	failed := texts(t, b, "#failures .ids a")
 	require.Len(t, failed, 2)

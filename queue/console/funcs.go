@@ -19,6 +19,7 @@ import (
 var templateFuncs = template.FuncMap{
 	"when":      when,
 	"rel":       rel,
+	"errText":   errText,
 	"plural":    plural,
 	"zoned":     zoned,
 	"secs":      secs,
@@ -103,6 +104,26 @@ func relWords(t, now time.Time) string {
 		return "in " + s
 	}
 	return s + " ago"
+}
+
+// errText shows an error message (string or *string) with what it is
+// known to mean as tags before it: a permanent error (the "permanent: "
+// prefix, which it takes off) and a time-out.
+func errText(v any) template.HTML {
+	msg, _ := v.(string)
+	if p, ok := v.(*string); ok && p != nil {
+		msg = *p
+	}
+	var b strings.Builder
+	if rest, ok := strings.CutPrefix(msg, "permanent: "); ok {
+		b.WriteString(`<span class="badge tag" data-tag="permanent">permanent</span> `)
+		msg = rest
+	}
+	if m := strings.ToLower(msg); strings.Contains(m, "timed out") || strings.Contains(m, "deadline exceeded") {
+		b.WriteString(`<span class="badge tag" data-tag="timeout">timed out</span> `)
+	}
+	b.WriteString(template.HTMLEscapeString(msg))
+	return template.HTML(b.String())
 }
 
 // plural counts n things: "1 job", "1,204 jobs".

@@ -29,7 +29,7 @@ type nightView struct {
 	// Failed counts Run's FAILED jobs, Groups their groups by error;
 	// Slow, NeverRan, Missed and Stopped count the review's slow jobs,
 	// jobs that never started, ticks that created nothing and dependency
-	// chains that stopped.
+	// chains that stopped (not those that only wait for their parents).
 	Failed, Groups, Slow, NeverRan, Missed, Stopped int
 	// Waiting counts Run's jobs that have not finished yet.
 	Waiting int64
@@ -84,7 +84,16 @@ func (c *console) lastNight(ctx context.Context) ([]nightView, error) {
 			return nil, err
 		}
 		n.Failed, n.Groups, n.Slow = len(rv.Failed), len(groupFailures(rv.Failed)), len(rv.Slow)
-		n.NeverRan, n.Missed, n.Stopped = len(rv.NeverRan), len(rv.MissedTicks), len(rv.Stopped)
+		n.NeverRan, n.Missed = len(rv.NeverRan), len(rv.MissedTicks)
+		for _, s := range rv.Stopped {
+			var statuses []queue.Status
+			for _, b := range s.Blocking {
+				statuses = append(statuses, b.Status)
+			}
+			if !chainWaits(s.MissingKinds, statuses) {
+				n.Stopped++
+			}
+		}
 		n.Waiting = rv.Counts[queue.StatusQueued] + rv.Counts[queue.StatusProcessing]
 	}
 	return out, nil

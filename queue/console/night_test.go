@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -142,4 +144,54 @@ func TestFinishedJobSaysHowItEnded(t *testing.T) {
 	rec, err = e.client.Get(context.Background(), bad)
 	require.NoError(t, err)
 	require.Equal(t, limit, rec.MaxAttempts, "as the page said")
+}
+
+// The review gives each failure group its actions and facts, tags what
+// an error is known to mean, lists the jobs waiting for a retry, states
+// the slow check's baseline, and answers an unknown run with 404.
+func TestReviewPageActsOnGroups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	a := e.enqueue(t, report{County: "1", Fail: true}, queue.InRun(run))
+	b := e.enqueue(t, report{County: "2", Fail: true}, queue.InRun(run))
+	ok := e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
+	e.work(t, a, b, ok)
+	waiting := e.enqueue(t, report{County: "Collin"}, queue.InRun(run))
+	e.setWaiting(t, waiting, 1, 57*time.Minute+30*time.Second)
+	rec, err := e.client.Get(context.Background(), waiting)
+	require.NoError(t, err)
+
+	page := e.page(t, "/runs/"+run, http.StatusOK)
+	group := regexp.MustCompile(`(?s)<details class="group" open data-group="0">.*?</details>`).FindString(page)
+	require.NotEmpty(t, group)
+	require.Contains(t, group, `<span class="count">2</span>`)
+	require.Contains(t, group, `data-tag="permanent">permanent</span> county &lt;n&gt;: upstream returned`)
+	require.Contains(t, group, fmt.Sprintf(`data-body="{&#34;ids&#34;:[%d,%d]}"`, a, b))
+	require.Contains(t, group, ">Retry these 2</button>")
+	require.Contains(t, group, `data-confirm="Retry these 2 failed jobs?"`)
+	require.Contains(t, group, "2 attempts in all; first failed <time")
+	require.Contains(t, group, `href="jobs?q=%3A&#43;upstream&#43;returned&amp;run=nightly%402025-12-08T23%3A00%3A00Z&amp;status=FAILED">Open in Jobs</a>`)
+	// The link finds the group's jobs.
+	list := e.page(t, "/jobs?q=%3A+upstream+returned&run="+url.QueryEscape(run)+"&status=FAILED", http.StatusOK)
+	require.Contains(t, list, fmt.Sprintf(`data-job="%d"`, a))
+	require.Contains(t, list, fmt.Sprintf(`data-job="%d"`, b))
+	require.Contains(t, page, `>Retry the 2 failed jobs of this run</button>`)
+
+	retrying := regexp.MustCompile(`(?s)<section aria-labelledby="retrying-h".*?</section>`).FindString(page)
+	require.Regexp(t, fmt.Sprintf(`data-job="%d">.*retry <time [^>]*>in 57 min</time> \(attempt 2 of %d\), after <span class="err"><span class="badge tag" data-tag="timeout">timed out</span> upstream timed out after 30s`,
+		waiting, rec.MaxAttempts), retrying)
+
+	require.Regexp(t, `id="slow-baseline">A completed job is slow when it took 1.5× its kind's median or longer, the median over its kind's 20 completed jobs before this run: report (no earlier job|[0-9.]+(ms|µs|s))\.`, page)
+	require.Contains(t, page, "No job was slow.")
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=3&history=5", http.StatusOK), "took 3× its kind's median or longer, the median over its kind's 5 completed")
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=0.5", http.StatusBadRequest), "slow_factor")
+
+	require.Contains(t, e.page(t, "/runs/nope", http.StatusNotFound), "no run nope")
+	reader := &env{db: e.db, reg: e.reg, client: e.client}
+	h, err := console.New(e.client, console.WithLogger(quiet()))
+	require.NoError(t, err)
+	reader.srv = httptest.NewServer(h)
+	t.Cleanup(reader.srv.Close)
+	require.NotContains(t, reader.page(t, "/runs/"+run, http.StatusOK), "Retry these", "a reader may not retry")
 }

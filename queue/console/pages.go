@@ -6,8 +6,10 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -347,8 +349,13 @@ type runData struct {
 	reviewView
 	Groups  []groupRows
 	Waiting []waitingRow
-	Chains  []chainRow
-	// CanRetry shows the button that retries the run's failed jobs.
+	// Chains are the dependency chains whose child is missing: stopped
+	// (a parent failed, was cancelled or is missing) or waiting (every
+	// parent that has not completed is still to run).
+	Chains []chainRow
+	// Stopped counts the chains that stopped, of Chains.
+	Stopped int
+	// CanRetry shows the buttons that retry the run's failed jobs.
 	CanRetry bool
 }
 
@@ -357,6 +364,16 @@ type groupRows struct {
 	failureGroup
 	Jobs []jobView
 	More int
+	// Attempts sums the group's jobs' attempts; First and Last are when
+	// the first and the last of them failed.
+	Attempts    int
+	First, Last time.Time
+	// Search is the text GET /jobs?q= finds the group's jobs by: the
+	// longest literal part of its message.
+	Search string
+	// Retry is the body of the request that retries the group's jobs
+	// (the first maxBulkIDs of them).
+	Retry retryRequest
 }
 
 // waitingRow is a job that never ran, and why.
@@ -365,47 +382,104 @@ type waitingRow struct {
 	Reasons []waitReason
 }
 
-// chainRow is a stopped dependency chain and its drawing.
+// chainRow is a dependency chain whose child is missing, and its drawing.
 type chainRow struct {
 	stoppedView
 	Graph template.HTML
+	// Waiting is true when no parent failed, was cancelled or is missing:
+	// the chain has not stopped, its child is still to come.
+	Waiting bool
 }
 
 // groupJobs is how many jobs of a failure group the review lists.
 const groupJobs = 20
 
 func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
-	id := r.PathValue("id")
-	if err := checkParam("id", id); err != nil {
-		return pageBody{}, err
-	}
-	rv, err := c.reviewOf(r.Context(), queue.ReviewQuery{RunID: id})
+	q, _, err := pageQuery(r, reviewParams)
 	if err != nil {
 		return pageBody{}, err
 	}
+	rq, err := reviewQueryOf(r, q)
+	if err != nil {
+		return pageBody{}, err
+	}
+	rv, err := c.reviewOf(r.Context(), rq)
+	if err != nil {
+		return pageBody{}, err
+	}
+	id := rq.RunID
 	d := runData{reviewView: rv, CanRetry: acc.Retry && rv.Counts[queue.StatusFailed] > 0}
 	byID := map[int64]jobView{}
 	for _, j := range rv.Failed {
 		byID[j.ID] = j
 	}
 	for _, g := range rv.Failures {
-		row := groupRows{failureGroup: g}
+		row := groupRows{failureGroup: g, Search: searchOf(g.Message),
+			Retry: retryRequest{IDs: g.JobIDs[:min(len(g.JobIDs), maxBulkIDs)]}}
 		for i, jid := range g.JobIDs {
-			if i == groupJobs {
-				row.More = len(g.JobIDs) - groupJobs
-				break
+			j := byID[jid]
+			row.Attempts += j.Attempts
+			if at := timeOf(j.CompletedAt); !at.IsZero() {
+				if row.First.IsZero() || at.Before(row.First) {
+					row.First = at
+				}
+				if at.After(row.Last) {
+					row.Last = at
+				}
 			}
-			row.Jobs = append(row.Jobs, byID[jid])
+			if i < groupJobs {
+				row.Jobs = append(row.Jobs, j)
+			}
 		}
+		row.More = max(len(g.JobIDs)-groupJobs, 0)
 		d.Groups = append(d.Groups, row)
 	}
 	for i, j := range rv.NeverRan {
 		d.Waiting = append(d.Waiting, waitingRow{Job: j, Reasons: rv.Waiting[i].Reasons})
 	}
 	for _, s := range rv.Stopped {
-		d.Chains = append(d.Chains, chainRow{stoppedView: s, Graph: chainGraph(s)})
+		var statuses []queue.Status
+		for _, b := range s.Blocking {
+			statuses = append(statuses, b.Status)
+		}
+		row := chainRow{stoppedView: s, Graph: chainGraph(s), Waiting: chainWaits(s.MissingKinds, statuses)}
+		if !row.Waiting {
+			d.Stopped++
+		}
+		d.Chains = append(d.Chains, row)
 	}
 	return pageBody{Title: "Run " + id, Data: d, LiveMS: liveSlow}, nil
+}
+
+// chainWaits reports whether a dependency chain whose child is missing is
+// only waiting: no parent kind is missing, and every parent that has not
+// completed (of statuses) is still to run.
+func chainWaits(missing []string, statuses []queue.Status) bool {
+	if len(missing) > 0 || len(statuses) == 0 {
+		return false
+	}
+	for _, st := range statuses {
+		if st != queue.StatusQueued && st != queue.StatusProcessing {
+			return false
+		}
+	}
+	return true
+}
+
+// placeholders are what errshape puts for the parts of a message that
+// vary: <n>, <hex>, <uuid>.
+var placeholders = regexp.MustCompile(`<[a-z]+>`)
+
+// searchOf is the longest literal part of a failure group's message,
+// between its placeholders: the text that finds its jobs.
+func searchOf(shape string) string {
+	best := ""
+	for _, part := range placeholders.Split(shape, -1) {
+		if part = strings.TrimSpace(part); len(part) > len(best) {
+			best = part
+		}
+	}
+	return best
 }
 
 // schedulesData is the schedules and the batch windows.

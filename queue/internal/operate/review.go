@@ -30,8 +30,10 @@ type Review[R any] struct {
 	Failed      []R
 	Slow        []Slow[R]
 	NeverRan    []R
+	Retrying    []R
 	MissedTicks []Tick
 	Stopped     []Stopped[R]
+	Typical     map[string]time.Duration
 }
 
 // Slow is queue.SlowJob.
@@ -83,9 +85,11 @@ func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], er
 			out.Failed = append(out.Failed, jobs[i])
 		case j.Status == "QUEUED" && j.Attempts == 0:
 			out.NeverRan = append(out.NeverRan, jobs[i])
+		case j.Status == "QUEUED":
+			out.Retrying = append(out.Retrying, jobs[i])
 		}
 	}
-	if out.Slow, err = rv.slow(ctx, jobs, views, q); err != nil {
+	if out.Slow, out.Typical, err = rv.slow(ctx, jobs, views, q); err != nil {
 		return nil, err
 	}
 	if out.MissedTicks, err = rv.Missed(ctx); err != nil {
@@ -100,8 +104,9 @@ func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], er
 // slow compares each completed job with the median of the previous
 // History completed jobs of its kind: not in scope, and completed before
 // the first of the kind's jobs in scope started, so that reviewing an old
-// night compares it with the nights before it, not after.
-func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQuery) ([]Slow[R], error) {
+// night compares it with the nights before it, not after. It returns the
+// slow jobs and the median of each kind it compared with.
+func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQuery) ([]Slow[R], map[string]time.Duration, error) {
 	typical := map[string]time.Duration{}
 	inScope := make([]int64, 0, len(views))
 	firstStart := map[string]time.Time{}
@@ -129,7 +134,7 @@ func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQ
 				t, err = rv.Typical(ctx, j.Kind, firstStart[j.Kind], q.History)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("history of %q: %w", j.Kind, err)
+				return nil, nil, fmt.Errorf("history of %q: %w", j.Kind, err)
 			}
 			typical[j.Kind] = t
 		}
@@ -137,7 +142,7 @@ func (rv Reviewer[R]) slow(ctx context.Context, jobs []R, views []Job, q ReviewQ
 			out = append(out, Slow[R]{Job: jobs[i], Duration: d, Typical: t})
 		}
 	}
-	return out, nil
+	return out, typical, nil
 }
 
 // stopped finds, for every rule, the groups in scope whose child is

@@ -124,6 +124,9 @@
     }
   }
 
+  // jobs counts jobs in words: "1 job", "3 jobs".
+  function jobs(n) { return n + (n === 1 ? " job" : " jobs"); }
+
   function selectedIDs() {
     return [...document.querySelectorAll('input[name="id"]:checked')].map((c) => Number(c.value));
   }
@@ -137,7 +140,7 @@
       const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
       act(b, async () => {
         const out = await api("POST", b.dataset.post, body);
-        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + out.changed + " jobs" : "") : "Done");
+        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done");
       });
     } else if (b.hasAttribute("data-bulk")) {
       const ids = selectedIDs();
