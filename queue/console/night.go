@@ -56,9 +56,10 @@ func scheduleOf(runID string) string {
 	return runID
 }
 
-// lastNight reads the latest run of each schedule (of the newest
-// nightRuns runs), newest first, with its review and the run before it.
-func (c *console) lastNight(ctx context.Context) ([]nightView, error) {
+// latestRuns reads the latest run of each schedule (of the newest
+// nightRuns runs, at most maxNights schedules), newest first, and the run
+// before it.
+func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
 	runs, err := c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
 	if err != nil {
 		return nil, err
@@ -76,6 +77,15 @@ func (c *console) lastNight(ctx context.Context) ([]nightView, error) {
 			prev := runOf(s)
 			out[i].Previous = &prev
 		}
+	}
+	return out, nil
+}
+
+// lastNight is latestRuns with each latest run's review.
+func (c *console) lastNight(ctx context.Context) ([]nightView, error) {
+	out, err := c.latestRuns(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		n := &out[i]

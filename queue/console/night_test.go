@@ -195,3 +195,24 @@ func TestReviewPageActsOnGroups(t *testing.T) {
 	t.Cleanup(reader.srv.Close)
 	require.NotContains(t, reader.page(t, "/runs/"+run, http.StatusOK), "Retry these", "a reader may not retry")
 }
+
+// A schedule whose ticks no runner recorded, but whose run has jobs,
+// links to that run rather than saying it never ran.
+func TestSchedulesLinkTheirLatestRun(t *testing.T) {
+	t.Parallel()
+	db, reg, _ := newClient(t)
+	require.NoError(t, reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0),
+		Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))
+	require.NoError(t, err)
+	h, err := console.New(c, console.WithLogger(quiet()), console.WithCountsCache(0))
+	require.NoError(t, err)
+	e := &env{db: db, reg: reg, client: c, srv: httptest.NewServer(h), h: h}
+	t.Cleanup(e.srv.Close)
+	require.Contains(t, e.page(t, "/schedules", http.StatusOK), "none yet")
+	for _, run := range []string{"nightly@2025-12-07T23:00:00Z", "nightly@2025-12-08T23:00:00Z"} {
+		e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
+	}
+	page := e.page(t, "/schedules", http.StatusOK)
+	require.Contains(t, page, `no tick recorded; latest run <a href="runs/nightly@2025-12-08T23:00:00Z" data-latest-run>nightly@2025-12-08T23:00:00Z</a>`)
+}

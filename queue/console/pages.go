@@ -486,6 +486,9 @@ func searchOf(shape string) string {
 type schedulesData struct {
 	Schedules []scheduleView
 	Windows   []windowRow
+	// Latest is the latest run of each schedule by name, for those whose
+	// ticks no runner recorded (jobs submitted into a schedule's run).
+	Latest map[string]*runView
 }
 
 // windowRow is a batch window, open or closed now.
@@ -501,7 +504,14 @@ func (c *console) schedulesHTML(r *http.Request, _ Access) (pageBody, error) {
 	if err != nil {
 		return pageBody{}, err
 	}
-	d := schedulesData{Schedules: vs}
+	d := schedulesData{Schedules: vs, Latest: map[string]*runView{}}
+	latest, err := c.latestRuns(r.Context())
+	if err != nil {
+		return pageBody{}, err
+	}
+	for _, n := range latest {
+		d.Latest[n.Schedule] = &n.Run
+	}
 	now := c.client.Clock().Now()
 	for _, w := range c.reg.Windows() {
 		row := windowRow{Queue: w.Queue, Kind: w.Kind, Window: w.Window.String(), Open: w.Window.Open(now)}
