@@ -45,6 +45,7 @@ func TestBrowserDemo(t *testing.T) {
 	b.Screenshot(t, "schedules")
 	b.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitReady(`button[data-post="api/queues/exports/pause"]`),
 		chromedp.Click(`button[data-post="api/queues/exports/pause"]`),
+		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`),
 		chromedp.WaitReady(`button[data-post="api/queues/exports/resume"]`),
 		chromedp.Navigate(base+"/audit"), chromedp.WaitReady(`tr[data-audit]`))
 	b.Screenshot(t, "audit")

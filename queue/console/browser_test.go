@@ -169,8 +169,19 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?queue=exports")
 	b.Run(t, chromedp.Click("#cancel-matching"))
+	// The page's own dialog, not the browser's: it says what the filter
+	// selects, and shows the first jobs.
+	b.Wait(t, `document.getElementById("confirm").open`)
+	require.Equal(t, []string{"Cancel 5 queued or running jobs?"}, texts(t, b, "#confirm-q"))
+	require.Equal(t, []string{"It touches queued or running jobs on queue exports."}, texts(t, b, "#confirm-detail"))
+	preview := texts(t, b, "#confirm-preview li")
+	require.Len(t, preview, 5)
+	require.Equal(t, fmt.Sprintf("#%d report on exports", inA[4]), preview[0])
+	b.Screenshot(t, "bulk-dialog")
+	b.Run(t, chromedp.Click("#confirm-ok"))
 	b.Wait(t, `document.getElementById("flash").textContent.includes("changed")`)
-	require.Equal(t, []string{"Cancel all 5 queued or running jobs that match the filters?"}, b.Dialogs())
+	require.Equal(t, []string{"Cancel: 5 jobs changed, of the 5 that matched. The audit log has it."}, texts(t, b, "#flash"))
+	require.Empty(t, b.Dialogs(), "no browser dialog")
 	for _, id := range inA {
 		rec, err := e.client.Get(context.Background(), id)
 		require.NoError(t, err)

@@ -20,6 +20,7 @@ var templateFuncs = template.FuncMap{
 	"when":      when,
 	"rel":       rel,
 	"errText":   errText,
+	"target":    auditTarget,
 	"plural":    plural,
 	"zoned":     zoned,
 	"secs":      secs,

@@ -216,3 +216,33 @@ func TestSchedulesLinkTheirLatestRun(t *testing.T) {
 	page := e.page(t, "/schedules", http.StatusOK)
 	require.Contains(t, page, `no tick recorded; latest run <a href="runs/nightly@2025-12-08T23:00:00Z" data-latest-run>nightly@2025-12-08T23:00:00Z</a>`)
 }
+
+// The audit log says in words what each change acted on, linking the
+// jobs; the jobs page's bulk retry says what it touches when no filter
+// is set.
+func TestAuditReadsInWords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	bad := e.enqueue(t, report{County: "El Paso", Fail: true})
+	e.work(t, bad)
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	q1 := e.enqueue(t, report{County: "a"}, queue.OnQueue("q1"), later)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/retry", bad), "").status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/jobs/retry", fmt.Sprintf(`{"ids":[%d,%d]}`, bad, q1)).status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/jobs/cancel", `{"filter":{"queue":"q1","statuses":["QUEUED"],"q":"a"}}`).status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/queues/q1/pause", "").status)
+
+	page := e.page(t, "/audit", http.StatusOK)
+	cells := regexp.MustCompile(`<td data-col="target">(.*?)</td>`).FindAllStringSubmatch(page, -1)
+	require.Len(t, cells, 4)
+	require.Equal(t, `queue <a href="jobs?queue=q1">q1</a>`, cells[0][1])
+	require.Equal(t, `<a href="jobs?q=a&amp;queue=q1&amp;status=QUEUED">queued jobs on queue q1, &#34;a&#34; in their error or arguments</a>`, cells[1][1])
+	require.Equal(t, fmt.Sprintf(`jobs <a href="jobs/%d">#%d</a>, <a href="jobs/%d">#%d</a>`, bad, bad, q1, q1), cells[2][1])
+	require.Equal(t, fmt.Sprintf(`job <a href="jobs/%d">#%d</a>`, bad, bad), cells[3][1])
+
+	jobs := e.page(t, "/jobs", http.StatusOK)
+	require.Contains(t, jobs, `data-words="every one of the failed jobs: no filter is set">Retry every failed job…</button>`)
+	filtered := e.page(t, "/jobs?queue=q1&kind=report", http.StatusOK)
+	require.Contains(t, filtered, `data-words="failed jobs of kind report, on queue q1">Retry all matching…</button>`)
+	require.Contains(t, filtered, `data-words="queued or running jobs of kind report, on queue q1">Cancel all matching…</button>`)
+}

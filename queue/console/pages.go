@@ -117,6 +117,8 @@ type jobsForm struct {
 type matchAction struct {
 	CountURL string
 	Filter   filterBody
+	// Words says which jobs the action touches, for its dialog.
+	Words string
 }
 
 // localLayouts are the forms of a datetime-local field.
@@ -229,7 +231,7 @@ func matchActions(f queue.Filter, vals url.Values) (retry, cancel *matchAction) 
 		for _, s := range ss {
 			count.Add("status", string(s))
 		}
-		return &matchAction{CountURL: "api/jobs/count?" + count.Encode(), Filter: body}
+		return &matchAction{CountURL: "api/jobs/count?" + count.Encode(), Filter: body, Words: filterWords(body)}
 	}
 	if ss := in(queue.StatusFailed); len(ss) > 0 {
 		retry = action(ss)
@@ -239,6 +241,43 @@ func matchActions(f queue.Filter, vals url.Values) (retry, cancel *matchAction) 
 	}
 	return retry, cancel
 }
+
+// filterWords says in words which jobs fb selects: "failed jobs of run
+// nightly@1 on queue exports"; "every failed job (no filter is set)".
+func filterWords(fb filterBody) string {
+	var states []string
+	for _, s := range fb.Statuses {
+		states = append(states, statusWords[s])
+	}
+	noun := strings.Join(states, " or ") + " jobs"
+	if fb.empty() {
+		return "every one of the " + noun + ": no filter is set"
+	}
+	var parts []string
+	if len(fb.Kinds) > 0 {
+		parts = append(parts, "of kind "+strings.Join(fb.Kinds, " or "))
+	}
+	for _, p := range []struct{ words, v string }{{"on queue ", fb.Queue}, {"of run ", fb.Run}, {"of period ", fb.Period},
+		{"with correlation ID ", fb.Correlation}} {
+		if p.v != "" {
+			parts = append(parts, p.words+p.v)
+		}
+	}
+	if fb.Since != nil {
+		parts = append(parts, "created from "+fb.Since.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if fb.Until != nil {
+		parts = append(parts, "created before "+fb.Until.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if fb.Q != "" {
+		parts = append(parts, strconv.Quote(fb.Q)+" in their error or arguments")
+	}
+	return noun + " " + strings.Join(parts, ", ")
+}
+
+// statusWords names the statuses in prose.
+var statusWords = map[queue.Status]string{queue.StatusQueued: "queued", queue.StatusProcessing: "running",
+	queue.StatusCompleted: "completed", queue.StatusFailed: "failed", queue.StatusCancelled: "cancelled"}
 
 // jobData is one job's page.
 type jobData struct {
