@@ -35,14 +35,14 @@ type nightView struct {
 	Waiting int64
 }
 
-// Verdict sums the run up in a word: failed, running (jobs left to run)
-// or ok.
+// Verdict sums the run up in a word: attention (failures, missed ticks
+// or stopped chains), underway (jobs left to run) or ok.
 func (n nightView) Verdict() string {
 	switch {
 	case n.Failed > 0 || n.Missed > 0 || n.Stopped > 0:
 		return "attention"
 	case n.Waiting > 0:
-		return "running"
+		return "underway"
 	}
 	return "ok"
 }

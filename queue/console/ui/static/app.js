@@ -218,6 +218,9 @@
     const z = document.getElementById("zone");
     if (z) z.textContent = "Times in " + zone;
     document.querySelectorAll("[data-tz]").forEach((el) => { if (!el.value) el.value = zone; });
+    // On a phone the filters start folded, unless some are set.
+    const box = document.getElementById("filter-box");
+    if (box && window.matchMedia("(max-width: 600px)").matches && !box.querySelector("summary").textContent.includes("(set)")) box.open = false;
     localise(document);
     setInterval(() => { if (!document.hidden) relative(document); }, 15000);
     const main = document.getElementById("main");
