@@ -419,6 +419,16 @@ func (c *ops) Retry(ctx context.Context, id int64) (*JobRecord, error) {
 	})
 }
 
+// RunNow makes a QUEUED job that waits for its run time (a retry's
+// backoff, or a job submitted for later) due now, keeping its attempts and
+// their limit; a job already due stays as it is. Other statuses return an
+// error wrapping ErrWrongStatus.
+func (c *ops) RunNow(ctx context.Context, id int64) (*JobRecord, error) {
+	return c.transition(ctx, id, "run now", []string{string(StatusQueued)}, func(tx *gorm.DB) error {
+		return c.st.RunNow(tx, id)
+	})
+}
+
 // RetryFailed puts every FAILED job that matches f back in the queue, as
 // Retry does, in one statement, and returns how many it requeued. f.Statuses,
 // f.AfterID, f.BeforeID, f.Newest and f.Limit are ignored.

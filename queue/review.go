@@ -69,6 +69,10 @@ type Review struct {
 	// MoreNeverRan counts the rest.
 	NeverRan     []JobRecord
 	MoreNeverRan int64
+	// Retrying lists jobs QUEUED again after a failed attempt, waiting
+	// for their retry; MoreRetrying counts the rest.
+	Retrying     []JobRecord
+	MoreRetrying int64
 	// MissedTicks lists the schedule ticks in scope that created no job,
 	// oldest first: those the tick ledger records as missed or as having
 	// created nothing (see Client.Ticks), and the ticks of the registered
@@ -80,6 +84,11 @@ type Review struct {
 	// the one-to-one rules' groups past them.
 	Stopped     []StoppedChain
 	MoreStopped int64
+	// Typical is, for each kind with a completed job in scope whose
+	// typical duration is known, that duration: the median the slow check
+	// compared the kind's jobs with, of the History earlier completed jobs
+	// of the kind or of its day roll-ups.
+	Typical map[string]time.Duration
 }
 
 // FailureGroup is the FAILED jobs of a review whose last errors have one
@@ -163,6 +172,7 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
 		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),
 		NeverRan: r.NeverRan, MoreNeverRan: r.MoreNeverRan, MoreSlow: r.MoreSlow, MoreStopped: r.MoreStopped,
+		Retrying: r.Retrying, MoreRetrying: r.MoreRetrying, Typical: r.Typical,
 		Slow:        converted(r.Slow, func(s operate.Slow[JobRecord]) SlowJob { return SlowJob(s) }),
 		MissedTicks: converted(r.MissedTicks, func(t operate.Tick) Tick { return Tick(t) }),
 		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}, nil

@@ -43,14 +43,21 @@ type Export struct {
 
 func (Export) Kind() string { return "export" }
 
-// The demo's counties: one's feed is offline (its report fails for good),
-// one's times out (its report waits an hour for its retry).
+// The demo's counties. Last night one's feed was offline (its report
+// failed for good), one's timed out (its report waits an hour for its
+// retry) and one's was slow; the night before, all went well.
 var counties = []string{"Travis", "Harris", "Dallas", "Bexar", "El Paso", "Tarrant", "Collin", "Denton"}
 
 const (
 	offlineCounty = "El Paso"
 	flakyCounty   = "Collin"
+	slowCounty    = "Harris"
 )
+
+// lastNight is the demo's last night: 23:00 UTC yesterday.
+func lastNight() time.Time {
+	return time.Now().UTC().Add(-24 * time.Hour).Truncate(24 * time.Hour).Add(23 * time.Hour)
+}
 
 // registry registers the demo's kinds, its rule and its schedule.
 func registry() (*queue.Registry, error) {
@@ -58,6 +65,9 @@ func registry() (*queue.Registry, error) {
 	err := errors.Join(
 		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.RetryBackoff(queue.Delays{time.Hour})),
 		queue.Register(reg, queue.HandlerFunc[CountySummary](func(ctx context.Context, j *queue.Job[CountySummary]) error {
+			if err := sleep(ctx, 30*time.Millisecond); err != nil {
+				return err
+			}
 			return j.SetOutput(ctx, map[string]string{"summary": j.Args.County + " County, " + j.Args.Date + ": all entries in"})
 		})),
 		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500)),
@@ -84,13 +94,18 @@ func registry() (*queue.Registry, error) {
 }
 
 func countyReport(ctx context.Context, j *queue.Job[CountyReport]) error {
-	switch j.Args.County {
-	case offlineCounty:
-		return queue.Permanent(fmt.Errorf("the timesheet feed of %s County is offline", j.Args.County))
-	case flakyCounty:
-		return fmt.Errorf("read timesheets of %s County: upstream timed out after 30s", j.Args.County)
+	took := 50 * time.Millisecond
+	if j.Args.Date == lastNight().Format(time.DateOnly) {
+		switch j.Args.County {
+		case offlineCounty:
+			return queue.Permanent(fmt.Errorf("the timesheet feed of %s County is offline", j.Args.County))
+		case flakyCounty:
+			return fmt.Errorf("read timesheets of %s County: upstream timed out after 30s", j.Args.County)
+		case slowCounty:
+			took = 600 * time.Millisecond
+		}
 	}
-	if err := sleep(ctx, 50*time.Millisecond); err != nil {
+	if err := sleep(ctx, took); err != nil {
 		return err
 	}
 	return j.SetOutput(ctx, map[string]int{"entries": 1000 + 37*len(j.Args.County)})
@@ -124,17 +139,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// fill submits last night's jobs, as the nightly schedule's tick at 23:00
-// UTC would have, and some of the day's: exports, one cancelled, one for
-// tomorrow. It returns how many it submitted.
+// fill submits the last two nights' jobs, as the nightly schedule's ticks
+// at 23:00 UTC would have, and some of the day's: exports, one cancelled,
+// one for tomorrow. Last night's are due a few seconds after the night
+// before's, so that the night before has finished when they start: the
+// review compares each report's time with it. It returns how many jobs it
+// submitted.
 func fill(ctx context.Context, c *queue.Client) (int, error) {
-	night := time.Now().UTC().Add(-24 * time.Hour).Truncate(24 * time.Hour).Add(23 * time.Hour)
-	period := night.Format(time.DateOnly)
-	run := "nightly@" + night.Format(time.RFC3339)
+	night := lastNight()
 	var jobs []queue.Params
-	for _, county := range counties {
-		jobs = append(jobs, queue.Params{Args: CountyReport{County: county, Date: period},
-			Options: []queue.EnqueueOption{queue.InRun(run), queue.InPeriod(period), queue.IdempotencyKey(run + "/" + county)}})
+	for i, n := range []time.Time{night.Add(-24 * time.Hour), night} {
+		period := n.Format(time.DateOnly)
+		run := "nightly@" + n.Format(time.RFC3339)
+		for _, county := range counties {
+			opts := []queue.EnqueueOption{queue.InRun(run), queue.InPeriod(period), queue.IdempotencyKey(run + "/" + county)}
+			if i > 0 {
+				opts = append(opts, queue.RunAt(time.Now().Add(3*time.Second)))
+			}
+			jobs = append(jobs, queue.Params{Args: CountyReport{County: county, Date: period}, Options: opts})
+		}
 	}
 	for _, table := range []string{"timesheet_entries", "employees", "payroll"} {
 		jobs = append(jobs, queue.Params{Args: Export{Table: table, Rows: 5000}})

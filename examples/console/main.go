@@ -142,7 +142,7 @@ func loopbackOnly(r *http.Request) (console.Access, error) {
 	if err != nil || ip == nil || !ip.IsLoopback() {
 		return console.Access{Read: true}, nil
 	}
-	return console.Access{Read: true, Submit: true, Cancel: true, Retry: true, Pause: true, Actor: "local " + r.RemoteAddr}, nil
+	return console.Access{Read: true, Submit: true, Cancel: true, Retry: true, Pause: true, Actor: "local " + host}, nil
 }
 
 // serve serves api until ctx is done (or, with o.smoke, until the health

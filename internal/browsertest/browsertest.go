@@ -10,6 +10,7 @@ package browsertest
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +95,7 @@ func start(path string) {
 		chromedp.Env("TZ="+Zone, "TMPDIR="+profile),
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(alloc)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithErrorf(quietErrorf))
 	shared.ctx = ctx
 	shared.cancel = func() {
 		_ = chromedp.Cancel(ctx) // closes the browser, and waits for it
@@ -144,6 +145,16 @@ func newWindow() (target.ID, func(), error) {
 		return "", nil, err
 	}
 	return id, dispose, nil
+}
+
+// quietErrorf logs chromedp's errors but for the DOM events it does not
+// know, such as a modal dialog's top layer changing: they are not errors
+// of the page.
+func quietErrorf(format string, args ...any) {
+	if strings.HasPrefix(format, "unhandled node event") {
+		return
+	}
+	log.Printf("ERROR: "+format, args...)
 }
 
 // New opens a window of width by height pixels, in a browser context of

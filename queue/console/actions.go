@@ -88,6 +88,11 @@ func (c *console) actionRoutes() []route {
 		{Method: "POST", Pattern: "/api/jobs/{id}/retry", Action: ActionRetry, Response: jobResponse{},
 			Summary: "Put a FAILED or CANCELLED job back in the queue (409 wrong_status otherwise).",
 			handle:  c.oneJob(c.client.Retry)},
+		{Method: "POST", Pattern: "/api/jobs/{id}/run", Action: ActionRetry, Response: jobResponse{},
+			Summary: "Make a QUEUED job that waits for its run time (a retry's backoff, a job submitted for later) due now, " +
+				"keeping its attempts; a job already due stays as it is (409 wrong_status for other statuses). " +
+				"It needs the retry permission: it brings a retry forward.",
+			handle: c.runNow},
 		{Method: "POST", Pattern: "/api/jobs/cancel", Action: ActionCancel, Body: cancelRequest{}, Response: bulkResponse{},
 			Summary: "Cancel jobs by ID (those that cannot be are listed as refused), or every QUEUED and PROCESSING job " +
 				"a filter selects (a filter that sets no field is refused).",
@@ -114,6 +119,12 @@ func (c *console) oneJob(do func(context.Context, int64) (*queue.JobRecord, erro
 		ch.changed = 1
 		return http.StatusOK, jobResponse{Job: c.view(rec)}, nil
 	}
+}
+
+// runNow serves "run now", recorded in the audit log as run_now.
+func (c *console) runNow(r *http.Request, acc Access) (int, any, error) {
+	changeOf(r).action = "run_now"
+	return c.oneJob(c.client.RunNow)(r, acc)
 }
 
 func (c *console) cancelMany(r *http.Request, _ Access) (int, any, error) {

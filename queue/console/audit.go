@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html/template"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -51,7 +55,12 @@ func withChange(r *http.Request, ch *change) *http.Request {
 func (c *console) audit(r *http.Request, acc Access, ch *change, failed *apiError) {
 	e := queue.AuditEntry{Actor: acc.Actor, Action: ch.action, Result: "ok", Changed: ch.changed}
 	if e.Actor == "" {
+		// The address without its port, which changes with every
+		// connection: one caller reads as one "who".
 		e.Actor = r.RemoteAddr
+		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			e.Actor = host
+		}
 	}
 	if failed != nil {
 		e.Result = failed.Code
@@ -147,4 +156,85 @@ func (c *console) auditPage(ctx context.Context, q query) (auditResponse, error)
 		out.Entries = append(out.Entries, v)
 	}
 	return out, nil
+}
+
+// auditTarget says in words what an audit entry acted on, linking the
+// jobs, the jobs a filter selects and the queue; a target it does not
+// know is shown as its JSON.
+func auditTarget(raw json.RawMessage) template.HTML {
+	var t struct {
+		Job       *int64      `json:"job"`
+		IDs       []int64     `json:"ids"`
+		Filter    *filterBody `json:"filter"`
+		Queue     *string     `json:"queue"`
+		Kind      *string     `json:"kind"`
+		Rule      *string     `json:"rule"`
+		Silence   *int64      `json:"silence"`
+		Duplicate bool        `json:"duplicate"`
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return "—"
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return template.HTML("<code>" + template.HTMLEscapeString(string(raw)) + "</code>")
+	}
+	esc := template.HTMLEscapeString
+	jobLink := func(id int64) string {
+		n := strconv.FormatInt(id, 10)
+		return `<a href="jobs/` + n + `">#` + n + `</a>`
+	}
+	var parts []string
+	if t.Kind != nil && t.Rule == nil {
+		parts = append(parts, "a "+esc(*t.Kind)+" job")
+	}
+	if t.Job != nil {
+		what := "job " + jobLink(*t.Job)
+		if t.Duplicate {
+			what += " (already there: a duplicate)"
+		}
+		parts = append(parts, what)
+	}
+	if len(t.IDs) > 0 {
+		const shown = 10
+		links := make([]string, 0, shown)
+		for _, id := range t.IDs[:min(len(t.IDs), shown)] {
+			links = append(links, jobLink(id))
+		}
+		what := "jobs " + strings.Join(links, ", ")
+		if len(t.IDs) > shown {
+			what += " and " + strconv.Itoa(len(t.IDs)-shown) + " more"
+		}
+		parts = append(parts, what)
+	}
+	if t.Filter != nil {
+		f := t.Filter
+		statuses := make([]string, len(f.Statuses))
+		for i, s := range f.Statuses {
+			statuses[i] = string(s)
+		}
+		href := link("jobs", "kind", f.Kinds, "queue", f.Queue, "run", f.Run, "period", f.Period,
+			"correlation", f.Correlation, "q", f.Q, "status", statuses)
+		parts = append(parts, `<a href="`+esc(href)+`">`+esc(filterWords(*f))+`</a>`)
+	}
+	if t.Rule != nil || t.Silence != nil {
+		var alert []string
+		for _, p := range []struct {
+			name string
+			v    *string
+		}{{"rule", t.Rule}, {"kind", t.Kind}, {"queue", t.Queue}} {
+			if p.v != nil && *p.v != "" {
+				alert = append(alert, p.name+" "+esc(*p.v))
+			}
+		}
+		if t.Silence != nil {
+			alert = append(alert, "silence #"+strconv.FormatInt(*t.Silence, 10))
+		}
+		parts = append(parts, "alerts of "+strings.Join(alert, ", "))
+	} else if t.Queue != nil {
+		parts = append(parts, `queue <a href="`+esc(link("jobs", "queue", *t.Queue))+`">`+esc(*t.Queue)+`</a>`)
+	}
+	if len(parts) == 0 {
+		return template.HTML("<code>" + esc(string(raw)) + "</code>")
+	}
+	return template.HTML(strings.Join(parts, "; "))
 }

@@ -169,8 +169,19 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?queue=exports")
 	b.Run(t, chromedp.Click("#cancel-matching"))
+	// The page's own dialog, not the browser's: it says what the filter
+	// selects, and shows the first jobs.
+	b.Wait(t, `document.getElementById("confirm").open`)
+	require.Equal(t, []string{"Cancel 5 queued or running jobs?"}, texts(t, b, "#confirm-q"))
+	require.Equal(t, []string{"It touches queued or running jobs on queue exports."}, texts(t, b, "#confirm-detail"))
+	preview := texts(t, b, "#confirm-preview li")
+	require.Len(t, preview, 5)
+	require.Equal(t, fmt.Sprintf("#%d report on exports", inA[4]), preview[0])
+	b.Screenshot(t, "bulk-dialog")
+	b.Run(t, chromedp.Click("#confirm-ok"))
 	b.Wait(t, `document.getElementById("flash").textContent.includes("changed")`)
-	require.Equal(t, []string{"Cancel all 5 queued or running jobs that match the filters?"}, b.Dialogs())
+	require.Equal(t, []string{"Cancel: 5 jobs changed, of the 5 that matched. The audit log has it."}, texts(t, b, "#flash"))
+	require.Empty(t, b.Dialogs(), "no browser dialog")
 	for _, id := range inA {
 		rec, err := e.client.Get(context.Background(), id)
 		require.NoError(t, err)
@@ -320,7 +331,7 @@ func TestBrowserMorningReview(t *testing.T) {
 	open(t, b, e, "/runs?period=2025-12-08")
 	b.Run(t, chromedp.Click(`tr[data-run="nightly@2025-12-08"] a`), chromedp.WaitVisible(`#failures`))
 	groups := texts(t, b, "#failures summary code")
-	require.Equal(t, []string{"permanent: county county<n>: upstream returned <n> for request <hex>"}, groups)
+	require.Equal(t, []string{"permanent county county<n>: upstream returned <n> for request <hex>"}, groups, "the prefix is a tag")
 	require.Equal(t, []string{"2"}, texts(t, b, "#failures summary .count"))
 	failed := texts(t, b, "#failures .ids a")
 	require.Len(t, failed, 2)
@@ -342,12 +353,20 @@ func TestBrowserPagesFitAPhone(t *testing.T) {
 	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/night", "/schedules", "/audit"} {
 		open(t, b, e, p)
 		var wide []string
-		b.Run(t, chromedp.Evaluate(`document.documentElement.scrollWidth > window.innerWidth + 1 ?
+		b.Run(t, chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth ?
 			[...document.querySelectorAll("body *")].filter(el => el.getBoundingClientRect().right > window.innerWidth + 1 &&
-				!(el.parentElement && el.parentElement.closest(".scroll"))).map(el => el.tagName + "." + el.className).slice(0, 5) : []`, &wide))
-		require.Empty(t, wide, "%s is wider than the phone", p)
+				!(el.parentElement && el.parentElement.closest(".scroll"))).map(el => el.tagName + "." + el.className).slice(0, 5)
+				.concat(["scrollWidth " + document.documentElement.scrollWidth]) : []`, &wide))
+		require.Empty(t, wide, "%s scrolls sideways on the phone", p)
 	}
 	open(t, b, e, "/jobs")
+	// The jobs are cards, and the filters start folded.
+	var display string
+	var folded bool
+	b.Run(t, chromedp.Evaluate(`getComputedStyle(document.querySelector("tr[data-job]")).display`, &display),
+		chromedp.Evaluate(`!document.getElementById("filter-box").open`, &folded))
+	require.Equal(t, "block", display)
+	require.True(t, folded)
 	b.Screenshot(t, "phone-jobs")
 	// Every control is labelled.
 	var unlabelled []string

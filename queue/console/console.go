@@ -171,6 +171,8 @@ type console struct {
 	activity [2]cached[[]queue.ActivityBucket]
 	// days is the overview's chart of days (history.go).
 	days cached[[]queue.DayStats]
+	// night is the overview's latest run of each schedule (night.go).
+	night cached[[]nightView]
 	// window is SearchWindow, but in tests.
 	window int64
 }

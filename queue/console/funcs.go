@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -16,17 +17,23 @@ import (
 
 // templateFuncs are the functions the dashboard's templates call.
 var templateFuncs = template.FuncMap{
-	"when":    when,
-	"zoned":   zoned,
-	"secs":    secs,
-	"dur":     dur,
-	"num":     num,
-	"link":    link,
-	"pretty":  pretty,
-	"deref":   deref,
-	"percent": percent,
-	"lower":   strings.ToLower,
-	"pathesc": url.PathEscape,
+	"when":      when,
+	"rel":       rel,
+	"errText":   errText,
+	"target":    auditTarget,
+	"plural":    plural,
+	"zoned":     zoned,
+	"secs":      secs,
+	"dur":       dur,
+	"num":       num,
+	"link":      link,
+	"pretty":    pretty,
+	"deref":     deref,
+	"percent":   percent,
+	"lower":     strings.ToLower,
+	"hasPrefix": strings.HasPrefix,
+	"next":      func(n int) int { return n + 1 },
+	"pathesc":   url.PathEscape,
 	"deref64": func(p *int64) int64 {
 		if p == nil {
 			return 0
@@ -59,6 +66,80 @@ func when(v any) template.HTML {
 	}
 	u := t.UTC()
 	return template.HTML(`<time datetime="` + u.Format(time.RFC3339Nano) + `" data-local>` + u.Format("2006-01-02 15:04:05") + ` UTC</time>`)
+}
+
+// rel shows a time relative to now ("in 57 min", "3 h ago") as a <time>
+// element whose title holds the absolute time: the page's script keeps
+// the words current and puts the title in the viewer's zone. A nil or zero
+// time is a dash.
+func rel(v any) template.HTML {
+	t := timeOf(v)
+	if t.IsZero() {
+		return "—"
+	}
+	u := t.UTC()
+	return template.HTML(`<time datetime="` + u.Format(time.RFC3339Nano) + `" data-rel title="` +
+		u.Format("2006-01-02 15:04:05") + ` UTC">` + relWords(t, time.Now()) + `</time>`)
+}
+
+// relWords says how far t is from now, as app.js's relWords does.
+func relWords(t, now time.Time) string {
+	d := t.Sub(now)
+	ahead := d > 0
+	d = d.Abs()
+	var s string
+	switch {
+	case d < 45*time.Second:
+		if ahead {
+			return "in a moment"
+		}
+		return "just now"
+	case d < 90*time.Minute:
+		s = strconv.Itoa(int(math.Round(d.Minutes()))) + " min"
+	case d < 36*time.Hour:
+		s = strconv.Itoa(int(math.Round(d.Hours()))) + " h"
+	default:
+		s = strconv.Itoa(int(math.Round(d.Hours()/24))) + " days"
+	}
+	if ahead {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// errText shows an error message (string or *string) with what it is
+// known to mean as tags before it: a permanent error (the "permanent: "
+// prefix, which it takes off) and a time-out.
+func errText(v any) template.HTML {
+	msg, _ := v.(string)
+	if p, ok := v.(*string); ok && p != nil {
+		msg = *p
+	}
+	var b strings.Builder
+	if rest, ok := strings.CutPrefix(msg, "permanent: "); ok {
+		b.WriteString(`<span class="badge tag" data-tag="permanent">permanent</span> `)
+		msg = rest
+	}
+	if m := strings.ToLower(msg); strings.Contains(m, "timed out") || strings.Contains(m, "deadline exceeded") {
+		b.WriteString(`<span class="badge tag" data-tag="timeout">timed out</span> `)
+	}
+	b.WriteString(template.HTMLEscapeString(msg))
+	return template.HTML(b.String())
+}
+
+// plural counts n things: "1 job", "1,204 jobs".
+func plural(n any, one, many string) string {
+	var k int64
+	switch x := n.(type) {
+	case int:
+		k = int64(x)
+	case int64:
+		k = x
+	}
+	if k == 1 {
+		return "1 " + one
+	}
+	return num(k) + " " + many
 }
 
 // timeOf is a time.Time, or what a *time.Time points to; zero otherwise.

@@ -6,8 +6,10 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -46,6 +48,8 @@ func pageQuery(r *http.Request, params []param, extra ...string) (query, url.Val
 // overviewData is the overview: every queue at a glance, the activity of
 // the last hour and day, and the runners.
 type overviewData struct {
+	// Nights is the latest run of each schedule, first on the page.
+	Nights  []nightView
 	Queues  []queueView
 	Totals  map[queue.Status]int64
 	AsOf    time.Time
@@ -59,6 +63,9 @@ func (c *console) overviewHTML(r *http.Request, _ Access) (pageBody, error) {
 		return pageBody{}, err
 	}
 	d := overviewData{Totals: map[queue.Status]int64{}, AsOf: at}
+	if d.Nights, _, err = c.nights(r.Context()); err != nil {
+		return pageBody{}, err
+	}
 	for _, q := range qs {
 		d.Queues = append(d.Queues, queueOf(q))
 		for s, n := range q.Counts {
@@ -110,6 +117,8 @@ type jobsForm struct {
 type matchAction struct {
 	CountURL string
 	Filter   filterBody
+	// Words says which jobs the action touches, for its dialog.
+	Words string
 }
 
 // localLayouts are the forms of a datetime-local field.
@@ -222,7 +231,7 @@ func matchActions(f queue.Filter, vals url.Values) (retry, cancel *matchAction) 
 		for _, s := range ss {
 			count.Add("status", string(s))
 		}
-		return &matchAction{CountURL: "api/jobs/count?" + count.Encode(), Filter: body}
+		return &matchAction{CountURL: "api/jobs/count?" + count.Encode(), Filter: body, Words: filterWords(body)}
 	}
 	if ss := in(queue.StatusFailed); len(ss) > 0 {
 		retry = action(ss)
@@ -233,14 +242,70 @@ func matchActions(f queue.Filter, vals url.Values) (retry, cancel *matchAction) 
 	return retry, cancel
 }
 
+// filterWords says in words which jobs fb selects: "failed jobs of run
+// nightly@1 on queue exports"; "every failed job (no filter is set)".
+func filterWords(fb filterBody) string {
+	var states []string
+	for _, s := range fb.Statuses {
+		states = append(states, statusWords[s])
+	}
+	noun := strings.Join(states, " or ") + " jobs"
+	if fb.empty() {
+		return "every one of the " + noun + ": no filter is set"
+	}
+	var parts []string
+	if len(fb.Kinds) > 0 {
+		parts = append(parts, "of kind "+strings.Join(fb.Kinds, " or "))
+	}
+	for _, p := range []struct{ words, v string }{{"on queue ", fb.Queue}, {"of run ", fb.Run}, {"of period ", fb.Period},
+		{"with correlation ID ", fb.Correlation}} {
+		if p.v != "" {
+			parts = append(parts, p.words+p.v)
+		}
+	}
+	if fb.Since != nil {
+		parts = append(parts, "created from "+fb.Since.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if fb.Until != nil {
+		parts = append(parts, "created before "+fb.Until.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if fb.Q != "" {
+		parts = append(parts, strconv.Quote(fb.Q)+" in their error or arguments")
+	}
+	return noun + " " + strings.Join(parts, ", ")
+}
+
+// statusWords names the statuses in prose.
+var statusWords = map[queue.Status]string{queue.StatusQueued: "queued", queue.StatusProcessing: "running",
+	queue.StatusCompleted: "completed", queue.StatusFailed: "failed", queue.StatusCancelled: "cancelled"}
+
 // jobData is one job's page.
 type jobData struct {
 	jobDetailResponse
 	// Final is true once the job is COMPLETED, FAILED or CANCELLED.
 	Final bool
 	// CanCancel and CanRetry say which buttons to show: those the caller
-	// may use, on a job in a status that allows them.
-	CanCancel, CanRetry bool
+	// may use, on a job in a status that allows them. CanRunNow shows
+	// "Run now" ("Retry now" on a retry) on a job due later.
+	CanCancel, CanRetry, CanRunNow bool
+	// Wait says why a QUEUED job has not started; nil for other statuses.
+	Wait *jobWait
+	// NextAttempt is the number of the job's next attempt; RetryLimit the
+	// attempt limit a retry gives it, which the page states beforehand.
+	NextAttempt, RetryLimit int
+}
+
+// jobWait is why a QUEUED job waits.
+type jobWait struct {
+	// Later is true for a job due later; Retry when that is a retry's
+	// backoff, after failed attempts.
+	Later, Retry bool
+	// Paused is true when its queue is paused.
+	Paused bool
+	// Window is the batch window that is closed to it, which Opens then;
+	// empty when none is.
+	Window string
+	Opens  time.Time
 }
 
 func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
@@ -252,15 +317,47 @@ func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
 	if err != nil {
 		return pageBody{}, err
 	}
-	st := d.Job.Status
+	j := d.Job
+	st := j.Status
 	jd := jobData{jobDetailResponse: d, Final: st == queue.StatusCompleted || st == queue.StatusFailed || st == queue.StatusCancelled,
 		CanCancel: acc.Cancel && (st == queue.StatusQueued || st == queue.StatusProcessing),
-		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled)}
+		CanRetry:  acc.Retry && (st == queue.StatusFailed || st == queue.StatusCancelled),
+		// As a retry sets it: as many attempts again as the job used.
+		NextAttempt: j.Attempts + 1, RetryLimit: j.Attempts + j.MaxAttempts}
+	if j.Attempts == 0 {
+		jd.RetryLimit = j.MaxAttempts
+	}
+	if st == queue.StatusQueued {
+		if jd.Wait, err = c.jobWaits(r.Context(), j); err != nil {
+			return pageBody{}, err
+		}
+		jd.CanRunNow = acc.Retry && jd.Wait.Later
+	}
 	live := liveSlow
 	if !jd.Final {
 		live = liveFast
 	}
 	return pageBody{Title: "Job " + strconv.FormatInt(id, 10), Data: jd, LiveMS: live}, nil
+}
+
+// jobWaits says why QUEUED job j has not started.
+func (c *console) jobWaits(ctx context.Context, j jobView) (*jobWait, error) {
+	now := time.Now()
+	w := &jobWait{Later: j.RunAt.After(now)}
+	w.Retry = w.Later && j.Attempts > 0
+	qs, _, err := c.queuesCache.get(ctx, c.cfg.countsTTL, c.client.Queues)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if q.Name == j.Queue {
+			w.Paused = q.Paused
+		}
+	}
+	if win, ok := c.reg.ClosedWindow(j.Kind, j.Queue, now); ok {
+		w.Window, w.Opens = win.String(), win.NextOpen(now)
+	}
+	return w, nil
 }
 
 // runsData is the list of runs, and the night it shows.
@@ -291,8 +388,13 @@ type runData struct {
 	reviewView
 	Groups  []groupRows
 	Waiting []waitingRow
-	Chains  []chainRow
-	// CanRetry shows the button that retries the run's failed jobs.
+	// Chains are the dependency chains whose child is missing: stopped
+	// (a parent failed, was cancelled or is missing) or waiting (every
+	// parent that has not completed is still to run).
+	Chains []chainRow
+	// Stopped counts the chains that stopped, of Chains.
+	Stopped int
+	// CanRetry shows the buttons that retry the run's failed jobs.
 	CanRetry bool
 }
 
@@ -301,6 +403,17 @@ type groupRows struct {
 	failureGroup
 	Jobs []jobView
 	More int
+	// Attempts sums the attempts of the group's jobs the review read, Known
+	// of them; First and Last are when the first and the last of those
+	// failed. The page states them only when it read every job.
+	Attempts, Known int
+	First, Last     time.Time
+	// Search is the text GET /jobs?q= finds the group's jobs by: the
+	// longest literal part of its message.
+	Search string
+	// Retry is the body of the request that retries the group's jobs
+	// (the first maxBulkIDs of them).
+	Retry retryRequest
 }
 
 // waitingRow is a job that never ran, and why.
@@ -309,35 +422,55 @@ type waitingRow struct {
 	Reasons []waitReason
 }
 
-// chainRow is a stopped dependency chain and its drawing.
+// chainRow is a dependency chain whose child is missing, and its drawing.
 type chainRow struct {
 	stoppedView
 	Graph template.HTML
+	// Waiting is true when no parent failed, was cancelled or is missing:
+	// the chain has not stopped, its child is still to come.
+	Waiting bool
 }
 
 // groupJobs is how many jobs of a failure group the review lists.
 const groupJobs = 20
 
 func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
-	id := r.PathValue("id")
-	if err := checkParam("id", id); err != nil {
-		return pageBody{}, err
-	}
-	rv, err := c.reviewOf(r.Context(), queue.ReviewQuery{RunID: id})
+	q, _, err := pageQuery(r, reviewParams)
 	if err != nil {
 		return pageBody{}, err
 	}
+	rq, err := reviewQueryOf(r, q)
+	if err != nil {
+		return pageBody{}, err
+	}
+	rv, err := c.reviewOf(r.Context(), rq)
+	if err != nil {
+		return pageBody{}, err
+	}
+	id := rq.RunID
 	d := runData{reviewView: rv, CanRetry: acc.Retry && rv.Counts[queue.StatusFailed] > 0}
 	byID := map[int64]jobView{}
 	for _, j := range rv.Failed {
 		byID[j.ID] = j
 	}
 	for _, g := range rv.Failures {
-		row := groupRows{failureGroup: g}
+		row := groupRows{failureGroup: g, Search: searchOf(g.Message),
+			Retry: retryRequest{IDs: g.JobIDs[:min(len(g.JobIDs), maxBulkIDs)]}}
 		for _, jid := range g.JobIDs[:min(len(g.JobIDs), groupJobs)] {
 			j, ok := byID[jid]
 			if !ok { // past the review's first failed jobs: named by its ID
-				j = jobView{ID: jid}
+				row.Jobs = append(row.Jobs, jobView{ID: jid})
+				continue
+			}
+			row.Known++
+			row.Attempts += j.Attempts
+			if at := timeOf(j.CompletedAt); !at.IsZero() {
+				if row.First.IsZero() || at.Before(row.First) {
+					row.First = at
+				}
+				if at.After(row.Last) {
+					row.Last = at
+				}
 			}
 			row.Jobs = append(row.Jobs, j)
 		}
@@ -348,15 +481,57 @@ func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
 		d.Waiting = append(d.Waiting, waitingRow{Job: j, Reasons: rv.Waiting[i].Reasons})
 	}
 	for _, s := range rv.Stopped {
-		d.Chains = append(d.Chains, chainRow{stoppedView: s, Graph: chainGraph(s)})
+		var statuses []queue.Status
+		for _, b := range s.Blocking {
+			statuses = append(statuses, b.Status)
+		}
+		row := chainRow{stoppedView: s, Graph: chainGraph(s), Waiting: chainWaits(s.MissingKinds, statuses)}
+		if !row.Waiting {
+			d.Stopped++
+		}
+		d.Chains = append(d.Chains, row)
 	}
 	return pageBody{Title: "Run " + id, Data: d, LiveMS: liveSlow}, nil
+}
+
+// chainWaits reports whether a dependency chain whose child is missing is
+// only waiting: no parent kind is missing, and every parent that has not
+// completed (of statuses) is still to run.
+func chainWaits(missing []string, statuses []queue.Status) bool {
+	if len(missing) > 0 || len(statuses) == 0 {
+		return false
+	}
+	for _, st := range statuses {
+		if st != queue.StatusQueued && st != queue.StatusProcessing {
+			return false
+		}
+	}
+	return true
+}
+
+// placeholders are what errshape puts for the parts of a message that
+// vary: <n>, <hex>, <uuid>.
+var placeholders = regexp.MustCompile(`<[a-z]+>`)
+
+// searchOf is the longest literal part of a failure group's message,
+// between its placeholders: the text that finds its jobs.
+func searchOf(shape string) string {
+	best := ""
+	for _, part := range placeholders.Split(shape, -1) {
+		if part = strings.TrimSpace(part); len(part) > len(best) {
+			best = part
+		}
+	}
+	return best
 }
 
 // schedulesData is the schedules and the batch windows.
 type schedulesData struct {
 	Schedules []scheduleView
 	Windows   []windowRow
+	// Latest is the latest run of each schedule by name, for those whose
+	// ticks no runner recorded (jobs submitted into a schedule's run).
+	Latest map[string]*runView
 }
 
 // windowRow is a batch window, open or closed now.
@@ -372,7 +547,14 @@ func (c *console) schedulesHTML(r *http.Request, _ Access) (pageBody, error) {
 	if err != nil {
 		return pageBody{}, err
 	}
-	d := schedulesData{Schedules: vs}
+	d := schedulesData{Schedules: vs, Latest: map[string]*runView{}}
+	latest, err := c.latestRuns(r.Context())
+	if err != nil {
+		return pageBody{}, err
+	}
+	for _, n := range latest {
+		d.Latest[n.Schedule] = &n.Run
+	}
 	now := c.client.Clock().Now()
 	for _, w := range c.reg.Windows() {
 		row := windowRow{Queue: w.Queue, Kind: w.Kind, Window: w.Window.String(), Open: w.Window.Open(now)}

@@ -54,8 +54,8 @@ func TestPagesShowTheQueue(t *testing.T) {
 
 	overview := e.page(t, "/", http.StatusOK)
 	require.Contains(t, overview, `<a href="jobs?queue=default">default</a>`)
-	require.Regexp(t, `data-status="FAILED"><a href="jobs\?queue=default&amp;status=FAILED">1</a>`, overview)
-	require.Regexp(t, `data-status="COMPLETED"><a href="jobs\?queue=default&amp;status=COMPLETED">1</a>`, overview)
+	require.Regexp(t, `data-status="FAILED" data-label="FAILED"><a href="jobs\?queue=default&amp;status=FAILED">1</a>`, overview)
+	require.Regexp(t, `data-status="COMPLETED" data-label="COMPLETED"><a href="jobs\?queue=default&amp;status=COMPLETED">1</a>`, overview)
 	require.Contains(t, overview, `data-post="api/queues/default/pause"`)
 
 	jobs := e.page(t, "/jobs?status=FAILED", http.StatusOK)

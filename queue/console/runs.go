@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -50,6 +52,22 @@ type reviewView struct {
 	Waiting     []waitingView `json:"waiting"`
 	MissedTicks []tickView    `json:"missed_ticks"`
 	Stopped     []stoppedView `json:"stopped"`
+	// Retrying are the jobs QUEUED again after a failed attempt, waiting
+	// for their retry.
+	Retrying []jobView `json:"retrying"`
+	// Typical is the median duration of each kind with a completed job in
+	// the run, over its earlier completed jobs, that the slow check
+	// compared with (SlowFactor times it, over History jobs).
+	Typical    []typicalView `json:"typical"`
+	SlowFactor float64       `json:"slow_factor"`
+	History    int           `json:"history"`
+}
+
+// typicalView is a kind's median duration; 0 seconds when no earlier job
+// of the kind is known.
+type typicalView struct {
+	Kind    string  `json:"kind"`
+	Seconds float64 `json:"seconds"`
 }
 
 type reviewResponse struct {
@@ -152,8 +170,7 @@ func (c *console) runsPage(ctx context.Context, q query) (runsResponse, error) {
 		out.NextCursor = encodeCursor(runCursor{First: last.FirstCreated, RunID: last.RunID})
 	}
 	for _, s := range runs {
-		out.Runs = append(out.Runs, runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
-			FirstCreatedAt: s.FirstCreated, LastCreatedAt: s.LastCreated})
+		out.Runs = append(out.Runs, runOf(s))
 	}
 	return out, nil
 }
@@ -163,14 +180,8 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rq := queue.ReviewQuery{RunID: r.PathValue("id")}
-	if err := checkParam("id", rq.RunID); err != nil {
-		return 0, nil, err
-	}
-	if rq.SlowFactor, err = q.float("slow_factor", 1); err != nil {
-		return 0, nil, err
-	}
-	if rq.History, err = q.int("history", 0, 1, 10_000); err != nil {
+	rq, err := reviewQueryOf(r, q)
+	if err != nil {
 		return 0, nil, err
 	}
 	out, err := c.reviewOf(r.Context(), rq)
@@ -180,15 +191,38 @@ func (c *console) review(r *http.Request, _ Access) (int, any, error) {
 	return http.StatusOK, reviewResponse{Review: out}, nil
 }
 
+// reviewQueryOf is the review of the run of r's path that q (reviewParams)
+// asks for.
+func reviewQueryOf(r *http.Request, q query) (queue.ReviewQuery, error) {
+	rq := queue.ReviewQuery{RunID: r.PathValue("id")}
+	if err := checkParam("id", rq.RunID); err != nil {
+		return rq, err
+	}
+	var err error
+	if rq.SlowFactor, err = q.float("slow_factor", 1); err != nil {
+		return rq, err
+	}
+	rq.History, err = q.int("history", 0, 1, 10_000)
+	return rq, err
+}
+
 // reviewOf is the morning review rq asks for.
 func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewView, error) {
 	rv, err := c.client.Review(ctx, rq)
 	if err != nil {
 		return reviewView{}, err
 	}
+	if rq.RunID != "" && rv.Total == 0 && len(rv.MissedTicks) == 0 {
+		return reviewView{}, &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: "no run " + rq.RunID + ": no job has this run ID, and no tick of this run was missed"}
+	}
 	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
 		Failures: failureGroups(rv.Failures), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
-		MissedTicks: []tickView{}, Stopped: []stoppedView{}}
+		MissedTicks: []tickView{}, Stopped: []stoppedView{}, Retrying: c.views(rv.Retrying), Typical: []typicalView{},
+		SlowFactor: rv.Query.SlowFactor, History: rv.Query.History}
+	for _, k := range slices.Sorted(maps.Keys(rv.Typical)) {
+		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: rv.Typical[k].Seconds()})
+	}
 	if out.Waiting, err = c.waiting(ctx, rv.NeverRan); err != nil {
 		return reviewView{}, err
 	}

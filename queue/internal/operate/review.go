@@ -40,9 +40,12 @@ type Review[R any] struct {
 	MoreSlow     int64
 	NeverRan     []R
 	MoreNeverRan int64
+	Retrying     []R
+	MoreRetrying int64
 	MissedTicks  []Tick
 	Stopped      []Stopped[R]
 	MoreStopped  int64
+	Typical      map[string]time.Duration
 }
 
 // FailureGroup is queue.FailureGroup.
@@ -131,8 +134,12 @@ func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], er
 		if out.NeverRan, out.MoreNeverRan, err = rv.page(ctx, f, q.Limit, -1); err != nil {
 			return nil, err
 		}
+		f.Unstarted, f.Retried = false, true
+		if out.Retrying, out.MoreRetrying, err = rv.page(ctx, f, q.Limit, -1); err != nil {
+			return nil, err
+		}
 	}
-	if out.Slow, out.MoreSlow, err = rv.slow(ctx, scope, completed, firstStart, q); err != nil {
+	if out.Slow, out.MoreSlow, out.Typical, err = rv.slow(ctx, scope, completed, firstStart, q); err != nil {
 		return nil, err
 	}
 	if out.MissedTicks, err = rv.Missed(ctx); err != nil {
@@ -214,7 +221,7 @@ func (rv Reviewer[R]) failures(ctx context.Context, f store.Filter, failed int64
 // nights before it, not after), or, once those are pruned, of its day
 // roll-ups. The database picks the slow jobs against each kind's
 // threshold.
-func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, error) {
+func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, map[string]time.Duration, error) {
 	typical := map[string]time.Duration{}
 	threshold := map[string]time.Duration{}
 	for _, k := range kinds {
@@ -227,27 +234,27 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 			t, err = rv.Typical(ctx, k, before, q.History)
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("history of %q: %w", k, err)
+			return nil, 0, nil, fmt.Errorf("history of %q: %w", k, err)
 		}
 		if t > 0 {
 			typical[k], threshold[k] = t, time.Duration(q.SlowFactor*float64(t))
 		}
 	}
 	if len(threshold) == 0 {
-		return nil, 0, nil
+		return nil, 0, typical, nil
 	}
 	f := scope
 	f.RunAtLeast = threshold
 	jobs, more, err := rv.page(ctx, f, q.Limit, -1)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	out := make([]Slow[R], len(jobs))
 	for i := range jobs {
 		j := rv.View(&jobs[i])
 		out[i] = Slow[R]{Job: jobs[i], Duration: j.CompletedAt.Sub(*j.StartedAt), Typical: typical[j.Kind]}
 	}
-	return out, more, nil
+	return out, more, typical, nil
 }
 
 // stopped finds, for every rule, the groups in scope whose child is

@@ -94,6 +94,14 @@ func (*postgres) Retry(tx *gorm.DB, id int64) error {
 	return tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) retried"), id).Error
 }
 
+func (*postgres) RunNow(tx *gorm.DB, id int64) error {
+	err := tx.Exec("UPDATE sheaf_jobs SET run_at = now() WHERE id = ? AND status = 'QUEUED' AND run_at > now()", id).Error
+	if err != nil {
+		return err
+	}
+	return tx.Exec(notifyDue("(SELECT * FROM sheaf_jobs WHERE id = ?) hurried"), id).Error
+}
+
 // RetryFailed gives every FAILED job among the IDs that sub selects, and
 // whose attempts with a new allowance stay below maxTotal, a new start,
 // tells the runners, and returns how many it requeued.

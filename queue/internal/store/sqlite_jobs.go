@@ -224,6 +224,13 @@ func (s *sqlite) Retry(tx *gorm.DB, id int64) error {
 	return err
 }
 
+func (s *sqlite) RunNow(tx *gorm.DB, id int64) error {
+	at := sqliteTime(now())
+	_, err := s.restart(tx, "UPDATE sheaf_jobs SET run_at = @now WHERE id = @id AND status = 'QUEUED' AND run_at > @now "+
+		"RETURNING id, queue, priority, run_at, rescues", map[string]any{"now": at, "id": id})
+	return err
+}
+
 func (s *sqlite) RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error) {
 	sub := f.apply(tx.Session(&gorm.Session{NewDB: true}).Table(JobsTable).Select("id").Where("status = 'FAILED'"), sqliteTime)
 	n, err := s.restart(tx, sqliteRestart+" WHERE id IN (@sub) AND status = 'FAILED' AND attempts + max_attempts < @max "+

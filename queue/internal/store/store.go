@@ -72,6 +72,9 @@ type Store interface {
 	// those attempts, and returns the IDs it cancelled, in order.
 	CancelJobs(tx *gorm.DB, f Filter, limit int) ([]int64, error)
 	Retry(tx *gorm.DB, id int64) error
+	// RunNow makes QUEUED job id due now if it is due later, keeping its
+	// attempts, and tells the runners.
+	RunNow(tx *gorm.DB, id int64) error
 	RetryFailed(tx *gorm.DB, f Filter, maxTotal int) (int64, error)
 
 	// Schedules, in tx.
@@ -197,6 +200,8 @@ type Filter struct {
 	Newest bool
 	// Unstarted selects the jobs that have never started an attempt.
 	Unstarted bool
+	// Retried selects the jobs that have started at least one attempt.
+	Retried bool
 	// RunAtLeast selects the COMPLETED jobs of its kinds whose run time
 	// (completed_at - started_at) is at least their kind's duration
 	// there: the review's slow jobs, found by the database.
@@ -250,6 +255,9 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 	}
 	if f.Unstarted {
 		q = q.Where("attempts = 0")
+	}
+	if f.Retried {
+		q = q.Where("attempts > 0")
 	}
 	if len(f.RunAtLeast) > 0 {
 		cond, args := runAtLeast(q.Dialector.Name(), f.RunAtLeast)

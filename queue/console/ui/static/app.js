@@ -19,6 +19,30 @@
       el.textContent = el.getAttribute("data-local") === "hm" ? hm.format(d) : full.format(d);
       if (el.tagName === "TIME") el.title = d.toISOString();
     });
+    relative(root);
+  }
+
+  // relWords says how far d is from now, as the server's relWords does.
+  function relWords(d) {
+    const ms = d.getTime() - Date.now();
+    const ahead = ms > 0, abs = Math.abs(ms), min = 60000, hour = 60 * min;
+    let s;
+    if (abs < 45000) return ahead ? "in a moment" : "just now";
+    if (abs < 90 * min) s = Math.round(abs / min) + " min";
+    else if (abs < 36 * hour) s = Math.round(abs / hour) + " h";
+    else s = Math.round(abs / (24 * hour)) + " days";
+    return ahead ? "in " + s : s + " ago";
+  }
+
+  // relative keeps every relative time under root current, its absolute
+  // time in the viewer's zone in its title.
+  function relative(root) {
+    root.querySelectorAll("time[data-rel]").forEach((el) => {
+      const d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      el.textContent = relWords(d);
+      el.title = full.format(d);
+    });
   }
 
   const flash = () => document.getElementById("flash");
@@ -27,6 +51,33 @@
     if (!f) return;
     f.classList.toggle("bad", !!bad);
     f.textContent = msg;
+  }
+
+  // ask shows the page's confirmation dialog: the question, what it
+  // touches in words, a preview of the first jobs, and the label of the
+  // button that goes ahead; it resolves to whether that was pressed.
+  function ask(question, detail, preview, ok) {
+    const dlg = document.getElementById("confirm");
+    if (!dlg || !dlg.showModal) return Promise.resolve(confirm(question));
+    document.getElementById("confirm-q").textContent = question;
+    document.getElementById("confirm-detail").textContent = detail || "";
+    document.getElementById("confirm-preview").replaceChildren(...(preview || []).map((text) => {
+      const li = document.createElement("li");
+      li.textContent = text;
+      return li;
+    }));
+    document.getElementById("confirm-ok").textContent = ok || "OK";
+    dlg.returnValue = "";
+    return new Promise((resolve) => {
+      dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+      dlg.showModal();
+    });
+  }
+
+  // preview lists the first jobs a count URL counts, in words.
+  async function preview(countURL, n) {
+    const out = await api("GET", countURL.replace("api/jobs/count?", "api/jobs?") + "&limit=" + n);
+    return out.jobs.map((j) => "#" + j.id + " " + j.kind + " on " + j.queue + (j.last_error ? ": " + j.last_error : ""));
   }
 
   // api calls the console's API; it resolves to the decoded body, or
@@ -100,38 +151,47 @@
     }
   }
 
+  // jobs counts jobs in words: "1 job", "3 jobs".
+  function jobs(n) { return n + (n === 1 ? " job" : " jobs"); }
+
   function selectedIDs() {
     return [...document.querySelectorAll('input[name="id"]:checked')].map((c) => Number(c.value));
   }
 
-  document.addEventListener("click", (ev) => {
+  document.addEventListener("click", async (ev) => {
     const b = ev.target.closest("button[data-post], button[data-bulk], button[data-match]");
     if (!b) return;
     ev.preventDefault();
     if (b.hasAttribute("data-post")) {
-      if (b.dataset.confirm && !confirm(b.dataset.confirm)) return;
+      if (b.dataset.confirm && !(await ask(b.dataset.confirm, "", [], b.textContent.trim()))) return;
       const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
       act(b, async () => {
         const out = await api("POST", b.dataset.post, body);
-        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + out.changed + " jobs" : "") : "Done");
+        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done");
       });
     } else if (b.hasAttribute("data-bulk")) {
       const ids = selectedIDs();
       if (ids.length === 0) { say("Select jobs first.", true); return; }
-      if (!confirm(b.dataset.verb + " " + ids.length + " selected job" + (ids.length === 1 ? "" : "s") + "?")) return;
+      const verb = b.dataset.verb;
+      if (!(await ask(verb + " " + jobs(ids.length) + "?", "The jobs selected on this page:", ids.slice(0, 10).map((id) => "#" + id)
+        .concat(ids.length > 10 ? ["and " + (ids.length - 10) + " more"] : []), verb + " " + jobs(ids.length)))) return;
       act(b, async () => {
         const out = await api("POST", b.dataset.bulk, { ids });
         const refused = (out.refused || []).length;
-        say(b.dataset.verb + ": " + out.changed + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : ""));
+        say(verb + ": " + jobs(out.changed) + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : ""));
       });
     } else {
       act(b, async () => {
         const { count } = await api("GET", b.dataset.count);
         if (count === 0) { say("No " + b.dataset.what + " job matches the filters."); return; }
-        const msg = b.dataset.verb + " all " + count + " " + b.dataset.what + " job" + (count === 1 ? "" : "s") + " that match the filters?";
-        if (!confirm(msg)) return;
+        const first = await preview(b.dataset.count, 5);
+        if (count > first.length) first.push("and " + (count - first.length) + " more");
+        const what = count + " " + b.dataset.what + " job" + (count === 1 ? "" : "s");
+        if (!(await ask(b.dataset.verb + " " + what + "?", "It touches " + b.dataset.words + ".", first,
+          b.dataset.verb + " " + what))) return;
         const out = await api("POST", b.dataset.match, { filter: JSON.parse(b.dataset.body) });
-        say(b.dataset.verb + ": " + out.changed + " of " + count + " matching jobs changed");
+        say(b.dataset.verb + ": " + jobs(out.changed) + " changed, of the " + count + " that matched" +
+          (b.dataset.verb === "Retry" ? "; each runs again as its next attempt, which the list shows as it goes" : "") + ". The audit log has it.");
       });
     }
   });
@@ -158,7 +218,11 @@
     const z = document.getElementById("zone");
     if (z) z.textContent = "Times in " + zone;
     document.querySelectorAll("[data-tz]").forEach((el) => { if (!el.value) el.value = zone; });
+    // On a phone the filters start folded, unless some are set.
+    const box = document.getElementById("filter-box");
+    if (box && window.matchMedia("(max-width: 600px)").matches && !box.querySelector("summary").textContent.includes("(set)")) box.open = false;
     localise(document);
+    setInterval(() => { if (!document.hidden) relative(document); }, 15000);
     const main = document.getElementById("main");
     if (main) setLive(Number(main.getAttribute("data-live")) || 0);
   });

@@ -1,0 +1,248 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/console"
+)
+
+// The overview leads with the latest run of each schedule, against the
+// one before it, ahead of the counts per queue.
+func TestOverviewLeadsWithLastNight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const before, last = "nightly@2025-12-07T23:00:00Z", "nightly@2025-12-08T23:00:00Z"
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("prev", i)}, queue.InRun(before), queue.InPeriod("2025-12-07")))
+	}
+	e.work(t, ids...)
+	ids = ids[:0]
+	for i := range 2 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("ok", i)}, queue.InRun(last), queue.InPeriod("2025-12-08")))
+	}
+	ids = append(ids, e.enqueue(t, report{County: "El Paso", Fail: true}, queue.InRun(last), queue.InPeriod("2025-12-08")))
+	e.work(t, ids...)
+	// A run of another schedule, still going.
+	e.enqueue(t, report{County: "later"}, queue.InRun("hourly@2025-12-09T08:00:00Z"), queue.RunAt(time.Now().Add(time.Hour)))
+
+	body := e.page(t, "/", http.StatusOK)
+	night, counts := strings.Index(body, `id="night"`), strings.Index(body, `id="counts"`)
+	require.True(t, night > 0 && night < counts, "last night comes before the counts")
+	section := body[night:counts]
+	require.Contains(t, section, `data-schedule="nightly" data-run="`+last+`"`)
+	require.Contains(t, section, `data-schedule="hourly"`)
+	require.Regexp(t, `data-schedule="nightly"[^>]*>\s*<h3>.*data-verdict>needs a look<`, section)
+	require.Regexp(t, `data-schedule="hourly"[^>]*>\s*<h3>.*data-verdict>still running<`, section)
+	require.Contains(t, section, `data-fact="failed">1 failed</a>`)
+	require.Contains(t, section, "3 jobs,")
+	require.Contains(t, section, ">1 failure group</a>")
+	require.Contains(t, section, `<a href="runs/`+before+`">`+before+`</a>`, "the run before, linked")
+	require.Contains(t, section, "3 completed, 0 failed.")
+	require.Contains(t, section, "No earlier run of hourly")
+	require.Regexp(t, `started <time datetime="[^"]+" data-rel title="[^"]+ UTC">(just now|\d+ (min|h|days) ago)</time>`, section)
+
+	empty := newEnv(t)
+	require.Contains(t, empty.page(t, "/", http.StatusOK), "No schedule has run yet.")
+}
+
+// setWaiting makes job id a QUEUED job after attempts failed attempts,
+// due in, as a retry's backoff leaves it.
+func (e *env) setWaiting(t *testing.T, id int64, attempts int, in time.Duration) {
+	t.Helper()
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'QUEUED', attempts = ?, claims = ?,
+		last_error = 'upstream timed out after 30s' WHERE id = ?`, attempts, attempts, id).Error)
+	e.setTime(t, id, "run_at", time.Now().Add(in))
+}
+
+// A job waiting for its retry says so, and when, and can be run now; the
+// list of jobs shows when each is due.
+func TestWaitingJobIsExplained(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.enqueue(t, report{County: "Collin"}, queue.InRun("nightly@1"))
+	e.setWaiting(t, id, 1, 57*time.Minute+30*time.Second)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	max := rec.MaxAttempts
+
+	job := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
+	require.Regexp(t, fmt.Sprintf(`id="wait">Retry <time [^>]*data-rel[^>]*>in 57 min</time> \(attempt 2 of %d\)`, max), job)
+	require.Contains(t, job, fmt.Sprintf("1 of %d attempts used", max))
+	require.Contains(t, job, `id="run-now"`)
+	require.Contains(t, job, ">Retry now</button>")
+
+	list := e.page(t, "/jobs", http.StatusOK)
+	row := regexp.MustCompile(fmt.Sprintf(`(?s)<tr data-job="%d">.*?</tr>`, id)).FindString(list)
+	require.Regexp(t, fmt.Sprintf(`data-col="due"><time [^>]*>in 57 min</time> <span class="hint">retry, attempt 2 of %d</span>`, max), row)
+	require.Contains(t, row, `data-col="run"><a href="runs/nightly@1">nightly@1</a>`)
+
+	later := e.enqueue(t, report{County: "Dallas"}, queue.RunAt(time.Now().Add(5*time.Hour)))
+	require.Regexp(t, `id="wait">Due <time [^>]*>in 5 h</time>, at <time`, e.page(t, fmt.Sprintf("/jobs/%d", later), http.StatusOK))
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", later), http.StatusOK), ">Run now</button>")
+
+	// Run now: due at once, attempts kept, and in the audit log.
+	res := e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/run", id), "")
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	rec, err = e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.False(t, rec.RunAt.After(time.Now()), "due now")
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, max, rec.MaxAttempts)
+	job = e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
+	require.Contains(t, job, "waiting for a runner of queue default to take it")
+	require.NotContains(t, job, `id="run-now"`, "nothing to bring forward")
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "run_now", entries[0].Action)
+	require.JSONEq(t, fmt.Sprintf(`{"job":%d}`, id), string(entries[0].Target))
+	require.EqualValues(t, 1, entries[0].Changed)
+
+	done := e.enqueue(t, report{County: "Travis"})
+	e.work(t, done)
+	// A paused queue says so.
+	require.NoError(t, e.client.PauseQueue(context.Background(), "default"))
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", later), http.StatusOK), "Queue default is paused")
+	e.expectError(t, http.StatusConflict, "wrong_status", "POST", fmt.Sprintf("/api/jobs/%d/run", done), "")
+	e.expectError(t, http.StatusNotFound, "not_found", "POST", "/api/jobs/987654/run", "")
+	readOnly := newEnv(t)
+	readOnly.expectError(t, http.StatusForbidden, "forbidden", "POST", fmt.Sprintf("/api/jobs/%d/run", id), "")
+}
+
+// A job finished for good says how it ended, not "attempt 1 of 3"; its
+// Retry button says beforehand what a retry does to its attempt limit.
+func TestFinishedJobSaysHowItEnded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	bad := e.enqueue(t, report{County: "El Paso", Fail: true})
+	ok := e.enqueue(t, report{County: "Travis"})
+	e.work(t, bad, ok)
+	rec, err := e.client.Get(context.Background(), bad)
+	require.NoError(t, err)
+
+	failed := e.page(t, fmt.Sprintf("/jobs/%d", bad), http.StatusOK)
+	require.Contains(t, failed, `id="attempt-line">failed for good after 1 attempt (a permanent error, not retried)</span>`)
+	require.Contains(t, failed, fmt.Sprintf("A retry raises its attempt limit from %d to %d", rec.MaxAttempts, rec.MaxAttempts+1))
+	require.Contains(t, failed, fmt.Sprintf("attempt 2 of %d", rec.MaxAttempts+1))
+	require.NotContains(t, failed, `id="wait"`)
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", ok), http.StatusOK), `id="attempt-line">completed at attempt 1</span>`)
+
+	limit := rec.MaxAttempts + 1
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/retry", bad), "").status)
+	rec, err = e.client.Get(context.Background(), bad)
+	require.NoError(t, err)
+	require.Equal(t, limit, rec.MaxAttempts, "as the page said")
+}
+
+// The review gives each failure group its actions and facts, tags what
+// an error is known to mean, lists the jobs waiting for a retry, states
+// the slow check's baseline, and answers an unknown run with 404.
+func TestReviewPageActsOnGroups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	a := e.enqueue(t, report{County: "1", Fail: true}, queue.InRun(run))
+	b := e.enqueue(t, report{County: "2", Fail: true}, queue.InRun(run))
+	ok := e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
+	e.work(t, a, b, ok)
+	waiting := e.enqueue(t, report{County: "Collin"}, queue.InRun(run))
+	e.setWaiting(t, waiting, 1, 57*time.Minute+30*time.Second)
+	rec, err := e.client.Get(context.Background(), waiting)
+	require.NoError(t, err)
+
+	page := e.page(t, "/runs/"+run, http.StatusOK)
+	group := regexp.MustCompile(`(?s)<details class="group" open data-group="0">.*?</details>`).FindString(page)
+	require.NotEmpty(t, group)
+	require.Contains(t, group, `<span class="count">2</span>`)
+	require.Contains(t, group, `data-tag="permanent">permanent</span> county &lt;n&gt;: upstream returned`)
+	require.Contains(t, group, fmt.Sprintf(`data-body="{&#34;ids&#34;:[%d,%d]}"`, a, b))
+	require.Contains(t, group, ">Retry these 2</button>")
+	require.Contains(t, group, `data-confirm="Retry these 2 failed jobs?"`)
+	require.Contains(t, group, "2 attempts in all; first failed <time")
+	require.Contains(t, group, `href="jobs?q=%3A&#43;upstream&#43;returned&amp;run=nightly%402025-12-08T23%3A00%3A00Z&amp;status=FAILED">Open in Jobs</a>`)
+	// The link finds the group's jobs.
+	list := e.page(t, "/jobs?q=%3A+upstream+returned&run="+url.QueryEscape(run)+"&status=FAILED", http.StatusOK)
+	require.Contains(t, list, fmt.Sprintf(`data-job="%d"`, a))
+	require.Contains(t, list, fmt.Sprintf(`data-job="%d"`, b))
+	require.Contains(t, page, `>Retry the 2 failed jobs of this run</button>`)
+
+	retrying := regexp.MustCompile(`(?s)<section aria-labelledby="retrying-h".*?</section>`).FindString(page)
+	require.Regexp(t, fmt.Sprintf(`data-job="%d">.*retry <time [^>]*>in 57 min</time> \(attempt 2 of %d\), after <span class="err"><span class="badge tag" data-tag="timeout">timed out</span> upstream timed out after 30s`,
+		waiting, rec.MaxAttempts), retrying)
+
+	require.Regexp(t, `id="slow-baseline">A completed job is slow when it took 1.5× its kind's median or longer, the median over its kind's 20 completed jobs before this run: report (no earlier job|[0-9.]+(ms|µs|s))\.`, page)
+	require.Contains(t, page, "No job was slow.")
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=3&history=5", http.StatusOK), "took 3× its kind's median or longer, the median over its kind's 5 completed")
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=0.5", http.StatusBadRequest), "slow_factor")
+
+	require.Contains(t, e.page(t, "/runs/nope", http.StatusNotFound), "no run nope")
+	reader := &env{db: e.db, reg: e.reg, client: e.client}
+	h, err := console.New(e.client, console.WithLogger(quiet()))
+	require.NoError(t, err)
+	reader.srv = httptest.NewServer(h)
+	t.Cleanup(reader.srv.Close)
+	require.NotContains(t, reader.page(t, "/runs/"+run, http.StatusOK), "Retry these", "a reader may not retry")
+}
+
+// A schedule whose ticks no runner recorded, but whose run has jobs,
+// links to that run rather than saying it never ran.
+func TestSchedulesLinkTheirLatestRun(t *testing.T) {
+	t.Parallel()
+	db, reg, _ := newClient(t)
+	require.NoError(t, reg.Schedule(queue.Periodic{Name: "nightly", Spec: queue.Daily(23, 0),
+		Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))
+	require.NoError(t, err)
+	h, err := console.New(c, console.WithLogger(quiet()), console.WithCountsCache(0))
+	require.NoError(t, err)
+	e := &env{db: db, reg: reg, client: c, srv: httptest.NewServer(h), h: h}
+	t.Cleanup(e.srv.Close)
+	require.Contains(t, e.page(t, "/schedules", http.StatusOK), "none yet")
+	for _, run := range []string{"nightly@2025-12-07T23:00:00Z", "nightly@2025-12-08T23:00:00Z"} {
+		e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
+	}
+	page := e.page(t, "/schedules", http.StatusOK)
+	require.Contains(t, page, `no tick recorded; latest run <a href="runs/nightly@2025-12-08T23:00:00Z" data-latest-run>nightly@2025-12-08T23:00:00Z</a>`)
+}
+
+// The audit log says in words what each change acted on, linking the
+// jobs; the jobs page's bulk retry says what it touches when no filter
+// is set.
+func TestAuditReadsInWords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	bad := e.enqueue(t, report{County: "El Paso", Fail: true})
+	e.work(t, bad)
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	q1 := e.enqueue(t, report{County: "a"}, queue.OnQueue("q1"), later)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/retry", bad), "").status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/jobs/retry", fmt.Sprintf(`{"ids":[%d,%d]}`, bad, q1)).status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/jobs/cancel", `{"filter":{"queue":"q1","statuses":["QUEUED"],"q":"a"}}`).status)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/queues/q1/pause", "").status)
+
+	page := e.page(t, "/audit", http.StatusOK)
+	cells := regexp.MustCompile(`<td data-col="target">(.*?)</td>`).FindAllStringSubmatch(page, -1)
+	require.Len(t, cells, 4)
+	require.Equal(t, `queue <a href="jobs?queue=q1">q1</a>`, cells[0][1])
+	require.Equal(t, `<a href="jobs?q=a&amp;queue=q1&amp;status=QUEUED">queued jobs on queue q1, &#34;a&#34; in their error or arguments</a>`, cells[1][1])
+	require.Equal(t, fmt.Sprintf(`jobs <a href="jobs/%d">#%d</a>, <a href="jobs/%d">#%d</a>`, bad, bad, q1, q1), cells[2][1])
+	require.Equal(t, fmt.Sprintf(`job <a href="jobs/%d">#%d</a>`, bad, bad), cells[3][1])
+
+	jobs := e.page(t, "/jobs", http.StatusOK)
+	require.Contains(t, jobs, `data-words="every one of the failed jobs: no filter is set">Retry every failed job…</button>`)
+	filtered := e.page(t, "/jobs?queue=q1&kind=report", http.StatusOK)
+	require.Contains(t, filtered, `data-words="failed jobs of kind report, on queue q1">Retry all matching…</button>`)
+	require.Contains(t, filtered, `data-words="queued or running jobs of kind report, on queue q1">Cancel all matching…</button>`)
+}
