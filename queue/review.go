@@ -84,10 +84,10 @@ type Review struct {
 	// the one-to-one rules' groups past them.
 	Stopped     []StoppedChain
 	MoreStopped int64
-	// Typical is, for each kind with a completed job in scope whose
-	// typical duration is known, that duration: the median the slow check
-	// compared the kind's jobs with, of the History earlier completed jobs
-	// of the kind or of its day roll-ups.
+	// Typical is, for each kind with a completed job in scope, the median
+	// duration the slow check compared its jobs with: that of the History
+	// earlier completed jobs of the kind, or of its day roll-ups; zero when
+	// no earlier job of the kind is known.
 	Typical map[string]time.Duration
 }
 

@@ -236,8 +236,9 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("history of %q: %w", k, err)
 		}
+		typical[k] = t // zero: no earlier job of the kind is known
 		if t > 0 {
-			typical[k], threshold[k] = t, time.Duration(q.SlowFactor*float64(t))
+			threshold[k] = time.Duration(q.SlowFactor * float64(t))
 		}
 	}
 	if len(threshold) == 0 {
