@@ -472,6 +472,37 @@ func TestCancelAndRetryTransitions(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrWrongStatus)
 }
 
+// RunNow brings a job due later forward, keeping its attempts; a job
+// already due stays as it is, and other statuses are refused.
+func TestRunNow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	res, err := e.client.Enqueue(ctx, report{County: "X"}, queue.RunAt(later))
+	require.NoError(t, err)
+	id := res.Job.ID
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET attempts = 1 WHERE id = ?", id).Error)
+
+	rec, err := e.client.RunNow(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, queue.StatusQueued, rec.Status)
+	require.False(t, rec.RunAt.After(time.Now()), "due now, not at %v", rec.RunAt)
+	require.Equal(t, 1, rec.Attempts)
+	require.Equal(t, 5, rec.MaxAttempts)
+	due := rec.RunAt
+	rec, err = e.client.RunNow(ctx, id)
+	require.NoError(t, err)
+	require.True(t, rec.RunAt.Equal(due), "a due job keeps its run time")
+
+	_, err = e.client.RunNow(ctx, 999_999)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+	_, err = e.client.Cancel(ctx, id)
+	require.NoError(t, err)
+	_, err = e.client.RunNow(ctx, id)
+	require.ErrorIs(t, err, queue.ErrWrongStatus)
+}
+
 func TestRetryFailedSelects(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))

@@ -32,6 +32,9 @@
 //     last 20 attempts (runner, start, end, outcome, error).
 //   - POST /api/jobs/{id}/cancel, /retry: cancel or retry one job (409
 //     wrong_status when it cannot be).
+//   - POST /api/jobs/{id}/run: make a QUEUED job due later (a retry's
+//     backoff, a job submitted for later) due now; it needs the retry leave
+//     and is audited as run_now.
 //   - POST /api/jobs/cancel, /retry: in bulk, {"ids":[…]}, or
 //     {"filter":{…}} for every matching job (QUEUED and PROCESSING ones to
 //     cancel, FAILED ones to retry).
@@ -76,8 +79,8 @@
 // Every request that would change state and passes the checks above is
 // recorded in the queue's audit log (queue.Client.RecordAudit), whether
 // it succeeds or is answered with an error: who (Access.Actor, else the
-// request's remote address), the action (submit, cancel, retry, pause,
-// resume, silence, unsilence), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
+// request's remote address without its port), the action (submit, cancel,
+// retry, run_now, pause, resume, silence, unsilence), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
 // {"queue":…}), its result ("ok", or the error's code) and how many jobs
 // changed. Requests refused with 401 or 403 made no attempt, and are not
 // recorded. When the log cannot take an entry, the console logs the
@@ -105,27 +108,46 @@
 // what ran overnight, what failed and why, what is slow, what never ran,
 // and to fix it with a click.
 //
-//   - / (overview): jobs by queue and status, each count a link to those
+//   - / (overview): first how last night went: the latest run of each
+//     schedule (runs are named schedule@tick), its counts, failure groups,
+//     slow jobs, missed ticks, stopped chains and jobs not started, each
+//     linked to its review, beside the run before it; then jobs by queue
+//     and status, each count a link to those
 //     jobs; each queue's oldest due job and a pause/resume button; jobs
 //     finished per minute over the last hour and per quarter hour over the
 //     last day, with their wait and run times (median and 95th percentile),
 //     drawn as SVG charts; the runners seen in the last minute.
-//   - /jobs: every filter of GET /api/jobs as a form, newest first, keyset
-//     pages; retry or cancel the jobs selected, or every job that matches,
-//     after a confirmation that states how many.
+//   - /jobs: every filter of GET /api/jobs as a form (folded on a phone),
+//     newest first, keyset pages, with when each job is due, finished, how
+//     long it ran and its run; retry or cancel the jobs selected, or every
+//     job that matches, after an in-page dialog that says which jobs in
+//     words, how many, and shows the first.
 //   - /jobs/{id}: a job's status, arguments (through the formatter), the
 //     progress bar of a chunked job, which moves while it runs, the
 //     timeline of its attempts with runners and errors, parents and
-//     children as links, output, correlation ID; retry and cancel.
+//     children as links (or the rules it holds up), output, correlation
+//     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
+//     paused queue, a closed window) with Run now or Retry now; what a
+//     retry does to its attempt limit, said before; who cancelled it;
+//     retry and cancel.
 //   - /runs, /runs/{id}: the runs of a night, and a run's morning review:
 //     its counts, failures grouped by error with their jobs, dependency
 //     chains that stopped drawn as a small graph with the parent that
-//     stopped each marked, slow jobs against their kind's history, jobs that
-//     never ran and why, missed ticks; retry the run's failed jobs.
+//     stopped each marked (chains whose parents are still to run are
+//     called waiting), jobs waiting for a retry, slow jobs against their
+//     kind's median (the factor and the history adjustable, the baseline
+//     stated), jobs that never ran and why, missed ticks; retry each
+//     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch
 //     window, open or closed now, as of the client's clock (queue.WithClock).
-//   - /audit: who did what through the console, newest first.
+//   - /audit: who did what through the console, newest first, to what
+//     (in words, the jobs linked).
+//
+// Times read relative ("in 57 min", "3 h ago"), kept current, with the
+// absolute time in the viewer's zone as their title. Below 600 px the
+// tables of jobs and counts become cards; a dark theme follows the
+// system's setting.
 //   - /alerts, with WithAlerts: what fires, what a silence mutes, the
 //     silences, and what resolved lately; silence a rule (or its kind and
 //     queue) for an hour, or remove a silence.

@@ -85,8 +85,8 @@ func TestWaitingJobIsExplained(t *testing.T) {
 
 	list := e.page(t, "/jobs", http.StatusOK)
 	row := regexp.MustCompile(fmt.Sprintf(`(?s)<tr data-job="%d">.*?</tr>`, id)).FindString(list)
-	require.Regexp(t, fmt.Sprintf(`data-col="due"><time [^>]*>in 57 min</time> <span class="hint">retry, attempt 2 of %d</span>`, max), row)
-	require.Contains(t, row, `data-col="run"><a href="runs/nightly@1">nightly@1</a>`)
+	require.Regexp(t, fmt.Sprintf(`data-col="due" data-label="Due"><time [^>]*>in 57 min</time> <span class="hint">retry, attempt 2 of %d</span>`, max), row)
+	require.Contains(t, row, `data-col="run" data-label="Run"><a href="runs/nightly@1">nightly@1</a>`)
 
 	later := e.enqueue(t, report{County: "Dallas"}, queue.RunAt(time.Now().Add(5*time.Hour)))
 	require.Regexp(t, `id="wait">Due <time [^>]*>in 5 h</time>, at <time`, e.page(t, fmt.Sprintf("/jobs/%d", later), http.StatusOK))
@@ -245,4 +245,33 @@ func TestAuditReadsInWords(t *testing.T) {
 	filtered := e.page(t, "/jobs?queue=q1&kind=report", http.StatusOK)
 	require.Contains(t, filtered, `data-words="failed jobs of kind report, on queue q1">Retry all matching…</button>`)
 	require.Contains(t, filtered, `data-words="queued or running jobs of kind report, on queue q1">Cancel all matching…</button>`)
+}
+
+// A job's page says what it holds up, and who cancelled it: through the
+// console (from the audit log) or not.
+func TestJobTellsItsStory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
+	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "rollup", Parents: []string{report{}.Kind()}, Each: true},
+		func([]queue.JobRecord) (countyRollup, []queue.EnqueueOption) { return countyRollup{}, nil }))
+	bad := e.enqueue(t, report{County: "El Paso", Fail: true})
+	e.work(t, bad)
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", bad), http.StatusOK),
+		`id="children">none yet: rule <strong>rollup</strong> creates its job once this one completes, which it will not unless it is retried</dd>`)
+
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	byConsole := e.enqueue(t, report{County: "a"}, later)
+	byProgram := e.enqueue(t, report{County: "b"}, later)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", byConsole), "").status)
+	_, err := e.client.Cancel(context.Background(), byProgram)
+	require.NoError(t, err)
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", byConsole), http.StatusOK)
+	require.Regexp(t, fmt.Sprintf(`id="cancelled-by">Cancelled through the console by <strong>tester</strong> <time [^>]+>just now</time> \(<a href="audit">audit entry #%d</a>\)\.`, entries[0].ID), page)
+	require.Regexp(t, `id="attempt-line">cancelled <time [^>]+>just now</time> after 0 attempts`, page)
+	require.Contains(t, page, `id="children">none yet: rule <strong>rollup</strong> creates its job once this one completes, which it will not`)
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", byProgram), http.StatusOK), `id="cancelled-by">Cancelled outside this console`)
 }

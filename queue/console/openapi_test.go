@@ -2,6 +2,9 @@ package console_test
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,4 +51,61 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	require.Equal(t, registered, documented)
 	require.True(t, registered["GET /api/openapi.json"])
+}
+
+// The document shares its schemas and error responses, declares how
+// callers may authenticate, and every reference in it resolves.
+func TestOpenAPISharesItsParts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	doc := e.do(t, "GET", "/api/openapi.json", "").json(t)
+	comps := doc["components"].(map[string]any)
+	schemas := comps["schemas"].(map[string]any)
+	for _, name := range []string{"Job", "Attempt", "Queue", "Run", "Review", "Error", "Filter"} {
+		require.Contains(t, schemas, name)
+	}
+	require.Contains(t, comps["securitySchemes"], "bearer")
+	job := doc["paths"].(map[string]any)["/api/jobs/{id}"].(map[string]any)["get"].(map[string]any)["responses"].(map[string]any)
+	require.Equal(t, map[string]any{"$ref": "#/components/responses/NotFound"}, job["404"])
+	retry := doc["paths"].(map[string]any)["/api/jobs/{id}/retry"].(map[string]any)["post"].(map[string]any)["responses"].(map[string]any)
+	require.Contains(t, retry, "409")
+	// Every reference resolves, and the job is described once.
+	raw := string(e.do(t, "GET", "/api/openapi.json", "").body)
+	for _, m := range regexp.MustCompile(`"\$ref":"#/components/(schemas|responses)/(\w+)"`).FindAllStringSubmatch(raw, -1) {
+		require.Contains(t, comps[m[1]], m[2], m[0])
+	}
+	require.Equal(t, 1, strings.Count(raw, `"claims":`), "the job's fields appear once, in its schema")
+}
+
+// TestOpenAPILints runs the linters CI installs with npm (.ci/run) on the
+// document: Redocly's recommended rules and Spectral's spectral:oas, with
+// no error and no warning.
+func TestOpenAPILints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "openapi.json")
+	require.NoError(t, os.WriteFile(doc, e.do(t, "GET", "/api/openapi.json", "").body, 0o600))
+	ruleset := filepath.Join(dir, ".spectral.json")
+	require.NoError(t, os.WriteFile(ruleset, []byte(`{"extends": [["spectral:oas", "recommended"]]}`), 0o600))
+	for _, lint := range [][]string{
+		{"redocly", "lint", "--format=stylish", doc},
+		{"spectral", "lint", "--ruleset", ruleset, "--fail-severity=warn", doc},
+	} {
+		path, err := exec.LookPath(lint[0])
+		if err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (.ci/run installs it with npm)", lint[0])
+			}
+			t.Logf("skipped: %s is not installed", lint[0])
+			continue
+		}
+		cmd := exec.Command(path, lint[1:]...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s:\n%s", lint[0], out)
+		// Redocly fails on errors only; its warnings are lines of the
+		// stylish format.
+		require.NotRegexp(t, `\d+:\d+\s+warning`, string(out), "%s:\n%s", lint[0], out)
+	}
 }

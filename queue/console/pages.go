@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"html/template"
 	"math"
 	"net/http"
@@ -293,6 +294,45 @@ type jobData struct {
 	// NextAttempt is the number of the job's next attempt; RetryLimit the
 	// attempt limit a retry gives it, which the page states beforehand.
 	NextAttempt, RetryLimit int
+	// Rules are the dependency rules the job is a parent in: what it
+	// holds up until it completes.
+	Rules []string
+	// Cancelled is, for a CANCELLED job, the audit log's entry of the
+	// request that cancelled it, if the console made it (recently).
+	Cancelled *queue.AuditEntry
+}
+
+// auditScan is how many of the newest audit entries a cancelled job's
+// page looks through for the one that cancelled it.
+const auditScan = 200
+
+// cancelledBy finds the audit entry that cancelled job j: one naming it,
+// or a bulk cancel by filter made as it was cancelled; nil if none of the
+// newest auditScan entries is.
+func (c *console) cancelledBy(ctx context.Context, j jobView) (*queue.AuditEntry, error) {
+	entries, err := c.client.AuditLog(ctx, 0, auditScan)
+	if err != nil {
+		return nil, err
+	}
+	at := timeOf(j.CompletedAt)
+	for _, e := range entries {
+		if e.Action != string(ActionCancel) || e.Result != "ok" {
+			continue
+		}
+		var t struct {
+			Job    int64           `json:"job"`
+			IDs    []int64         `json:"ids"`
+			Filter json.RawMessage `json:"filter"`
+		}
+		if json.Unmarshal(e.Target, &t) != nil {
+			continue
+		}
+		near := e.At.Sub(at).Abs() < 5*time.Second
+		if t.Job == j.ID || slices.Contains(t.IDs, j.ID) || (t.Filter != nil && near) {
+			return &e, nil
+		}
+	}
+	return nil, nil
 }
 
 // jobWait is why a QUEUED job waits.
@@ -326,6 +366,16 @@ func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
 		NextAttempt: j.Attempts + 1, RetryLimit: j.Attempts + j.MaxAttempts}
 	if j.Attempts == 0 {
 		jd.RetryLimit = j.MaxAttempts
+	}
+	for _, ru := range c.reg.Rules() {
+		if slices.Contains(ru.Parents, j.Kind) {
+			jd.Rules = append(jd.Rules, ru.Name)
+		}
+	}
+	if st == queue.StatusCancelled {
+		if jd.Cancelled, err = c.cancelledBy(r.Context(), j); err != nil {
+			return pageBody{}, err
+		}
 	}
 	if st == queue.StatusQueued {
 		if jd.Wait, err = c.jobWaits(r.Context(), j); err != nil {
