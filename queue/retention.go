@@ -235,42 +235,9 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 // each batch a short transaction; one that meets the maintenance rolling
 // up the same day at the same moment may fail, and may be called again.
 func (c *Client) Prune(ctx context.Context) (int64, error) {
-	tasks := c.upkeepAt(nil)
-	for _, t := range tasks {
-		for {
-			next, err := t.Run(ctx)
-			if err != nil {
-				return pruned(tasks), fmt.Errorf("queue: %w", err)
-			}
-			if next != 0 && next != maintain.PrunePause {
-				break // the round is over
-			}
-			if err := pause(ctx, next); err != nil {
-				return pruned(tasks), err
-			}
-		}
+	n, err := maintain.RunNow(ctx, c.upkeepAt(nil))
+	if err != nil {
+		return n, fmt.Errorf("queue: %w", err)
 	}
-	return pruned(tasks), nil
-}
-
-// pruned is how many jobs the pruner among tasks deleted.
-func pruned(tasks []maintain.Task) int64 {
-	for _, t := range tasks {
-		if p, ok := t.(*maintain.Prune); ok {
-			return p.Deleted()
-		}
-	}
-	return 0
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return n, nil
 }

@@ -106,3 +106,46 @@ func wrap(what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// RunNow runs each of tasks, in order, until its round is over (it asks
+// for a pause other than PrunePause, or none), pausing between its batches
+// as the leader would, and returns how many jobs the Prune among them
+// deleted: a leader's upkeep, done at once by a program that runs no
+// runner. It stops at the first error, or when ctx ends.
+func RunNow(ctx context.Context, tasks []Task) (int64, error) {
+	pruned := func() int64 {
+		for _, t := range tasks {
+			if p, ok := t.(*Prune); ok {
+				return p.Deleted()
+			}
+		}
+		return 0
+	}
+	for _, t := range tasks {
+		for {
+			next, err := t.Run(ctx)
+			if err != nil {
+				return pruned(), err
+			}
+			if next != 0 && next != PrunePause {
+				break // the round is over
+			}
+			if err := pause(ctx, next); err != nil {
+				return pruned(), err
+			}
+		}
+	}
+	return pruned(), nil
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

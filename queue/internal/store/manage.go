@@ -125,6 +125,6 @@ type KindCount struct {
 func (*postgres) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	var secs float64
 	err = db.WithContext(ctx).Raw(`SELECT count(*), coalesce(extract(epoch FROM now() - min(run_at)), 0)
-		FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= now()`).Row().Scan(&n, &secs)
+		FROM sheaf_jobs WHERE `+queuedStatus+` AND run_at <= now()`).Row().Scan(&n, &secs)
 	return n, time.Duration(secs * float64(time.Second)), err
 }

@@ -114,7 +114,7 @@ func (*sqlite) JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, erro
 func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error) {
 	t := now()
 	var first sqlTime
-	err = db.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE status = 'QUEUED' AND run_at <= ?`,
+	err = db.WithContext(ctx).Raw(`SELECT count(*), min(run_at) FROM sheaf_jobs WHERE `+queuedStatus+` AND run_at <= ?`,
 		sqliteTime(t)).Row().Scan(&n, &first)
 	if first.valid {
 		oldest = t.Sub(first.t)

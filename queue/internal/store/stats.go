@@ -8,11 +8,15 @@ import (
 	"gorm.io/gorm"
 )
 
-// activeStatuses selects the QUEUED and PROCESSING jobs in the words of
-// the partial indexes that hold only them (sheaf_jobs_claim,
-// sheaf_jobs_suspect, and sheaf_jobs_lease: only PROCESSING jobs hold a
-// lease), so that counting them reads those indexes, not the table.
-const activeStatuses = "((status = 'QUEUED' AND rescues = 0) OR (status = 'QUEUED' AND rescues > 0) OR (locked_until IS NOT NULL AND status = 'PROCESSING'))"
+// queuedStatus selects the QUEUED jobs in the words of the partial indexes
+// that hold only them, sheaf_jobs_claim and sheaf_jobs_suspect: neither
+// database sees that status = 'QUEUED' alone may use them, and reads the
+// table instead. activeStatuses adds the PROCESSING jobs, through
+// sheaf_jobs_lease (only PROCESSING jobs hold a lease).
+const (
+	queuedStatus   = "((status = 'QUEUED' AND rescues = 0) OR (status = 'QUEUED' AND rescues > 0))"
+	activeStatuses = "(" + queuedStatus + " OR (locked_until IS NOT NULL AND status = 'PROCESSING'))"
+)
 
 // CountByKind counts the jobs by kind and status on db without reading
 // every finished job: the QUEUED and PROCESSING jobs where they are, the
