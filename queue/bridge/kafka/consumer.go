@@ -2,16 +2,14 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/bridge/internal/consume"
 )
 
 // ReasonHeader is the header of a dead letter that says why its request
@@ -48,13 +46,8 @@ type ConsumerConfig struct {
 // the commit, and the consumer moves on. Before each fetch it waits while
 // too many of its jobs are queued (Submitter.Wait).
 type Consumer struct {
-	cfg ConsumerConfig
-
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	err     error
+	cfg  ConsumerConfig
+	loop consume.Loop
 
 	afterSubmit func() // between a batch's enqueue and its commit: tests kill the consumer there
 }
@@ -70,64 +63,33 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Consumer{cfg: cfg, done: make(chan struct{})}, nil
+	return &Consumer{cfg: cfg}, nil
 }
 
 // Start connects and consumes until Stop or the end of ctx. Calls after
 // the first do nothing.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
+	var cl *kgo.Client
+	return c.loop.Start(ctx, func() (err error) {
+		opts := append(append([]kgo.Opt(nil), c.cfg.Options...), kgo.SeedBrokers(c.cfg.Brokers...), kgo.ConsumerGroup(c.cfg.Group),
+			kgo.ConsumeTopics(c.cfg.Topics...), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+		if cl, err = kgo.NewClient(opts...); err != nil {
+			return fmt.Errorf("kafka: consumer: %w", err)
+		}
 		return nil
-	}
-	opts := append(append([]kgo.Opt(nil), c.cfg.Options...), kgo.SeedBrokers(c.cfg.Brokers...), kgo.ConsumerGroup(c.cfg.Group),
-		kgo.ConsumeTopics(c.cfg.Topics...), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("kafka: consumer: %w", err)
-	}
-	c.started = true
-	ctx, c.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(c.done)
+	}, func(ctx context.Context) error {
 		defer cl.Close()
 		// A client that holds rebalances back would wait for them in
 		// Close: a batch cut short releases them first.
 		defer cl.AllowRebalance()
-		c.err = c.run(ctx, cl)
-	}()
-	return nil
+		return c.run(ctx, cl)
+	})
 }
 
 // Stop stops consuming, waits for the batch in hand (its enqueue and
 // commit) or for ctx, and leaves the group. It is safe without Start, and
 // idempotent.
-func (c *Consumer) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	started := c.started
-	c.started = true // a Start after Stop does nothing
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.mu.Unlock()
-	if !started {
-		return nil
-	}
-	select {
-	case <-c.done:
-		if errors.Is(c.err, context.Canceled) {
-			return nil
-		}
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// retryDelay is how long a consumer waits before it tries again a step
-// that failed (an enqueue, a dead letter, a commit).
-const retryDelay = 200 * time.Millisecond
+func (c *Consumer) Stop(ctx context.Context) error { return c.loop.Stop(ctx) }
 
 func (c *Consumer) run(ctx context.Context, cl *kgo.Client) error {
 	for {
@@ -136,7 +98,7 @@ func (c *Consumer) run(ctx context.Context, cl *kgo.Client) error {
 				return ctx.Err()
 			}
 			c.cfg.Log.ErrorContext(ctx, "kafka: consumer", "err", err)
-			if err := sleep(ctx, retryDelay); err != nil {
+			if err := consume.Sleep(ctx, consume.RetryDelay); err != nil {
 				return err
 			}
 			continue
@@ -193,33 +155,7 @@ func (c *Consumer) batch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record
 	return c.retry(ctx, "commit", func() error { return cl.CommitRecords(ctx, recs...) })
 }
 
-// retry runs step until it succeeds or ctx ends, logging its failures.
+// retry runs step as consume.Retry does.
 func (c *Consumer) retry(ctx context.Context, what string, step func() error) error {
-	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		err := step()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.cfg.Log.ErrorContext(ctx, "kafka: consumer: "+what, "err", err)
-		if err := sleep(ctx, retryDelay); err != nil {
-			return err
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return consume.Retry(ctx, c.cfg.Log, "kafka: consumer: "+what, step)
 }
