@@ -52,6 +52,6 @@
 // doubled. Malformed requests come back as [Rejected], with the reason,
 // for a dead-letter topic. [Submitter.Wait] holds the consumer back while
 // too many of its jobs are queued. Package queue/bridge/kafka has a
-// consumer-group consumer; a message's traceparent and tracestate headers
+// consumer-group consumer, queue/bridge/nats a JetStream one; a message's traceparent and tracestate headers
 // become its job's trace context.
 package bridge

@@ -93,15 +93,8 @@ func (c *Consumer) Stop(ctx context.Context) error { return c.loop.Stop(ctx) }
 
 func (c *Consumer) run(ctx context.Context, cl *kgo.Client) error {
 	for {
-		if err := c.cfg.Submitter.Wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.cfg.Log.ErrorContext(ctx, "kafka: consumer", "err", err)
-			if err := consume.Sleep(ctx, consume.RetryDelay); err != nil {
-				return err
-			}
-			continue
+		if err := consume.Retry(ctx, c.cfg.Log, "kafka: consumer: wait", func() error { return c.cfg.Submitter.Wait(ctx) }); err != nil {
+			return err
 		}
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if ctx.Err() != nil {
