@@ -39,4 +39,19 @@
 // traceparent and tracestate. The key is the job's ID. Each event type
 // has its topic (a Kafka topic, a NATS subject): [DefaultTopic], or
 // [WithTopic].
+//
+// # Submissions
+//
+// A consumer of job requests ([Request], JSON: kind, payload, and
+// optionally queue, priority, max_attempts, correlation_id) turns a
+// broker's messages into jobs through a [Submitter]: a batch in one
+// transaction, each job keyed by its message's identity, so a message
+// delivered again makes no second job. The consumer commits (acknowledges)
+// a batch only after [Submitter.Submit] returned: a consumer that dies in
+// between has the messages delivered again, and nothing is lost or
+// doubled. Malformed requests come back as [Rejected], with the reason,
+// for a dead-letter topic. [Submitter.Wait] holds the consumer back while
+// too many of its jobs are queued. Package queue/bridge/kafka has a
+// consumer-group consumer, queue/bridge/nats a JetStream one; a message's traceparent and tracestate headers
+// become its job's trace context.
 package bridge

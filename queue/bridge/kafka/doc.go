@@ -1,5 +1,8 @@
 // Package kafka carries the events of package queue/bridge to Kafka,
-// through github.com/twmb/franz-go: a [Publisher] for a bridge.Relay.
+// through github.com/twmb/franz-go: a [Publisher] for a bridge.Relay, and
+// a [Consumer] that enqueues job requests from topics as a consumer group,
+// committing offsets only after the jobs committed, and sends malformed
+// requests to a dead-letter topic.
 // It is a package of its own so that a program that uses NATS does not
 // build Kafka's client, and the other way round.
 //
