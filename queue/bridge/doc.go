@@ -11,7 +11,7 @@
 // [Completed], [Failed] (the dead letter), [Cancelled]. A claim writes
 // none. The rows are written by database triggers that exist only while
 // the outbox is on, so a queue without a bridge pays nothing; [Disable]
-// drops them. The outbox needs schema version 15.
+// drops them. The outbox needs schema version 13.
 //
 // # The relay
 //

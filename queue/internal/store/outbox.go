@@ -1,6 +1,6 @@
 package store
 
-// The outbox of package queue/bridge (schema version 15): triggers on the
+// The outbox of package queue/bridge (schema version 13): triggers on the
 // jobs table write one row per lifecycle event in the transaction of the
 // change, whatever statement or process makes it; the relay reads the rows
 // in ID order and deletes each once its broker acknowledged it. A job's

@@ -233,9 +233,7 @@ WHEN NEW.run_id IS NOT NULL AND NEW.status IN ('QUEUED', 'PROCESSING') AND OLD.s
 	UPDATE sheaf_runs SET counts = NULL WHERE run_id = NEW.run_id AND counts IS NOT NULL;
 END;
 `,
-	13: "\n",
-	14: "\n",
-	15: `
+	13: `
 -- The outbox, as on PostgreSQL; its triggers are created by EnableOutbox.
 CREATE TABLE sheaf_outbox (
 	id             INTEGER   PRIMARY KEY AUTOINCREMENT,
