@@ -270,10 +270,29 @@ func TestRequeuePassesAHeldRowBy(t *testing.T) {
 	lock := db.Begin()
 	defer lock.Rollback()
 	require.NoError(t, lock.Exec("SELECT id FROM sheaf_jobs WHERE id = ? FOR UPDATE", held).Error)
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	var holder int64
+	require.NoError(t, lock.Raw("SELECT pg_backend_pid()").Scan(&holder).Error)
+	// Requeue's context ends once it waits for the held row, not after a
+	// fixed time, which a loaded machine could spend on the free row.
+	short, cancel := context.WithCancel(ctx)
 	defer cancel()
+	blocked := func() int64 {
+		var n int64
+		if err := db.Raw("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))", holder).Scan(&n).Error; err != nil {
+			return -1
+		}
+		return n
+	}
+	go func() {
+		for short.Err() == nil {
+			if blocked() != 0 {
+				cancel()
+				return
+			}
+		}
+	}()
 	put, err := st.Requeue(short, ids, keys, []bool{true, true})
-	require.Error(t, err, "the held row is waited for until the deadline")
+	require.Error(t, err, "the held row is waited for until the context ends")
 	require.Equal(t, []int64{free}, put)
 	status := func(id int64) string {
 		var r row
@@ -283,7 +302,10 @@ func TestRequeuePassesAHeldRowBy(t *testing.T) {
 	require.Equal(t, "QUEUED", status(free))
 	require.Equal(t, "PROCESSING", status(held))
 
-	// Once the row is free, trying again puts the rest back.
+	// Once the row is free, trying again puts the rest back. The cancelled
+	// statement is gone first: the server ends it when the cancel request
+	// arrives, which, on a loaded machine, can be after Requeue returned.
+	require.Eventually(t, func() bool { return blocked() == 0 }, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, lock.Rollback().Error)
 	put, err = st.Requeue(ctx, ids, keys, []bool{true, true})
 	require.NoError(t, err)
