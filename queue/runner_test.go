@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -444,7 +445,14 @@ func TestRunnerSurvivesItsConnectionsBeingTerminated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	app := "sheaf-victim-" + e.db.Schema
-	pool, err := gorm.Open(postgres.Open(e.db.DSN+"&application_name="+app), &gorm.Config{Logger: logger.Discard})
+	// The pool's own label replaces the schema's (pgtest labels every
+	// connection of the schema), so that only its backends are terminated.
+	dsn, err := url.Parse(e.db.DSN)
+	require.NoError(t, err)
+	q := dsn.Query()
+	q.Set("application_name", app)
+	dsn.RawQuery = q.Encode()
+	pool, err := gorm.Open(postgres.Open(dsn.String()), &gorm.Config{Logger: logger.Discard})
 	require.NoError(t, err)
 	sqlDB, err := pool.DB()
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -151,23 +152,32 @@ func procCPU(pid int, tick float64) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name, field 2, is in parentheses and may hold spaces;
-	// the fields after the last ')' start with field 3.
+	ticks, err := statTicks(raw)
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: /proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(float64(ticks) * tick * float64(time.Second)), nil
+}
+
+// statTicks sums utime and stime, fields 14 and 15 of a /proc/<pid>/stat.
+func statTicks(raw []byte) (uint64, error) {
+	// The command name, field 2, is in parentheses and may hold spaces
+	// and parentheses; the fields after the last ')' start with field 3.
 	i := bytes.LastIndexByte(raw, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("pgtest: /proc/%d/stat: no command name", pid)
+		return 0, errors.New("no command name")
 	}
 	f := bytes.Fields(raw[i+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("pgtest: /proc/%d/stat: %d fields", pid, len(f))
+		return 0, fmt.Errorf("%d fields after the command name", len(f))
 	}
-	var ticks float64
-	for _, s := range f[11:13] { // utime, stime: fields 14 and 15
+	var ticks uint64
+	for _, s := range f[11:13] {
 		n, err := strconv.ParseUint(string(s), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("pgtest: /proc/%d/stat: %w", pid, err)
+			return 0, err
 		}
-		ticks += float64(n)
+		ticks += n
 	}
-	return time.Duration(ticks * tick * float64(time.Second)), nil
+	return ticks, nil
 }
