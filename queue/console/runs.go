@@ -21,6 +21,7 @@ var runParams = []param{
 var reviewParams = []param{
 	{Name: "slow_factor", Type: "number", Doc: "Flag completed jobs that took this many times their kind's median. Default 1.5."},
 	{Name: "history", Type: "integer", Doc: "How many earlier jobs of a kind make its median. Default 20."},
+	{Name: "limit", Type: "integer", Doc: "How many jobs each list of the review holds at most, 1 to 10000; its more_ field counts the rest. Default 100."},
 }
 
 // runView is one run, newest first in listings.
@@ -61,6 +62,12 @@ type reviewView struct {
 	Typical    []typicalView `json:"typical"`
 	SlowFactor float64       `json:"slow_factor"`
 	History    int           `json:"history"`
+	// The More fields count the jobs past each list's limit.
+	MoreFailed   int64 `json:"more_failed"`
+	MoreSlow     int64 `json:"more_slow"`
+	MoreNeverRan int64 `json:"more_never_ran"`
+	MoreRetrying int64 `json:"more_retrying"`
+	MoreStopped  int64 `json:"more_stopped"`
 }
 
 // typicalView is a kind's median duration; 0 seconds when no earlier job
@@ -202,7 +209,10 @@ func reviewQueryOf(r *http.Request, q query) (queue.ReviewQuery, error) {
 	if rq.SlowFactor, err = q.float("slow_factor", 1); err != nil {
 		return rq, err
 	}
-	rq.History, err = q.int("history", 0, 1, 10_000)
+	if rq.History, err = q.int("history", 0, 1, 10_000); err != nil {
+		return rq, err
+	}
+	rq.Limit, err = q.int("limit", 0, 1, 10_000)
 	return rq, err
 }
 
@@ -219,7 +229,8 @@ func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewVie
 	out := reviewView{RunID: rq.RunID, Total: rv.Total, Counts: rv.Counts, Failed: c.views(rv.Failed),
 		Failures: failureGroups(rv.Failures), Slow: []slowView{}, NeverRan: c.views(rv.NeverRan),
 		MissedTicks: []tickView{}, Stopped: []stoppedView{}, Retrying: c.views(rv.Retrying), Typical: []typicalView{},
-		SlowFactor: rv.Query.SlowFactor, History: rv.Query.History}
+		SlowFactor: rv.Query.SlowFactor, History: rv.Query.History, MoreFailed: rv.MoreFailed, MoreSlow: rv.MoreSlow,
+		MoreNeverRan: rv.MoreNeverRan, MoreRetrying: rv.MoreRetrying, MoreStopped: rv.MoreStopped}
 	for _, k := range slices.Sorted(maps.Keys(rv.Typical)) {
 		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: rv.Typical[k].Seconds()})
 	}

@@ -83,6 +83,7 @@ func TestRunsAndReview(t *testing.T) {
 			NeverRan    []any `json:"never_ran"`
 			MissedTicks []any `json:"missed_ticks"`
 			Stopped     []any `json:"stopped"`
+			MoreFailed  int64 `json:"more_failed"`
 		} `json:"review"`
 	}
 	res = e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review?slow_factor=2&history=5", "")
@@ -102,10 +103,21 @@ func TestRunsAndReview(t *testing.T) {
 	require.NotNil(t, rv.Review.MissedTicks)
 	require.NotNil(t, rv.Review.Stopped)
 	require.NotNil(t, rv.Review.NeverRan)
+	require.Zero(t, rv.Review.MoreFailed)
+
+	// With a limit of one job a list, the second failed job is counted,
+	// not listed.
+	res = e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review?limit=1", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res.decode(t, &rv)
+	require.Len(t, rv.Review.Failed, 1)
+	require.Equal(t, int64(1), rv.Review.MoreFailed)
 
 	e.expectError(t, http.StatusNotFound, "not_found", "GET", "/api/runs/none@1/review", "")
 	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?slow_factor=0.5", "")
 	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?history=0", "")
+	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?limit=0", "")
+	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/x/review?limit=10001", "")
 	e.expectError(t, http.StatusBadRequest, "invalid_param", "GET", "/api/runs/%ff/review", "")
 }
 
