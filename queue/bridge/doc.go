@@ -9,7 +9,9 @@
 // change of a job's status writes an event row in the transaction of the
 // change, whatever process or statement makes it: [Created], [Retrying],
 // [Completed], [Failed] (the dead letter), [Cancelled]. A claim writes
-// none. The rows are written by database triggers that exist only while
+// none unless asked for: with [Enable]'s [Started], or a relay's
+// [WithStarted], each claim writes a [Started] event, the attempt it
+// begins in its data. The rows are written by database triggers that exist only while
 // the outbox is on, so a queue without a bridge pays nothing; [Disable]
 // drops them. The outbox needs schema version 13.
 //
@@ -36,7 +38,14 @@
 // ("dev.sheaf.job.completed"), its subject the job's ID, its data the job
 // ([Data]). The job's W3C trace context (queue.TraceContext) is in the
 // event (the distributed tracing extension) and in the headers
-// traceparent and tracestate. The key is the job's ID. Each event type
+// traceparent and tracestate. The key is the job's ID.
+//
+// In binary mode ([WithBinaryMode]) the message's value is the data alone
+// (content-type application/json), and each attribute is a header under
+// the prefix of the broker's CloudEvents binding ([HeaderPrefixer]):
+// ce_id, ce_type, ce_source, ce_subject, ce_time, ce_specversion on Kafka;
+// ce-id and so on on NATS. Consumers and brokers can then route on the
+// type without decoding the value. Each event type
 // has its topic (a Kafka topic, a NATS subject): [DefaultTopic], or
 // [WithTopic].
 //

@@ -34,10 +34,14 @@ const (
 	Failed Event = store.EventFailed
 	// Cancelled: the job was cancelled.
 	Cancelled Event = store.EventCancelled
+	// Started: an attempt of the job began (a runner claimed it). Recorded
+	// only when asked for (WithStarted, or Enable with Started), since it
+	// writes a row per claimed job.
+	Started Event = store.EventStarted
 )
 
 // Events are every Event, in the order of a job's life.
-var Events = []Event{Created, Retrying, Completed, Failed, Cancelled}
+var Events = []Event{Created, Started, Retrying, Completed, Failed, Cancelled}
 
 // Type is the CloudEvents type of e: "dev.sheaf.job." and e.
 func (e Event) Type() string { return TypePrefix + string(e) }
@@ -46,7 +50,7 @@ func (e Event) Type() string { return TypePrefix + string(e) }
 const TypePrefix = "dev.sheaf.job."
 
 // Message is one event as a Publisher sends it: a CloudEvents 1.0 event in
-// structured mode.
+// structured mode, or in binary mode (WithBinaryMode).
 type Message struct {
 	// ID is the event's CloudEvents id, the same in every copy sent: a
 	// consumer drops duplicates by it (with the source).
@@ -59,10 +63,14 @@ type Message struct {
 	// Key is the job's ID: a Kafka publisher that partitions by key keeps a
 	// job's events in one partition, in order.
 	Key string
-	// Headers carry content-type (application/cloudevents+json) and the
-	// job's W3C trace context (traceparent, tracestate) when it has one.
+	// Headers carry content-type (ContentType in structured mode,
+	// application/json in binary mode) and the job's W3C trace context
+	// (traceparent, tracestate) when it has one; in binary mode also the
+	// event's attributes, each under the publisher's prefix (see
+	// HeaderPrefixer): ce_id, ce_source, ce_type... on Kafka.
 	Headers map[string]string
-	// Value is the event, as CloudEvents' structured JSON.
+	// Value is the event, as CloudEvents' structured JSON; in binary mode,
+	// the event's data alone (Data, as JSON).
 	Value []byte
 }
 
@@ -76,6 +84,18 @@ type Publisher interface {
 	// acknowledged: it is sent again later, with the same ID.
 	Publish(ctx context.Context, msgs []Message) []error
 }
+
+// HeaderPrefixer is implemented by a Publisher whose CloudEvents protocol
+// binding names how the attribute headers of binary mode begin: "ce_" for
+// Kafka, "ce-" for NATS. A relay in binary mode uses DefaultHeaderPrefix
+// for a publisher that does not implement it.
+type HeaderPrefixer interface {
+	HeaderPrefix() string
+}
+
+// DefaultHeaderPrefix begins the attribute headers of binary mode for a
+// publisher that is no HeaderPrefixer: HTTP's binding's prefix.
+const DefaultHeaderPrefix = "ce-"
 
 // Defaults of the options.
 const (
@@ -96,15 +116,18 @@ func DefaultTopic(e Event) string { return "sheaf.job." + string(e) }
 //
 // Its first round turns the outbox on (see Enable), if it is not already.
 type Relay struct {
-	db    *gorm.DB
-	st    store.Store
-	pub   Publisher
-	cfg   config
-	ready bool // the outbox is known to be on
+	db     *gorm.DB
+	st     store.Store
+	pub    Publisher
+	cfg    config
+	prefix string // of binary mode's attribute headers
+	ready  bool   // the outbox is known to be on
 }
 
 type config struct {
 	source      string
+	started     bool // record Started events
+	binary      bool // binary mode
 	topics      map[Event]string
 	batch       int
 	poll, retry time.Duration
@@ -150,6 +173,27 @@ func WithSource(source string) Option {
 			return invalid("WithSource: empty source")
 		}
 		c.source = source
+		return nil
+	})
+}
+
+// WithStarted makes the relay's first round turn on the recording of Started
+// events too, if it is not on already (see Enable). It costs every claim a
+// row in the outbox.
+func WithStarted() Option {
+	return optionFunc(func(c *config) error {
+		c.started = true
+		return nil
+	})
+}
+
+// WithBinaryMode sends each event in CloudEvents' binary mode: the data
+// (Data, as JSON) is the message's value, and the attributes are headers
+// (see Message.Headers), which brokers and consumers can route on without
+// reading the value.
+func WithBinaryMode() Option {
+	return optionFunc(func(c *config) error {
+		c.binary = true
 		return nil
 	})
 }
@@ -221,20 +265,31 @@ func NewRelay(client *queue.Client, pub Publisher, opts ...Option) (*Relay, erro
 			return nil, err
 		}
 	}
-	r := &Relay{pub: pub, cfg: cfg}
+	r := &Relay{pub: pub, cfg: cfg, prefix: DefaultHeaderPrefix}
+	if p, ok := pub.(HeaderPrefixer); ok {
+		r.prefix = p.HeaderPrefix()
+	}
 	r.db, r.st = access.Client(client)
 	return r, nil
 }
 
 // Enable turns client's outbox on: from its return, every lifecycle change
 // of a job, whatever process makes it, writes its event in the change's
-// transaction, until Disable. A relay's first round enables the outbox
+// transaction, until Disable. optional names the events recorded only when
+// asked for: Started is the one. A relay's first round enables the outbox
 // too; enable it before the first runner starts for the events of the
 // jobs enqueued before then. It waits for the transactions that are
 // writing jobs to end (10 seconds at most, on PostgreSQL).
-func Enable(ctx context.Context, client *queue.Client) error {
+func Enable(ctx context.Context, client *queue.Client, optional ...Event) error {
+	started := false
+	for _, e := range optional {
+		if e != Started {
+			return invalid("Enable: %q is recorded always; only %q is optional", e, Started)
+		}
+		started = true
+	}
 	db, st := access.Client(client)
-	if err := store.EnableOutbox(ctx, st, db); err != nil {
+	if err := store.EnableOutbox(ctx, st, db, started); err != nil {
 		return fmt.Errorf("bridge: enable the outbox: %w", err)
 	}
 	return nil
@@ -266,7 +321,7 @@ func (*Relay) Name() string { return "bridge" }
 // dies in between, the next round sends it again, with the same ID.
 func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 	if !r.ready {
-		if err := store.EnableOutbox(ctx, r.st, r.db); err != nil {
+		if err := store.EnableOutbox(ctx, r.st, r.db, r.cfg.started); err != nil {
 			return r.cfg.retry, fmt.Errorf("bridge: enable the outbox: %w", err)
 		}
 		r.ready = true
@@ -375,7 +430,8 @@ type CloudEvent struct {
 	Data            Data      `json:"data"`
 }
 
-// ContentType is the content-type header of every message.
+// ContentType is the content-type header of every message in structured
+// mode.
 const ContentType = "application/cloudevents+json"
 
 // message makes the message of e.
@@ -390,11 +446,21 @@ func (r *Relay) message(e store.OutboxEvent) (Message, error) {
 		TraceParent: meta["traceparent"], TraceState: meta["tracestate"],
 		Data: Data{JobID: e.JobID, Kind: e.Kind, Queue: e.Queue, Attempt: e.Attempts, MaxAttempts: e.MaxAttempts,
 			Error: e.Error, CorrelationID: e.CorrelationID, RunID: e.RunID}}
-	value, err := json.Marshal(ce)
+	headers := map[string]string{"content-type": ContentType}
+	var value []byte
+	if r.cfg.binary {
+		value, err = json.Marshal(ce.Data)
+		headers["content-type"] = ce.DataContentType
+		for name, v := range map[string]string{"specversion": ce.SpecVersion, "id": ce.ID, "source": ce.Source,
+			"type": ce.Type, "subject": ce.Subject, "time": ce.Time.Format(time.RFC3339Nano)} {
+			headers[r.prefix+name] = v
+		}
+	} else {
+		value, err = json.Marshal(ce)
+	}
 	if err != nil {
 		return Message{}, err
 	}
-	headers := map[string]string{"content-type": ContentType}
 	if ce.TraceParent != "" {
 		headers["traceparent"] = ce.TraceParent
 	}

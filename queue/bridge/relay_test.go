@@ -2,8 +2,10 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,7 +195,7 @@ func TestNewRelayRefusesBadArguments(t *testing.T) {
 	c := newClient(t)
 	for name, opts := range map[string][]bridge.Option{
 		"nil option":    {nil},
-		"unknown event": {bridge.WithTopic("started", "x")},
+		"unknown event": {bridge.WithTopic("begun", "x")},
 		"empty topic":   {bridge.WithTopic(bridge.Created, "")},
 		"empty source":  {bridge.WithSource("")},
 		"batch":         {bridge.WithBatch(0)},
@@ -206,8 +208,54 @@ func TestNewRelayRefusesBadArguments(t *testing.T) {
 	}
 	_, err := bridge.NewRelay(nil, &broker{})
 	require.ErrorIs(t, err, bridge.ErrInvalid)
+	require.ErrorIs(t, bridge.Enable(context.Background(), c, bridge.Completed), bridge.ErrInvalid, "only Started is optional")
 	_, err = bridge.NewRelay(c, nil)
 	require.ErrorIs(t, err, bridge.ErrInvalid)
 }
 
 func keyOf(id int64) string { return strconv.FormatInt(id, 10) }
+
+// In binary mode each message's value is the event's data and its
+// attributes are headers under the publisher's prefix; with WithStarted a
+// claim is announced too, between the job's creation and its end.
+func TestRelayInBinaryModeWithStarts(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	ctx := context.Background()
+	require.NoError(t, bridge.Enable(ctx, c, bridge.Started))
+	b := &broker{}
+	relay := newRelay(t, c, b, bridge.WithBinaryMode(), bridge.WithStarted(), bridge.WithSource("test"))
+	ok, err := c.Enqueue(ctx, report{}, queue.TraceContext(traceparent, ""))
+	require.NoError(t, err)
+	retried, err := c.Enqueue(ctx, report{Fail: "once"})
+	require.NoError(t, err)
+
+	queuetest.StartRunner(t, c, queue.WithMaintenance(relay), queue.WithLogger(quiet()), queue.WithPollInterval(10*time.Millisecond))
+	require.Eventually(t, func() bool { return len(b.messages()) == 8 }, 10*time.Second, 5*time.Millisecond)
+	got := map[int64][]string{}
+	for _, m := range b.messages() {
+		var d bridge.Data
+		require.NoError(t, json.Unmarshal(m.Value, &d), "the value is the data alone")
+		require.Equal(t, "application/json", m.Headers["content-type"])
+		require.Equal(t, "1.0", m.Headers["ce-specversion"])
+		require.Equal(t, m.ID, m.Headers["ce-id"])
+		require.Equal(t, "test", m.Headers["ce-source"])
+		require.Equal(t, keyOf(d.JobID), m.Headers["ce-subject"])
+		at, err := time.Parse(time.RFC3339Nano, m.Headers["ce-time"])
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now(), at, time.Minute)
+		typ := m.Headers["ce-type"]
+		require.True(t, strings.HasPrefix(typ, bridge.TypePrefix), typ)
+		got[d.JobID] = append(got[d.JobID], typ[len(bridge.TypePrefix):])
+		if typ == bridge.Started.Type() && d.JobID == retried.Job.ID && len(got[d.JobID]) == 4 {
+			require.Equal(t, 2, d.Attempt, "a start names the attempt it begins")
+		}
+		if d.JobID == ok.Job.ID {
+			require.Equal(t, traceparent, m.Headers["traceparent"])
+		}
+	}
+	require.Equal(t, map[int64][]string{
+		ok.Job.ID:      {"created", "started", "completed"},
+		retried.Job.ID: {"created", "started", "retrying", "started", "completed"},
+	}, got)
+}

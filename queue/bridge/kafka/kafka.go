@@ -66,13 +66,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message) []error 
 }
 
 // Headers returns the record headers of m, in the order of their keys,
-// with ce_id first.
+// with ce_id first (in structured mode too, where it is the one attribute
+// among the headers).
 func Headers(m bridge.Message) []kgo.RecordHeader {
 	out := make([]kgo.RecordHeader, 0, len(m.Headers)+1)
 	out = append(out, kgo.RecordHeader{Key: IDHeader, Value: []byte(m.ID)})
 	keys := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {
-		keys = append(keys, k)
+		if k != IDHeader {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
@@ -95,4 +98,11 @@ func Header(r *kgo.Record, key string) string {
 	return ""
 }
 
-var _ bridge.Publisher = (*Publisher)(nil)
+// HeaderPrefix is "ce_", as CloudEvents' Kafka binding begins the
+// attribute headers of binary mode; see bridge.HeaderPrefixer.
+func (*Publisher) HeaderPrefix() string { return "ce_" }
+
+var (
+	_ bridge.Publisher      = (*Publisher)(nil)
+	_ bridge.HeaderPrefixer = (*Publisher)(nil)
+)

@@ -124,6 +124,39 @@ func TestRelayToKafka(t *testing.T) {
 	require.ElementsMatch(t, []string{"job-created", "job-cancelled"}, []string{recs[0].Topic, recs[1].Topic})
 }
 
+// In binary mode the attributes are Kafka headers under "ce_", ce_id once,
+// and the value is the event's data.
+func TestRelayToKafkaInBinaryMode(t *testing.T) {
+	t.Parallel()
+	kc := cluster(t, 0)
+	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
+	require.NoError(t, err)
+	c := bridgetest.NewQueue(t)
+	ctx := context.Background()
+	res, err := c.Enqueue(ctx, bridgetest.Report{})
+	require.NoError(t, err)
+	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithBinaryMode(), bridge.WithLogger(bridgetest.Quiet()))...)
+	require.NoError(t, err)
+	_, err = relay.Run(ctx)
+	require.NoError(t, err)
+
+	r := consumed(t, kc.ListenAddrs(), 1)[0]
+	ids := 0
+	for _, h := range r.Headers {
+		if h.Key == kafka.IDHeader {
+			ids++
+		}
+	}
+	require.Equal(t, 1, ids, "ce_id once")
+	require.Equal(t, bridge.Created.Type(), kafka.Header(r, "ce_type"))
+	require.Equal(t, strconv.FormatInt(res.Job.ID, 10), kafka.Header(r, "ce_subject"))
+	require.Equal(t, "1.0", kafka.Header(r, "ce_specversion"))
+	require.Equal(t, "application/json", kafka.Header(r, "content-type"))
+	var d bridge.Data
+	require.NoError(t, json.Unmarshal(r.Value, &d))
+	require.Equal(t, res.Job.ID, d.JobID)
+}
+
 // While the broker is away, events wait in the outbox; a broker back on
 // the same address gets them all, in order per job, none lost.
 func TestKafkaAwayForAWhile(t *testing.T) {

@@ -77,4 +77,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []bridge.Message) []error 
 	return errs
 }
 
-var _ bridge.Publisher = (*Publisher)(nil)
+// HeaderPrefix is "ce-", as CloudEvents' NATS binding begins the attribute
+// headers of binary mode; see bridge.HeaderPrefixer.
+func (*Publisher) HeaderPrefix() string { return "ce-" }
+
+var (
+	_ bridge.Publisher      = (*Publisher)(nil)
+	_ bridge.HeaderPrefixer = (*Publisher)(nil)
+)

@@ -69,23 +69,32 @@ func stream(t *testing.T, js jetstream.JetStream) (jetstream.Stream, []bridge.Op
 	return s, opts
 }
 
-// read reads the stream's messages from its start, in order, until it
-// has n, and the events in them, by job.
-func read(t *testing.T, s jetstream.Stream, n int) ([]jetstream.Msg, map[string][]string) {
+// messages reads the stream's first n messages, in order.
+func messages(t *testing.T, s jetstream.Stream, n int) []jetstream.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	require.NoError(t, err)
 	var msgs []jetstream.Msg
-	byJob := map[string][]string{}
 	for len(msgs) < n {
 		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 		require.NoError(t, err, "%d of %d messages", len(msgs), n)
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// read reads the stream's messages from its start, in order, until it
+// has n, and the events in them, by job.
+func read(t *testing.T, s jetstream.Stream, n int) ([]jetstream.Msg, map[string][]string) {
+	t.Helper()
+	msgs := messages(t, s, n)
+	byJob := map[string][]string{}
+	for _, m := range msgs {
 		var e bridge.CloudEvent
 		require.NoError(t, json.Unmarshal(m.Data(), &e))
 		byJob[e.Subject] = append(byJob[e.Subject], e.Type[len(bridge.TypePrefix):])
-		msgs = append(msgs, m)
 	}
 	return msgs, byJob
 }
@@ -116,6 +125,31 @@ func TestRelayToJetStream(t *testing.T) {
 	require.Equal(t, tp, msgs[0].Headers().Get("traceparent"))
 	require.Equal(t, bridge.ContentType, msgs[0].Headers().Get("content-type"))
 	require.Equal(t, s.CachedInfo().Config.Name+".created", msgs[0].Subject())
+}
+
+// In binary mode the attributes are NATS headers under "ce-", and the
+// message's data is the event's data.
+func TestRelayToJetStreamInBinaryMode(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t, serverURL())
+	s, opts := stream(t, js)
+	pub, err := nats.NewPublisher(js, 0)
+	require.NoError(t, err)
+	c := bridgetest.NewQueue(t)
+	res, err := c.Enqueue(context.Background(), bridgetest.Report{})
+	require.NoError(t, err)
+	relay, err := bridge.NewRelay(c, pub, append(opts, bridge.WithBinaryMode())...)
+	require.NoError(t, err)
+	_, err = relay.Run(context.Background())
+	require.NoError(t, err)
+
+	m := messages(t, s, 1)[0]
+	require.Equal(t, bridge.Created.Type(), m.Headers().Get("ce-type"))
+	require.Equal(t, strconv.FormatInt(res.Job.ID, 10), m.Headers().Get("ce-subject"))
+	require.Equal(t, "application/json", m.Headers().Get("content-type"))
+	var d bridge.Data
+	require.NoError(t, json.Unmarshal(m.Data(), &d))
+	require.Equal(t, res.Job.ID, d.JobID)
 }
 
 // A relay killed between JetStream's acknowledgement and its delete sends

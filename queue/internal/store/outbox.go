@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,7 @@ const (
 	EventCompleted = "completed" // COMPLETED
 	EventFailed    = "failed"    // FAILED: no attempt left, or failed for good
 	EventCancelled = "cancelled" // CANCELLED
+	EventStarted   = "started"   // PROCESSING: an attempt began (only while asked for: see EnableOutbox)
 )
 
 // OutboxTable holds the events not yet published.
@@ -69,7 +71,32 @@ END`,
 END`,
 }
 
-var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TRIGGER IF EXISTS sheaf_outbox_changed"}
+// The started trigger is apart from the others: it writes a row per claimed
+// job, a cost only those who asked for the event pay. Its function is created
+// with it, since schema version 13's function names no such event.
+const outboxStartedWhen = `OLD.status <> 'PROCESSING' AND NEW.status = 'PROCESSING'`
+
+var pgOutboxStarted = []string{
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_started() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	VALUES (NEW.id, 'started', NEW.kind, NEW.queue, NEW.attempts, NEW.max_attempts, NULL, NEW.correlation_id, NEW.run_id, NEW.meta);
+	RETURN NULL;
+END $$`,
+	`DROP TRIGGER IF EXISTS sheaf_outbox_started ON sheaf_jobs`,
+	`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW WHEN (` + outboxStartedWhen + `)
+	EXECUTE FUNCTION sheaf_outbox_started()`,
+}
+
+var sqliteOutboxStarted = []string{
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs WHEN ` + outboxStartedWhen + ` BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	VALUES (NEW.id, 'started', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `);
+END`,
+}
+
+var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TRIGGER IF EXISTS sheaf_outbox_changed",
+	"DROP TRIGGER IF EXISTS sheaf_outbox_started"}
 
 // outboxLockTimeout bounds the wait of EnableOutbox and DisableOutbox for
 // the lock that creating a trigger takes on the jobs table, which waits
@@ -77,23 +104,40 @@ var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TR
 const outboxLockTimeout = "10s"
 
 // EnableOutbox makes every lifecycle change of a job, from any process,
-// write its event to the outbox, from the commit of this call on. It does
-// nothing when the outbox is on already.
-func EnableOutbox(ctx context.Context, st Store, db *gorm.DB) error {
-	if on, err := OutboxOn(ctx, st, db); err != nil || on {
+// write its event to the outbox, from the commit of this call on, and each
+// claim too when started is true. It does nothing when the outbox records
+// those events already; it never stops the recording of started events
+// (DisableOutbox does).
+func EnableOutbox(ctx context.Context, st Store, db *gorm.DB, started bool) error {
+	on, withStarted, err := outboxState(ctx, st, db)
+	if err != nil || (on && (withStarted || !started)) {
 		return err
 	}
-	return setOutbox(ctx, st, db, pgOutboxOn, sqliteOutboxOn)
+	pg, lite := pgOutboxOn, sqliteOutboxOn
+	if on {
+		pg, lite = nil, nil
+	}
+	if started {
+		pg, lite = append(slices.Clone(pg), pgOutboxStarted...), append(slices.Clone(lite), sqliteOutboxStarted...)
+	}
+	return setOutbox(ctx, st, db, pg, lite, on)
 }
 
 // DisableOutbox stops the writing of events; the outbox keeps those it
 // holds.
 func DisableOutbox(ctx context.Context, st Store, db *gorm.DB) error {
-	off := []string{outboxOff[0] + " ON sheaf_jobs", outboxOff[1] + " ON sheaf_jobs"}
-	return setOutbox(ctx, st, db, off, outboxOff)
+	off := make([]string, len(outboxOff))
+	for i, s := range outboxOff {
+		off[i] = s + " ON sheaf_jobs"
+	}
+	return setOutbox(ctx, st, db, off, outboxOff, false)
 }
 
-func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string) error {
+// setOutbox runs the statements of st's dialect. keep says the outbox's
+// triggers stay as they are apart from what the statements do; otherwise
+// they are dropped first on PostgreSQL, whose CREATE TRIGGER has no IF NOT
+// EXISTS.
+func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string, keep bool) error {
 	return st.Tx(ctx, db, func(tx *gorm.DB) error {
 		stmts := lite
 		if st.Dialect() == "postgres" {
@@ -106,8 +150,10 @@ func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string) er
 			if err := tx.Exec("LOCK TABLE sheaf_jobs IN SHARE ROW EXCLUSIVE MODE").Error; err != nil {
 				return fmt.Errorf("lock the jobs table: %w", err)
 			}
-			if err := tx.Exec(outboxOff[0] + " ON sheaf_jobs; " + outboxOff[1] + " ON sheaf_jobs").Error; err != nil {
-				return err
+			if !keep {
+				if err := tx.Exec(outboxOff[0] + " ON sheaf_jobs; " + outboxOff[1] + " ON sheaf_jobs").Error; err != nil {
+					return err
+				}
 			}
 		}
 		for _, s := range stmts {
@@ -121,13 +167,23 @@ func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string) er
 
 // OutboxOn reports whether the outbox's triggers exist.
 func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
-	q := `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
+	on, _, err := outboxState(ctx, st, db)
+	return on, err
+}
+
+// outboxState reports whether the outbox's triggers of the lifecycle events
+// exist, and whether its trigger of started events does.
+func outboxState(ctx context.Context, st Store, db *gorm.DB) (on, started bool, err error) {
+	q := `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
 	if st.Dialect() == "postgres" {
-		q = `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
+		q = `SELECT tgname FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname LIKE 'sheaf_outbox_%'`
 	}
-	var n int
-	err := db.WithContext(ctx).Raw(q).Scan(&n).Error
-	return n == len(outboxOff), err
+	var names []string
+	if err := db.WithContext(ctx).Raw(q).Scan(&names).Error; err != nil {
+		return false, false, err
+	}
+	return slices.Contains(names, "sheaf_outbox_created") && slices.Contains(names, "sheaf_outbox_changed"),
+		slices.Contains(names, "sheaf_outbox_started"), nil
 }
 
 // OutboxEvents reads the first limit events of the outbox, in ID order,

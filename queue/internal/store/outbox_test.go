@@ -39,8 +39,8 @@ func TestOutboxRecordsLifecycleChanges(t *testing.T) {
 		events, _ := outboxed(t, db, nil)
 		require.Empty(t, events, "nothing written while off")
 
-		require.NoError(t, store.EnableOutbox(ctx, st, db))
-		require.NoError(t, store.EnableOutbox(ctx, st, db), "enabling twice is enabling once")
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false), "enabling twice is enabling once")
 		on, err = store.OutboxOn(ctx, st, db)
 		require.NoError(t, err)
 		require.True(t, on)
@@ -102,10 +102,55 @@ func TestOutboxRecordsLifecycleChanges(t *testing.T) {
 		after, _ := outboxed(t, db, byID)
 		require.Equal(t, events[:len(events)-2], after, "off again: nothing written, and the rest kept")
 
-		require.NoError(t, store.EnableOutbox(ctx, st, db))
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false))
 		_, err = st.Copy(ctx, []store.NewJob{{Kind: "f", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}})
 		require.NoError(t, err)
 		_, newIDs := outboxed(t, db, byID)
 		require.Greater(t, newIDs[len(newIDs)-1], ids[len(ids)-1], "a deleted event's ID is not given again")
+	})
+}
+
+// Started events are recorded only once asked for: then each claim writes
+// one per job, the lifecycle events go on as before, enabling again without
+// them keeps them, and disabling stops them all.
+func TestOutboxRecordsStartsOnlyWhenAsked(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
+		byID := map[int64]string{ins[0].ID: "old"}
+		conn := st.Hold(false)
+		defer conn.Close()
+		claimAndFail := func() {
+			t.Helper()
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r"})
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			_, err = conn.Fail(ctx, store.Failures{IDs: []int64{got[0].ID}, Keys: []int64{store.Key(got[0].ID, got[0].Claims)},
+				Statuses: []string{"QUEUED"}, Delays: []time.Duration{0}, Errors: []string{"again"}})
+			require.NoError(t, err)
+		}
+
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+		claimAndFail()
+		events, _ := outboxed(t, db, byID)
+		require.Equal(t, []string{"old:retrying"}, events, "no started event unless asked")
+
+		require.NoError(t, store.EnableOutbox(ctx, st, db, true))
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false), "enabling without starts keeps them")
+		claimAndFail()
+		events, _ = outboxed(t, db, byID)
+		require.Equal(t, []string{"old:retrying", "old:started", "old:retrying"}, events)
+		all, err := store.OutboxEvents(ctx, db, 100)
+		require.NoError(t, err)
+		require.Equal(t, 2, all[1].Attempts, "the started event carries the attempt it starts")
+		require.Empty(t, all[1].Error)
+
+		require.NoError(t, store.DisableOutbox(ctx, st, db))
+		on, err := store.OutboxOn(ctx, st, db)
+		require.NoError(t, err)
+		require.False(t, on)
+		claimAndFail()
+		after, _ := outboxed(t, db, byID)
+		require.Equal(t, events, after, "off: no event of any kind")
 	})
 }
