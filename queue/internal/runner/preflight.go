@@ -22,6 +22,11 @@ func Preflight(ctx context.Context, st store.Store, notMigrated, tooNew error) (
 	ctx, cancel := context.WithTimeout(ctx, preflightTimeout)
 	defer cancel()
 	version, room, err := st.Preflight(ctx)
+	if err != nil && !store.Unmigrated(err) && ctx.Err() == nil {
+		// Once more: the pool's connection may have been a stale one,
+		// and a server that is down fails the second try as fast.
+		version, room, err = st.Preflight(ctx)
+	}
 	switch {
 	case store.Unmigrated(err):
 		return 0, fmt.Errorf("queue: start: %w (%v)", notMigrated, err)
