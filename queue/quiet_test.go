@@ -34,7 +34,7 @@ func TestTheQueuesStatementsAreNotLogged(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 
-	params := make([]queue.Params, 10_000)
+	params := make([]queue.Params, 2_000)
 	for i := range params {
 		params[i].Args = noop{}
 	}
@@ -45,7 +45,7 @@ func TestTheQueuesStatementsAreNotLogged(t *testing.T) {
 		if err := tx.Exec("SELECT 'the caller''s own statement'").Error; err != nil {
 			return err
 		}
-		out2, err = c.Tx(tx).EnqueueMany(ctx, params[:1000])
+		out2, err = c.Tx(tx).EnqueueMany(ctx, params[:500])
 		return err
 	}))
 	jobIDs := ids(append(out1, out2...))
