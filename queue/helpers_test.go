@@ -31,9 +31,10 @@ func TestMain(m *testing.M) {
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
 	// Most of these tests wait: for leases to lapse, processes to die,
-	// servers to restart. Four at a time keeps two cores busy; an explicit
-	// -parallel still wins, as the command line is parsed after this.
-	_ = flag.Set("test.parallel", "4")
+	// servers to restart. Six at a time keeps two cores busy (four left
+	// them half idle); an explicit -parallel still wins, as the command
+	// line is parsed after this.
+	_ = flag.Set("test.parallel", "6")
 	goleak.VerifyTestMain(closingExamples{m})
 }
 

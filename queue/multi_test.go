@@ -71,10 +71,10 @@ func requireExactlyOnce(t *testing.T, e *env, n int) {
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs j WHERE NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job_id = j.id)"), "none lost")
 }
 
-// Four runners, each with its own connection pool, share 3,000 jobs.
+// Four runners, each with its own connection pool, share 1,200 jobs.
 func TestRunnersWithSeparatePoolsShareTheWork(t *testing.T) {
 	t.Parallel()
-	const n = 3_000
+	const n = 1_200
 	e := ledgerEnv(t)
 	enqueueLedger(t, e, n)
 	var runners []*queue.Runner
@@ -99,10 +99,10 @@ func TestRunnersWithSeparatePoolsShareTheWork(t *testing.T) {
 	requireExactlyOnce(t, e, n)
 }
 
-// Two runner processes and one in this process share 2,500 jobs.
+// Two runner processes and one in this process share 1,000 jobs.
 func TestRunnersInSeparateProcesses(t *testing.T) {
 	t.Parallel()
-	const n = 2_500
+	const n = 1_000
 	e := ledgerEnv(t)
 	a := startChild(t, e.db.DSN, "proc-a", 30*time.Second, e.events)
 	b := startChild(t, e.db.DSN, "proc-b", 30*time.Second, e.events)
