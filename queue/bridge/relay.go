@@ -212,7 +212,8 @@ func WithBatch(n int) Option {
 
 // WithPollInterval sets how long the relay waits, once the outbox is
 // empty, before it looks again (default DefaultPollInterval): the most an
-// event waits before the relay reads it.
+// event waits before the relay reads it. After a round that published
+// events, it waits a quarter of that.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -326,6 +327,7 @@ func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 		}
 		r.ready = true
 	}
+	published := false
 	for ctx.Err() == nil {
 		events, err := store.OutboxEvents(ctx, r.db, r.cfg.batch)
 		if err != nil {
@@ -338,9 +340,15 @@ func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 		if pubErr != nil {
 			return r.cfg.retry, pubErr
 		}
+		published = published || len(events) > 0
 		if len(events) < r.cfg.batch {
 			break
 		}
+	}
+	if published {
+		// Jobs are changing: more events are likely on their way, and
+		// a shorter wait shortens their delivery.
+		return r.cfg.poll / 4, nil
 	}
 	return r.cfg.poll, nil
 }

@@ -108,7 +108,10 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 	b.mu.Unlock()
 	next, err = relay.Run(ctx)
 	require.NoError(t, err)
-	require.Equal(t, bridge.DefaultPollInterval, next)
+	require.Equal(t, bridge.DefaultPollInterval/4, next, "it published: sooner than the poll interval")
+	next, err = relay.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, bridge.DefaultPollInterval, next, "an empty outbox: the poll interval")
 	got := byJob(t, b.messages())
 	require.Len(t, b.messages(), 15, "every event once")
 	for i, id := range ids {
