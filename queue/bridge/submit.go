@@ -63,6 +63,10 @@ type Submitter struct {
 
 	mu    sync.Mutex
 	kinds []string // the kinds it has enqueued, which Wait counts
+	// Wait's last count of the queued jobs, when it was made, and how
+	// many jobs were submitted since.
+	counted, since int64
+	countedAt      time.Time
 }
 
 // NewSubmitter returns a submitter of jobs to client that holds back
@@ -120,6 +124,7 @@ func (s *Submitter) Submit(ctx context.Context, subs []Submission) ([]Rejected, 
 	}
 	slices.SortFunc(rejected, func(a, b Rejected) int { return a.Index - b.Index })
 	s.mu.Lock()
+	s.since += int64(len(params))
 	for _, k := range kinds {
 		if !slices.Contains(s.kinds, k) {
 			s.kinds = append(s.kinds, k)
@@ -162,19 +167,27 @@ func decodeRequest(sub Submission) (queue.RawParams, error) {
 // Wait returns once fewer than the submitter's maximum of jobs of the
 // kinds it has submitted are QUEUED, or when ctx ends (with its error): a
 // consumer calls it before each fetch, and so stops fetching while the
-// runners are behind.
+// runners are behind. It counts the queued jobs at most once per poll
+// interval, since a count reads every queued job of the kinds; in between,
+// it adds what was submitted since to the last count, which errs toward
+// holding back.
 func (s *Submitter) Wait(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		kinds := slices.Clone(s.kinds)
+		kinds, since := slices.Clone(s.kinds), s.since
+		fresh := !s.countedAt.IsZero() && time.Since(s.countedAt) < s.poll && s.counted+since < s.maxQueued
 		s.mu.Unlock()
-		if len(kinds) == 0 {
+		if len(kinds) == 0 || fresh {
 			return ctx.Err()
 		}
+		at := time.Now()
 		n, err := s.client.Count(ctx, queue.Filter{Kinds: kinds, Statuses: []queue.Status{queue.StatusQueued}})
 		if err != nil {
 			return fmt.Errorf("bridge: count the queued submissions: %w", err)
 		}
+		s.mu.Lock()
+		s.counted, s.since, s.countedAt = n, s.since-since, at
+		s.mu.Unlock()
 		if n < s.maxQueued {
 			return nil
 		}

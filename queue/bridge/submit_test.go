@@ -78,3 +78,32 @@ func TestWaitHoldsBackWhileTooManyAreQueued(t *testing.T) {
 	queuetest.StartRunner(t, c, queue.WithLogger(quiet()), queue.WithPollInterval(10*time.Millisecond))
 	require.NoError(t, s.Wait(ctx), "the runner works them down")
 }
+
+// Wait counts the queued jobs at most once per poll interval: in between it
+// adds what the submitter submitted to its last count, so jobs enqueued
+// behind its back go unseen until the next count, and its own submissions
+// hold it back at once.
+func TestWaitCountsOncePerPollInterval(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	s, err := bridge.NewSubmitter(c, 3, time.Hour)
+	require.NoError(t, err)
+	ctx := context.Background()
+	req := func(key string) bridge.Submission {
+		return bridge.Submission{Key: key, Value: []byte(`{"kind": "report", "payload": {}}`)}
+	}
+	_, err = s.Submit(ctx, []bridge.Submission{req("a")})
+	require.NoError(t, err)
+	require.NoError(t, s.Wait(ctx), "counted: one queued")
+	for range 5 {
+		_, err := c.Enqueue(ctx, report{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Wait(ctx), "six queued, but not counted again within the interval")
+
+	_, err = s.Submit(ctx, []bridge.Submission{req("b"), req("c")})
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Wait(short), context.DeadlineExceeded, "its own submissions reach the maximum: it counts, and holds back")
+}
