@@ -12,6 +12,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -185,4 +186,15 @@ func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
 	k.c.reg.mu.RLock()
 	defer k.c.reg.mu.RUnlock()
 	return k.c.reg.windowsLocked().NextOpening(now, queues)
+}
+
+// retained yields the kinds' own retentions, holding the registry's lock.
+func (r *Registry) retained(yield func(string, maintain.Durations) bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for kind, e := range r.kinds {
+		if !yield(kind, e.defaults.retain.durations()) {
+			return
+		}
+	}
 }

@@ -4,13 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // KeepForever, as a Retention duration, keeps what it applies to forever.
@@ -93,25 +89,15 @@ func (*RetentionError) Unwrap() error { return ErrInvalidOption }
 // check refuses durations that are neither zero, KeepForever nor
 // MinRetention or more, and, for a kind, the client-only fields.
 func (r Retention) check(kind bool) error {
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"Failed", r.Failed}, {"History", r.History}, {"Alerts", r.Alerts}} {
-		switch {
-		case kind && (f.name == "History" || f.name == "Alerts") && f.d != 0:
-			return &RetentionError{Field: f.name, Value: f.d, Reason: "is the client's, not a kind's"}
-		case f.name == "Alerts" && f.d != 0 && f.d != KeepForever && f.d < MinAlertRetention:
-			return &RetentionError{Field: f.name, Value: f.d,
-				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinAlertRetention)}
-		case f.d != 0 && f.d != KeepForever && f.d < MinRetention:
-			return &RetentionError{Field: f.name, Value: f.d,
-				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinRetention)}
-		}
-	}
-	if kind && r.Archive != nil {
-		return &RetentionError{Field: "Archive", Reason: "is the client's, not a kind's"}
+	field, v, why := maintain.Flaw(kind, r.durations(), r.History, r.Alerts, r.Archive != nil, MinRetention, MinAlertRetention)
+	if why != "" {
+		return &RetentionError{Field: field, Value: v, Reason: why}
 	}
 	return nil
+}
+
+func (r Retention) durations() maintain.Durations {
+	return maintain.Durations{Completed: r.Completed, Cancelled: r.Cancelled, Failed: r.Failed}
 }
 
 // clientOption is a ClientOption only.
@@ -151,79 +137,14 @@ func Retain(r Retention) RegisterOption {
 	})
 }
 
-// keepOf is how maintain keeps jobs of status for d.
-func keepOf(kind string, status Status, d time.Duration) maintain.Keep {
-	return maintain.Keep{Kind: kind, Status: string(status), For: d, Forever: d == KeepForever}
-}
-
-// keepRules are the pruning rules of the client's retention and of its
-// registry's kinds at this moment: the kinds' overrides, then the
-// client's, with the defaults for what neither sets.
-func (c *ops) keepRules() []maintain.Keep {
-	r := c.cfg.retention
-	client := []struct {
-		status Status
-		d      time.Duration
-	}{
-		{StatusCompleted, orDefault(r.Completed, DefaultKeepCompleted)},
-		{StatusCancelled, orDefault(r.Cancelled, DefaultKeepCancelled)},
-		{StatusFailed, orDefault(r.Failed, DefaultKeepFailed)},
-	}
-	var rules []maintain.Keep
-	c.reg.mu.RLock()
-	for kind, e := range c.reg.kinds {
-		own := e.defaults.retain
-		for i, d := range []time.Duration{own.Completed, own.Cancelled, own.Failed} {
-			if d != 0 && d != client[i].d {
-				rules = append(rules, keepOf(kind, client[i].status, d))
-			}
-		}
-	}
-	c.reg.mu.RUnlock()
-	slices.SortFunc(rules, func(a, b maintain.Keep) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Status, b.Status))
-	})
-	for _, s := range client {
-		rules = append(rules, keepOf("", s.status, s.d))
-	}
-	return rules
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-// archiver hands the client's Archive the jobs of a batch, read in the
-// batch's transaction; nil without an Archive.
-func (c *ops) archiver() func(tx *gorm.DB, ids []int64) error {
-	archive := c.cfg.retention.Archive
-	if archive == nil {
-		return nil
-	}
-	return func(tx *gorm.DB, ids []int64) error {
-		ctx := tx.Statement.Context
-		var jobs []JobRecord
-		if err := c.st.Jobs(ctx, tx, store.Filter{IDs: ids}, 0, &jobs); err != nil {
-			return err
-		}
-		return archive(ctx, jobs)
-	}
-}
-
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the
-// system clock); roll-ups first, so that a leader that runs its tasks in
-// order rolls a day up, and keeps a finished run's counts, before it
-// prunes them (the pruner checks anyway).
+// system clock).
 func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
-	return []maintain.Task{
-		&maintain.Rollup{Store: c.st, Keep: orDefault(c.cfg.retention.History, DefaultKeepHistory), Now: now},
-		maintain.RunCounts{Store: c.st, DB: c.db, Every: time.Minute},
-		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
-		&maintain.AlertPrune{Store: c.st, DB: c.db, Keep: orDefault(c.cfg.retention.Alerts, DefaultKeepAlerts), Now: now},
-	}
+	r := c.cfg.retention
+	return maintain.Upkeep(c.st, c.db, maintain.Retention[JobRecord]{Keep: r.durations(),
+		Default: maintain.Durations{Completed: DefaultKeepCompleted, Cancelled: DefaultKeepCancelled, Failed: DefaultKeepFailed},
+		History: cmp.Or(r.History, DefaultKeepHistory), Alerts: cmp.Or(r.Alerts, DefaultKeepAlerts), Archive: r.Archive,
+		Kinds: c.reg.retained}, now)
 }
 
 // Prune rolls up the days that are over and deletes, in batches, the
