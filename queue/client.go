@@ -121,7 +121,7 @@ func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessa
 	if err != nil {
 		return Enqueued{}, err
 	}
-	if err := e.checkPayload(payload); err != nil {
+	if err := e.CheckPayload(payload); err != nil {
 		return Enqueued{}, err
 	}
 	row, err := c.prepare(e, payload, opts)
@@ -183,7 +183,7 @@ func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued,
 	for i, p := range jobs {
 		e, err := c.reg.lookup(p.Kind)
 		if err == nil {
-			err = e.checkPayload(p.Payload)
+			err = e.CheckPayload(p.Payload)
 		}
 		if err == nil {
 			rows[i], err = c.prepare(e, p.Payload, p.Options)
@@ -232,17 +232,11 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
-		if t := reflect.TypeOf(p.Args); t != e.argsType {
-			return nil, fmt.Errorf("job %d: %w: kind %q is registered with %v, got %v", i, ErrInvalidPayload, e.kind, e.argsType, t)
+		payload, err := e.Encode(p.Args)
+		if err == nil {
+			rows[i], err = c.prepare(e, payload, p.Options)
 		}
-		payload, err := json.Marshal(p.Args)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
-		}
-		if err := check.Encoded("args", p.Args, payload, e.plain); err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 	}
@@ -252,13 +246,13 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j newJob, err error) {
 	// o stays on the stack, and the job points at copies of the options it
 	// has: a bulk of jobs without options then costs no allocation here.
-	o := e.defaults
+	o := e.Defaults
 	if len(opts) > 0 {
 		if o, err = withJobOptions(o, opts); err != nil {
 			return j, err
 		}
 	}
-	j = newJob{Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
+	j = newJob{Kind: e.Name, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
 		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
 		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
 	if o.ownBackoff {

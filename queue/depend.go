@@ -63,45 +63,25 @@ func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kinds[childKind] == nil || r.kinds[childKind].argsType != reflect.TypeFor[C]() {
-		return check.Invalid("rule %q: child kind %q is not registered with %v", ru.Name, childKind, reflect.TypeFor[C]())
-	}
-	for _, p := range ru.Parents {
-		if r.kinds[p] == nil {
-			return check.Invalid("rule %q: parent kind %q is not registered", ru.Name, p)
-		}
-	}
-	err = r.rules.Add(&rule{
+	return r.r.AddRule(&rule{
 		Dependency: runner.Dependency{Rule: runner.Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}, ChildKind: childKind},
 		Child: func(parents []JobRecord) (Args, []EnqueueOption) {
 			c, opts := child(parents)
 			return c, opts
 		},
-	})
-	if err != nil {
-		return check.Invalid("%v", err)
-	}
-	return nil
+	}, reflect.TypeFor[C]())
 }
 
 // Rules returns the registered dependency rules, sorted by name.
 func (r *Registry) Rules() []Rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return converted(r.rules.For(""), func(ru *rule) Rule {
+	return converted(r.r.RulesFor(""), func(ru *rule) Rule {
 		return Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
 	})
 }
 
 // rulesFor returns the rules in which kind is a parent, or every rule for
 // "", by name.
-func (r *Registry) rulesFor(kind string) []*rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.rules.For(kind)
-}
+func (r *Registry) rulesFor(kind string) []*rule { return r.r.RulesFor(kind) }
 
 // rulesOf is what package operate reads of rules.
 func rulesOf(rules []*rule) []runner.Dependency {
@@ -116,9 +96,7 @@ func (c *Client) releaser(log *slog.Logger, hooks []Hooks) runner.Rules {
 			return converted(c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
 		},
 		Build: func(r runner.Release, parents []JobRecord) (child newJob, err error) {
-			c.reg.mu.RLock()
-			ru := c.reg.rules.Named(r.Rule)
-			c.reg.mu.RUnlock()
+			ru := c.reg.r.Rule(r.Rule)
 			// The rule's function, and the child's Kind and MarshalJSON,
 			// are the user's code.
 			err = userCall(func() error {

@@ -214,23 +214,23 @@ func (r *Registry) Schedule(p Periodic) error {
 		// accepts it, and the schedule would never fire.
 		return check.Invalid("schedule %q: %q never fires", p.Name, p.Spec)
 	}
-	r.schedules.Put(s)
+	r.r.Schedules.Put(s)
 	return nil
 }
 
 // Unschedule removes the schedule called name and reports whether there was
 // one. Jobs it already created are not touched.
-func (r *Registry) Unschedule(name string) bool { return r.schedules.Delete(name) }
+func (r *Registry) Unschedule(name string) bool { return r.r.Schedules.Delete(name) }
 
 // sortedSchedules returns the schedules sorted by name, and their timings.
 func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
-	scheds := r.schedules.Sorted()
+	scheds := r.r.Schedules.Sorted()
 	return scheds, converted(scheds, (*schedule).Timing)
 }
 
 // timings returns the registered schedules' timetables, by name.
 func (r *Registry) timings() map[string]*runner.Timing {
-	scheds, _ := r.schedules.Now()
+	scheds, _ := r.r.Schedules.Now()
 	out := make(map[string]*runner.Timing, len(scheds))
 	for name, s := range scheds {
 		out[name] = &s.timing
@@ -245,7 +245,7 @@ func (s *schedule) Timing() *runner.Timing { return &s.timing }
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
 		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
-		Schedules: c.reg.schedules.Now,
+		Schedules: c.reg.r.Schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
 			rows, unbuilt = tickJobs(c, s, Tick(operate.TickOf(s.Name, tick)))

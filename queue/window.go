@@ -37,9 +37,6 @@ func (w Window) NextOpen(t time.Time) time.Time { return w.w.NextOpen(t) }
 // String describes the window, as "23:00-05:00 Asia/Kolkata".
 func (w Window) String() string { return w.w.String() }
 
-// closes reports whether the window is ever closed: not the zero Window.
-func (w Window) closes() bool { return w.w.Closes() }
-
 // During restricts the kind's jobs to a window.
 func During(w Window) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
@@ -52,22 +49,4 @@ func During(w Window) RegisterOption {
 // from it while it is closed. It is the cheaper of the two ways to keep
 // jobs in a window (see During), because a closed kind's jobs still have to
 // be stepped over by claims from their queue.
-func (r *Registry) QueueWindow(queue string, w Window) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.windows == nil {
-		r.windows = map[string]calendar.Window{}
-	}
-	r.windows[queue] = w.w
-}
-
-// windowsLocked returns the registry's windows; the caller holds r.mu.
-func (r *Registry) windowsLocked() calendar.Windows {
-	return calendar.Windows{Queues: r.windows, Kinds: func(yield func(string, calendar.Window) bool) {
-		for k, e := range r.kinds {
-			if !yield(k, e.defaults.window.w) {
-				return
-			}
-		}
-	}}
-}
+func (r *Registry) QueueWindow(queue string, w Window) { r.r.SetQueueWindow(queue, w.w) }

@@ -1,9 +1,9 @@
 package queue
 
 import (
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 )
 
 // ClosedWindow returns the batch window that keeps a job of kind on queue
@@ -11,15 +11,8 @@ import (
 // kind's (During). ok is false when neither is closed at t, and for a kind
 // that is not registered and a queue without a window.
 func (r *Registry) ClosedWindow(kind, queue string, t time.Time) (w Window, ok bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if qw := r.windows[queue]; !qw.Open(t) {
-		return Window{qw}, true
-	}
-	if e := r.kinds[kind]; e != nil && !e.defaults.window.Open(t) {
-		return e.defaults.window, true
-	}
-	return Window{}, false
+	cw, ok := r.r.ClosedWindow(kind, queue, t)
+	return Window{cw}, ok
 }
 
 // WindowRule is a registered batch window: a queue's (QueueWindow), with
@@ -32,21 +25,7 @@ type WindowRule struct {
 // Windows returns the registered batch windows: the queues' by name, then
 // the kinds' by name.
 func (r *Registry) Windows() []WindowRule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var qs, ks []WindowRule
-	for q, w := range r.windows {
-		if w.Closes() {
-			qs = append(qs, WindowRule{Queue: q, Window: Window{w}})
-		}
-	}
-	for k, e := range r.kinds {
-		if e.defaults.window.closes() {
-			ks = append(ks, WindowRule{Kind: k, Window: e.defaults.window})
-		}
-	}
-	byName := func(a, b WindowRule) int { return strings.Compare(a.Queue+a.Kind, b.Queue+b.Kind) }
-	slices.SortFunc(qs, byName)
-	slices.SortFunc(ks, byName)
-	return append(qs, ks...)
+	return converted(r.r.Windows(), func(w registry.WindowRule) WindowRule {
+		return WindowRule{Queue: w.Queue, Kind: w.Kind, Window: Window{w.Window}}
+	})
 }
