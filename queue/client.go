@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -302,25 +301,7 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 }
 
 // Get returns the job with the given ID, or ErrNotFound.
-func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) {
-	rec, err := c.job(ctx, c.db, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("queue: get %d: %w", id, check.NotMigrated(err))
-	}
-	return rec, err
-}
-
-// job reads the job with the given ID on db, or returns ErrNotFound.
-func (c *ops) job(ctx context.Context, db *gorm.DB, id int64) (*JobRecord, error) {
-	var recs []JobRecord
-	if err := c.st.Jobs(ctx, db, store.Filter{IDs: []int64{id}}, 1, &recs); err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
-	}
-	return &recs[0], nil
-}
+func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) { return c.jobs().Get(ctx, id) }
 
 // Filter selects jobs for List and RetryFailed. Zero fields select
 // everything.
@@ -352,45 +333,17 @@ type Filter struct {
 	Limit int
 }
 
-// store converts f for the store.
-func (f Filter) store() store.Filter {
-	sf := store.Filter{Kinds: f.Kinds, Queue: f.Queue, CorrelationID: f.CorrelationID, RunID: f.RunID, Period: f.Period,
-		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, AfterID: f.AfterID, BeforeID: f.BeforeID,
-		Search: f.Search, Newest: f.Newest}
-	for _, s := range f.Statuses {
-		sf.Statuses = append(sf.Statuses, string(s))
-	}
-	return sf
-}
-
 // List returns the jobs that match f, by ascending ID, or newest first
 // with f.Newest.
 func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	limit, err := check.PageLimit(f.Limit, 10_000)
-	if err != nil {
-		return nil, err
-	}
-	var out []JobRecord
-	err = c.st.Jobs(ctx, c.db, f.store(), limit, &out)
-	if err != nil {
-		return nil, fmt.Errorf("queue: list: %w", check.NotMigrated(err))
-	}
-	return out, nil
+	return c.jobs().List(ctx, operate.Filter[Status](f).Select())
 }
 
 // Count counts the jobs that match f; f.AfterID, f.BeforeID, f.Newest and
 // f.Limit are ignored. With f.Search it reads every row the other fields
 // select.
 func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
-	f.unpaged()
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	n, err := c.st.Count(ctx, c.db, f.store())
-	return n, check.Failed("count", err)
+	return c.jobs().Count(ctx, operate.Filter[Status](f).Select())
 }
 
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is
@@ -428,34 +381,13 @@ func (c *ops) RunNow(ctx context.Context, id int64) (*JobRecord, error) {
 // f.AfterID, f.BeforeID, f.Newest and f.Limit are ignored.
 func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	f.Statuses = nil
-	f.unpaged()
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	var n int64
-	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
-		n, err = c.st.RetryFailed(tx, f.store(), maxTotalAttempts)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue: retry failed: %w", check.NotMigrated(err))
-	}
-	return n, nil
+	return c.jobs().RetryFailed(ctx, operate.Filter[Status](f).Select(), maxTotalAttempts)
 }
 
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
 func (c *ops) transition(ctx context.Context, id int64, op string, from []string, update func(tx *gorm.DB) error) (*JobRecord, error) {
-	var rec *JobRecord
-	errs := operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}
-	err := operate.Transition(ctx, c.st, c.db, errs, id, op, from, maxTotalAttempts, update, func(tx *gorm.DB) (err error) {
-		rec, err = c.job(ctx, tx, id)
-		return err
-	})
-	if err != nil && !errs.Expected(err) {
-		return nil, fmt.Errorf("queue: %s %d: %w", op, id, check.NotMigrated(err))
-	}
-	return rec, err
+	return c.jobs().Change(ctx, id, op, from, maxTotalAttempts, update)
 }
 
 // maxTotalAttempts bounds a job's attempts over all its retries: the attempt
@@ -482,17 +414,6 @@ type Stats struct {
 // roll-ups. A job retried after its day was rolled up counts both where it
 // finished and as it stands now.
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	counts, err := store.CountByKind(ctx, c.st, c.db)
-	for _, kc := range counts {
-		s.ByStatus[Status(kc.Status)] += kc.N
-		if s.ByKind[kc.Kind] == nil {
-			s.ByKind[kc.Kind] = map[Status]int64{}
-		}
-		s.ByKind[kc.Kind][Status(kc.Status)] += kc.N
-	}
-	if err == nil {
-		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
-	}
-	return s, check.Failed("stats", err)
+	s, err := operate.ReadStats[Status](ctx, c.st, c.db)
+	return Stats(s), err
 }

@@ -139,7 +139,8 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 
 // jobs reads the client's job records for package operate.
 func (c *ops) jobs() operate.Jobs[JobRecord] {
-	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf}
+	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf,
+		Errs: operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}}
 }
 
 // viewOf is what package operate reads of r.

@@ -119,12 +119,7 @@ func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
 // are ignored. When it fails part way, the count is of the jobs cancelled
 // until then.
 func (c *ops) CancelMatching(ctx context.Context, f Filter) (int64, error) {
-	f.unpaged()
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	n, err := c.jobs().CancelMatching(ctx, f.store())
-	return n, check.Failed("cancel matching", err)
+	return c.jobs().CancelSelected(ctx, operate.Filter[Status](f).Select())
 }
 
 // RunnerInfo describes a runner, as it wrote itself down: it writes its row
@@ -147,14 +142,7 @@ type RunnerInfo struct {
 // deleted as runners start.
 func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInfo, error) {
 	rows, err := c.st.Runners(ctx, within)
-	if err != nil {
-		return nil, fmt.Errorf("queue: runners: %w", check.NotMigrated(err))
-	}
-	out := make([]RunnerInfo, len(rows))
-	for i, r := range rows {
-		out[i] = RunnerInfo{ID: r.ID, Queues: r.Queues, Workers: r.Workers, StartedAt: r.StartedAt, SeenAt: r.SeenAt, Leader: r.Leader}
-	}
-	return out, nil
+	return result("runners", rows, err, func(r store.RunnerRow) RunnerInfo { return RunnerInfo(r) })
 }
 
 // SchemaVersion returns the version of the database's schema: 0 if it
