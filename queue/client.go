@@ -176,7 +176,7 @@ func (e *JobError) Unwrap() error { return e.Err }
 // nothing is stored.
 func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued, error) {
 	if len(jobs) == 0 {
-		return nil, invalid("no jobs")
+		return nil, check.Invalid("no jobs")
 	}
 	rows := make([]newJob, len(jobs))
 	for i, p := range jobs {

@@ -52,12 +52,6 @@ var (
 	ErrTimeout = errors.New("queue: job timed out")
 )
 
-// invalid, notMigrated and checkTexts are package check's Invalid,
-// NotMigrated and Texts.
-func invalid(format string, args ...any) error  { return check.Invalid(format, args...) }
-func notMigrated(err error) error               { return check.NotMigrated(err) }
-func checkTexts(namesAndValues ...string) error { return check.Texts(namesAndValues...) }
-
 // PermanentError marks a handler's error as not worth retrying: the job
 // fails at once, whatever attempts it has left. Build one with Permanent.
 type PermanentError struct{ Err error }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // Registry returns the registry the client was built with.
@@ -37,12 +38,7 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 // and the child of each many-to-one rule of its period that lists it among
 // its parents. It returns ErrNotFound if there is no such job.
 func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
-	job, err := c.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
-	return out, check.Failed(fmt.Sprint("children of ", id), err)
+	return c.jobs().ChildrenOf(ctx, id, func(kind string) []runner.Dependency { return rulesOf(c.reg.rulesFor(kind)) })
 }
 
 // RunsQuery selects runs for Client.Runs. Zero fields select everything.
@@ -87,11 +83,8 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs, err := operate.Runs(ctx, c.st, c.db, sq)
-	return result("runs", runs, err, func(r operate.RunSummary) RunSummary {
-		return RunSummary{RunID: r.RunID, Period: r.Period, Total: r.Total, Counts: statusCounts(r.Counts),
-			FirstCreated: r.FirstCreated, LastCreated: r.LastCreated}
-	})
+	runs, err := operate.Runs[Status](ctx, c.st, c.db, sq)
+	return converted(runs, func(r operate.RunSummary[Status]) RunSummary { return RunSummary(r) }), err
 }
 
 // ScheduleState is a registered schedule with what the database says of
@@ -156,14 +149,6 @@ func statusCounts(in map[string]int64) map[Status]int64 {
 		out[Status(s)] = n
 	}
 	return out
-}
-
-// result returns f of each of in, or the error of the operation op.
-func result[T, U any](op string, in []T, err error, f func(T) U) ([]U, error) {
-	if err != nil {
-		return nil, check.Failed(op, err)
-	}
-	return converted(in, f), nil
 }
 
 // converted returns f of each of in; nil for nil.

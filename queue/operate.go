@@ -53,10 +53,8 @@ type QueueInfo struct {
 // Queues describes every queue that has jobs or is paused, by name. Like
 // Stats it reads the whole jobs table: it is for dashboards.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
-	qs, err := operate.Queues(ctx, c.st, c.db)
-	return result("queues", qs, err, func(q operate.QueueInfo) QueueInfo {
-		return QueueInfo{Name: q.Name, Counts: statusCounts(q.Counts), OldestDue: q.OldestDue, Paused: q.Paused, PausedAt: q.PausedAt}
-	})
+	qs, err := operate.Queues[Status](ctx, c.st, c.db)
+	return converted(qs, func(q operate.QueueInfo[Status]) QueueInfo { return QueueInfo(q) }), err
 }
 
 // The outcomes of attempts (Attempt.Outcome).
@@ -93,22 +91,8 @@ type Attempt struct {
 // version 4. It costs completions nothing: the statements that end other
 // attempts record them, and the completed one is read from the job's row.
 func (c *ops) Attempts(ctx context.Context, id int64) ([]Attempt, error) {
-	rec, err := c.Get(ctx, id) // first, so that an attempt that ends meanwhile is found in the history
-	if err != nil {
-		return nil, err
-	}
-	as, err := c.jobs().Attempts(ctx, viewOf(rec))
-	if err != nil {
-		return nil, fmt.Errorf("queue: attempts of %d: %w", id, check.NotMigrated(err))
-	}
-	out := make([]Attempt, len(as))
-	for i, a := range as {
-		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, StartedAt: deref(a.StartedAt), Outcome: a.Outcome, Error: a.Error}
-		if !a.FinishedAt.IsZero() {
-			out[i].FinishedAt = &as[i].FinishedAt
-		}
-	}
-	return out, nil
+	as, err := c.jobs().AttemptsOf(ctx, id)
+	return converted(as, func(a operate.Attempt) Attempt { return Attempt(a) }), err
 }
 
 // CancelMatching cancels every QUEUED and PROCESSING job that f selects,
@@ -142,7 +126,7 @@ type RunnerInfo struct {
 // deleted as runners start.
 func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInfo, error) {
 	rows, err := c.st.Runners(ctx, within)
-	return result("runners", rows, err, func(r store.RunnerRow) RunnerInfo { return RunnerInfo(r) })
+	return converted(rows, func(r store.RunnerRow) RunnerInfo { return RunnerInfo(r) }), check.Failed("runners", err)
 }
 
 // SchemaVersion returns the version of the database's schema: 0 if it

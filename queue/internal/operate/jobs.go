@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -174,4 +175,51 @@ func ReadStats[S ~string](ctx context.Context, st store.Store, db *gorm.DB) (Sta
 		s.Ready, s.OldestReady, err = st.Ready(ctx, db)
 	}
 	return s, check.Failed("stats", err)
+}
+
+// Attempt is queue.Attempt field for field.
+type Attempt struct {
+	Number     int
+	Runner     string
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	Outcome    string
+	Error      string
+}
+
+// AttemptsOf returns the kept attempts of job id, oldest first, or an
+// error wrapping j.Errs.NotFound.
+func (j Jobs[R]) AttemptsOf(ctx context.Context, id int64) ([]Attempt, error) {
+	rec, err := j.Get(ctx, id) // first, so that an attempt that ends meanwhile is found in the history
+	if err != nil {
+		return nil, err
+	}
+	as, err := j.Attempts(ctx, j.View(rec))
+	if err != nil {
+		return nil, check.Failed(fmt.Sprint("attempts of ", id), err)
+	}
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = Attempt{Number: a.Claim, Runner: a.Runner, Outcome: a.Outcome, Error: a.Error}
+		if a.StartedAt != nil {
+			out[i].StartedAt = *a.StartedAt
+		}
+		if !a.FinishedAt.IsZero() {
+			out[i].FinishedAt = &as[i].FinishedAt
+		}
+	}
+	return out, nil
+}
+
+// ChildrenOf returns the jobs that rules, those in which a kind is a
+// parent, released when job id completed (see Children), or an error
+// wrapping j.Errs.NotFound.
+func (j Jobs[R]) ChildrenOf(ctx context.Context, id int64, rules func(kind string) []runner.Dependency) ([]R, error) {
+	rec, err := j.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	job := j.View(rec)
+	out, err := j.Children(ctx, job, rules(job.Kind))
+	return out, check.Failed(fmt.Sprint("children of ", id), err)
 }
