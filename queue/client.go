@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
@@ -261,17 +262,8 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 		}
 		j.Backoff = optional(string(b))
 	}
-	if claims := map[string]any(o.auth); claims != nil {
-		b, err := json.Marshal(claims)
-		if err != nil {
-			return j, check.Invalid("auth context does not encode as JSON: %v", err)
-		}
-		if err := check.Encoded("auth", claims, b, false); err != nil {
-			return j, err
-		}
-		j.Auth = optional(string(b))
-	}
-	return j, nil
+	j.Auth, err = enqueue.Auth(o.auth)
+	return j, err
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
@@ -281,14 +273,8 @@ func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	return o, err
 }
 
-// optional points at a copy of v, or is nil for the zero value.
-func optional[T comparable](v T) *T {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return &v
-}
+// optional is enqueue.Optional.
+func optional[T comparable](v T) *T { return enqueue.Optional(v) }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))
@@ -416,4 +402,41 @@ type Stats struct {
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s, err := operate.ReadStats[Status](ctx, c.st, c.db)
 	return Stats(s), err
+}
+
+// EnqueueBulk stores many jobs with COPY (on SQLite, prepared multi-row
+// INSERTs), the fastest way in: use it for backfills and imports.
+// Validation is as for EnqueueMany, and all jobs are stored or none. Jobs
+// with idempotency keys cannot be copied (COPY cannot skip duplicates), so a
+// bulk that has any goes through EnqueueMany's statement, in slices,
+// instead; so does a bulk given to a Client.Tx client, because COPY needs a
+// connection of its own. It returns how many jobs it created.
+func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
+	rows, err := c.prepareAll(jobs)
+	if err != nil {
+		return 0, err
+	}
+	if len(c.cfg.hooks) == 0 {
+		return c.enqueueBulk(ctx, rows)
+	}
+	res := c.hooked(ctx, opEnqueueBulk, rows, func(ctx context.Context) EnqueueResult {
+		n, err := c.enqueueBulk(ctx, rows)
+		return EnqueueResult{Created: n, Err: err}
+	})
+	return res.Created, res.Err
+}
+
+func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
+	return enqueue.Bulk(ctx, c.st, c.db, rows, c.tx, c.cfg.logger, func(tx *gorm.DB, part []newJob) (int64, error) {
+		in := c.in(tx)
+		res := in.inserted(ctx, part)
+		return res.Created, res.Err
+	})
+}
+
+func init() {
+	access.Client = func(client any) (*gorm.DB, store.Store) {
+		c := client.(*Client)
+		return c.db, c.st
+	}
 }

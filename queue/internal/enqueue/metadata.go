@@ -1,8 +1,10 @@
 package enqueue
 
 import (
+	"encoding/json"
 	"maps"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -41,4 +43,29 @@ func TraceMetadata(parent, state string) []byte {
 		m["tracestate"] = state
 	}
 	return store.EncodeMetadata(m)
+}
+
+// Optional points at a copy of v, or is nil for the zero value.
+func Optional[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// Auth returns a job's auth claims as stored: nil for none, and an error
+// for claims that do not encode as JSON or hold text jsonb would refuse.
+func Auth(claims map[string]any) (*string, error) {
+	if claims == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(claims)
+	if err != nil {
+		return nil, check.Invalid("auth context does not encode as JSON: %v", err)
+	}
+	if err := check.Encoded("auth", claims, b, false); err != nil {
+		return nil, err
+	}
+	return Optional(string(b)), nil
 }
