@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/release"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -99,7 +100,7 @@ func (c *Client) releaser(log *slog.Logger, hooks []Hooks) runner.Rules {
 			ru := c.reg.r.Rule(r.Rule)
 			// The rule's function, and the child's Kind and MarshalJSON,
 			// are the user's code.
-			err = userCall(func() error {
+			err = hook.Call(func() error {
 				args, opts := ru.Child(parents)
 				opts = append(opts, IdempotencyKey(r.Key))
 				if r.RunID.Valid {

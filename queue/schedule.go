@@ -12,6 +12,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -199,23 +200,14 @@ func (r *Registry) Schedule(p Periodic) error {
 		return check.Invalid("schedule %q: nil Jobs function", p.Name)
 	}
 	tm, err := p.timing()
+	if err == nil {
+		err = tm.Check(p.Spec.String(), MaxCatchUp)
+	}
 	if err != nil {
 		return err
 	}
-	if p.Missed < 0 || p.Missed > MaxCatchUp {
-		return check.Invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
-	}
-	if p.Grace != 0 && (p.Grace < time.Second || p.Grace > 24*time.Hour) {
-		return check.Invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
-	}
 	p.Location = tm.Location
-	s := &schedule{Periodic: p, timing: tm}
-	if s.timing.Next(time.Now()).IsZero() {
-		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
-		// accepts it, and the schedule would never fire.
-		return check.Invalid("schedule %q: %q never fires", p.Name, p.Spec)
-	}
-	r.r.Schedules.Put(s)
+	r.r.Schedules.Put(&schedule{Periodic: p, timing: tm})
 	return nil
 }
 
@@ -277,7 +269,7 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 // tickJobs builds the jobs of tick t, recovering a panic in the user's
 // code; the caller spends a tick whose jobs cannot be built without jobs.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
-	err = userCall(func() error {
+	err = hook.Call(func() error {
 		jobs := s.Jobs(t)
 		if len(jobs) == 0 {
 			return nil
