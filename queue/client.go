@@ -14,6 +14,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -69,7 +70,9 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 
 // Migrate creates or upgrades the queue's tables to SchemaVersion. It is
 // idempotent, and processes that call it at once wait for each other.
-func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
+func (c *Client) Migrate(ctx context.Context) error {
+	return runner.Migrate(ctx, c.st, c.cfg.logger, ErrSchemaTooNew)
+}
 
 // Tx returns a client whose calls run inside tx, a transaction of the
 // caller's on the client's database; runners are notified at the commit.

@@ -142,15 +142,6 @@ func viewOf(r *JobRecord) operate.Job {
 		Period: r.Period, LockedBy: r.LockedBy, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, ParentIDs: r.ParentIDs}
 }
 
-// statusCounts converts counts by status name.
-func statusCounts(in map[string]int64) map[Status]int64 {
-	out := make(map[Status]int64, len(in))
-	for s, n := range in {
-		out[Status(s)] = n
-	}
-	return out
-}
-
 // converted returns f of each of in; nil for nil.
 func converted[T, U any](in []T, f func(T) U) []U {
 	if in == nil {

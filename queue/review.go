@@ -144,7 +144,7 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 	if err != nil {
 		return nil, check.Failed("review", err)
 	}
-	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
+	return &Review{Query: q, Total: r.Total, Counts: operate.Counts[Status](r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
 		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),
 		NeverRan: r.NeverRan, MoreNeverRan: r.MoreNeverRan, MoreSlow: r.MoreSlow, MoreStopped: r.MoreStopped,
 		Retrying: r.Retrying, MoreRetrying: r.MoreRetrying, Typical: r.Typical,

@@ -462,3 +462,12 @@ func LedgerTick(s *runner.Timing, r store.TickRow) Tick {
 	}
 	return Tick{Schedule: r.Schedule, At: at, RunID: r.RunID, Period: at.Format("2006-01-02")}
 }
+
+// Counts returns counts by status name as counts by S, queue.Status.
+func Counts[S ~string](in map[string]int64) map[S]int64 {
+	out := make(map[S]int64, len(in))
+	for s, n := range in {
+		out[S(s)] = n
+	}
+	return out
+}

@@ -3,8 +3,12 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -33,4 +37,46 @@ func Preflight(ctx context.Context, st store.Store, notMigrated, tooNew error) (
 		return 0, fmt.Errorf("queue: start: %w: the database is at version %d, this sheaf knows %d", tooNew, version, store.SchemaVersion)
 	}
 	return room, nil
+}
+
+// Migrate is Client.Migrate: it brings the schema to store.SchemaVersion,
+// refusing a newer one with an error wrapping tooNew, and warns on log
+// when it upgraded the schema under runners that are up: they run an
+// earlier release, since this one's refuse to start on an older schema. A
+// failed read of the runners goes unsaid: the migration it would warn of
+// is done.
+func Migrate(ctx context.Context, st store.Store, log *slog.Logger, tooNew error) error {
+	found, err := st.Migrate(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("queue: migrate: %w", err)
+	case found > store.SchemaVersion:
+		return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", tooNew, found, store.SchemaVersion)
+	case found == 0 || found == store.SchemaVersion:
+		return nil
+	}
+	up, err := st.Runners(ctx, time.Minute)
+	if err != nil || len(up) == 0 {
+		return nil
+	}
+	ids := make([]string, len(up))
+	for i, r := range up {
+		ids[i] = r.ID
+	}
+	log.Warn("queue: migrating the schema under runners of an earlier release; replace them once it is done "+
+		"(those of schema version 6 should be stopped first)", "from", found, "to", store.SchemaVersion, "runners", ids)
+	return nil
+}
+
+// CheckPool refuses a pool on db that allows fewer connections than a
+// runner needs.
+func CheckPool(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("queue: new runner: %w", err)
+	}
+	if most := sqlDB.Stats().MaxOpenConnections; most > 0 && most < Conns {
+		return check.Invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", most, Conns)
+	}
+	return nil
 }
