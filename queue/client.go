@@ -120,18 +120,23 @@ func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (En
 // kind's registered type, and be what jsonb stores as given (see
 // Guarantees in the package documentation). Errors are as for Enqueue.
 func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...EnqueueOption) (Enqueued, error) {
-	e, err := c.reg.lookup(kind)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if err := e.CheckPayload(payload); err != nil {
-		return Enqueued{}, err
-	}
-	row, err := c.prepare(e, payload, opts)
+	row, err := c.prepareRaw(kind, payload, opts)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	return c.insertOne(ctx, row)
+}
+
+// prepareRaw checks and prepares a job given as JSON.
+func (c *ops) prepareRaw(kind string, payload json.RawMessage, opts []EnqueueOption) (newJob, error) {
+	e, err := c.reg.lookup(kind)
+	if err == nil {
+		err = e.CheckPayload(payload)
+	}
+	if err != nil {
+		return newJob{}, err
+	}
+	return c.prepare(e, payload, opts)
 }
 
 // insertOne inserts the row of Enqueue or EnqueueRaw.
@@ -184,14 +189,8 @@ func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued,
 	}
 	rows := make([]newJob, len(jobs))
 	for i, p := range jobs {
-		e, err := c.reg.lookup(p.Kind)
-		if err == nil {
-			err = e.CheckPayload(p.Payload)
-		}
-		if err == nil {
-			rows[i], err = c.prepare(e, p.Payload, p.Options)
-		}
-		if err != nil {
+		var err error
+		if rows[i], err = c.prepareRaw(p.Kind, p.Payload, p.Options); err != nil {
 			return nil, &JobError{Index: i, Err: err}
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/hook"
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/release"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -51,14 +51,8 @@ type childFunc = func(parents []JobRecord) (Args, []EnqueueOption)
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
-	if err := check.Name("rule name", "rule name", ru.Name, 200); err != nil {
+	if err := registry.CheckRule(ru.Name, len(ru.Parents), ru.Each, child == nil); err != nil {
 		return err
-	}
-	if child == nil {
-		return check.Invalid("rule %q: nil child function", ru.Name)
-	}
-	if len(ru.Parents) == 0 || (ru.Each && len(ru.Parents) != 1) {
-		return check.Invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", ru.Name)
 	}
 	childKind, err := kindOf[C]()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
@@ -113,13 +114,7 @@ func (f clientOption) applyClient(c *config) error { return f(c) }
 // DefaultKeepCancelled, DefaultKeepFailed, DefaultKeepHistory and
 // DefaultKeepAlerts. A bad value is a *RetentionError.
 func WithRetention(r Retention) ClientOption {
-	return clientOption(func(c *config) error {
-		if err := r.check(false); err != nil {
-			return err
-		}
-		c.retention = r
-		return nil
-	})
+	return clientOption(func(c *config) error { return check.Set(&c.retention, r, r.check(false)) })
 }
 
 // Retain sets how long a kind's finished jobs are kept, by status,
@@ -128,13 +123,7 @@ func WithRetention(r Retention) ClientOption {
 // and periods go whole, so a kind kept longer keeps the other jobs of its
 // runs and periods as long.
 func Retain(r Retention) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		if err := r.check(true); err != nil {
-			return err
-		}
-		o.retain = r
-		return nil
-	})
+	return kindOption(func(o *jobOptions) error { return check.Set(&o.retain, r, r.check(true)) })
 }
 
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the

@@ -234,3 +234,17 @@ func (r *Registry[O, W, F, S]) NextOpening(now time.Time, queues []string) time.
 	defer r.mu.RUnlock()
 	return r.windowsLocked().NextOpening(now, queues)
 }
+
+// CheckRule refuses a malformed rule: a bad name, no parent kinds, more
+// than one for a one-to-one rule (each), or no child function.
+func CheckRule(name string, parents int, each, noChild bool) error {
+	switch err := check.Name("rule name", "rule name", name, 200); {
+	case err != nil:
+		return err
+	case noChild:
+		return check.Invalid("rule %q: nil child function", name)
+	case parents == 0 || (each && parents != 1):
+		return check.Invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", name)
+	}
+	return nil
+}

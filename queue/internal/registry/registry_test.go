@@ -104,3 +104,13 @@ func TestWindows(t *testing.T) {
 	require.Equal(t, []string{"k"}, kinds)
 	require.Equal(t, time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC), r.NextOpening(noon, []string{"other"}))
 }
+
+func TestCheckRule(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, CheckRule("r", 2, false, false))
+	require.NoError(t, CheckRule("r", 1, true, false))
+	require.ErrorIs(t, CheckRule("", 1, false, false), check.ErrInvalidOption)
+	require.ErrorContains(t, CheckRule("r", 1, false, true), "nil child function")
+	require.ErrorContains(t, CheckRule("r", 0, false, false), "needs parent kinds")
+	require.ErrorContains(t, CheckRule("r", 2, true, false), "exactly one")
+}
