@@ -1,10 +1,12 @@
 package enqueue
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -68,4 +70,21 @@ func Auth(claims map[string]any) (*string, error) {
 		return nil, err
 	}
 	return Optional(string(b)), nil
+}
+
+// Hooked runs the enqueue hooks that pick finds in hooks (see hook.Chain)
+// for an enqueue of rows, then stores with every row the metadata meta
+// returns, once they ran, over the row's own, own(i). It returns the
+// context to insert with, and the function to report the result with,
+// once: never nil.
+func Hooked[H, R any](ctx context.Context, hooks []H, pick func(H) func(context.Context) (context.Context, func(R)),
+	rows []store.NewJob, own func(i int) map[string]string, meta func() map[string]string) (context.Context, func(R)) {
+	ctx, done := hook.Chain(ctx, hooks, pick)
+	if m := meta(); len(m) > 0 {
+		Overlay(rows, own, m)
+	}
+	if done == nil {
+		done = func(R) {}
+	}
+	return ctx, done
 }
