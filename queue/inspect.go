@@ -21,17 +21,7 @@ func (r *Registry) Schedules() []Periodic {
 }
 
 // Ping checks that the database answers, and returns how long it took.
-func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
-	sqlDB, err := c.db.DB()
-	if err != nil {
-		return 0, fmt.Errorf("queue: ping: %w", err)
-	}
-	start := time.Now()
-	if err := sqlDB.PingContext(ctx); err != nil {
-		return 0, fmt.Errorf("queue: ping: %w", err)
-	}
-	return time.Since(start), nil
-}
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) { return runner.Ping(ctx, c.db) }
 
 // Children returns the jobs that dependency rules released when job id
 // completed, in ID order: the child of each one-to-one rule of its kind,

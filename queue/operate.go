@@ -9,6 +9,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -131,16 +132,7 @@ func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInf
 
 // SchemaVersion returns the version of the database's schema: 0 if it
 // was never migrated, SchemaVersion once Migrate has run.
-func (c *Client) SchemaVersion(ctx context.Context) (int, error) {
-	v, err := c.st.Version(ctx)
-	if errors.Is(check.NotMigrated(err), ErrNotMigrated) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("queue: schema version: %w", err)
-	}
-	return v, nil
-}
+func (c *Client) SchemaVersion(ctx context.Context) (int, error) { return runner.Version(ctx, c.st) }
 
 // AuditEntry is a line of the audit log: what an operator (Actor) did
 // (Action) to what (Target, JSON, such as a job ID or a Filter), and how

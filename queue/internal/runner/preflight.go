@@ -80,3 +80,29 @@ func CheckPool(db *gorm.DB) error {
 	}
 	return nil
 }
+
+// Version is Client.SchemaVersion: the schema's version, 0 if it was never
+// migrated.
+func Version(ctx context.Context, st store.Store) (int, error) {
+	v, err := st.Version(ctx)
+	if store.Unmigrated(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("queue: schema version: %w", err)
+	}
+	return v, nil
+}
+
+// Ping is Client.Ping: it checks that the database on db answers, and
+// returns how long it took.
+func Ping(ctx context.Context, db *gorm.DB) (time.Duration, error) {
+	sqlDB, err := db.DB()
+	if err == nil {
+		start := time.Now()
+		if err = sqlDB.PingContext(ctx); err == nil {
+			return time.Since(start), nil
+		}
+	}
+	return 0, fmt.Errorf("queue: ping: %w", err)
+}
