@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -11,9 +10,11 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -69,7 +70,9 @@ func NewClient(db *gorm.DB, reg *Registry, opts ...ClientOption) (*Client, error
 
 // Migrate creates or upgrades the queue's tables to SchemaVersion. It is
 // idempotent, and processes that call it at once wait for each other.
-func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx) }
+func (c *Client) Migrate(ctx context.Context) error {
+	return runner.Migrate(ctx, c.st, c.cfg.logger, ErrSchemaTooNew)
+}
 
 // Tx returns a client whose calls run inside tx, a transaction of the
 // caller's on the client's database; runners are notified at the commit.
@@ -117,18 +120,23 @@ func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (En
 // kind's registered type, and be what jsonb stores as given (see
 // Guarantees in the package documentation). Errors are as for Enqueue.
 func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...EnqueueOption) (Enqueued, error) {
-	e, err := c.reg.lookup(kind)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if err := e.checkPayload(payload); err != nil {
-		return Enqueued{}, err
-	}
-	row, err := c.prepare(e, payload, opts)
+	row, err := c.prepareRaw(kind, payload, opts)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	return c.insertOne(ctx, row)
+}
+
+// prepareRaw checks and prepares a job given as JSON.
+func (c *ops) prepareRaw(kind string, payload json.RawMessage, opts []EnqueueOption) (newJob, error) {
+	e, err := c.reg.lookup(kind)
+	if err == nil {
+		err = e.CheckPayload(payload)
+	}
+	if err != nil {
+		return newJob{}, err
+	}
+	return c.prepare(e, payload, opts)
 }
 
 // insertOne inserts the row of Enqueue or EnqueueRaw.
@@ -177,18 +185,12 @@ func (e *JobError) Unwrap() error { return e.Err }
 // nothing is stored.
 func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued, error) {
 	if len(jobs) == 0 {
-		return nil, invalid("no jobs")
+		return nil, check.Invalid("no jobs")
 	}
 	rows := make([]newJob, len(jobs))
 	for i, p := range jobs {
-		e, err := c.reg.lookup(p.Kind)
-		if err == nil {
-			err = e.checkPayload(p.Payload)
-		}
-		if err == nil {
-			rows[i], err = c.prepare(e, p.Payload, p.Options)
-		}
-		if err != nil {
+		var err error
+		if rows[i], err = c.prepareRaw(p.Kind, p.Payload, p.Options); err != nil {
 			return nil, &JobError{Index: i, Err: err}
 		}
 	}
@@ -232,17 +234,11 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
-		if t := reflect.TypeOf(p.Args); t != e.argsType {
-			return nil, fmt.Errorf("job %d: %w: kind %q is registered with %v, got %v", i, ErrInvalidPayload, e.kind, e.argsType, t)
+		payload, err := e.Encode(p.Args)
+		if err == nil {
+			rows[i], err = c.prepare(e, payload, p.Options)
 		}
-		payload, err := json.Marshal(p.Args)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w: %v", i, ErrInvalidPayload, err)
-		}
-		if err := check.Encoded("args", p.Args, payload, e.plain); err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		if rows[i], err = c.prepare(e, payload, p.Options); err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 	}
@@ -252,13 +248,13 @@ func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j newJob, err error) {
 	// o stays on the stack, and the job points at copies of the options it
 	// has: a bulk of jobs without options then costs no allocation here.
-	o := e.defaults
+	o := e.Defaults
 	if len(opts) > 0 {
 		if o, err = withJobOptions(o, opts); err != nil {
 			return j, err
 		}
 	}
-	j = newJob{Kind: e.kind, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
+	j = newJob{Kind: e.Name, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
 		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
 		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
 	if o.ownBackoff {
@@ -268,17 +264,8 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 		}
 		j.Backoff = optional(string(b))
 	}
-	if claims := map[string]any(o.auth); claims != nil {
-		b, err := json.Marshal(claims)
-		if err != nil {
-			return j, check.Invalid("auth context does not encode as JSON: %v", err)
-		}
-		if err := check.Encoded("auth", claims, b, false); err != nil {
-			return j, err
-		}
-		j.Auth = optional(string(b))
-	}
-	return j, nil
+	j.Auth, err = enqueue.Auth(o.auth)
+	return j, err
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
@@ -288,14 +275,8 @@ func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
 	return o, err
 }
 
-// optional points at a copy of v, or is nil for the zero value.
-func optional[T comparable](v T) *T {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return &v
-}
+// optional is enqueue.Optional.
+func optional[T comparable](v T) *T { return enqueue.Optional(v) }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))
@@ -308,25 +289,7 @@ func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 }
 
 // Get returns the job with the given ID, or ErrNotFound.
-func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) {
-	rec, err := c.job(ctx, c.db, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("queue: get %d: %w", id, check.NotMigrated(err))
-	}
-	return rec, err
-}
-
-// job reads the job with the given ID on db, or returns ErrNotFound.
-func (c *ops) job(ctx context.Context, db *gorm.DB, id int64) (*JobRecord, error) {
-	var recs []JobRecord
-	if err := c.st.Jobs(ctx, db, store.Filter{IDs: []int64{id}}, 1, &recs); err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w: %d", ErrNotFound, id)
-	}
-	return &recs[0], nil
-}
+func (c *ops) Get(ctx context.Context, id int64) (*JobRecord, error) { return c.jobs().Get(ctx, id) }
 
 // Filter selects jobs for List and RetryFailed. Zero fields select
 // everything.
@@ -358,45 +321,17 @@ type Filter struct {
 	Limit int
 }
 
-// store converts f for the store.
-func (f Filter) store() store.Filter {
-	sf := store.Filter{Kinds: f.Kinds, Queue: f.Queue, CorrelationID: f.CorrelationID, RunID: f.RunID, Period: f.Period,
-		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, AfterID: f.AfterID, BeforeID: f.BeforeID,
-		Search: f.Search, Newest: f.Newest}
-	for _, s := range f.Statuses {
-		sf.Statuses = append(sf.Statuses, string(s))
-	}
-	return sf
-}
-
 // List returns the jobs that match f, by ascending ID, or newest first
 // with f.Newest.
 func (c *ops) List(ctx context.Context, f Filter) ([]JobRecord, error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
-	limit, err := check.PageLimit(f.Limit, 10_000)
-	if err != nil {
-		return nil, err
-	}
-	var out []JobRecord
-	err = c.st.Jobs(ctx, c.db, f.store(), limit, &out)
-	if err != nil {
-		return nil, fmt.Errorf("queue: list: %w", check.NotMigrated(err))
-	}
-	return out, nil
+	return c.jobs().List(ctx, operate.Filter[Status](f).Select())
 }
 
 // Count counts the jobs that match f; f.AfterID, f.BeforeID, f.Newest and
 // f.Limit are ignored. With f.Search it reads every row the other fields
 // select.
 func (c *ops) Count(ctx context.Context, f Filter) (int64, error) {
-	f.unpaged()
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	n, err := c.st.Count(ctx, c.db, f.store())
-	return n, check.Failed("count", err)
+	return c.jobs().Count(ctx, operate.Filter[Status](f).Select())
 }
 
 // Cancel cancels a QUEUED or PROCESSING job. A running job's context is
@@ -434,34 +369,13 @@ func (c *ops) RunNow(ctx context.Context, id int64) (*JobRecord, error) {
 // f.AfterID, f.BeforeID, f.Newest and f.Limit are ignored.
 func (c *ops) RetryFailed(ctx context.Context, f Filter) (int64, error) {
 	f.Statuses = nil
-	f.unpaged()
-	if err := f.check(); err != nil {
-		return 0, err
-	}
-	var n int64
-	err := c.st.Tx(ctx, c.db, func(tx *gorm.DB) (err error) {
-		n, err = c.st.RetryFailed(tx, f.store(), maxTotalAttempts)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue: retry failed: %w", check.NotMigrated(err))
-	}
-	return n, nil
+	return c.jobs().RetryFailed(ctx, operate.Filter[Status](f).Select(), maxTotalAttempts)
 }
 
 // transition locks a job, checks its status, applies update and returns the
 // job as it is afterwards.
 func (c *ops) transition(ctx context.Context, id int64, op string, from []string, update func(tx *gorm.DB) error) (*JobRecord, error) {
-	var rec *JobRecord
-	errs := operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}
-	err := operate.Transition(ctx, c.st, c.db, errs, id, op, from, maxTotalAttempts, update, func(tx *gorm.DB) (err error) {
-		rec, err = c.job(ctx, tx, id)
-		return err
-	})
-	if err != nil && !errs.Expected(err) {
-		return nil, fmt.Errorf("queue: %s %d: %w", op, id, check.NotMigrated(err))
-	}
-	return rec, err
+	return c.jobs().Change(ctx, id, op, from, maxTotalAttempts, update)
 }
 
 // maxTotalAttempts bounds a job's attempts over all its retries: the attempt
@@ -488,17 +402,43 @@ type Stats struct {
 // roll-ups. A job retried after its day was rolled up counts both where it
 // finished and as it stands now.
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[Status]int64{}, ByKind: map[string]map[Status]int64{}}
-	counts, err := store.CountByKind(ctx, c.st, c.db)
-	for _, kc := range counts {
-		s.ByStatus[Status(kc.Status)] += kc.N
-		if s.ByKind[kc.Kind] == nil {
-			s.ByKind[kc.Kind] = map[Status]int64{}
-		}
-		s.ByKind[kc.Kind][Status(kc.Status)] += kc.N
+	s, err := operate.ReadStats[Status](ctx, c.st, c.db)
+	return Stats(s), err
+}
+
+// EnqueueBulk stores many jobs with COPY (on SQLite, prepared multi-row
+// INSERTs), the fastest way in: use it for backfills and imports.
+// Validation is as for EnqueueMany, and all jobs are stored or none. Jobs
+// with idempotency keys cannot be copied (COPY cannot skip duplicates), so a
+// bulk that has any goes through EnqueueMany's statement, in slices,
+// instead; so does a bulk given to a Client.Tx client, because COPY needs a
+// connection of its own. It returns how many jobs it created.
+func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
+	rows, err := c.prepareAll(jobs)
+	if err != nil {
+		return 0, err
 	}
-	if err == nil {
-		s.Ready, s.OldestReady, err = c.st.Ready(ctx, c.db)
+	if len(c.cfg.hooks) == 0 {
+		return c.enqueueBulk(ctx, rows)
 	}
-	return s, check.Failed("stats", err)
+	res := c.hooked(ctx, opEnqueueBulk, rows, func(ctx context.Context) EnqueueResult {
+		n, err := c.enqueueBulk(ctx, rows)
+		return EnqueueResult{Created: n, Err: err}
+	})
+	return res.Created, res.Err
+}
+
+func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
+	return enqueue.Bulk(ctx, c.st, c.db, rows, c.tx, c.cfg.logger, func(tx *gorm.DB, part []newJob) (int64, error) {
+		in := c.in(tx)
+		res := in.inserted(ctx, part)
+		return res.Created, res.Err
+	})
+}
+
+func init() {
+	access.Client = func(client any) (*gorm.DB, store.Store) {
+		c := client.(*Client)
+		return c.db, c.st
+	}
 }

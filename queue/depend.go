@@ -6,7 +6,8 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/release"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -50,58 +51,32 @@ type childFunc = func(parents []JobRecord) (Args, []EnqueueOption)
 // whose name is taken, that names an unknown kind, or that would close a
 // cycle (a kind that waits, through rules, for itself).
 func Depend[C Args](r *Registry, ru Rule, child func(parents []JobRecord) (C, []EnqueueOption)) error {
-	if err := check.Name("rule name", "rule name", ru.Name, 200); err != nil {
+	if err := registry.CheckRule(ru.Name, len(ru.Parents), ru.Each, child == nil); err != nil {
 		return err
-	}
-	if child == nil {
-		return check.Invalid("rule %q: nil child function", ru.Name)
-	}
-	if len(ru.Parents) == 0 || (ru.Each && len(ru.Parents) != 1) {
-		return check.Invalid("rule %q: needs parent kinds, exactly one for a one-to-one rule", ru.Name)
 	}
 	childKind, err := kindOf[C]()
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kinds[childKind] == nil || r.kinds[childKind].argsType != reflect.TypeFor[C]() {
-		return check.Invalid("rule %q: child kind %q is not registered with %v", ru.Name, childKind, reflect.TypeFor[C]())
-	}
-	for _, p := range ru.Parents {
-		if r.kinds[p] == nil {
-			return check.Invalid("rule %q: parent kind %q is not registered", ru.Name, p)
-		}
-	}
-	err = r.rules.Add(&rule{
+	return r.r.AddRule(&rule{
 		Dependency: runner.Dependency{Rule: runner.Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}, ChildKind: childKind},
 		Child: func(parents []JobRecord) (Args, []EnqueueOption) {
 			c, opts := child(parents)
 			return c, opts
 		},
-	})
-	if err != nil {
-		return check.Invalid("%v", err)
-	}
-	return nil
+	}, reflect.TypeFor[C]())
 }
 
 // Rules returns the registered dependency rules, sorted by name.
 func (r *Registry) Rules() []Rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return converted(r.rules.For(""), func(ru *rule) Rule {
+	return converted(r.r.RulesFor(""), func(ru *rule) Rule {
 		return Rule{Name: ru.Name, Parents: slices.Clone(ru.Parents), Each: ru.Each}
 	})
 }
 
 // rulesFor returns the rules in which kind is a parent, or every rule for
 // "", by name.
-func (r *Registry) rulesFor(kind string) []*rule {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.rules.For(kind)
-}
+func (r *Registry) rulesFor(kind string) []*rule { return r.r.RulesFor(kind) }
 
 // rulesOf is what package operate reads of rules.
 func rulesOf(rules []*rule) []runner.Dependency {
@@ -116,12 +91,10 @@ func (c *Client) releaser(log *slog.Logger, hooks []Hooks) runner.Rules {
 			return converted(c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
 		},
 		Build: func(r runner.Release, parents []JobRecord) (child newJob, err error) {
-			c.reg.mu.RLock()
-			ru := c.reg.rules.Named(r.Rule)
-			c.reg.mu.RUnlock()
+			ru := c.reg.r.Rule(r.Rule)
 			// The rule's function, and the child's Kind and MarshalJSON,
 			// are the user's code.
-			err = userCall(func() error {
+			err = hook.Call(func() error {
 				args, opts := ru.Child(parents)
 				opts = append(opts, IdempotencyKey(r.Key))
 				if r.RunID.Valid {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
-	"github.com/sheaf-dev/sheaf/worker"
 )
 
 var (
@@ -52,12 +51,6 @@ var (
 	ErrTimeout = errors.New("queue: job timed out")
 )
 
-// invalid, notMigrated and checkTexts are package check's Invalid,
-// NotMigrated and Texts.
-func invalid(format string, args ...any) error  { return check.Invalid(format, args...) }
-func notMigrated(err error) error               { return check.NotMigrated(err) }
-func checkTexts(namesAndValues ...string) error { return check.Texts(namesAndValues...) }
-
 // PermanentError marks a handler's error as not worth retrying: the job
 // fails at once, whatever attempts it has left. Build one with Permanent.
 type PermanentError struct{ Err error }
@@ -81,18 +74,4 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var pe *PermanentError
 	return errors.As(err, &pe)
-}
-
-// userCall calls fn, the user's code, on a goroutine of its own and returns
-// its error: a panic as a *worker.PanicError, a runtime.Goexit (which would
-// end the runner's goroutine) as one wrapping worker.ErrGoexit. For
-// callbacks off the hot path: schedule ticks and rule children.
-func userCall(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		if worker.Try(fn, func(err error) { done <- err }) {
-			done <- nil
-		}
-	}()
-	return <-done
 }

@@ -134,19 +134,12 @@ func enqueueHooks(ctx context.Context, hooks []Hooks, call *EnqueueCall, rows []
 			call.Jobs[i].Metadata, _ = store.DecodeMetadata(r.Metadata) // encoded by this process
 		}
 	}
-	ctx, done := hook.Chain(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
+	return enqueue.Hooked(ctx, hooks, func(h Hooks) func(context.Context) (context.Context, func(EnqueueResult)) {
 		if h.Enqueue == nil {
 			return nil
 		}
 		return func(ctx context.Context) (context.Context, func(EnqueueResult)) { return h.Enqueue(ctx, call) }
-	})
-	if len(call.Metadata) > 0 {
-		enqueue.Overlay(rows, func(i int) map[string]string { return call.Jobs[i].Metadata }, call.Metadata)
-	}
-	if done == nil {
-		done = func(EnqueueResult) {}
-	}
-	return ctx, done
+	}, rows, func(i int) map[string]string { return call.Jobs[i].Metadata }, func() map[string]string { return call.Metadata })
 }
 
 // attemptHooks runs the Attempt hooks of hooks for ex (see

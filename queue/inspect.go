@@ -7,6 +7,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // Registry returns the registry the client was built with.
@@ -20,29 +21,14 @@ func (r *Registry) Schedules() []Periodic {
 }
 
 // Ping checks that the database answers, and returns how long it took.
-func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
-	sqlDB, err := c.db.DB()
-	if err != nil {
-		return 0, fmt.Errorf("queue: ping: %w", err)
-	}
-	start := time.Now()
-	if err := sqlDB.PingContext(ctx); err != nil {
-		return 0, fmt.Errorf("queue: ping: %w", err)
-	}
-	return time.Since(start), nil
-}
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) { return runner.Ping(ctx, c.db) }
 
 // Children returns the jobs that dependency rules released when job id
 // completed, in ID order: the child of each one-to-one rule of its kind,
 // and the child of each many-to-one rule of its period that lists it among
 // its parents. It returns ErrNotFound if there is no such job.
 func (c *ops) Children(ctx context.Context, id int64) ([]JobRecord, error) {
-	job, err := c.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.jobs().Children(ctx, viewOf(job), rulesOf(c.reg.rulesFor(job.Kind)))
-	return out, check.Failed(fmt.Sprint("children of ", id), err)
+	return c.jobs().ChildrenOf(ctx, id, func(kind string) []runner.Dependency { return rulesOf(c.reg.rulesFor(kind)) })
 }
 
 // RunsQuery selects runs for Client.Runs. Zero fields select everything.
@@ -87,11 +73,8 @@ func (c *ops) Runs(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs, err := operate.Runs(ctx, c.st, c.db, sq)
-	return result("runs", runs, err, func(r operate.RunSummary) RunSummary {
-		return RunSummary{RunID: r.RunID, Period: r.Period, Total: r.Total, Counts: statusCounts(r.Counts),
-			FirstCreated: r.FirstCreated, LastCreated: r.LastCreated}
-	})
+	runs, err := operate.Runs[Status](ctx, c.st, c.db, sq)
+	return converted(runs, func(r operate.RunSummary[Status]) RunSummary { return RunSummary(r) }), err
 }
 
 // ScheduleState is a registered schedule with what the database says of
@@ -139,30 +122,14 @@ func (c *ops) ScheduleStates(ctx context.Context) ([]ScheduleState, error) {
 
 // jobs reads the client's job records for package operate.
 func (c *ops) jobs() operate.Jobs[JobRecord] {
-	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf}
+	return operate.Jobs[JobRecord]{Store: c.st, DB: c.db, View: viewOf,
+		Errs: operate.Errors{NotFound: ErrNotFound, WrongStatus: ErrWrongStatus, Invalid: ErrInvalidOption}}
 }
 
 // viewOf is what package operate reads of r.
 func viewOf(r *JobRecord) operate.Job {
 	return operate.Job{ID: r.ID, Kind: r.Kind, Status: string(r.Status), Attempts: r.Attempts, Claims: r.Claims,
 		Period: r.Period, LockedBy: r.LockedBy, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, ParentIDs: r.ParentIDs}
-}
-
-// statusCounts converts counts by status name.
-func statusCounts(in map[string]int64) map[Status]int64 {
-	out := make(map[Status]int64, len(in))
-	for s, n := range in {
-		out[Status(s)] = n
-	}
-	return out
-}
-
-// result returns f of each of in, or the error of the operation op.
-func result[T, U any](op string, in []T, err error, f func(T) U) ([]U, error) {
-	if err != nil {
-		return nil, check.Failed(op, err)
-	}
-	return converted(in, f), nil
 }
 
 // converted returns f of each of in; nil for nil.

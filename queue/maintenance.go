@@ -75,5 +75,5 @@ func (m maintenance) upkeep(c *Client) (campaign bool, tasks []maintain.Task, er
 		}
 		return false, nil, nil
 	}
-	return true, append(c.upkeep(), m.tasks...), nil
+	return true, append(c.upkeepAt(nil), m.tasks...), nil
 }

@@ -104,16 +104,11 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 // hooks, then to the observer: an observer that sees an event finds the
 // hooks' instruments already updated.
 func observers(hooks []Hooks, obs Observer, log *slog.Logger) func(Event) {
-	var fns []func(Event)
-	for _, h := range hooks {
-		if h.Observe != nil {
-			fns = append(fns, h.Observe)
-		}
-	}
+	var fn func(Event)
 	if obs != nil {
-		fns = append(fns, obs.Observe)
+		fn = obs.Observe
 	}
-	return hook.Fanout(log, fns)
+	return hook.Observers(log, hooks, func(h Hooks) func(Event) { return h.Observe }, fn)
 }
 
 // eventOf is the Event of one the runner reports.

@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"reflect"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -20,50 +18,24 @@ import (
 // each with its handler and defaults. Register kinds before starting runners;
 // a Registry is safe for concurrent use.
 type Registry struct {
-	mu        sync.RWMutex
-	kinds     map[string]*kindEntry
-	rules     runner.RuleSet[childFunc]
-	windows   map[string]calendar.Window // by queue
-	schedules *runner.ScheduleSet[*schedule]
+	r *registry.Registry[jobOptions, work, childFunc, *schedule]
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{kinds: map[string]*kindEntry{}, schedules: runner.NewScheduleSet[*schedule]()}
+	return &Registry{registry.New[jobOptions, work, childFunc, *schedule](func(o jobOptions) calendar.Window { return o.window.w })}
 }
 
-type kindEntry struct {
-	kind     string
-	argsType reflect.Type
-	plain    bool // argsType is payload.Plain
-	defaults jobOptions
-	chunked  bool
-	// work decodes the job's payload and runs its handler.
-	work func(ctx context.Context, a *attempt, e *kindEntry) error
-}
+// kindEntry is a registered kind.
+type kindEntry = registry.Kind[jobOptions, work]
+
+// work decodes a job's payload and runs its handler.
+type work func(ctx context.Context, a *attempt, e *kindEntry) error
 
 // Kinds returns the registered kinds, sorted.
-func (r *Registry) Kinds() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.kindsLocked()
-}
+func (r *Registry) Kinds() []string { return r.r.Kinds() }
 
-func (r *Registry) lookup(kind string) (*kindEntry, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e := r.kinds[kind]
-	if e == nil {
-		return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknownKind, kind, r.kindsLocked())
-	}
-	return e, nil
-}
-
-func (r *Registry) kindsLocked() []string {
-	out := slices.AppendSeq(make([]string, 0, len(r.kinds)), maps.Keys(r.kinds))
-	slices.Sort(out)
-	return out
-}
+func (r *Registry) lookup(kind string) (*kindEntry, error) { return r.r.Lookup(kind, ErrUnknownKind) }
 
 // Register registers h as the handler of the kind named by A's Kind method.
 // opts set the kind's defaults (OnQueue, Priority, MaxAttempts,
@@ -88,33 +60,21 @@ func Register[A Args](r *Registry, h Handler[A], opts ...RegisterOption) error {
 	})
 }
 
-func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, work func(context.Context, *attempt, *kindEntry) error) error {
+func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, w work) error {
 	kind, err := kindOf[A]()
 	if err != nil {
 		return err
 	}
-	e := &kindEntry{
-		kind:     kind,
-		argsType: reflect.TypeFor[A](),
-		plain:    payload.Plain(reflect.TypeFor[A]()),
-		chunked:  chunked,
-		defaults: jobOptions{queue: DefaultQueue, priority: DefaultPriority, maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize},
-		work:     work,
-	}
+	e := registry.NewKind[A](kind, chunked, jobOptions{queue: DefaultQueue, priority: DefaultPriority,
+		maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize}, w)
 	what := "RegisterOption"
 	if chunked {
 		what = "ChunkedOption"
 	}
-	if err := check.Each(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.defaults) }); err != nil {
+	if err := check.Each(what, opts, func(o ChunkedOption) error { return o.applyKind(&e.Defaults) }); err != nil {
 		return fmt.Errorf("register %q: %w", kind, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kinds[kind] != nil {
-		return check.Invalid("kind %q registered twice", kind)
-	}
-	r.kinds[kind] = e
-	return nil
+	return r.r.Add(e)
 }
 
 // kindOf asks the zero A for its kind, so a kind is known without a value.
@@ -147,15 +107,6 @@ func deref[T any](p *T) (v T) {
 	return v
 }
 
-// checkPayload refuses a JSON payload given as such (EnqueueRaw) that does
-// not decode into the kind's type, or that jsonb would refuse.
-func (e *kindEntry) checkPayload(payload []byte) error {
-	if err := json.Unmarshal(payload, reflect.New(e.argsType).Interface()); err != nil {
-		return fmt.Errorf("%w: kind %q wants %v: %v", ErrInvalidPayload, e.kind, e.argsType, err)
-	}
-	return check.Raw(payload)
-}
-
 // runnerKinds shows a runner the registry's kinds and windows (see
 // runner.Kinds). The kinds it looks up run their jobs with the hooks of
 // that runner, which keeps what it looked up.
@@ -169,20 +120,25 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Kind{Timeout: e.defaults.timeout, Backoff: e.defaults.backoff, Chunked: e.chunked,
+	return &runner.Kind{Timeout: e.Defaults.timeout, Backoff: e.Defaults.backoff, Chunked: e.Chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
-			return e.work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
+			return e.Work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
 		}}, nil
 }
 
 func (k runnerKinds) Closed(now time.Time, queues []string) (map[string]bool, []string) {
-	k.c.reg.mu.RLock()
-	defer k.c.reg.mu.RUnlock()
-	return k.c.reg.windowsLocked().Closed(now, queues)
+	return k.c.reg.r.Closed(now, queues)
 }
 
 func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
-	k.c.reg.mu.RLock()
-	defer k.c.reg.mu.RUnlock()
-	return k.c.reg.windowsLocked().NextOpening(now, queues)
+	return k.c.reg.r.NextOpening(now, queues)
+}
+
+// retained yields the kinds' own retentions, holding the registry's lock.
+func (r *Registry) retained(yield func(string, maintain.Durations) bool) {
+	for kind, e := range r.r.All {
+		if !yield(kind, e.Defaults.retain.durations()) {
+			return
+		}
+	}
 }

@@ -4,13 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // KeepForever, as a Retention duration, keeps what it applies to forever.
@@ -93,25 +90,15 @@ func (*RetentionError) Unwrap() error { return ErrInvalidOption }
 // check refuses durations that are neither zero, KeepForever nor
 // MinRetention or more, and, for a kind, the client-only fields.
 func (r Retention) check(kind bool) error {
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"Failed", r.Failed}, {"History", r.History}, {"Alerts", r.Alerts}} {
-		switch {
-		case kind && (f.name == "History" || f.name == "Alerts") && f.d != 0:
-			return &RetentionError{Field: f.name, Value: f.d, Reason: "is the client's, not a kind's"}
-		case f.name == "Alerts" && f.d != 0 && f.d != KeepForever && f.d < MinAlertRetention:
-			return &RetentionError{Field: f.name, Value: f.d,
-				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinAlertRetention)}
-		case f.d != 0 && f.d != KeepForever && f.d < MinRetention:
-			return &RetentionError{Field: f.name, Value: f.d,
-				Reason: fmt.Sprintf("is neither KeepForever nor at least %v", MinRetention)}
-		}
-	}
-	if kind && r.Archive != nil {
-		return &RetentionError{Field: "Archive", Reason: "is the client's, not a kind's"}
+	field, v, why := maintain.Flaw(kind, r.durations(), r.History, r.Alerts, r.Archive != nil, MinRetention, MinAlertRetention)
+	if why != "" {
+		return &RetentionError{Field: field, Value: v, Reason: why}
 	}
 	return nil
+}
+
+func (r Retention) durations() maintain.Durations {
+	return maintain.Durations{Completed: r.Completed, Cancelled: r.Cancelled, Failed: r.Failed}
 }
 
 // clientOption is a ClientOption only.
@@ -127,13 +114,7 @@ func (f clientOption) applyClient(c *config) error { return f(c) }
 // DefaultKeepCancelled, DefaultKeepFailed, DefaultKeepHistory and
 // DefaultKeepAlerts. A bad value is a *RetentionError.
 func WithRetention(r Retention) ClientOption {
-	return clientOption(func(c *config) error {
-		if err := r.check(false); err != nil {
-			return err
-		}
-		c.retention = r
-		return nil
-	})
+	return clientOption(func(c *config) error { return check.Set(&c.retention, r, r.check(false)) })
 }
 
 // Retain sets how long a kind's finished jobs are kept, by status,
@@ -142,88 +123,17 @@ func WithRetention(r Retention) ClientOption {
 // and periods go whole, so a kind kept longer keeps the other jobs of its
 // runs and periods as long.
 func Retain(r Retention) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		if err := r.check(true); err != nil {
-			return err
-		}
-		o.retain = r
-		return nil
-	})
-}
-
-// keepOf is how maintain keeps jobs of status for d.
-func keepOf(kind string, status Status, d time.Duration) maintain.Keep {
-	return maintain.Keep{Kind: kind, Status: string(status), For: d, Forever: d == KeepForever}
-}
-
-// keepRules are the pruning rules of the client's retention and of its
-// registry's kinds at this moment: the kinds' overrides, then the
-// client's, with the defaults for what neither sets.
-func (c *ops) keepRules() []maintain.Keep {
-	r := c.cfg.retention
-	client := []struct {
-		status Status
-		d      time.Duration
-	}{
-		{StatusCompleted, orDefault(r.Completed, DefaultKeepCompleted)},
-		{StatusCancelled, orDefault(r.Cancelled, DefaultKeepCancelled)},
-		{StatusFailed, orDefault(r.Failed, DefaultKeepFailed)},
-	}
-	var rules []maintain.Keep
-	c.reg.mu.RLock()
-	for kind, e := range c.reg.kinds {
-		own := e.defaults.retain
-		for i, d := range []time.Duration{own.Completed, own.Cancelled, own.Failed} {
-			if d != 0 && d != client[i].d {
-				rules = append(rules, keepOf(kind, client[i].status, d))
-			}
-		}
-	}
-	c.reg.mu.RUnlock()
-	slices.SortFunc(rules, func(a, b maintain.Keep) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Status, b.Status))
-	})
-	for _, s := range client {
-		rules = append(rules, keepOf("", s.status, s.d))
-	}
-	return rules
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-// archiver hands the client's Archive the jobs of a batch, read in the
-// batch's transaction; nil without an Archive.
-func (c *ops) archiver() func(tx *gorm.DB, ids []int64) error {
-	archive := c.cfg.retention.Archive
-	if archive == nil {
-		return nil
-	}
-	return func(tx *gorm.DB, ids []int64) error {
-		ctx := tx.Statement.Context
-		var jobs []JobRecord
-		if err := c.st.Jobs(ctx, tx, store.Filter{IDs: ids}, 0, &jobs); err != nil {
-			return err
-		}
-		return archive(ctx, jobs)
-	}
+	return kindOption(func(o *jobOptions) error { return check.Set(&o.retain, r, r.check(true)) })
 }
 
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the
-// system clock); roll-ups first, so that a leader that runs its tasks in
-// order rolls a day up, and keeps a finished run's counts, before it
-// prunes them (the pruner checks anyway).
+// system clock).
 func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
-	return []maintain.Task{
-		&maintain.Rollup{Store: c.st, Keep: orDefault(c.cfg.retention.History, DefaultKeepHistory), Now: now},
-		maintain.RunCounts{Store: c.st, DB: c.db, Every: time.Minute},
-		&maintain.Prune{Store: c.st, Rules: c.keepRules, Archive: c.archiver(), Now: now},
-		&maintain.AlertPrune{Store: c.st, DB: c.db, Keep: orDefault(c.cfg.retention.Alerts, DefaultKeepAlerts), Now: now},
-	}
+	r := c.cfg.retention
+	return maintain.Upkeep(c.st, c.db, maintain.Retention[JobRecord]{Keep: r.durations(),
+		Default: maintain.Durations{Completed: DefaultKeepCompleted, Cancelled: DefaultKeepCancelled, Failed: DefaultKeepFailed},
+		History: cmp.Or(r.History, DefaultKeepHistory), Alerts: cmp.Or(r.Alerts, DefaultKeepAlerts), Archive: r.Archive,
+		Kinds: c.reg.retained}, now)
 }
 
 // Prune rolls up the days that are over and deletes, in batches, the
@@ -240,4 +150,40 @@ func (c *Client) Prune(ctx context.Context) (int64, error) {
 		return n, fmt.Errorf("queue: %w", err)
 	}
 	return n, nil
+}
+
+// HistoryQuery selects day roll-ups: the UTC days from From's to To's (To
+// exclusive, zero: now, so today is in), of a kind and a queue if set.
+type HistoryQuery struct {
+	Kind, Queue string
+	From, To    time.Time
+}
+
+// DayStats is one UTC day of a kind on a queue: its jobs that finished
+// that day, counted by status; Retries counts their attempts past the
+// first; P50, P95 and Max are the run times (start of the last attempt to
+// completion) of the completed ones, the 95th percentile by nearest rank;
+// Errors counts the failed ones by the shape of their last error (numbers,
+// hex and UUIDs replaced, as the console groups failures), the 20 largest,
+// the rest under "(other)".
+type DayStats struct {
+	Day                                   time.Time
+	Kind, Queue                           string
+	Completed, Failed, Cancelled, Retries int64
+	P50, P95, Max                         time.Duration
+	Errors                                map[string]int64
+}
+
+// maxHistoryDays bounds the days one History call covers.
+const maxHistoryDays = 3660
+
+// History returns the day roll-ups q selects, by day, kind and queue; days
+// without finished jobs are left out. Roll-ups outlive the jobs they count
+// (see Retention): the runners' maintenance makes a day's final once it is
+// over and refreshes today's every 10 minutes; History reads the days not
+// final yet, today's among them, from the jobs themselves, so they are up
+// to date. It reads one row per kind, queue and final day.
+func (c *ops) History(ctx context.Context, q HistoryQuery) ([]DayStats, error) {
+	days, err := maintain.Days(ctx, c.st, c.db, maintain.HistoryQuery(q), maxHistoryDays)
+	return converted(days, func(d maintain.DayStats) DayStats { return DayStats(d) }), err
 }

@@ -2,12 +2,11 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
-	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // ReviewQuery says what a morning review covers: one run, one period (a
@@ -36,13 +35,8 @@ type ReviewQuery struct {
 	Limit int
 }
 
-// Review's bounds.
-const (
-	defaultReviewLimit = 100
-	maxReviewLimit     = 10_000
-	// failureSamples is how many job IDs a failure group names.
-	failureSamples = 10
-)
+// failureSamples is how many job IDs a failure group names.
+const failureSamples = 10
 
 // Review is what ran, what failed and what was slow: the operator's morning
 // check after a night of scheduled runs. The database counts, groups and
@@ -134,30 +128,11 @@ type StoppedChain struct {
 // groups their failures and picks the bounded lists; the slow check reads
 // the recent history of each kind (or its day roll-ups).
 func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
-	rangeOK := !q.From.IsZero() && !q.To.IsZero() && q.From.Before(q.To)
-	switch {
-	case q.RunID != "" && q.Period != "":
-		return nil, invalid("review takes a RunID or a Period, not both")
-	case q.RunID == "" && q.Period == "" && !rangeOK:
-		return nil, invalid("review needs a RunID, a Period, or a From before a To")
-	}
-	if err := checkTexts("ReviewQuery.RunID", q.RunID, "ReviewQuery.Period", q.Period); err != nil {
+	asked, rq, err := operate.Asked(q).Query(failureSamples)
+	if err != nil {
 		return nil, err
 	}
-	if q.SlowFactor == 0 {
-		q.SlowFactor = 1.5
-	}
-	if q.History == 0 {
-		q.History = 20
-	}
-	if q.Limit == 0 {
-		q.Limit = defaultReviewLimit
-	}
-	if q.SlowFactor < 1 || q.History < 1 || q.Limit < 1 || q.Limit > maxReviewLimit {
-		return nil, invalid("review: SlowFactor must be at least 1, History positive and Limit from 1 to 10,000")
-	}
-	rq := operate.ReviewQuery{Scope: store.Filter{RunID: q.RunID, Period: q.Period}, From: q.From, To: q.To,
-		SlowFactor: q.SlowFactor, History: q.History, Limit: q.Limit, Samples: failureSamples}
+	q = ReviewQuery(asked)
 	timings, now := c.reg.timings(), c.cfg.clock.Now()
 	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Rules: rulesOf(c.reg.rulesFor("")),
 		Missed: func(ctx context.Context) ([]operate.Tick, error) {
@@ -167,9 +142,9 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
 		}}.Review(ctx, rq)
 	if err != nil {
-		return nil, fmt.Errorf("queue: review: %w", notMigrated(err))
+		return nil, check.Failed("review", err)
 	}
-	return &Review{Query: q, Total: r.Total, Counts: statusCounts(r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
+	return &Review{Query: q, Total: r.Total, Counts: operate.Counts[Status](r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
 		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),
 		NeverRan: r.NeverRan, MoreNeverRan: r.MoreNeverRan, MoreSlow: r.MoreSlow, MoreStopped: r.MoreStopped,
 		Retrying: r.Retrying, MoreRetrying: r.MoreRetrying, Typical: r.Typical,

@@ -1,8 +1,8 @@
 package queue
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
@@ -45,18 +45,10 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if err := check.Each("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}
-	if cfg.rescueEvery == 0 {
-		cfg.rescueEvery = cfg.lease / 2
-	}
-	if cfg.runnerID == "" {
-		cfg.runnerID = runner.DefaultID()
-	}
-	sqlDB, err := c.db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("queue: new runner: %w", err)
-	}
-	if max := sqlDB.Stats().MaxOpenConnections; max > 0 && max < runner.Conns {
-		return nil, check.Invalid("the connection pool allows %d connections; a runner needs at least %d (listener, claims, completions, leases) plus what its handlers use", max, runner.Conns)
+	cfg.rescueEvery = cmp.Or(cfg.rescueEvery, cfg.lease/2)
+	cfg.runnerID = cmp.Or(cfg.runnerID, runner.DefaultID())
+	if err := runner.CheckPool(c.db); err != nil {
+		return nil, err
 	}
 	campaign, upkeep, err := cfg.maint.upkeep(c)
 	if err != nil {

@@ -12,8 +12,10 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Clock tells the time for schedules and windows (WithClock); runs, leases
@@ -198,39 +200,30 @@ func (r *Registry) Schedule(p Periodic) error {
 		return check.Invalid("schedule %q: nil Jobs function", p.Name)
 	}
 	tm, err := p.timing()
+	if err == nil {
+		err = tm.Check(p.Spec.String(), MaxCatchUp)
+	}
 	if err != nil {
 		return err
 	}
-	if p.Missed < 0 || p.Missed > MaxCatchUp {
-		return check.Invalid("schedule %q: missed-tick policy %d not in [0, %d]", p.Name, int(p.Missed), MaxCatchUp)
-	}
-	if p.Grace != 0 && (p.Grace < time.Second || p.Grace > 24*time.Hour) {
-		return check.Invalid("schedule %q: grace %v not in [1s, 24h]", p.Name, p.Grace)
-	}
 	p.Location = tm.Location
-	s := &schedule{Periodic: p, timing: tm}
-	if s.timing.Next(time.Now()).IsZero() {
-		// A date that never comes, such as Cron("0 0 30 2 *"): the parser
-		// accepts it, and the schedule would never fire.
-		return check.Invalid("schedule %q: %q never fires", p.Name, p.Spec)
-	}
-	r.schedules.Put(s)
+	r.r.Schedules.Put(&schedule{Periodic: p, timing: tm})
 	return nil
 }
 
 // Unschedule removes the schedule called name and reports whether there was
 // one. Jobs it already created are not touched.
-func (r *Registry) Unschedule(name string) bool { return r.schedules.Delete(name) }
+func (r *Registry) Unschedule(name string) bool { return r.r.Schedules.Delete(name) }
 
 // sortedSchedules returns the schedules sorted by name, and their timings.
 func (r *Registry) sortedSchedules() ([]*schedule, []*runner.Timing) {
-	scheds := r.schedules.Sorted()
+	scheds := r.r.Schedules.Sorted()
 	return scheds, converted(scheds, (*schedule).Timing)
 }
 
 // timings returns the registered schedules' timetables, by name.
 func (r *Registry) timings() map[string]*runner.Timing {
-	scheds, _ := r.schedules.Now()
+	scheds, _ := r.r.Schedules.Now()
 	out := make(map[string]*runner.Timing, len(scheds))
 	for name, s := range scheds {
 		out[name] = &s.timing
@@ -245,7 +238,7 @@ func (s *schedule) Timing() *runner.Timing { return &s.timing }
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
 		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
-		Schedules: c.reg.schedules.Now,
+		Schedules: c.reg.r.Schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
 			rows, unbuilt = tickJobs(c, s, Tick(operate.TickOf(s.Name, tick)))
@@ -276,7 +269,7 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 // tickJobs builds the jobs of tick t, recovering a panic in the user's
 // code; the caller spends a tick whose jobs cannot be built without jobs.
 func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
-	err = userCall(func() error {
+	err = hook.Call(func() error {
 		jobs := s.Jobs(t)
 		if len(jobs) == 0 {
 			return nil
@@ -291,3 +284,88 @@ func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
 	})
 	return rows, err
 }
+
+// The tick ledger: what became of every expected tick of a schedule.
+
+// TickOutcome is what became of a schedule's tick, as the ledger records
+// it.
+type TickOutcome string
+
+const (
+	// TickFired: the tick created its jobs within its schedule's grace.
+	TickFired TickOutcome = store.TickFired
+	// TickLate: the tick created its jobs more than its grace after its
+	// time: caught up by a runner that started late (CatchUp), or fired
+	// once the database could be reached again.
+	TickLate TickOutcome = store.TickLate
+	// TickMissed: no runner ran at the tick, and its schedule's policy
+	// skipped it.
+	TickMissed TickOutcome = store.TickMissed
+)
+
+// TickRecord is a tick in the ledger. A runner writes it in the transaction
+// that creates the tick's jobs, or that skips the tick; a tick that no
+// runner has reached yet (every runner down) has none.
+type TickRecord struct {
+	// Tick is the tick: At is in its schedule's location if the schedule
+	// is registered, UTC if not; RunID names its jobs' run (a missed
+	// tick's would-be run).
+	Tick
+	Outcome TickOutcome
+	// RecordedAt is when a runner recorded it, by that runner's clock.
+	RecordedAt time.Time
+	// Jobs is how many jobs the tick created: 0 for a missed tick, and for
+	// a fired one whose Jobs function returned none or whose jobs could
+	// not be built.
+	Jobs int
+}
+
+// TicksQuery selects ledger rows for Client.Ticks. Zero fields select
+// everything.
+type TicksQuery struct {
+	// Schedule keeps one schedule's ticks.
+	Schedule string
+	// From (inclusive) and To (exclusive) bound the ticks' times.
+	From, To time.Time
+	// Outcome keeps the ticks of one outcome.
+	Outcome TickOutcome
+	// After continues a listing after this record, the last of the
+	// previous page: only its Schedule and At are read.
+	After *TickRecord
+	// Limit caps the records returned; 0 means 100, the most is 10,000.
+	Limit int
+}
+
+// Ticks lists the ledger's ticks that q selects, newest first (then by
+// schedule name, descending). The ledger keeps each schedule's ticks for
+// 400 days; a runner deletes older ones as it fires the schedule. It reads
+// through an index on the ticks' time.
+func (c *ops) Ticks(ctx context.Context, q TicksQuery) ([]TickRecord, error) {
+	page := operate.TicksPage{Schedule: q.Schedule, Outcome: string(q.Outcome), From: q.From, To: q.To, Limit: q.Limit, After: q.After != nil}
+	if q.After != nil {
+		page.AfterSchedule, page.AfterAt = q.After.Schedule, q.After.At
+	}
+	sq, err := page.Store()
+	if err != nil {
+		return nil, err
+	}
+	return c.ticks(ctx, sq)
+}
+
+// ticks reads the ledger rows q selects as records.
+func (c *ops) ticks(ctx context.Context, q store.TicksQuery) ([]TickRecord, error) {
+	rows, err := store.Ticks(ctx, c.st, c.db, q)
+	if err != nil {
+		return nil, fmt.Errorf("queue: ticks: %w", check.NotMigrated(err))
+	}
+	timings := c.reg.timings()
+	return converted(rows, func(r store.TickRow) TickRecord {
+		return TickRecord{Tick: Tick(operate.LedgerTick(timings[r.Schedule], r)), Outcome: TickOutcome(r.Outcome),
+			RecordedAt: r.RecordedAt, Jobs: r.Jobs}
+	}), nil
+}
+
+// Clock returns the clock the client goes by (WithClock; SystemClock{} by
+// default), for tools such as queue/console that show schedules and
+// windows as of the same now.
+func (c *ops) Clock() Clock { return c.cfg.clock }

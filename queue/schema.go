@@ -1,10 +1,6 @@
 package queue
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -34,31 +30,4 @@ func (c *Client) Migrations() []Migration {
 		out[i] = Migration{Version: i + 1, Up: up}
 	}
 	return out
-}
-
-func (c *Client) migrate(ctx context.Context) error {
-	found, err := c.st.Migrate(ctx)
-	switch {
-	case err != nil:
-		return fmt.Errorf("queue: migrate: %w", err)
-	case found > SchemaVersion:
-		return fmt.Errorf("%w: database is at version %d, this sheaf knows %d", ErrSchemaTooNew, found, SchemaVersion)
-	case found > 0 && found < SchemaVersion:
-		c.warnOfOlderRunners(ctx, found)
-	}
-	return nil
-}
-
-// warnOfOlderRunners logs a warning when Migrate has upgraded the schema
-// from version under runners that are up: they run an earlier release,
-// since this one's refuse to start on an older schema. A failed read of
-// the runners goes unsaid: the migration it would warn of is done.
-func (c *Client) warnOfOlderRunners(ctx context.Context, version int) {
-	up, err := c.st.Runners(ctx, time.Minute)
-	if err != nil || len(up) == 0 {
-		return
-	}
-	ids := converted(up, func(r store.RunnerRow) string { return r.ID })
-	c.cfg.logger.Warn("queue: migrating the schema under runners of an earlier release; replace them once it is done "+
-		"(those of schema version 6 should be stopped first)", "from", version, "to", SchemaVersion, "runners", ids)
 }

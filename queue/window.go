@@ -6,6 +6,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 )
 
 // Window is a daily span of local time in which some jobs may start, such as
@@ -37,9 +38,6 @@ func (w Window) NextOpen(t time.Time) time.Time { return w.w.NextOpen(t) }
 // String describes the window, as "23:00-05:00 Asia/Kolkata".
 func (w Window) String() string { return w.w.String() }
 
-// closes reports whether the window is ever closed: not the zero Window.
-func (w Window) closes() bool { return w.w.Closes() }
-
 // During restricts the kind's jobs to a window.
 func During(w Window) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
@@ -52,22 +50,28 @@ func During(w Window) RegisterOption {
 // from it while it is closed. It is the cheaper of the two ways to keep
 // jobs in a window (see During), because a closed kind's jobs still have to
 // be stepped over by claims from their queue.
-func (r *Registry) QueueWindow(queue string, w Window) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.windows == nil {
-		r.windows = map[string]calendar.Window{}
-	}
-	r.windows[queue] = w.w
+func (r *Registry) QueueWindow(queue string, w Window) { r.r.SetQueueWindow(queue, w.w) }
+
+// ClosedWindow returns the batch window that keeps a job of kind on queue
+// from starting at t, if one does: the queue's (QueueWindow), else the
+// kind's (During). ok is false when neither is closed at t, and for a kind
+// that is not registered and a queue without a window.
+func (r *Registry) ClosedWindow(kind, queue string, t time.Time) (w Window, ok bool) {
+	cw, ok := r.r.ClosedWindow(kind, queue, t)
+	return Window{cw}, ok
 }
 
-// windowsLocked returns the registry's windows; the caller holds r.mu.
-func (r *Registry) windowsLocked() calendar.Windows {
-	return calendar.Windows{Queues: r.windows, Kinds: func(yield func(string, calendar.Window) bool) {
-		for k, e := range r.kinds {
-			if !yield(k, e.defaults.window.w) {
-				return
-			}
-		}
-	}}
+// WindowRule is a registered batch window: a queue's (QueueWindow), with
+// Kind empty, or a kind's (During), with Queue empty.
+type WindowRule struct {
+	Queue, Kind string
+	Window      Window
+}
+
+// Windows returns the registered batch windows: the queues' by name, then
+// the kinds' by name.
+func (r *Registry) Windows() []WindowRule {
+	return converted(r.r.Windows(), func(w registry.WindowRule) WindowRule {
+		return WindowRule{Queue: w.Queue, Kind: w.Kind, Window: Window{w.Window}}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/jobview"
 )
 
 // Listing limits.
@@ -152,14 +153,7 @@ func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, e
 	if len(rec.Output) > 0 {
 		v.Output = rec.Output
 	}
-	out := jobDetailResponse{Job: v, Attempts: make([]attemptView, len(attempts))}
-	for i, a := range attempts {
-		out.Attempts[i] = attemptView{Number: a.Number, Runner: a.Runner, FinishedAt: a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
-		if !a.StartedAt.IsZero() {
-			out.Attempts[i].StartedAt = &a.StartedAt
-		}
-	}
-	return out, nil
+	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts)}, nil
 }
 
 // jobsPage is the page of jobs that q (listParams) selects.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/jobview"
 )
 
 func runJobs(ctx context.Context, e *env, args []string) error {
@@ -89,7 +90,7 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for i := range recs {
-			if err := enc.Encode(jobView(&recs[i])); err != nil {
+			if err := enc.Encode(jobview.Of(&recs[i], recs[i].Payload)); err != nil {
 				return err
 			}
 		}
@@ -151,9 +152,11 @@ func jobsGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := jobView(r)
-	v.Attempts = attempts
 	if *asJSON {
+		v := detail{Job: jobview.Of(r, r.Payload), Attempts: jobview.Attempts(attempts)}
+		if len(r.Output) > 0 {
+			v.Output = r.Output
+		}
 		return json.NewEncoder(e.stdout).Encode(v)
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
@@ -271,40 +274,15 @@ func (e *env) parseIDs(fs *flag.FlagSet, args []string) ([]int64, error) {
 	return ids, nil
 }
 
-// view is a job as the command prints it: the stored job without its
-// claims, which are never shown.
-type view struct {
-	ID             int64           `json:"id"`
-	Kind           string          `json:"kind"`
-	Queue          string          `json:"queue"`
-	Status         queue.Status    `json:"status"`
-	Priority       int             `json:"priority"`
-	Args           json.RawMessage `json:"args"`
-	Attempt        int             `json:"attempts"`
-	MaxAttempts    int             `json:"max_attempts"`
-	CreatedAt      time.Time       `json:"created_at"`
-	RunAt          time.Time       `json:"run_at"`
-	StartedAt      *time.Time      `json:"started_at,omitempty"`
-	CompletedAt    *time.Time      `json:"completed_at,omitempty"`
-	Processed      int64           `json:"processed"`
-	Total          *int64          `json:"total,omitempty"`
-	LastError      *string         `json:"last_error,omitempty"`
-	CorrelationID  *string         `json:"correlation_id,omitempty"`
-	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
-	RunID          *string         `json:"run_id,omitempty"`
-	Period         *string         `json:"period,omitempty"`
-	ParentIDs      []int64         `json:"parent_ids,omitempty"`
-	Output         json.RawMessage `json:"output,omitempty"`
-	Attempts       []queue.Attempt `json:"attempt_log,omitempty"`
+// detail is a job as jobs get prints it: as the console's API shows it,
+// with its attempts.
+type detail struct {
+	jobview.Job
+	Attempts []jobview.Attempt `json:"attempt_log,omitempty"`
 }
 
-func jobView(r *queue.JobRecord) view {
-	return view{ID: r.ID, Kind: r.Kind, Queue: r.Queue, Status: r.Status, Priority: r.Priority, Args: r.Payload,
-		Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, CreatedAt: r.CreatedAt, RunAt: r.RunAt, StartedAt: r.StartedAt,
-		CompletedAt: r.CompletedAt, Processed: r.Processed, Total: r.Total, LastError: r.LastError,
-		CorrelationID: r.CorrelationID, IdempotencyKey: r.IdempotencyKey, RunID: r.RunID, Period: r.Period,
-		ParentIDs: r.ParentIDs, Output: r.Output}
-}
+// stored shows a job's arguments as they are stored.
+func stored(_ string, payload json.RawMessage) json.RawMessage { return payload }
 
 func deref(p *string) string {
 	if p == nil {

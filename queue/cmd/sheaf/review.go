@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/jobview"
 )
 
 func runReview(ctx context.Context, e *env, args []string) error {
@@ -107,23 +108,23 @@ chains; the console of the program itself does.`)
 type reviewJSON struct {
 	Total       int64                  `json:"total"`
 	Counts      map[queue.Status]int64 `json:"counts"`
-	Failed      []view                 `json:"failed"`
+	Failed      []jobview.Job          `json:"failed"`
 	Slow        []slowJSON             `json:"slow"`
-	NeverRan    []view                 `json:"never_ran"`
+	NeverRan    []jobview.Job          `json:"never_ran"`
 	MissedTicks []queue.Tick           `json:"missed_ticks"`
 	Stopped     []stoppedJSON          `json:"stopped"`
 }
 
 type stoppedJSON struct {
-	Rule         string   `json:"rule"`
-	ChildKind    string   `json:"child_kind"`
-	Group        string   `json:"group"`
-	Blocking     []view   `json:"blocking"`
-	MissingKinds []string `json:"missing_kinds"`
+	Rule         string        `json:"rule"`
+	ChildKind    string        `json:"child_kind"`
+	Group        string        `json:"group"`
+	Blocking     []jobview.Job `json:"blocking"`
+	MissingKinds []string      `json:"missing_kinds"`
 }
 
 type slowJSON struct {
-	Job      view          `json:"job"`
+	Job      jobview.Job   `json:"job"`
 	Duration time.Duration `json:"duration_ns"`
 	Typical  time.Duration `json:"typical_ns"`
 }
@@ -136,15 +137,9 @@ func reviewView(r *queue.Review) reviewJSON {
 			Blocking: views(c.Blocking), MissingKinds: c.MissingKinds})
 	}
 	for _, s := range r.Slow {
-		out.Slow = append(out.Slow, slowJSON{Job: jobView(&s.Job), Duration: s.Duration, Typical: s.Typical})
+		out.Slow = append(out.Slow, slowJSON{Job: jobview.Of(&s.Job, s.Job.Payload), Duration: s.Duration, Typical: s.Typical})
 	}
 	return out
 }
 
-func views(recs []queue.JobRecord) []view {
-	out := make([]view, len(recs))
-	for i := range recs {
-		out[i] = jobView(&recs[i])
-	}
-	return out
-}
+func views(recs []queue.JobRecord) []jobview.Job { return jobview.All(recs, stored) }

@@ -46,3 +46,34 @@ func Fanout[E any](log *slog.Logger, fns []func(E)) func(E) {
 		}
 	}
 }
+
+// Observers returns the function that reports an event to the hooks'
+// observe functions (pick returns a hook's, nil for none), then to obs if
+// not nil, each contained as Fanout does: an observer that sees an event
+// finds the hooks' instruments already updated.
+func Observers[H, E any](log *slog.Logger, hooks []H, pick func(H) func(E), obs func(E)) func(E) {
+	var fns []func(E)
+	for _, h := range hooks {
+		if fn := pick(h); fn != nil {
+			fns = append(fns, fn)
+		}
+	}
+	if obs != nil {
+		fns = append(fns, obs)
+	}
+	return Fanout(log, fns)
+}
+
+// Call calls fn, the user's code, on a goroutine of its own and returns
+// its error: a panic as a *worker.PanicError, a runtime.Goexit (which would
+// end the caller's goroutine) as one wrapping worker.ErrGoexit. For
+// callbacks off the hot path: schedule ticks and rule children.
+func Call(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		if worker.Try(fn, func(err error) { done <- err }) {
+			done <- nil
+		}
+	}()
+	return <-done
+}

@@ -2,11 +2,14 @@ package maintain
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -72,4 +75,68 @@ func Typical(ctx context.Context, st store.Store, db *gorm.DB, kind string, befo
 	}
 	slices.Sort(medians)
 	return medians[len(medians)/2], nil
+}
+
+// HistoryQuery is queue.HistoryQuery field for field.
+type HistoryQuery struct {
+	Kind, Queue string
+	From, To    time.Time
+}
+
+// DayStats is queue.DayStats field for field.
+type DayStats struct {
+	Day                                   time.Time
+	Kind, Queue                           string
+	Completed, Failed, Cancelled, Retries int64
+	P50, P95, Max                         time.Duration
+	Errors                                map[string]int64
+}
+
+// Days checks q, covering at most most days, and returns the day roll-ups
+// it selects (see History), as queue's History does.
+func Days(ctx context.Context, st store.Store, db *gorm.DB, q HistoryQuery, most int) ([]DayStats, error) {
+	if q.To.IsZero() {
+		q.To = time.Now()
+	}
+	from, to := Day(q.From), Day(q.To.Add(-time.Nanosecond)).AddDate(0, 0, 1)
+	switch {
+	case q.From.IsZero():
+		return nil, check.Invalid("history needs a From")
+	case !q.From.Before(q.To):
+		return nil, check.Invalid("history: From %v is not before To %v", q.From, q.To)
+	case to.Sub(from) > time.Duration(most)*24*time.Hour:
+		return nil, check.Invalid("history covers at most %d days", most)
+	}
+	if err := check.Texts("HistoryQuery.Kind", q.Kind, "HistoryQuery.Queue", q.Queue); err != nil {
+		return nil, err
+	}
+	rows, err := History(ctx, st, db, q.Kind, q.Queue, from, to)
+	if err != nil {
+		return nil, check.Failed("history", err)
+	}
+	out := make([]DayStats, 0, len(rows))
+	for _, r := range rows {
+		s, err := dayStats(r)
+		if err != nil {
+			return nil, fmt.Errorf("queue: history: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func dayStats(r store.DayRow) (DayStats, error) {
+	day, err := time.Parse(store.DayLayout, r.Day)
+	if err != nil {
+		return DayStats{}, err
+	}
+	s := DayStats{Day: day, Kind: r.Kind, Queue: r.Queue, Completed: r.Completed, Failed: r.Failed, Cancelled: r.Cancelled,
+		Retries: r.Retries, P50: time.Duration(r.P50us) * time.Microsecond, P95: time.Duration(r.P95us) * time.Microsecond,
+		Max: time.Duration(r.MaxUsec) * time.Microsecond}
+	if len(r.Errors) > 0 {
+		if err := json.Unmarshal(r.Errors, &s.Errors); err != nil {
+			return DayStats{}, fmt.Errorf("errors of %s: %w", r.Day, err)
+		}
+	}
+	return s, nil
 }

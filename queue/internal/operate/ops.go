@@ -34,6 +34,8 @@ type Jobs[R any] struct {
 	DB    *gorm.DB // the pool, or a caller's transaction
 	// View is what the operations read of a record.
 	View func(*R) Job
+	// Errs are the sentinels the operations wrap.
+	Errs Errors
 }
 
 // Read returns the records f selects, all of them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"slices"
 	"strings"
 	"time"
@@ -14,35 +15,35 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// QueueInfo is queue.QueueInfo, with its counts by status name.
-type QueueInfo struct {
+// QueueInfo is queue.QueueInfo field for field; S is queue.Status.
+type QueueInfo[S ~string] struct {
 	Name      string
-	Counts    map[string]int64
+	Counts    map[S]int64
 	OldestDue time.Duration
 	Paused    bool
 	PausedAt  *time.Time
 }
 
 // Queues describes every queue that has jobs or is paused, by name.
-func Queues(ctx context.Context, st store.Store, db *gorm.DB) ([]QueueInfo, error) {
+func Queues[S ~string](ctx context.Context, st store.Store, db *gorm.DB) ([]QueueInfo[S], error) {
 	counts, err := st.QueueCounts(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, check.Failed("queues", err)
 	}
 	paused, err := st.Paused(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, check.Failed("queues", err)
 	}
-	byName := map[string]*QueueInfo{}
-	info := func(name string) *QueueInfo {
+	byName := map[string]*QueueInfo[S]{}
+	info := func(name string) *QueueInfo[S] {
 		if byName[name] == nil {
-			byName[name] = &QueueInfo{Name: name, Counts: map[string]int64{}}
+			byName[name] = &QueueInfo[S]{Name: name, Counts: map[S]int64{}}
 		}
 		return byName[name]
 	}
 	for _, qc := range counts {
 		q := info(qc.Queue)
-		q.Counts[qc.Status] = qc.N
+		q.Counts[S(qc.Status)] = qc.N
 		q.OldestDue = max(q.OldestDue, qc.Oldest)
 	}
 	for _, p := range paused {
@@ -50,11 +51,11 @@ func Queues(ctx context.Context, st store.Store, db *gorm.DB) ([]QueueInfo, erro
 		at := p.PausedAt
 		q.Paused, q.PausedAt = true, &at
 	}
-	out := make([]QueueInfo, 0, len(byName))
+	out := make([]QueueInfo[S], 0, len(byName))
 	for _, q := range byName {
 		out = append(out, *q)
 	}
-	slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b QueueInfo[S]) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/errshape"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -27,6 +28,43 @@ type ReviewQuery struct {
 	// Limit bounds each list of jobs; Samples the job IDs of a failure
 	// group.
 	Limit, Samples int
+}
+
+// Asked is queue.ReviewQuery field for field.
+type Asked struct {
+	RunID      string
+	Period     string
+	From, To   time.Time
+	SlowFactor float64
+	History    int
+	Limit      int
+}
+
+// Review's bounds.
+const (
+	defaultReviewLimit = 100
+	maxReviewLimit     = 10_000
+)
+
+// Query checks a and returns it with its defaults set, and the query it
+// asks for, whose failure groups name samples jobs each.
+func (a Asked) Query(samples int) (Asked, ReviewQuery, error) {
+	rangeOK := !a.From.IsZero() && !a.To.IsZero() && a.From.Before(a.To)
+	switch {
+	case a.RunID != "" && a.Period != "":
+		return a, ReviewQuery{}, check.Invalid("review takes a RunID or a Period, not both")
+	case a.RunID == "" && a.Period == "" && !rangeOK:
+		return a, ReviewQuery{}, check.Invalid("review needs a RunID, a Period, or a From before a To")
+	}
+	if err := check.Texts("ReviewQuery.RunID", a.RunID, "ReviewQuery.Period", a.Period); err != nil {
+		return a, ReviewQuery{}, err
+	}
+	a.SlowFactor, a.History, a.Limit = cmp.Or(a.SlowFactor, 1.5), cmp.Or(a.History, 20), cmp.Or(a.Limit, defaultReviewLimit)
+	if a.SlowFactor < 1 || a.History < 1 || a.Limit < 1 || a.Limit > maxReviewLimit {
+		return a, ReviewQuery{}, check.Invalid("review: SlowFactor must be at least 1, History positive and Limit from 1 to 10,000")
+	}
+	return a, ReviewQuery{Scope: store.Filter{RunID: a.RunID, Period: a.Period}, From: a.From, To: a.To,
+		SlowFactor: a.SlowFactor, History: a.History, Limit: a.Limit, Samples: samples}, nil
 }
 
 // Review is what a review found; its fields mirror queue.Review's.
@@ -423,4 +461,13 @@ func LedgerTick(s *runner.Timing, r store.TickRow) Tick {
 		at = at.In(s.Location)
 	}
 	return Tick{Schedule: r.Schedule, At: at, RunID: r.RunID, Period: at.Format("2006-01-02")}
+}
+
+// Counts returns counts by status name as counts by S, queue.Status.
+func Counts[S ~string](in map[string]int64) map[S]int64 {
+	out := make(map[S]int64, len(in))
+	for s, n := range in {
+		out[S(s)] = n
+	}
+	return out
 }

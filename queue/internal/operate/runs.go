@@ -6,33 +6,34 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// RunSummary is queue.RunSummary, with its counts by status name.
-type RunSummary struct {
+// RunSummary is queue.RunSummary field for field; S is queue.Status.
+type RunSummary[S ~string] struct {
 	RunID                     string
 	Period                    string
 	Total                     int64
-	Counts                    map[string]int64
+	Counts                    map[S]int64
 	FirstCreated, LastCreated time.Time
 }
 
 // Runs lists the runs q selects, newest first.
-func Runs(ctx context.Context, st store.Store, db *gorm.DB, q store.RunsQuery) ([]RunSummary, error) {
+func Runs[S ~string](ctx context.Context, st store.Store, db *gorm.DB, q store.RunsQuery) ([]RunSummary[S], error) {
 	counts, err := store.Runs(ctx, st, db, q)
 	if err != nil {
-		return nil, err
+		return nil, check.Failed("runs", err)
 	}
-	var out []RunSummary
+	var out []RunSummary[S]
 	for _, rc := range counts {
 		if len(out) == 0 || out[len(out)-1].RunID != rc.RunID {
-			out = append(out, RunSummary{RunID: rc.RunID, Counts: map[string]int64{}, FirstCreated: rc.First})
+			out = append(out, RunSummary[S]{RunID: rc.RunID, Counts: map[S]int64{}, FirstCreated: rc.First})
 		}
 		s := &out[len(out)-1]
 		s.Total += rc.N
-		s.Counts[rc.Status] = rc.N
+		s.Counts[S(rc.Status)] = rc.N
 		if rc.Period.Valid && rc.Period.String > s.Period {
 			s.Period = rc.Period.String
 		}

@@ -1,0 +1,122 @@
+// Package jobview shows a job as the console's API and the sheaf command
+// print it: never its auth context, and with the fields derived from the
+// stored job (its wait and run times) computed here, once for both.
+package jobview
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// Job is a job as shown.
+type Job struct {
+	ID          int64           `json:"id"`
+	Kind        string          `json:"kind"`
+	Queue       string          `json:"queue"`
+	Status      queue.Status    `json:"status"`
+	Priority    int             `json:"priority"`
+	Args        json.RawMessage `json:"args"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	// Claims and Rescues are as in queue.JobRecord.
+	Claims   int      `json:"claims"`
+	Rescues  int      `json:"rescues"`
+	Progress Progress `json:"progress"`
+	// The times are the database's.
+	CreatedAt   time.Time  `json:"created_at"`
+	RunAt       time.Time  `json:"run_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+	// WaitSeconds is how long the last attempt waited, from its run time to
+	// its start; RunSeconds how long it ran, to completion.
+	WaitSeconds *float64 `json:"wait_seconds"`
+	RunSeconds  *float64 `json:"run_seconds"`
+	// LockedBy is the runner that holds the job, until LockedUntil; for a
+	// COMPLETED job, the runner that completed it.
+	LockedBy       *string    `json:"locked_by"`
+	LockedUntil    *time.Time `json:"locked_until"`
+	LastError      *string    `json:"last_error"`
+	IdempotencyKey *string    `json:"idempotency_key"`
+	CorrelationID  *string    `json:"correlation_id"`
+	RunID          *string    `json:"run_id"`
+	Period         *string    `json:"period"`
+	ParentIDs      []int64    `json:"parent_ids"`
+	// ChildIDs and Output are shown for one job, not in lists.
+	ChildIDs []int64         `json:"child_ids,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+}
+
+// Progress is how far a job has got.
+type Progress struct {
+	Processed int64  `json:"processed"`
+	Total     *int64 `json:"total"`
+}
+
+// Attempt is one attempt of a job: one claim of it by a runner.
+type Attempt struct {
+	// Number is the claim's number: 1 for the first.
+	Number int    `json:"number"`
+	Runner string `json:"runner"`
+	// StartedAt is null for an attempt claimed and not started.
+	StartedAt *time.Time `json:"started_at"`
+	// FinishedAt is null while it runs.
+	FinishedAt *time.Time `json:"finished_at"`
+	// Outcome is completed, retried, failed, cancelled, rescued or running.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Of shows rec, with args as its arguments: rec.Payload, or what a
+// formatter made of it. Arguments that are not JSON show as null.
+func Of(rec *queue.JobRecord, args json.RawMessage) Job {
+	if len(args) == 0 || !json.Valid(args) {
+		args = json.RawMessage("null")
+	}
+	v := Job{
+		ID: rec.ID, Kind: rec.Kind, Queue: rec.Queue, Status: rec.Status, Priority: rec.Priority,
+		Args: args, Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts,
+		Claims: rec.Claims, Rescues: rec.Rescues, Progress: Progress{Processed: rec.Processed, Total: rec.Total},
+		CreatedAt: rec.CreatedAt, RunAt: rec.RunAt, StartedAt: rec.StartedAt, CompletedAt: rec.CompletedAt,
+		LockedBy: rec.LockedBy, LockedUntil: rec.LockedUntil, LastError: rec.LastError,
+		IdempotencyKey: rec.IdempotencyKey, CorrelationID: rec.CorrelationID, RunID: rec.RunID, Period: rec.Period,
+		ParentIDs: []int64(rec.ParentIDs),
+	}
+	if v.ParentIDs == nil {
+		v.ParentIDs = []int64{}
+	}
+	if rec.StartedAt != nil && !rec.StartedAt.Before(rec.RunAt) {
+		v.WaitSeconds = seconds(rec.StartedAt.Sub(rec.RunAt))
+	}
+	if d := rec.Duration(); d > 0 {
+		v.RunSeconds = seconds(d)
+	}
+	return v
+}
+
+// All shows recs, each with its stored arguments as args makes them.
+func All(recs []queue.JobRecord, args func(kind string, payload json.RawMessage) json.RawMessage) []Job {
+	out := make([]Job, len(recs))
+	for i := range recs {
+		out[i] = Of(&recs[i], args(recs[i].Kind, recs[i].Payload))
+	}
+	return out
+}
+
+// Attempts shows a job's attempts.
+func Attempts(as []queue.Attempt) []Attempt {
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		out[i] = Attempt{Number: a.Number, Runner: a.Runner, FinishedAt: a.FinishedAt, Outcome: a.Outcome, Error: a.Error}
+		if !a.StartedAt.IsZero() {
+			out[i].StartedAt = &as[i].StartedAt
+		}
+	}
+	return out
+}
+
+func seconds(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
