@@ -164,9 +164,10 @@
 // forged request is refused with 403 anyway. The pages work at 1280 and at
 // 390 pixels wide, from the keyboard, with every control labelled.
 //
-// The TestBrowser tests drive headless Chromium (Debian's chromium package,
-// or the binary in SHEAF_CHROMIUM) against a real database, and save a
-// screenshot each; without Chromium they skip, and with CI set they fail.
+// The TestBrowser tests drive headless Chromium (Debian's
+// chromium-headless-shell or chromium package, or the binary in
+// SHEAF_CHROMIUM) against a real database, and save a screenshot each;
+// without Chromium they skip, and with CI set they fail.
 //
 // # Errors
 //
