@@ -49,6 +49,18 @@ func (r *Registry) Kinds() []string {
 	return r.kindsLocked()
 }
 
+// ChunkSize returns the records per chunk of a kind registered with
+// RegisterChunked, and false for any other kind.
+func (r *Registry) ChunkSize(kind string) (int, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e := r.kinds[kind]
+	if e == nil || !e.chunked {
+		return 0, false
+	}
+	return e.defaults.chunkSize, true
+}
+
 func (r *Registry) lookup(kind string) (*kindEntry, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
