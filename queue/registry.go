@@ -35,6 +35,16 @@ type work func(ctx context.Context, a *attempt, e *kindEntry) error
 // Kinds returns the registered kinds, sorted.
 func (r *Registry) Kinds() []string { return r.r.Kinds() }
 
+// ChunkSize returns the records per chunk of a kind registered with
+// RegisterChunked, and false for any other kind.
+func (r *Registry) ChunkSize(kind string) (int, bool) {
+	e, err := r.lookup(kind)
+	if err != nil || !e.Chunked {
+		return 0, false
+	}
+	return e.Defaults.chunkSize, true
+}
+
 func (r *Registry) lookup(kind string) (*kindEntry, error) { return r.r.Lookup(kind, ErrUnknownKind) }
 
 // Register registers h as the handler of the kind named by A's Kind method.

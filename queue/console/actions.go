@@ -67,11 +67,22 @@ func (fb filterBody) filter() queue.Filter {
 	return f
 }
 
-// bulkResponse says how many jobs changed, and why those named by ID that
-// did not change did not.
+// bulkResponse says how many jobs changed, why those named by ID that did
+// not change did not, and where the audit log recorded the request.
 type bulkResponse struct {
 	Changed int64        `json:"changed"`
 	Refused []refusedJob `json:"refused,omitempty"`
+	// AuditID is the request's audit entry; AuditURL the audit page that
+	// starts at it, from the console's root. Both are absent when the
+	// audit log did not take the entry (the server logs why).
+	AuditID  int64  `json:"audit_id,omitempty"`
+	AuditURL string `json:"audit_url,omitempty"`
+}
+
+// answered returns out, to be told its audit entry when ch is recorded.
+func (out *bulkResponse) answered(ch *change) *bulkResponse {
+	ch.recorded = func(id int64) { out.AuditID, out.AuditURL = id, auditLink(id) }
+	return out
 }
 
 // refusedJob is a job of a bulk request by IDs that did not change.
@@ -169,7 +180,7 @@ func (c *console) many(r *http.Request, ids []int64, fb *filterBody,
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, bulkResponse{Changed: n}, nil
+		return http.StatusOK, (&bulkResponse{Changed: n}).answered(ch), nil
 	}
 	if err := checkIDs(ids); err != nil {
 		return 0, nil, err
@@ -216,5 +227,5 @@ func (c *console) each(r *http.Request, ch *change, ids []int64,
 			return 0, nil, err
 		}
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, out.answered(ch), nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +50,8 @@ func TestBulkCancelAndRetry(t *testing.T) {
 			ID    int64 `json:"id"`
 			Error struct{ Code string }
 		} `json:"refused"`
+		AuditID  int64  `json:"audit_id"`
+		AuditURL string `json:"audit_url"`
 	}
 	res := e.do(t, "POST", "/api/jobs/cancel", jsonBody(t, map[string]any{"ids": []int64{a, b, 99999999}}))
 	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
@@ -55,6 +60,20 @@ func TestBulkCancelAndRetry(t *testing.T) {
 	require.Len(t, out.Refused, 1)
 	require.Equal(t, int64(99999999), out.Refused[0].ID)
 	require.Equal(t, "not_found", out.Refused[0].Error.Code)
+	// The answer names its audit entry, and the audit page that starts
+	// at it, though later entries come before it in the log.
+	audit, err := e.client.AuditLog(ctx, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, audit[0].ID, out.AuditID)
+	e.do(t, "POST", "/api/queues/default/pause", "")
+	e.do(t, "POST", "/api/queues/default/resume", "")
+	path, frag, ok := strings.Cut(out.AuditURL, "#")
+	require.True(t, ok, out.AuditURL)
+	require.Equal(t, fmt.Sprintf("audit-%d", out.AuditID), frag)
+	page := e.page(t, "/"+path, http.StatusOK)
+	rows := regexp.MustCompile(`<tr data-audit="(\d+)" id="audit-(\d+)">`).FindAllStringSubmatch(page, -1)
+	require.NotEmpty(t, rows)
+	require.Equal(t, []string{rows[0][0], strconv.FormatInt(out.AuditID, 10), strconv.FormatInt(out.AuditID, 10)}, rows[0])
 
 	out.Refused = nil
 	res = e.do(t, "POST", "/api/jobs/retry", jsonBody(t, map[string]any{"ids": []int64{a, c}}))

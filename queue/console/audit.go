@@ -30,6 +30,8 @@ type change struct {
 	// {"filter":{…}}, {"queue":…}; nil until the handler knows.
 	target  map[string]any
 	changed int64
+	// recorded, if set, is told the audit entry's ID once it is written.
+	recorded func(id int64)
 }
 
 type changeKey struct{}
@@ -70,12 +72,15 @@ func (c *console) audit(r *http.Request, acc Access, ch *change, failed *apiErro
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
 	defer cancel()
-	_, err := c.client.RecordAudit(ctx, e)
+	id, err := c.client.RecordAudit(ctx, e)
 	if errors.Is(err, queue.ErrInvalidOption) && e.Target != nil {
 		// A target the database cannot store as given (a NUL in a refused
 		// filter): record the rest.
 		e.Target = nil
-		_, err = c.client.RecordAudit(ctx, e)
+		id, err = c.client.RecordAudit(ctx, e)
+	}
+	if err == nil && ch.recorded != nil {
+		ch.recorded(id)
 	}
 	if err != nil {
 		c.cfg.logger.Error("console: the audit log did not take a change", "err", err, "actor", e.Actor,
@@ -113,6 +118,12 @@ type auditResponse struct {
 // last entry of the previous page.
 type auditCursor struct {
 	Before int64 `json:"b"`
+}
+
+// auditLink is the path, from the console's root, of the audit page that
+// starts at entry id, which the fragment points at.
+func auditLink(id int64) string {
+	return "audit?cursor=" + encodeCursor(auditCursor{Before: id + 1}) + "#audit-" + strconv.FormatInt(id, 10)
 }
 
 func (c *console) auditRoutes() []route {

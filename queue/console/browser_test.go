@@ -198,6 +198,16 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	require.Equal(t, "cancel", audit[0].Action)
 	require.EqualValues(t, 5, audit[0].Changed)
 	b.Screenshot(t, "bulk-cancelled")
+	// The result links to its audit entry: the audit page that starts at
+	// it.
+	b.Run(t, chromedp.Click("#flash-audit"))
+	b.Wait(t, `location.pathname.endsWith("/audit") && document.querySelector("tr[data-audit]") !== null`)
+	var first int64
+	var hash string
+	b.Run(t, chromedp.Evaluate(`Number(document.querySelector("tr[data-audit]").dataset.audit)`, &first),
+		chromedp.Evaluate(`location.hash`, &hash))
+	require.Equal(t, audit[0].ID, first)
+	require.Equal(t, fmt.Sprintf("#audit-%d", audit[0].ID), hash)
 }
 
 func TestBrowserReadOnlyCallerSeesNoButtons(t *testing.T) {

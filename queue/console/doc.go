@@ -57,7 +57,8 @@
 //     Alerter; silence a rule for minutes or until a time, or remove a
 //     silence (ActionSilence).
 //   - GET /api/openapi.json: the OpenAPI 3 document, built from the same
-//     route table as the server, so the two agree.
+//     route table as the server, so the two agree. A client generated from
+//     it with oapi-codegen builds and calls the API (a test does so).
 //
 // # Access
 //
@@ -164,9 +165,10 @@
 // forged request is refused with 403 anyway. The pages work at 1280 and at
 // 390 pixels wide, from the keyboard, with every control labelled.
 //
-// The TestBrowser tests drive headless Chromium (Debian's chromium package,
-// or the binary in SHEAF_CHROMIUM) against a real database, and save a
-// screenshot each; without Chromium they skip, and with CI set they fail.
+// The TestBrowser tests drive headless Chromium (Debian's
+// chromium-headless-shell or chromium package, or the binary in
+// SHEAF_CHROMIUM) against a real database, and save a screenshot each;
+// without Chromium they skip, and with CI set they fail.
 //
 // # Errors
 //

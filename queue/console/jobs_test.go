@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
 )
@@ -382,4 +384,75 @@ func TestCountsCache(t *testing.T) {
 	require.True(t, q3.Queues[0].Paused, "the console's own pause is shown at once")
 	require.Equal(t, int64(2), q3.Queues[0].Counts["QUEUED"])
 	require.True(t, q3.AsOf.After(q2.AsOf))
+}
+
+// countyExport is a chunked kind of five records, two to a chunk.
+type countyExport struct{}
+
+func (countyExport) Kind() string { return "county_export" }
+
+type fiveRecords struct{}
+
+func (fiveRecords) Records(context.Context, *queue.Job[countyExport]) (int64, iter.Seq2[int, error], error) {
+	return 5, func(yield func(int, error) bool) {
+		for i := range 5 {
+			if !yield(i, nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+func (fiveRecords) ProcessChunk(context.Context, *queue.Job[countyExport], batch.Batch[int]) error {
+	return nil
+}
+
+func (fiveRecords) Cleanup(context.Context, *queue.Job[countyExport]) error { return nil }
+
+// A chunked job says its chunk size, how many chunks it has and has done,
+// and how long a chunk took on average; other jobs say nothing of chunks.
+func TestChunkedJobSaysItsChunks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NoError(t, queue.RegisterChunked[countyExport, int](e.reg, fiveRecords{}, queue.ChunkSize(2)))
+	res, err := e.client.Enqueue(context.Background(), countyExport{})
+	require.NoError(t, err)
+	id := res.Job.ID
+	plain := e.enqueue(t, report{County: "Travis"})
+
+	// Before it runs, it knows its chunk size, and nothing else yet.
+	var got struct {
+		Job struct {
+			Progress struct {
+				Processed    int64    `json:"processed"`
+				ChunkSize    int      `json:"chunk_size"`
+				Chunks       *int64   `json:"chunks"`
+				ChunksDone   int64    `json:"chunks_done"`
+				ChunkSeconds *float64 `json:"chunk_seconds"`
+			} `json:"progress"`
+		} `json:"job"`
+	}
+	e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", id), "").decode(t, &got)
+	p := got.Job.Progress
+	require.Equal(t, 2, p.ChunkSize)
+	require.Nil(t, p.Chunks, "the total is known once the attempt starts")
+	require.Nil(t, p.ChunkSeconds)
+
+	e.work(t, id, plain)
+	e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", id), "").decode(t, &got)
+	p = got.Job.Progress
+	require.EqualValues(t, 5, p.Processed)
+	require.Equal(t, 2, p.ChunkSize)
+	require.NotNil(t, p.Chunks)
+	require.EqualValues(t, 3, *p.Chunks, "2, 2 and 1 records")
+	require.EqualValues(t, 3, p.ChunksDone)
+	require.NotNil(t, p.ChunkSeconds)
+	rec, err := e.client.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.InDelta(t, rec.CompletedAt.Sub(*rec.StartedAt).Seconds()/3, *p.ChunkSeconds, 1e-6, "the attempt's time over its chunks")
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
+	require.Regexp(t, `<p class="note" id="chunks">In chunks of 2 records: 3 of 3 done, [^<]+ a chunk on average\.</p>`, page)
+	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", plain), http.StatusOK), `id="chunks"`)
+	require.NotContains(t, string(e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", plain), "").body), "chunk_size")
 }

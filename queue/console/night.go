@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,10 +13,14 @@ import (
 // operator's first question in the morning, before the counts per queue.
 
 // nightRuns is how many of the newest runs the overview looks through
-// for each schedule's latest two; maxNights how many schedules it shows.
+// for each schedule's latest two and its usual night; maxNights how many
+// schedules it shows.
 const (
 	nightRuns = 200
 	maxNights = 6
+	// usualNights is how many earlier runs of a schedule its usual
+	// figures are the median of, at most.
+	usualNights = 14
 )
 
 // nightView is the latest run of a schedule, against the one before it.
@@ -26,6 +31,10 @@ type nightView struct {
 	// Previous is the schedule's run before Run; nil when Run is its
 	// first.
 	Previous *runView
+	// Usual is the median of the schedule's earlier runs (Previous and
+	// those before it, of the newest nightRuns runs, at most usualNights):
+	// what a night of it usually looks like.
+	Usual usualView
 	// Failed counts Run's FAILED jobs, Groups their groups by error;
 	// Slow, NeverRan, Missed and Stopped count the review's slow jobs,
 	// jobs that never started, ticks that created nothing and dependency
@@ -33,6 +42,33 @@ type nightView struct {
 	Failed, Groups, Slow, NeverRan, Missed, Stopped int
 	// Waiting counts Run's jobs that have not finished yet.
 	Waiting int64
+}
+
+// usualView is the median of a schedule's earlier runs' counts.
+type usualView struct {
+	// Runs counts the earlier runs it is the median of; 0 when there is
+	// none.
+	Runs                     int
+	Total, Completed, Failed int64
+}
+
+// usualOf is the median of runs' counts.
+func usualOf(runs []runView) usualView {
+	median := func(of func(runView) int64) int64 {
+		vs := make([]int64, len(runs))
+		for i, r := range runs {
+			vs[i] = of(r)
+		}
+		slices.Sort(vs)
+		return vs[(len(vs)-1)/2] // the lower middle: a count the schedule had
+	}
+	if len(runs) == 0 {
+		return usualView{}
+	}
+	return usualView{Runs: len(runs),
+		Total:     median(func(r runView) int64 { return r.Total }),
+		Completed: median(func(r runView) int64 { return r.Counts[queue.StatusCompleted] }),
+		Failed:    median(func(r runView) int64 { return r.Counts[queue.StatusFailed] })}
 }
 
 // Verdict sums the run up in a word: attention (failures, missed ticks
@@ -57,8 +93,8 @@ func scheduleOf(runID string) string {
 }
 
 // latestRuns reads the latest run of each schedule (of the newest
-// nightRuns runs, at most maxNights schedules), newest first, and the run
-// before it.
+// nightRuns runs, at most maxNights schedules), newest first, the run
+// before it, and the median of the runs before it.
 func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
 	runs, err := c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
 	if err != nil {
@@ -66,6 +102,7 @@ func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
 	}
 	var out []nightView
 	index := map[string]int{}
+	earlier := map[string][]runView{}
 	for _, s := range runs {
 		name := scheduleOf(s.RunID)
 		i, seen := index[name]
@@ -73,10 +110,18 @@ func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
 		case !seen && len(out) < maxNights:
 			index[name] = len(out)
 			out = append(out, nightView{Schedule: name, Run: runOf(s)})
-		case seen && out[i].Previous == nil:
-			prev := runOf(s)
-			out[i].Previous = &prev
+		case seen:
+			if out[i].Previous == nil {
+				prev := runOf(s)
+				out[i].Previous = &prev
+			}
+			if len(earlier[name]) < usualNights {
+				earlier[name] = append(earlier[name], runOf(s))
+			}
 		}
+	}
+	for i := range out {
+		out[i].Usual = usualOf(earlier[out[i].Schedule])
 	}
 	return out, nil
 }

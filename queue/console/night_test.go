@@ -23,7 +23,14 @@ func TestOverviewLeadsWithLastNight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
 	const before, last = "nightly@2025-12-07T23:00:00Z", "nightly@2025-12-08T23:00:00Z"
+	// Two nights before those: 5 jobs of which 1 failed, and 4 jobs.
 	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("n5-", i), Fail: i == 0}, queue.InRun("nightly@2025-12-05T23:00:00Z")))
+	}
+	for i := range 4 {
+		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("n6-", i)}, queue.InRun("nightly@2025-12-06T23:00:00Z")))
+	}
 	for i := range 3 {
 		ids = append(ids, e.enqueue(t, report{County: fmt.Sprint("prev", i)}, queue.InRun(before), queue.InPeriod("2025-12-07")))
 	}
@@ -50,6 +57,10 @@ func TestOverviewLeadsWithLastNight(t *testing.T) {
 	require.Contains(t, section, ">1 failure group</a>")
 	require.Contains(t, section, `<a href="runs/`+before+`">`+before+`</a>`, "the run before, linked")
 	require.Contains(t, section, "3 completed, 0 failed.")
+	// The usual night of the schedule: the medians of 3, 4 and 5 jobs,
+	// of 3, 4 and 4 completed, of 0, 0 and 1 failed.
+	require.Contains(t, section, "<p class=\"note\" data-usual>Usually (the median of its 3 runs before): 4 jobs, 4 completed, 0 failed.</p>")
+	require.Equal(t, 1, strings.Count(section, "data-usual"), "not for hourly, which has no run before")
 	require.Contains(t, section, "No earlier run of hourly")
 	require.Regexp(t, `started <time datetime="[^"]+" data-rel title="[^"]+ UTC">(just now|\d+ (min|h|days) ago)</time>`, section)
 

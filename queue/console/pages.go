@@ -464,7 +464,15 @@ type groupRows struct {
 	// Retry is the body of the request that retries the group's jobs
 	// (the first maxBulkIDs of them).
 	Retry retryRequest
+	// Other is the group of the failures past the error groups the review
+	// reads: it names no job and no error, so it can only be opened among
+	// the run's failed jobs.
+	Other bool
 }
+
+// otherErrors is the message of a review's last failure group when it
+// finds more distinct errors than it reads (see queue.FailureGroup).
+const otherErrors = "(other)"
 
 // waitingRow is a job that never ran, and why.
 type waitingRow struct {
@@ -506,6 +514,10 @@ func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
 	for _, g := range rv.Failures {
 		row := groupRows{failureGroup: g, Search: searchOf(g.Message),
 			Retry: retryRequest{IDs: g.JobIDs[:min(len(g.JobIDs), maxBulkIDs)]}}
+		if g.Message == otherErrors && len(g.JobIDs) == 0 {
+			d.Groups = append(d.Groups, groupRows{failureGroup: g, Other: true})
+			continue
+		}
 		for _, jid := range g.JobIDs[:min(len(g.JobIDs), groupJobs)] {
 			j, ok := byID[jid]
 			if !ok { // past the review's first failed jobs: named by its ID

@@ -4,12 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/console"
 )
 
 func TestRunsAndReview(t *testing.T) {
@@ -264,4 +267,60 @@ func TestReviewSaysWhyJobsWait(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[int64][]string{later: {"scheduled_later"}, held: {"queue_paused"}, night: {"window_closed"}, due: {"due"}}, got)
+}
+
+// A review reads a bounded number of distinct errors (2,000 error and
+// kind pairs); the failures past them fold into one "(other)" group,
+// which the page offers to open among the run's failed jobs, with no
+// retry button (it names no job) and no search (it names no error).
+func TestReviewFoldsTheRestIntoOther(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run, n = "nightly@2025-12-08", 2003
+	jobs := make([]queue.Params, n)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: report{County: strconv.Itoa(i)}, Options: []queue.EnqueueOption{queue.InRun(run)}}
+	}
+	made, err := e.client.EnqueueBulk(context.Background(), jobs)
+	require.NoError(t, err)
+	require.EqualValues(t, n, made)
+	// Every job failed with an error of its own; the numbers make them
+	// one shape, "feed <n> is offline", once the database has grouped
+	// them by their text.
+	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED', attempts = 1, claims = 1,
+		started_at = created_at, completed_at = created_at, last_error = 'feed ' || id || ' is offline'`).Error)
+
+	var got struct {
+		Review struct {
+			Counts   map[string]int64 `json:"counts"`
+			Failures []struct {
+				Message string  `json:"message"`
+				Count   int     `json:"count"`
+				JobIDs  []int64 `json:"job_ids"`
+			} `json:"failure_groups"`
+		} `json:"review"`
+	}
+	res := e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review", "")
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res.decode(t, &got)
+	rv := got.Review
+	require.EqualValues(t, n, rv.Counts["FAILED"])
+	require.Len(t, rv.Failures, 2, "%s", res.body)
+	require.Equal(t, "feed <n> is offline", rv.Failures[0].Message)
+	require.Equal(t, 2000, rv.Failures[0].Count)
+	require.NotEmpty(t, rv.Failures[0].JobIDs)
+	require.Equal(t, "(other)", rv.Failures[1].Message)
+	require.Equal(t, n-2000, rv.Failures[1].Count, "the groups add up to the failed jobs")
+	require.Empty(t, rv.Failures[1].JobIDs)
+
+	page := e.page(t, "/runs/"+url.PathEscape(run), http.StatusOK)
+	groups := regexp.MustCompile(`(?s)<details class="group".*?</details>`).FindAllString(page, -1)
+	require.Len(t, groups, 2)
+	require.Contains(t, groups[0], `class="retry-group"`)
+	other := groups[1]
+	require.Contains(t, other, `<span class="count">3</span>`)
+	require.Contains(t, other, "past the groups the review reads")
+	require.NotContains(t, other, "retry-group", "nothing to retry by ID")
+	require.Contains(t, other, `href="jobs?run=`+url.QueryEscape(run)+`&amp;status=FAILED"`, "opened among the run's failed jobs, without a search")
+	require.NotContains(t, other, "more</a>")
 }

@@ -16,13 +16,23 @@ type (
 	progressView = jobview.Progress
 )
 
-// view shows rec.
+// view shows rec, with its chunks if its kind is chunked.
 func (c *console) view(rec *queue.JobRecord) jobView {
-	return jobview.Of(rec, c.args(rec.Kind, rec.Payload))
+	v := jobview.Of(rec, c.args(rec.Kind, rec.Payload))
+	if size, ok := c.reg.ChunkSize(rec.Kind); ok {
+		v.Progress.SetChunks(size, rec.StartedAt, rec.CompletedAt)
+	}
+	return v
 }
 
 // views shows recs.
-func (c *console) views(recs []queue.JobRecord) []jobView { return jobview.All(recs, c.args) }
+func (c *console) views(recs []queue.JobRecord) []jobView {
+	out := make([]jobView, len(recs))
+	for i := range recs {
+		out[i] = c.view(&recs[i])
+	}
+	return out
+}
 
 // args passes a job's arguments through the ArgsFormatter.
 func (c *console) args(kind string, payload json.RawMessage) json.RawMessage {

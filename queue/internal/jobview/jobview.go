@@ -52,6 +52,36 @@ type Job struct {
 type Progress struct {
 	Processed int64  `json:"processed"`
 	Total     *int64 `json:"total"`
+	// For a chunked kind: its records per chunk, the attempt's chunks
+	// (once it knows its total) and those done, and the seconds a chunk
+	// took on average, from the attempt's start to its end (or to now,
+	// while it runs). The runner keeps no time per chunk: Hooks.Chunk
+	// sees each one.
+	ChunkSize    int      `json:"chunk_size,omitempty"`
+	Chunks       *int64   `json:"chunks,omitempty"`
+	ChunksDone   int64    `json:"chunks_done,omitempty"`
+	ChunkSeconds *float64 `json:"chunk_seconds,omitempty"`
+}
+
+// SetChunks fills in p's chunks, for a chunked kind of size records per
+// chunk whose attempt ran from started to finished (nil: still running).
+func (p *Progress) SetChunks(size int, started, finished *time.Time) {
+	p.ChunkSize = size
+	n := int64(size)
+	if p.Total != nil {
+		all := (*p.Total + n - 1) / n
+		p.Chunks = &all
+	}
+	p.ChunksDone = (p.Processed + n - 1) / n
+	if started == nil || p.ChunksDone == 0 {
+		return
+	}
+	end := time.Now()
+	if finished != nil {
+		end = *finished
+	}
+	each := end.Sub(*started).Seconds() / float64(p.ChunksDone)
+	p.ChunkSeconds = &each
 }
 
 // Attempt is one attempt of a job: one claim of it by a runner.

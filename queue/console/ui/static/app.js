@@ -53,6 +53,18 @@
     f.textContent = msg;
   }
 
+  // sayDone reports an action's result, with a link to its audit entry
+  // when the answer names one (a bulk action's does).
+  function sayDone(msg, out) {
+    say(msg);
+    if (!out || !out.audit_url) return;
+    const a = document.createElement("a");
+    a.href = out.audit_url;
+    a.id = "flash-audit";
+    a.textContent = "The audit log has it.";
+    flash().append(" ", a);
+  }
+
   // ask shows the page's confirmation dialog: the question, what it
   // touches in words, a preview of the first jobs, and the label of the
   // button that goes ahead; it resolves to whether that was pressed.
@@ -167,7 +179,7 @@
       const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
       act(b, async () => {
         const out = await api("POST", b.dataset.post, body);
-        say(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done");
+        sayDone(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done", out);
       });
     } else if (b.hasAttribute("data-bulk")) {
       const ids = selectedIDs();
@@ -178,7 +190,7 @@
       act(b, async () => {
         const out = await api("POST", b.dataset.bulk, { ids });
         const refused = (out.refused || []).length;
-        say(verb + ": " + jobs(out.changed) + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : ""));
+        sayDone(verb + ": " + jobs(out.changed) + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : "") + ".", out);
       });
     } else {
       act(b, async () => {
@@ -190,8 +202,8 @@
         if (!(await ask(b.dataset.verb + " " + what + "?", "It touches " + b.dataset.words + ".", first,
           b.dataset.verb + " " + what))) return;
         const out = await api("POST", b.dataset.match, { filter: JSON.parse(b.dataset.body) });
-        say(b.dataset.verb + ": " + jobs(out.changed) + " changed, of the " + count + " that matched" +
-          (b.dataset.verb === "Retry" ? "; each runs again as its next attempt, which the list shows as it goes" : "") + ". The audit log has it.");
+        sayDone(b.dataset.verb + ": " + jobs(out.changed) + " changed, of the " + count + " that matched" +
+          (b.dataset.verb === "Retry" ? "; each runs again as its next attempt, which the list shows as it goes" : "") + ".", out);
       });
     }
   });
