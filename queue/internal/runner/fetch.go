@@ -50,23 +50,31 @@ type fetcher struct {
 // come back when that is before the next poll: it held back (see
 // claimCooldown), or a job claimed ahead will have waited too long.
 func (f *fetcher) fetch(ctx context.Context) time.Duration {
-	f.readPaused(ctx)
+	// A pause or resume notified (or, at the start, any pause) is read
+	// before claiming. The periodic read, a fallback for a notification
+	// the listener missed, comes after the claims, so that it never
+	// stands between a new job's notification and its claim.
+	notified := f.r.pausedStale.Swap(false) || f.pausedAt.IsZero()
+	if notified {
+		f.readPaused(ctx)
+	}
 	wait := f.claimAll(ctx, f.jobsCtx)
+	if !notified && time.Since(f.pausedAt) >= f.r.cfg.Poll {
+		f.readPaused(ctx)
+	}
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
 	return wait
 }
 
-// readPaused reads the paused queues when a pause or resume was notified
-// (Runner.pausedStale), and once a poll interval otherwise, whether or not
-// the poll's timer fires: on a busy runner, fetches come sooner. When it
-// cannot, it keeps what it knew and reads again at the next fetch.
+// readPaused reads the paused queues. fetch calls it when a pause or
+// resume was notified (Runner.pausedStale), and once a poll interval
+// otherwise, whether or not the poll's timer fires: on a busy runner,
+// fetches come sooner. When it cannot, it keeps what it knew and reads
+// again at the next fetch.
 func (f *fetcher) readPaused(ctx context.Context) {
 	r := f.r
-	if !r.pausedStale.Swap(false) && time.Since(f.pausedAt) < r.cfg.Poll {
-		return
-	}
 	f.pausedAt = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
