@@ -151,8 +151,9 @@ func countCompletions(n int) (queue.InstrumentOption, <-chan struct{}) {
 
 // BenchmarkQueueEnqueueBulk times one EnqueueBulk of b.N jobs into an
 // empty, migrated queue under default options, the ANALYZE that follows a
-// large bulk included, and reports jobs/s: of no-op jobs, all alike
-// (alike), and of report jobs, each with a payload of its own (distinct).
+// large bulk included, and reports jobs/s and CPU per job: of no-op jobs,
+// all alike (alike), and of report jobs, each with a payload of its own
+// (distinct).
 func BenchmarkQueueEnqueueBulk(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -174,9 +175,12 @@ func BenchmarkQueueEnqueueBulk(b *testing.B) {
 				jobs[i] = queue.Params{Args: c.args(i)}
 			}
 			b.ResetTimer()
+			cpu := pgtest.StartCPU(e.db)
 			if _, err := e.client.EnqueueBulk(context.Background(), jobs); err != nil {
 				b.Fatal(err)
 			}
+			b.StopTimer()
+			cpu.Stop().PerJob(b, b.N)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
