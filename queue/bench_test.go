@@ -331,7 +331,17 @@ func BenchmarkQueueDBHandler(b *testing.B) {
 // BenchmarkQueueDBHandler's handler, its pool sized as the queue documentation says, and
 // creates the visits table.
 func visitsDB(b *testing.B, e *env) *gorm.DB {
-	db, err := pgtest.OpenDSN(e.db.DSN, &gorm.Config{SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
+	db := openSized(b, e.db.DSN, &gorm.Config{SkipDefaultTransaction: os.Getenv("SHEAF_BENCH_SKIPTX") != ""})
+	if err := db.AutoMigrate(&visit{}); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
+// openSized opens dsn with gorm, its pool sized as the queue documentation
+// says, until the benchmark ends.
+func openSized(b *testing.B, dsn string, config ...gorm.Option) *gorm.DB {
+	db, err := pgtest.OpenDSN(dsn, config...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -341,9 +351,6 @@ func visitsDB(b *testing.B, e *env) *gorm.DB {
 	}
 	b.Cleanup(func() { _ = sqlDB.Close() })
 	sizePoolAsDocumented(sqlDB)
-	if err := db.AutoMigrate(&visit{}); err != nil {
-		b.Fatal(err)
-	}
 	return db
 }
 
