@@ -113,6 +113,9 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 			}
 		}
 		got := 0
+		// Behind a slow claim, ask too for the slots that will free up
+		// while it is on its way (see pipelined).
+		extra := r.pipelined()
 		closedQueues, closedKinds := r.cfg.Kinds.Closed(r.cfg.Clock.Now(), r.cfg.Queues)
 		for q := range f.paused {
 			closedQueues[q] = true
@@ -127,7 +130,8 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		}
 		for i := range r.cfg.Queues {
 			q := r.cfg.Queues[(f.turn+i)%len(r.cfg.Queues)]
-			n := r.freeSlots()
+			slots := r.freeSlots()
+			n := slots + extra
 			if n == 0 {
 				break
 			}
@@ -149,6 +153,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 				return 0
 			}
 			got += len(rows)
+			extra = max(extra-max(len(rows)-slots, 0), 0)
 			switch {
 			case len(rows) < n:
 				delete(f.cursors, q) // reached the end: next time from the start
@@ -183,29 +188,70 @@ func (r *Runner) freeSlots() int {
 
 // capacity is how many jobs the runner holds at once: one per worker, plus,
 // claimed ahead, as many as the workers will likely finish while the next
-// claim is on its way (workers × claim time ÷ job time, at most as many
-// again), so that they do not sit idle waiting for it. Jobs no longer than
-// a claim then move in claims twice the size, each costing the database
-// about the same; jobs much longer than a claim get next to nothing ahead,
-// since a job claimed ahead waits for a worker where another runner might
-// have started it at once. A runner with one worker claims nothing ahead:
-// that is how a serial queue is worked, one job held at a time.
-func (r *Runner) capacity() int {
+// claim is on its way (see ahead), so that they do not sit idle waiting
+// for it. A runner with one worker claims nothing ahead: that is how a
+// serial queue is worked, one job held at a time.
+func (r *Runner) capacity() int { return r.cfg.Workers + r.ahead() }
+
+// ahead is how many jobs the workers will likely finish while a claim is
+// on its way: workers × claim time ÷ job time. A job shorter than
+// slowClaim counts as long as the claim, or as slowClaim when the claim
+// takes longer. So on a nearby server, whose claims take less than
+// slowClaim, jobs no longer than a claim move in claims twice the size,
+// each costing the database about the same, and no more: a job claimed
+// ahead waits for a worker where another runner might have started it at
+// once. Behind a slow claim (a server far away, or overloaded) the
+// claim-ahead grows with the claim's time, so that a claim brings what
+// the workers finish while it travels: the round trip is paid per claim,
+// not per job. Jobs much longer than a claim get next to nothing ahead.
+func (r *Runner) ahead() int {
 	w := int64(r.cfg.Workers)
 	job, claim := r.jobNanos.Load(), r.claimNanos.Load()
 	if job <= 0 || claim <= 0 || w < 2 {
-		return int(w) // nothing measured yet, or serial
+		return 0 // nothing measured yet, or serial
 	}
-	return int(w + min(w*claim/job, w))
+	return int(min(w*claim/max(job, min(claim, int64(slowClaim))), w*maxAhead))
 }
 
-// claimAheadWait is how long a job claimed ahead may wait for a worker
-// before it goes back to the queue, for a runner with a free worker to take:
-// the jobs have got slower than the claim-ahead was sized for.
+// maxAhead bounds the claim-ahead at this many jobs per worker: enough for
+// a round trip of 200 ms at the rate slowClaim sizes for.
+const maxAhead = 40
+
+// slowClaim is the claim time from which the claim-ahead outgrows the
+// workers (see ahead): a claim's own work on the server takes a
+// millisecond or two; one that takes longer is mostly waiting, on the
+// network or for the server. It bounds the rate the claim-ahead is sized
+// for at workers ÷ slowClaim, 20,000 jobs/s for the default 100 workers.
+const slowClaim = 5 * time.Millisecond
+
+// pipelined is how many more jobs than there are free slots a claim asks
+// for: none from a nearby server; behind a slow claim, the jobs the
+// workers will have finished by the time it lands (see ahead) of those
+// the runner holds, so that each claim brings what the workers do in a
+// round trip, rather than what they did in the few milliseconds since the
+// last one landed.
+func (r *Runner) pipelined() int {
+	if time.Duration(r.claimNanos.Load()) <= slowClaim {
+		return 0
+	}
+	return min(r.ahead(), r.runningNow())
+}
+
+// claimAheadWait is how long a job claimed ahead may wait for a worker,
+// beyond twice a claim's time (see aheadWait), before it goes back to the
+// queue, for a runner with a free worker to take: the jobs have got slower
+// than the claim-ahead was sized for.
 const claimAheadWait = 100 * time.Millisecond
 
+// aheadWait is how long a job claimed ahead may wait for a worker: behind
+// a slow claim, the claim-ahead is sized for a claim's time (see ahead),
+// and its last job waits about that long when the estimate holds.
+func (r *Runner) aheadWait() time.Duration {
+	return claimAheadWait + 2*time.Duration(r.claimNanos.Load())
+}
+
 // releaseWaiting puts back in the queue, without counting their attempt,
-// the jobs claimed ahead that have waited longer than claimAheadWait for a
+// the jobs claimed ahead that have waited longer than aheadWait for a
 // worker, and returns how soon the next waiting one is due (0: none waits).
 func (r *Runner) releaseWaiting() time.Duration {
 	now := time.Now()
@@ -214,11 +260,12 @@ func (r *Runner) releaseWaiting() time.Duration {
 	if !ok {
 		return 0
 	}
-	if left := claimAheadWait - now.Sub(oldest.claimed); left > 0 {
+	wait := r.aheadWait()
+	if left := wait - now.Sub(oldest.claimed); left > 0 {
 		return left // the oldest is not due yet, so none is: the common case
 	}
 	exs := r.unwait(func(ex *Execution) bool {
-		left := claimAheadWait - now.Sub(ex.claimed)
+		left := wait - now.Sub(ex.claimed)
 		if left > 0 && (next == 0 || left < next) {
 			next = left
 		}

@@ -206,7 +206,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.renewer.Renew = func(ctx context.Context) error { return r.renew(ctx, leases) }
 	r.seen(ctx, leases, true)
 
-	r.completer.Start(4 * r.cfg.Workers) // a few claims' worth; see run.Batcher
+	// A few claims' worth, and a statement's: results queue up while the
+	// last statement travels, and a worker whose result finds no room waits.
+	r.completer.Start(max(4*r.cfg.Workers, maxFlush)) // see run.Batcher
 	r.pool.Start(r.cfg.Workers)
 	r.poller.Start(values)
 	r.listener.Start(values)

@@ -136,7 +136,8 @@ func TestParseNotice(t *testing.T) {
 }
 
 // The claim-ahead grows with how many jobs finish during a claim, up to as
-// many again as there are workers; a serial runner claims nothing ahead.
+// many again as there are workers from a nearby server, and beyond behind
+// a slow claim; a serial runner claims nothing ahead.
 func TestCapacity(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -148,12 +149,40 @@ func TestCapacity(t *testing.T) {
 		{4, 100, 50, 6},     // two jobs finish per claim
 		{4, 100, 10_000, 8}, // at most as many again
 		{4, 10_000, 1, 4},   // long jobs: nothing ahead
+		// Behind a slow claim, what the workers do in a claim's time, as if
+		// jobs took at least slowClaim, up to maxAhead per worker.
+		{4, 100, int64(50 * time.Millisecond), 4 + 4*10},
+		{4, int64(10 * time.Millisecond), int64(50 * time.Millisecond), 4 + 4*5},
+		{4, 100, int64(time.Second), 4 + 4*maxAhead},
 	} {
 		r := New(Config{Workers: tc.workers})
 		r.jobNanos.Store(tc.job)
 		r.claimNanos.Store(tc.claim)
 		require.Equal(t, tc.out, int64(r.capacity()), "%+v", tc)
 	}
+}
+
+// A claim from a nearby server asks for the free slots; behind a slow
+// claim, for as many more as the workers will finish of the jobs held
+// while it travels; and a job claimed ahead may wait about two claims'
+// time for a worker.
+func TestPipelined(t *testing.T) {
+	t.Parallel()
+	r := New(Config{Workers: 4})
+	r.jobNanos.Store(100)
+	r.claimNanos.Store(int64(time.Millisecond))
+	for range 10 {
+		r.running[&Execution{}] = struct{}{}
+	}
+	require.Zero(t, r.pipelined(), "nearby")
+	require.Equal(t, claimAheadWait+2*time.Millisecond, r.aheadWait())
+	r.claimNanos.Store(int64(50 * time.Millisecond))
+	require.Equal(t, 10, r.pipelined(), "no more than the runner holds")
+	for range 100 {
+		r.running[&Execution{}] = struct{}{}
+	}
+	require.Equal(t, 4*10, r.pipelined(), "what the workers finish in a claim's time")
+	require.Equal(t, claimAheadWait+100*time.Millisecond, r.aheadWait())
 }
 
 // A finished attempt's result: completed, failed for good (a permanent
