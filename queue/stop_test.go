@@ -241,7 +241,8 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 
 	// Two slow jobs and four short ones, in one statement: A claims the
 	// slow two for its workers and two short ones ahead of need, or, when
-	// its claims have been slow (a loaded machine), up to all four.
+	// its round trips to the server have been slow (a loaded machine), up
+	// to all four.
 	batch := []queue.Params{{Args: report{County: "slow-1"}}, {Args: report{County: "slow-2"}}}
 	for range 4 {
 		batch = append(batch, queue.Params{Args: noop{}})

@@ -79,7 +79,10 @@ func (f *fetcher) readPaused(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
 	names, err := f.conn.Paused(ctx)
-	if err != nil {
+	if err == nil {
+		// A statement that reads a row or two: its time is the round trip.
+		average(&r.rttNanos, time.Since(f.pausedAt))
+	} else {
 		r.pausedStale.Store(true)
 		if ctx.Err() == nil {
 			r.log.Error("queue: could not read the paused queues", "err", err)
@@ -194,44 +197,54 @@ func (r *Runner) freeSlots() int {
 func (r *Runner) capacity() int { return r.cfg.Workers + r.ahead() }
 
 // ahead is how many jobs the workers will likely finish while a claim is
-// on its way: workers × claim time ÷ job time. A job shorter than
-// slowClaim counts as long as the claim, or as slowClaim when the claim
-// takes longer. So on a nearby server, whose claims take less than
-// slowClaim, jobs no longer than a claim move in claims twice the size,
-// each costing the database about the same, and no more: a job claimed
-// ahead waits for a worker where another runner might have started it at
-// once. Behind a slow claim (a server far away, or overloaded) the
-// claim-ahead grows with the claim's time, so that a claim brings what
-// the workers finish while it travels: the round trip is paid per claim,
-// not per job. Jobs much longer than a claim get next to nothing ahead.
+// on its way: workers × claim time ÷ job time, at most as many again as
+// there are workers. So jobs no longer than a claim move in claims twice
+// the size, each costing the database about the same, and no more: a job
+// claimed ahead waits for a worker where another runner might have
+// started it at once; jobs much longer than a claim get next to nothing
+// ahead. Behind a far server (a round trip longer than farServer, see
+// Runner.rttNanos) it is what the workers finish in a round trip, jobs
+// shorter than minJob counted as minJob, up to maxAhead per worker: then
+// each claim brings what the workers do while it travels, and the round
+// trip is paid per claim, not per job. The round trip is measured apart
+// from the claims, whose time also grows with their size and the server's
+// load: sized by the claims' time, claims grew larger the slower a loaded
+// server took them, and slower the larger they grew.
 func (r *Runner) ahead() int {
 	w := int64(r.cfg.Workers)
 	job, claim := r.jobNanos.Load(), r.claimNanos.Load()
 	if job <= 0 || claim <= 0 || w < 2 {
 		return 0 // nothing measured yet, or serial
 	}
-	return int(min(w*claim/max(job, min(claim, int64(slowClaim))), w*maxAhead))
+	n := w * claim / max(job, claim)
+	if rtt := r.rttNanos.Load(); rtt > int64(farServer) {
+		n = max(n, min(w*rtt/max(job, int64(minJob)), w*maxAhead))
+	}
+	return int(n)
 }
 
+// farServer is the round trip from which the server counts as far away
+// (see ahead): on one machine or one network a round trip takes well under
+// a millisecond, and a few on a loaded one.
+const farServer = 10 * time.Millisecond
+
+// minJob is the least a job counts for when the claim-ahead is sized for a
+// far server: it bounds the rate the claims are sized for at workers ÷
+// minJob, 20,000 jobs/s for the default 100 workers.
+const minJob = 5 * time.Millisecond
+
 // maxAhead bounds the claim-ahead at this many jobs per worker: enough for
-// a round trip of 200 ms at the rate slowClaim sizes for.
+// a round trip of 200 ms at the rate minJob sizes for.
 const maxAhead = 40
 
-// slowClaim is the claim time from which the claim-ahead outgrows the
-// workers (see ahead): a claim's own work on the server takes a
-// millisecond or two; one that takes longer is mostly waiting, on the
-// network or for the server. It bounds the rate the claim-ahead is sized
-// for at workers ÷ slowClaim, 20,000 jobs/s for the default 100 workers.
-const slowClaim = 5 * time.Millisecond
-
 // pipelined is how many more jobs than there are free slots a claim asks
-// for: none from a nearby server; behind a slow claim, the jobs the
-// workers will have finished by the time it lands (see ahead) of those
-// the runner holds, so that each claim brings what the workers do in a
-// round trip, rather than what they did in the few milliseconds since the
-// last one landed.
+// for: none from a nearby server; behind a far one, the jobs the workers
+// will have finished by the time it lands (see ahead) of those the runner
+// holds, so that each claim brings what the workers do in a round trip,
+// rather than what they did in the few milliseconds since the last one
+// landed.
 func (r *Runner) pipelined() int {
-	if time.Duration(r.claimNanos.Load()) <= slowClaim {
+	if time.Duration(r.rttNanos.Load()) <= farServer {
 		return 0
 	}
 	return min(r.ahead(), r.runningNow())

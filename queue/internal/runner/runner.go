@@ -48,9 +48,11 @@ type Runner struct {
 	// flight for jobs nobody runs (see store.Held.Renew).
 	claiming sync.Mutex
 
-	// Moving averages, in nanoseconds, of how long handlers run and how
-	// long a claim takes: they size the claim-ahead (see capacity).
-	jobNanos, claimNanos atomic.Int64
+	// Moving averages, in nanoseconds, of how long handlers run, how long
+	// a claim takes, and how long a round trip to the server takes (the
+	// read of the paused queues, a poll interval apart): they size the
+	// claim-ahead (see ahead).
+	jobNanos, claimNanos, rttNanos atomic.Int64
 
 	mu      sync.Mutex
 	state   int                     // runnerCreated, runnerStarted, runnerStopped
