@@ -218,7 +218,8 @@
 //     strict order would make it (see How a runner works).
 //   - Jobs claimed ahead start in the order they were claimed: a
 //     higher-priority job that arrives meanwhile starts after them (a
-//     claim's time, typically; at most 100 ms, when they go back).
+//     claim's time, typically; at most 100 ms plus two claims' time, when
+//     they go back).
 //   - A claim lost to a crash of the database server does not count its
 //     attempt: claims commit without waiting for the disk, results with it.
 //   - After a crash, the dead runner's jobs come back as suspects, which

@@ -240,7 +240,9 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 	e.events.Wait(t, queue.EventCompleted, 0, 200) // A has learnt that jobs are short
 
 	// Two slow jobs and four short ones, in one statement: A claims the
-	// slow two for its workers and two short ones ahead of need.
+	// slow two for its workers and two short ones ahead of need, or, when
+	// its round trips to the server have been slow (a loaded machine), up
+	// to all four.
 	batch := []queue.Params{{Args: report{County: "slow-1"}}, {Args: report{County: "slow-2"}}}
 	for range 4 {
 		batch = append(batch, queue.Params{Args: noop{}})
@@ -251,7 +253,8 @@ func TestJobsClaimedAheadGoBackWhenTheWorkersAreStuck(t *testing.T) {
 		e.events.Wait(t, queue.EventStarted, r.Job.ID, 1)
 	}
 	requeued := e.events.Wait(t, queue.EventRequeued, 0, 2)
-	require.Equal(t, int64(2), a.Stats().Requeued)
+	n := a.Stats().Requeued
+	require.True(t, n >= 2 && n <= 4, "requeued %d", n)
 	for _, ev := range requeued {
 		require.Equal(t, "noop", ev.Kind, "only jobs that never started go back")
 	}

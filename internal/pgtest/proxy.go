@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy stands between a test's clients and the database server and can
@@ -24,6 +25,7 @@ type Proxy struct {
 	moved *sync.Cond // on mu: a block was lifted, or the proxy closed
 	up    bool       // client to server blocked
 	down  bool       // server to client blocked
+	delay time.Duration
 	conns map[net.Conn]struct{}
 	done  bool
 	wg    sync.WaitGroup
@@ -57,6 +59,16 @@ func (p *Proxy) DSN(dsn string) string {
 	}
 	u.Host = p.ln.Addr().String()
 	return u.String()
+}
+
+// Delay makes the connections the proxy accepts from now on slower by rtt
+// a round trip, as a network between distant machines would: each
+// direction holds what it reads for rtt/2 before it writes it, while it
+// goes on reading, so data flows at full rate but arrives late.
+func (p *Proxy) Delay(rtt time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = rtt
 }
 
 // Partition stops delivery both ways.
@@ -97,9 +109,55 @@ func (p *Proxy) accept() {
 		}
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 		p.wg.Add(2)
+		delay := p.delay / 2
 		p.mu.Unlock()
-		go p.pump(client, server, func() bool { return p.up })
-		go p.pump(server, client, func() bool { return p.down })
+		pump := p.pump
+		if delay > 0 {
+			pump = func(src, dst net.Conn, blocked func() bool) { p.pumpLate(src, dst, blocked, delay) }
+		}
+		go pump(client, server, func() bool { return p.up })
+		go pump(server, client, func() bool { return p.down })
+	}
+}
+
+// pumpLate is pump with a delay: a goroutine of its own reads src and
+// stamps each chunk with the time it is due, and pumpLate writes it to dst
+// then, holding it while its direction is blocked.
+func (p *Proxy) pumpLate(src, dst net.Conn, blocked func() bool, delay time.Duration) {
+	defer p.wg.Done()
+	type chunk struct {
+		data []byte
+		due  time.Time
+		err  error
+	}
+	chunks := make(chan chunk, 1024)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(chunks)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			chunks <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(delay), err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		for range chunks { // until the reader sees src closed
+		}
+	}()
+	for c := range chunks {
+		// The sleep is the simulated wire's latency, not a wait for
+		// something to happen.
+		time.Sleep(time.Until(c.due))
+		if !p.wait(blocked) {
+			return
+		}
+		if !p.forward(src, dst, c.data, c.err) {
+			return
+		}
 	}
 }
 
@@ -114,23 +172,32 @@ func (p *Proxy) pump(src, dst net.Conn, blocked func() bool) {
 		if !p.wait(blocked) {
 			return
 		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				_ = src.Close()
-				return
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite() // pass the end on; the other way may still be talking
-					return
-				}
-			}
-			_ = dst.Close()
+		if !p.forward(src, dst, buf[:n], err) {
 			return
 		}
 	}
+}
+
+// forward writes data, read from src with error err, to dst, and reports
+// whether to go on: src has more, and dst takes it.
+func (p *Proxy) forward(src, dst net.Conn, data []byte, err error) bool {
+	if len(data) > 0 {
+		if _, werr := dst.Write(data); werr != nil {
+			_ = src.Close()
+			return false
+		}
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			if tc, ok := dst.(*net.TCPConn); ok {
+				_ = tc.CloseWrite() // pass the end on; the other way may still be talking
+				return false
+			}
+		}
+		_ = dst.Close()
+		return false
+	}
+	return true
 }
 
 // wait blocks while blocked() holds, and reports false if the proxy closed.

@@ -50,28 +50,39 @@ type fetcher struct {
 // come back when that is before the next poll: it held back (see
 // claimCooldown), or a job claimed ahead will have waited too long.
 func (f *fetcher) fetch(ctx context.Context) time.Duration {
-	f.readPaused(ctx)
+	// A pause or resume notified (or, at the start, any pause) is read
+	// before claiming. The periodic read, a fallback for a notification
+	// the listener missed, comes after the claims, so that it never
+	// stands between a new job's notification and its claim.
+	notified := f.r.pausedStale.Swap(false) || f.pausedAt.IsZero()
+	if notified {
+		f.readPaused(ctx)
+	}
 	wait := f.claimAll(ctx, f.jobsCtx)
+	if !notified && time.Since(f.pausedAt) >= f.r.cfg.Poll {
+		f.readPaused(ctx)
+	}
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
 	return wait
 }
 
-// readPaused reads the paused queues when a pause or resume was notified
-// (Runner.pausedStale), and once a poll interval otherwise, whether or not
-// the poll's timer fires: on a busy runner, fetches come sooner. When it
-// cannot, it keeps what it knew and reads again at the next fetch.
+// readPaused reads the paused queues. fetch calls it when a pause or
+// resume was notified (Runner.pausedStale), and once a poll interval
+// otherwise, whether or not the poll's timer fires: on a busy runner,
+// fetches come sooner. When it cannot, it keeps what it knew and reads
+// again at the next fetch.
 func (f *fetcher) readPaused(ctx context.Context) {
 	r := f.r
-	if !r.pausedStale.Swap(false) && time.Since(f.pausedAt) < r.cfg.Poll {
-		return
-	}
 	f.pausedAt = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
 	names, err := f.conn.Paused(ctx)
-	if err != nil {
+	if err == nil {
+		// A statement that reads a row or two: its time is the round trip.
+		average(&r.rttNanos, time.Since(f.pausedAt))
+	} else {
 		r.pausedStale.Store(true)
 		if ctx.Err() == nil {
 			r.log.Error("queue: could not read the paused queues", "err", err)
@@ -105,6 +116,9 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 			}
 		}
 		got := 0
+		// Behind a slow claim, ask too for the slots that will free up
+		// while it is on its way (see pipelined).
+		extra := r.pipelined()
 		closedQueues, closedKinds := r.cfg.Kinds.Closed(r.cfg.Clock.Now(), r.cfg.Queues)
 		for q := range f.paused {
 			closedQueues[q] = true
@@ -119,7 +133,8 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		}
 		for i := range r.cfg.Queues {
 			q := r.cfg.Queues[(f.turn+i)%len(r.cfg.Queues)]
-			n := r.freeSlots()
+			slots := r.freeSlots()
+			n := slots + extra
 			if n == 0 {
 				break
 			}
@@ -141,6 +156,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 				return 0
 			}
 			got += len(rows)
+			extra = max(extra-max(len(rows)-slots, 0), 0)
 			switch {
 			case len(rows) < n:
 				delete(f.cursors, q) // reached the end: next time from the start
@@ -175,29 +191,80 @@ func (r *Runner) freeSlots() int {
 
 // capacity is how many jobs the runner holds at once: one per worker, plus,
 // claimed ahead, as many as the workers will likely finish while the next
-// claim is on its way (workers × claim time ÷ job time, at most as many
-// again), so that they do not sit idle waiting for it. Jobs no longer than
-// a claim then move in claims twice the size, each costing the database
-// about the same; jobs much longer than a claim get next to nothing ahead,
-// since a job claimed ahead waits for a worker where another runner might
-// have started it at once. A runner with one worker claims nothing ahead:
-// that is how a serial queue is worked, one job held at a time.
-func (r *Runner) capacity() int {
+// claim is on its way (see ahead), so that they do not sit idle waiting
+// for it. A runner with one worker claims nothing ahead: that is how a
+// serial queue is worked, one job held at a time.
+func (r *Runner) capacity() int { return r.cfg.Workers + r.ahead() }
+
+// ahead is how many jobs the workers will likely finish while a claim is
+// on its way: workers × claim time ÷ job time, at most as many again as
+// there are workers. So jobs no longer than a claim move in claims twice
+// the size, each costing the database about the same, and no more: a job
+// claimed ahead waits for a worker where another runner might have
+// started it at once; jobs much longer than a claim get next to nothing
+// ahead. Behind a far server (a round trip longer than farServer, see
+// Runner.rttNanos) it is what the workers finish in a round trip, jobs
+// shorter than minJob counted as minJob, up to maxAhead per worker: then
+// each claim brings what the workers do while it travels, and the round
+// trip is paid per claim, not per job. The round trip is measured apart
+// from the claims, whose time also grows with their size and the server's
+// load: sized by the claims' time, claims grew larger the slower a loaded
+// server took them, and slower the larger they grew.
+func (r *Runner) ahead() int {
 	w := int64(r.cfg.Workers)
 	job, claim := r.jobNanos.Load(), r.claimNanos.Load()
 	if job <= 0 || claim <= 0 || w < 2 {
-		return int(w) // nothing measured yet, or serial
+		return 0 // nothing measured yet, or serial
 	}
-	return int(w + min(w*claim/job, w))
+	n := w * claim / max(job, claim)
+	if rtt := r.rttNanos.Load(); rtt > int64(farServer) {
+		n = max(n, min(w*rtt/max(job, int64(minJob)), w*maxAhead))
+	}
+	return int(n)
 }
 
-// claimAheadWait is how long a job claimed ahead may wait for a worker
-// before it goes back to the queue, for a runner with a free worker to take:
-// the jobs have got slower than the claim-ahead was sized for.
+// farServer is the round trip from which the server counts as far away
+// (see ahead): on one machine or one network a round trip takes well under
+// a millisecond, and a few on a loaded one.
+const farServer = 10 * time.Millisecond
+
+// minJob is the least a job counts for when the claim-ahead is sized for a
+// far server: it bounds the rate the claims are sized for at workers ÷
+// minJob, 20,000 jobs/s for the default 100 workers.
+const minJob = 5 * time.Millisecond
+
+// maxAhead bounds the claim-ahead at this many jobs per worker: enough for
+// a round trip of 200 ms at the rate minJob sizes for.
+const maxAhead = 40
+
+// pipelined is how many more jobs than there are free slots a claim asks
+// for: none from a nearby server; behind a far one, the jobs the workers
+// will have finished by the time it lands (see ahead) of those the runner
+// holds, so that each claim brings what the workers do in a round trip,
+// rather than what they did in the few milliseconds since the last one
+// landed.
+func (r *Runner) pipelined() int {
+	if time.Duration(r.rttNanos.Load()) <= farServer {
+		return 0
+	}
+	return min(r.ahead(), r.runningNow())
+}
+
+// claimAheadWait is how long a job claimed ahead may wait for a worker,
+// beyond twice a claim's time (see aheadWait), before it goes back to the
+// queue, for a runner with a free worker to take: the jobs have got slower
+// than the claim-ahead was sized for.
 const claimAheadWait = 100 * time.Millisecond
 
+// aheadWait is how long a job claimed ahead may wait for a worker: behind
+// a slow claim, the claim-ahead is sized for a claim's time (see ahead),
+// and its last job waits about that long when the estimate holds.
+func (r *Runner) aheadWait() time.Duration {
+	return claimAheadWait + 2*time.Duration(r.claimNanos.Load())
+}
+
 // releaseWaiting puts back in the queue, without counting their attempt,
-// the jobs claimed ahead that have waited longer than claimAheadWait for a
+// the jobs claimed ahead that have waited longer than aheadWait for a
 // worker, and returns how soon the next waiting one is due (0: none waits).
 func (r *Runner) releaseWaiting() time.Duration {
 	now := time.Now()
@@ -206,11 +273,12 @@ func (r *Runner) releaseWaiting() time.Duration {
 	if !ok {
 		return 0
 	}
-	if left := claimAheadWait - now.Sub(oldest.claimed); left > 0 {
+	wait := r.aheadWait()
+	if left := wait - now.Sub(oldest.claimed); left > 0 {
 		return left // the oldest is not due yet, so none is: the common case
 	}
 	exs := r.unwait(func(ex *Execution) bool {
-		left := claimAheadWait - now.Sub(ex.claimed)
+		left := wait - now.Sub(ex.claimed)
 		if left > 0 && (next == 0 || left < next) {
 			next = left
 		}

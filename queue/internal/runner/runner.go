@@ -48,9 +48,11 @@ type Runner struct {
 	// flight for jobs nobody runs (see store.Held.Renew).
 	claiming sync.Mutex
 
-	// Moving averages, in nanoseconds, of how long handlers run and how
-	// long a claim takes: they size the claim-ahead (see capacity).
-	jobNanos, claimNanos atomic.Int64
+	// Moving averages, in nanoseconds, of how long handlers run, how long
+	// a claim takes, and how long a round trip to the server takes (the
+	// read of the paused queues, a poll interval apart): they size the
+	// claim-ahead (see ahead).
+	jobNanos, claimNanos, rttNanos atomic.Int64
 
 	mu      sync.Mutex
 	state   int                     // runnerCreated, runnerStarted, runnerStopped
@@ -206,7 +208,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.renewer.Renew = func(ctx context.Context) error { return r.renew(ctx, leases) }
 	r.seen(ctx, leases, true)
 
-	r.completer.Start(4 * r.cfg.Workers) // a few claims' worth; see run.Batcher
+	// A few claims' worth, and a statement's: results queue up while the
+	// last statement travels, and a worker whose result finds no room waits.
+	r.completer.Start(max(4*r.cfg.Workers, maxFlush)) // see run.Batcher
 	r.pool.Start(r.cfg.Workers)
 	r.poller.Start(values)
 	r.listener.Start(values)

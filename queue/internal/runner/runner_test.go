@@ -136,24 +136,56 @@ func TestParseNotice(t *testing.T) {
 }
 
 // The claim-ahead grows with how many jobs finish during a claim, up to as
-// many again as there are workers; a serial runner claims nothing ahead.
+// many again as there are workers, however slow the claims; behind a far
+// server, with what they finish in a round trip; a serial runner claims
+// nothing ahead.
 func TestCapacity(t *testing.T) {
 	t.Parallel()
+	ms := int64(time.Millisecond)
 	for _, tc := range []struct {
-		workers         int
-		job, claim, out int64
+		workers              int
+		job, claim, rtt, out int64
 	}{
-		{4, 0, 0, 4},        // nothing measured yet
-		{1, 1, 100, 1},      // serial
-		{4, 100, 50, 6},     // two jobs finish per claim
-		{4, 100, 10_000, 8}, // at most as many again
-		{4, 10_000, 1, 4},   // long jobs: nothing ahead
+		{4, 0, 0, 0, 4},                    // nothing measured yet
+		{1, 1, 100, 0, 1},                  // serial
+		{4, 100, 50, 0, 6},                 // two jobs finish per claim
+		{4, 100, 10_000, 0, 8},             // at most as many again
+		{4, 100, 50 * ms, 2 * ms, 8},       // a slow claim from a nearby server: the same
+		{4, 10_000, 1, 0, 4},               // long jobs: nothing ahead
+		{4, 100, 60 * ms, 50 * ms, 4 + 40}, // far: jobs count as minJob
+		{4, 10 * ms, 60 * ms, 50 * ms, 4 + 20},
+		{4, 100, 2000 * ms, 1000 * ms, 4 + 4*maxAhead},
+		{4, 100 * ms, 60 * ms, 50 * ms, 4 + 2}, // far, long jobs: as from nearby
 	} {
 		r := New(Config{Workers: tc.workers})
 		r.jobNanos.Store(tc.job)
 		r.claimNanos.Store(tc.claim)
+		r.rttNanos.Store(tc.rtt)
 		require.Equal(t, tc.out, int64(r.capacity()), "%+v", tc)
 	}
+}
+
+// A claim from a nearby server asks for the free slots; behind a far one,
+// for as many more as the workers will finish of the jobs held while it
+// travels; and a job claimed ahead may wait about two claims' time for a
+// worker.
+func TestPipelined(t *testing.T) {
+	t.Parallel()
+	r := New(Config{Workers: 4})
+	r.jobNanos.Store(100)
+	r.claimNanos.Store(int64(60 * time.Millisecond))
+	r.rttNanos.Store(int64(time.Millisecond))
+	for range 10 {
+		r.running[&Execution{}] = struct{}{}
+	}
+	require.Zero(t, r.pipelined(), "nearby, though the claims are slow")
+	require.Equal(t, claimAheadWait+120*time.Millisecond, r.aheadWait())
+	r.rttNanos.Store(int64(50 * time.Millisecond))
+	require.Equal(t, 10, r.pipelined(), "no more than the runner holds")
+	for range 100 {
+		r.running[&Execution{}] = struct{}{}
+	}
+	require.Equal(t, 4*10, r.pipelined(), "what the workers finish in a round trip")
 }
 
 // A finished attempt's result: completed, failed for good (a permanent

@@ -246,7 +246,19 @@ func jsonOrNil(s *string) any {
 	return json.RawMessage(*s)
 }
 
-// Analyze refreshes the jobs table's statistics.
+// Analyze refreshes the statistics the claims' plans rest on: the table's
+// size, and the columns a claim filters and sorts on, from a sample of
+// analyzeTarget × 300 rows. A full ANALYZE (every column, 30,000 rows)
+// cost a 100,000-job bulk a quarter of its time. A list of columns leaves
+// autovacuum's count of changes alone, so autovacuum still analyzes the
+// whole table soon after. The statements are one query string, so that
+// they run as one transaction, which SET LOCAL lasts for.
 func (s *postgres) Analyze(ctx context.Context) error {
-	return s.gdb.WithContext(ctx).Exec("ANALYZE sheaf_jobs").Error
+	return s.gdb.WithContext(ctx).Exec(fmt.Sprintf("SET LOCAL default_statistics_target = %d; "+
+		"ANALYZE sheaf_jobs (status, rescues, queue, priority, run_at, kind)", analyzeTarget)).Error
 }
+
+// analyzeTarget is Analyze's statistics target: ten values of each column,
+// enough for a claim to tell a small table from a large one and QUEUED
+// from the rest.
+const analyzeTarget = 10
