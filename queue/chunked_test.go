@@ -399,3 +399,17 @@ func TestPages(t *testing.T) {
 		}
 	}
 }
+
+// A chunked kind's chunk size is its option's, or DefaultChunkSize; other
+// kinds have none.
+func TestRegistryChunkSize(t *testing.T) {
+	r := queue.NewRegistry()
+	require.NoError(t, queue.RegisterChunked[countyReport, int](r, &reportWriter{}, queue.ChunkSize(7)))
+	require.NoError(t, queue.RegisterChunked[txJob, int](r, &oneChunk{}))
+	require.NoError(t, queue.Register(r, nopHandler[noop]()))
+	for kind, want := range map[string]int{countyReport{}.Kind(): 7, txJob{}.Kind(): queue.DefaultChunkSize, noop{}.Kind(): 0, "unknown": 0} {
+		size, ok := r.ChunkSize(kind)
+		require.Equal(t, want, size, kind)
+		require.Equal(t, want > 0, ok, kind)
+	}
+}
