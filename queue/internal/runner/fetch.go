@@ -43,6 +43,7 @@ type fetcher struct {
 	cursors   map[string]*cursor
 	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
 	pausedAt  time.Time
+	limits    limitsSeen // see readLimits
 }
 
 // fetch claims until the slots are full or the queues have nothing due,
@@ -51,6 +52,7 @@ type fetcher struct {
 // claimCooldown), or a job claimed ahead will have waited too long.
 func (f *fetcher) fetch(ctx context.Context) time.Duration {
 	f.readPaused(ctx)
+	f.readLimits(ctx)
 	wait := f.claimAll(ctx, f.jobsCtx)
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
@@ -254,8 +256,9 @@ type cursor struct {
 // store.Claim).
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
-	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher}
-	if cur != nil {
+	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
+		Limited: f.limitedQueue(queue)}
+	if cur != nil && !c.Limited {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) { return f.conn.Claim(ctx, c) })
@@ -285,6 +288,9 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
+		if f.limitedQueues(open) {
+			return f.conn.ClaimSuspectLimited(ctx, open, store.Claim{Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds})
+		}
 		return f.conn.ClaimSuspect(ctx, open, r.cfg.Lease, r.cfg.ID, closedKinds)
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -147,7 +148,10 @@ const pgLim = `lim AS (
 var claimLimitedSQL, claimLimitedSuspectSQL = pgClaimLimited(false), pgClaimLimited(true)
 
 func pgClaimLimited(suspect bool) string {
-	where, set := `rescues = 0 AND queue = $1`, claimSet
+	// Started at the clock's time, not the transaction's: a claim that
+	// waited for the limits' lock starts its jobs after the starts it
+	// waited for, as the rate limits count them.
+	where, set := `rescues = 0 AND queue = $1`, strings.Replace(claimSet, "started_at = now()", "started_at = clock_timestamp()", 1)
 	if suspect {
 		where = `rescues > 0 AND queue = ANY($1)`
 		set = `status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,

@@ -57,12 +57,12 @@ var sqliteForgetStartsSQL = `DELETE FROM sheaf_limit_starts AS s WHERE EXISTS (S
 // claimLimited claims within the limits in force, and records the starts,
 // in one transaction in the process's turn to write.
 func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues []string) (out []Claimed, err error) {
-	t := now()
 	query := sqliteClaimLimitedSQL
 	if suspect {
 		query = sqliteClaimLimitedSuspectSQL
 	}
 	err = s.writing(ctx, func() error {
+		t := now() // in the turn to write: claims start their jobs in the order they count the starts
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
