@@ -60,4 +60,3 @@ func (f *fetcher) limitedQueue(queue string) bool {
 func (f *fetcher) limitedQueues(queues []string) bool {
 	return f.limits.any || slices.ContainsFunc(queues, f.limitedQueue)
 }
-
