@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -28,18 +30,20 @@ func sqliteClaimLimited(suspect bool) string {
 	if suspect {
 		from, where, set = `sheaf_jobs AS j`, `rescues > 0 AND `+inList("queue", "?4"), `started_at = NULL`
 	}
-	return `
+	// Materialized: SQLite would otherwise compute the use again for
+	// every job it looks at, which took a second for forty jobs.
+	return strings.ReplaceAll(`
 WITH lim AS (
 	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
-	WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR ` + inList("target", "?4") + `)
-), ` + limitUse(sqliteAgo) + `, ` + limitRoom("min") + `, cand AS (
-	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM ` + from + `
-	WHERE status = 'QUEUED' AND ` + where + ` AND run_at <= ?1 AND NOT ` + inList("kind", "?6") + ` AND NOT ` + limitFull + `
+	WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR `+inList("target", "?4")+`)
+), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, cand AS (
+	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
+	WHERE status = 'QUEUED' AND `+where+` AND run_at <= ?1 AND NOT `+inList("kind", "?6")+` AND NOT `+limitFull+`
 	ORDER BY priority DESC, run_at, id LIMIT ?7
-), ` + limitPick("min", "?8") + `
-UPDATE sheaf_jobs SET status = 'PROCESSING', ` + set + `, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
+), `+limitPick("min", "?8")+`
+UPDATE sheaf_jobs SET status = 'PROCESSING', `+set+`, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
 WHERE id IN (SELECT id FROM pick)
-RETURNING ` + sqliteClaimColumns
+RETURNING `+sqliteClaimColumns, " AS (", " AS MATERIALIZED (")
 }
 
 // sqliteStartsSQL records the starts of the jobs ?2 (JSON IDs) at ?1 in
@@ -68,7 +72,11 @@ func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.QueryContext(ctx, query, sqliteTime(t), sqliteTime(t.Add(c.Lease)), c.Runner, jsonStrings(queues), c.Queue,
+		stmt, err := s.prepared(ctx, query)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, sqliteTime(t), sqliteTime(t.Add(c.Lease)), c.Runner, jsonStrings(queues), c.Queue,
 			jsonStrings(c.ClosedKinds), c.N*limitCandidates, c.N)
 		if err != nil {
 			return err
@@ -120,4 +128,24 @@ func (s *sqlite) RemoveLimit(ctx context.Context, db *gorm.DB, scope, target str
 
 func (s *sqlite) Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error) {
 	return readLimitUse(ctx, db, limitUseSQL(sqliteAgo), sqliteTime(now()))
+}
+
+// prepared returns query prepared once for the store, for the statements
+// whose preparing costs more than running them: the limited claims, whose
+// many WITH items took SQLite longer to plan than to run.
+func (s *sqlite) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.stmtsMu.Lock()
+	defer s.stmtsMu.Unlock()
+	if stmt := s.stmts[query]; stmt != nil {
+		return stmt, nil
+	}
+	stmt, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	s.stmts[query] = stmt
+	return stmt, nil
 }
