@@ -44,6 +44,8 @@ type jobView struct {
 	// ChildIDs and Output are shown for one job, not in lists.
 	ChildIDs []int64         `json:"child_ids,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
+	// LimitKey is the job's partition key for its kind's limits.
+	LimitKey *string `json:"limit_key,omitempty"`
 }
 
 // attemptView is one attempt of a job: one claim of it by a runner.
@@ -74,7 +76,7 @@ func (c *console) view(rec *queue.JobRecord) jobView {
 		CreatedAt: rec.CreatedAt, RunAt: rec.RunAt, StartedAt: rec.StartedAt, CompletedAt: rec.CompletedAt,
 		LockedBy: rec.LockedBy, LockedUntil: rec.LockedUntil, LastError: rec.LastError,
 		IdempotencyKey: rec.IdempotencyKey, CorrelationID: rec.CorrelationID, RunID: rec.RunID, Period: rec.Period,
-		ParentIDs: []int64(rec.ParentIDs),
+		ParentIDs: []int64(rec.ParentIDs), LimitKey: rec.LimitKey,
 	}
 	if v.ParentIDs == nil {
 		v.ParentIDs = []int64{}

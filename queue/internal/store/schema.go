@@ -26,7 +26,7 @@ const JobsTable = "sheaf_jobs"
 var JobColumnNames = []string{"id", "kind", "queue", "status", "priority", "payload", "idempotency_key",
 	"correlation_id", "attempts", "max_attempts", "claims", "rescues", "run_at", "locked_until", "locked_by",
 	"created_at", "started_at", "completed_at", "processed", "total", "last_error", "auth", "run_id", "period",
-	"parent_ids", "output", "meta"}
+	"parent_ids", "output", "meta", "limit_key"}
 
 // jobColumns lists JobColumnNames for a SELECT, with meta read from
 // version 6's metadata column (as oldMeta converts it) for the jobs
