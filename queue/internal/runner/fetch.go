@@ -258,7 +258,7 @@ func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *
 	r := f.r
 	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
 		Limited: f.limitedQueue(queue)}
-	if cur != nil && !c.Limited {
+	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) { return f.conn.Claim(ctx, c) })

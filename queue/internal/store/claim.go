@@ -126,8 +126,8 @@ type Claim struct {
 	ClosedKinds []string
 	From        *Cursor
 	Higher      bool
-	// Limited claims within the limits in force (limits.go), ignoring
-	// From: a runner sets it when a limit may apply to Queue.
+	// Limited claims within the limits in force (limits.go): a runner
+	// sets it when a limit may apply to Queue. SQLite's ignores From.
 	Limited bool
 }
 

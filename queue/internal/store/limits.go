@@ -145,9 +145,33 @@ const pgLim = `lim AS (
 // ($1 to $5 as claimSQL's); claimLimitedSuspectSQL is claimSuspectSQL's
 // (queues $1) within them. Each also records the starts of rate-limited
 // scopes, and deletes those that fell out of their period.
-var claimLimitedSQL, claimLimitedSuspectSQL = pgClaimLimited(false), pgClaimLimited(true)
+var claimLimitedSQL, claimLimitedFromSQL, claimLimitedSuspectSQL = pgClaimLimited(false, false), pgClaimLimited(false, true),
+	pgClaimLimited(true, false)
 
-func pgClaimLimited(suspect bool) string {
+// pgCandidates is the WITH item cand of the due jobs a limited claim looks
+// at: those where (a condition on j) allows, in claim order, passing over
+// those of full scopes, at most $11. From a cursor ($12 to $15, as
+// claimFromSQL's $5 to $8) it reads the claim index from there, in the
+// branches claimFromSQL reads.
+func pgCandidates(where string, cursor bool) string {
+	cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= now() AND NOT kind = ANY($5) AND NOT ` + limitFull
+	branch := func(name, extra string) string {
+		return name + ` AS (
+	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM sheaf_jobs j
+	WHERE ` + cond + extra + `
+	ORDER BY priority DESC, run_at, id LIMIT $11 FOR UPDATE OF j SKIP LOCKED
+)`
+	}
+	if !cursor {
+		return branch("cand", "")
+	}
+	return branch("higher", " AND $12 AND priority > $13") + ", " + branch("onward", " AND priority = $13 AND (run_at, id) > ($14, $15)") +
+		", " + branch("lower", " AND priority < $13") + `, cand AS (
+	SELECT * FROM higher UNION ALL SELECT * FROM onward UNION ALL SELECT * FROM lower LIMIT $11
+)`
+}
+
+func pgClaimLimited(suspect, cursor bool) string {
 	// Started at the clock's time, not the transaction's: a claim that
 	// waited for the limits' lock starts its jobs after the starts it
 	// waited for, as the rate limits count them.
@@ -159,13 +183,7 @@ func pgClaimLimited(suspect bool) string {
 	}
 	ago := func(p string) string { return `clock_timestamp() - ` + p + ` * interval '1 millisecond'` }
 	return `
-WITH ` + pgLim + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, cand AS (
-	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM sheaf_jobs j
-	WHERE status = 'QUEUED' AND ` + where + ` AND run_at <= now() AND NOT kind = ANY($5) AND NOT ` + limitFull + `
-	ORDER BY priority DESC, run_at, id
-	LIMIT $11
-	FOR UPDATE OF j SKIP LOCKED
-), ` + limitPick("least", "$2") + `, claimed AS (
+WITH ` + pgLim + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor) + `, ` + limitPick("least", "$2") + `, claimed AS (
 	UPDATE sheaf_jobs j SET ` + set + `
 	FROM pick WHERE j.id = pick.id
 	RETURNING ` + claimColumns + ` AS meta, j.limit_key
@@ -235,12 +253,15 @@ func (h *held) claimLimited(ctx context.Context, c Claim, suspect bool, queues [
 		closed = []string{}
 	}
 	scopes, targets, conc, rate, periods := limitArrays(ls)
-	query, first := claimLimitedSQL, any(c.Queue)
-	if suspect {
-		query, first = claimLimitedSuspectSQL, queues
+	query, args := claimLimitedSQL, []any{c.Queue, c.N, c.Lease.Milliseconds(), c.Runner, closed,
+		scopes, targets, conc, rate, periods, c.N * limitCandidates}
+	switch {
+	case suspect:
+		query, args[0] = claimLimitedSuspectSQL, queues
+	case c.From != nil:
+		query, args = claimLimitedFromSQL, append(args, c.Higher, c.From.Priority, c.From.RunAt, c.From.ID)
 	}
-	rows, err = tx.QueryContext(ctx, query, first, c.N, c.Lease.Milliseconds(), c.Runner, closed,
-		scopes, targets, conc, rate, periods, c.N*limitCandidates)
+	rows, err = tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
