@@ -81,7 +81,9 @@ type jobOptions struct {
 	window         Window
 	traceParent    string
 	traceState     string
-	retain         Retention // retention.go
+	retain         Retention                            // retention.go
+	limits         []declared                           // limits.go
+	limitKey       func(payload []byte) (string, error) // KeyLimit's
 }
 
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of

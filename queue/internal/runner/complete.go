@@ -103,6 +103,10 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 		}
 	}
 	r.unhold(exs...)
+	if r.limited.Load() {
+		// The slots of a limit freed here may be this runner's to fill.
+		r.wakeFetch()
+	}
 }
 
 // completeParent completes a job that is a parent in rules, releasing

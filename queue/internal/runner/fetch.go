@@ -43,6 +43,7 @@ type fetcher struct {
 	cursors   map[string]*cursor
 	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
 	pausedAt  time.Time
+	limits    limitsSeen // see readLimits
 }
 
 // fetch claims until the slots are full or the queues have nothing due,
@@ -58,10 +59,16 @@ func (f *fetcher) fetch(ctx context.Context) time.Duration {
 	if notified {
 		f.readPaused(ctx)
 	}
+	// Limits likewise: changed ones (or, at the start, all) before the
+	// claims, the periodic read after them.
+	if f.r.limitsStale.Load() || f.limits.at.IsZero() {
+		f.readLimits(ctx)
+	}
 	wait := f.claimAll(ctx, f.jobsCtx)
 	if !notified && time.Since(f.pausedAt) >= f.r.cfg.Poll {
 		f.readPaused(ctx)
 	}
+	f.readLimits(ctx) // only if due
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
@@ -322,7 +329,8 @@ type cursor struct {
 // store.Claim).
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
-	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher}
+	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
+		Limited: f.limitedQueue(queue)}
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
@@ -353,6 +361,9 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
+		if f.limitedQueues(open) {
+			return f.conn.ClaimSuspectLimited(ctx, open, store.Claim{Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds})
+		}
 		return f.conn.ClaimSuspect(ctx, open, r.cfg.Lease, r.cfg.ID, closedKinds)
 	})
 	if err != nil {

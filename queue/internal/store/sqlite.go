@@ -34,6 +34,9 @@ type sqlite struct {
 	gdb    *gorm.DB
 	db     *sql.DB
 	shared *fileState
+
+	stmtsMu sync.Mutex
+	stmts   map[string]*sql.Stmt // see prepared
 }
 
 // fileState is what the stores on one database file in this process share.

@@ -141,6 +141,14 @@ type Store interface {
 	Transient(err error) bool
 
 	Keeper // pruning and day roll-ups (prune.go)
+
+	// Limits across every runner (limits.go). SetLimit writes a limit,
+	// unless one an operator set stands against a declared one (ChangedBy
+	// ""), and says whether it wrote; RemoveLimit deletes one or returns
+	// ErrNoLimit; Limits reads them all with their use.
+	SetLimit(ctx context.Context, db *gorm.DB, l Limit) (bool, error)
+	RemoveLimit(ctx context.Context, db *gorm.DB, scope, target string) error
+	Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error)
 }
 
 // Conn is a connection one of a runner's loops keeps for itself. It is
@@ -149,6 +157,12 @@ type Store interface {
 type Conn interface {
 	Claim(ctx context.Context, c Claim) ([]Claimed, error)
 	ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error)
+	// ClaimSuspectLimited is ClaimSuspect within the limits in force,
+	// for c's Lease, Runner and ClosedKinds (limits.go).
+	ClaimSuspectLimited(ctx context.Context, queues []string, c Claim) ([]Claimed, error)
+	// ActiveLimits returns the limits in force, for a runner to know which
+	// of its claims a limit may touch.
+	ActiveLimits(ctx context.Context) ([]Limit, error)
 	Complete(ctx context.Context, ids, keys []int64) ([]int64, error)
 	CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error)
 	Fail(ctx context.Context, f Failures) ([]int64, error)
