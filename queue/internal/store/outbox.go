@@ -80,6 +80,9 @@ const outboxLockTimeout = "10s"
 // write its event to the outbox, from the commit of this call on. It does
 // nothing when the outbox is on already.
 func EnableOutbox(ctx context.Context, st Store, db *gorm.DB) error {
+	if st.Dialect() == "mysql" {
+		return fmt.Errorf("%w: the outbox is not on MariaDB yet", ErrUnsupported)
+	}
 	if on, err := OutboxOn(ctx, st, db); err != nil || on {
 		return err
 	}
@@ -121,6 +124,9 @@ func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string) er
 
 // OutboxOn reports whether the outbox's triggers exist.
 func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
+	if st.Dialect() == "mysql" {
+		return false, nil
+	}
 	q := `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
 	if st.Dialect() == "postgres" {
 		q = `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`

@@ -1,0 +1,80 @@
+package mysqldb
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Pool sizes of the handle Open returns: enough for a runner with the
+// default workers whose handlers each use a connection, and its loops,
+// well within MariaDB's default of 151 connections for a few processes.
+const (
+	MaxOpenConns    = 40
+	MaxIdleConns    = 20
+	ConnMaxIdleTime = 5 * time.Minute
+)
+
+// DSN returns dsn, a go-sql-driver/mysql DSN
+// (user:password@tcp(host:3306)/database), with the settings the queue
+// needs: times bound and read as UTC (parseTime, loc=UTC), the session's
+// time zone UTC, transactions at READ COMMITTED, rows an UPDATE found
+// counted rather than those it changed, and parameters interpolated on
+// the client (one round trip a statement instead of three). A mysql:// URL
+// (mysql://user:password@host:3306/database) is read as such a DSN.
+func DSN(dsn string) (string, error) {
+	if rest, ok := strings.CutPrefix(dsn, "mysql://"); ok {
+		userHost, db, _ := strings.Cut(rest, "/")
+		user, host, ok := strings.Cut(userHost, "@")
+		if !ok {
+			user, host = "", userHost
+		}
+		if user != "" {
+			user += "@"
+		}
+		dsn = user + "tcp(" + host + ")/" + db
+	}
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("mysqldb: %w", err)
+	}
+	if cfg.DBName == "" {
+		return "", fmt.Errorf("mysqldb: the DSN names no database: %q", dsn)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.ClientFoundRows = true
+	cfg.InterpolateParams = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
+	return cfg.FormatDSN(), nil
+}
+
+// Open opens the MariaDB database of dsn (see DSN) for the queue.
+func Open(dsn string, config ...gorm.Option) (*gorm.DB, error) {
+	full, err := DSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]gorm.Option{&gorm.Config{Logger: logger.Discard}}, config...)
+	db, err := gorm.Open(mysql.New(mysql.Config{DSN: full, DefaultStringSize: 255}), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("mysqldb: open: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("mysqldb: open: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(MaxOpenConns)
+	sqlDB.SetMaxIdleConns(MaxIdleConns)
+	sqlDB.SetConnMaxIdleTime(ConnMaxIdleTime)
+	return db, nil
+}
