@@ -24,8 +24,9 @@ const (
 // (user:password@tcp(host:3306)/database), with the settings the queue
 // needs: times bound and read as UTC (parseTime, loc=UTC), the session's
 // time zone UTC, transactions at READ COMMITTED, rows an UPDATE found
-// counted rather than those it changed, and parameters interpolated on
-// the client (one round trip a statement instead of three). A mysql:// URL
+// counted rather than those it changed, parameters interpolated on the
+// client (one round trip a statement instead of three), and several
+// statements in one call, as a schema version's SQL has. A mysql:// URL
 // (mysql://user:password@host:3306/database) is read as such a DSN.
 func DSN(dsn string) (string, error) {
 	if rest, ok := strings.CutPrefix(dsn, "mysql://"); ok {
@@ -50,6 +51,7 @@ func DSN(dsn string) (string, error) {
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = true
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true // a schema version's SQL (Client.Migrations) runs in one call
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

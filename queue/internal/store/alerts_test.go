@@ -16,9 +16,6 @@ import (
 // state that ended later stay.
 func TestPruneAlerts(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
-		if st.Dialect() == "mysql" {
-			t.Skip("alerts are not on MariaDB yet (their column key is a reserved word there)")
-		}
 		ctx := context.Background()
 		_, err := st.Migrate(ctx)
 		require.NoError(t, err)
