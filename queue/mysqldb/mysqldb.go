@@ -2,6 +2,7 @@ package mysqldb
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -11,12 +12,14 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// Pool sizes of the handle Open returns: enough for a runner with the
-// default workers whose handlers each use a connection, and its loops,
-// well within MariaDB's default of 151 connections for a few processes.
+// Pool sizes of the handle Open returns. MaxOpenConns leaves room in
+// MariaDB's default of 151 connections for a few processes, each a
+// runner's four connections and its handlers'; as many stay idle, so that
+// a busy runner does not close and reopen them (see package queue's
+// Connections), until unused for ConnMaxIdleTime.
 const (
 	MaxOpenConns    = 40
-	MaxIdleConns    = 20
+	MaxIdleConns    = MaxOpenConns
 	ConnMaxIdleTime = 5 * time.Minute
 )
 
@@ -29,18 +32,7 @@ const (
 // statements in one call, as a schema version's SQL has. A mysql:// URL
 // (mysql://user:password@host:3306/database) is read as such a DSN.
 func DSN(dsn string) (string, error) {
-	if rest, ok := strings.CutPrefix(dsn, "mysql://"); ok {
-		userHost, db, _ := strings.Cut(rest, "/")
-		user, host, ok := strings.Cut(userHost, "@")
-		if !ok {
-			user, host = "", userHost
-		}
-		if user != "" {
-			user += "@"
-		}
-		dsn = user + "tcp(" + host + ")/" + db
-	}
-	cfg, err := gomysql.ParseDSN(dsn)
+	cfg, err := parse(dsn)
 	if err != nil {
 		return "", fmt.Errorf("mysqldb: %w", err)
 	}
@@ -58,6 +50,28 @@ func DSN(dsn string) (string, error) {
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	return cfg.FormatDSN(), nil
+}
+
+// parse reads a driver DSN, or a mysql:// URL, whose query parameters
+// are the driver's.
+func parse(dsn string) (*gomysql.Config, error) {
+	if !strings.HasPrefix(dsn, "mysql://") {
+		return gomysql.ParseDSN(dsn)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := gomysql.ParseDSN("tcp(" + u.Host + ")" + u.EscapedPath() + "?" + u.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = strings.Trim(u.Path, "/")
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	return cfg, nil
 }
 
 // Open opens the MariaDB database of dsn (see DSN) for the queue.
