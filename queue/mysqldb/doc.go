@@ -25,5 +25,4 @@
 //     LONGTEXT.
 //   - Migrations commit statement by statement (MariaDB commits DDL as it
 //     runs it); a named lock keeps processes from migrating at once.
-//   - Not yet: the outbox (EnableOutbox returns an error).
 package mysqldb

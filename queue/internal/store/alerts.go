@@ -68,12 +68,7 @@ func ignoring(st Store) (ignore, key, conflict string) {
 }
 
 // bindTime returns t as st compares times.
-func bindTime(st Store, t time.Time) any {
-	if st.Dialect() == "sqlite" {
-		return sqliteTime(t)
-	}
-	return t
-}
+func bindTime(st Store, t time.Time) any { return timeArg(st)(t) }
 
 func bindNullTime(st Store, t *time.Time) any {
 	if t == nil {

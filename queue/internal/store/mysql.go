@@ -139,8 +139,25 @@ func (s *mysql) sqlTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// mysqlTime binds a time: the driver writes it in UTC (loc=UTC).
-func mysqlTime(t time.Time) any { return t.UTC() }
+// mysqlTime binds a time: the driver writes it in UTC (loc=UTC). A time
+// outside the years 1 to 9999 (DATETIME's, less the year 0 the driver
+// refuses) is bound as the nearest end, which
+// every stored time compares with as with the time itself.
+func mysqlTime(t time.Time) any {
+	t = t.UTC()
+	if t.Before(firstDatetime) {
+		return firstDatetime
+	}
+	if t.After(lastDatetime) {
+		return lastDatetime
+	}
+	return t
+}
+
+var (
+	firstDatetime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastDatetime  = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
 
 // ints writes ids as a list for IN (...): numbers, not parameters, so a
 // list of any length is one statement with no placeholder limit. An empty

@@ -69,6 +69,20 @@ END`,
 END`,
 }
 
+// mysqlOutboxOn are SQLite's triggers in MariaDB's words: a trigger's
+// body is one statement, and a condition is the WHERE of an INSERT ...
+// SELECT.
+var mysqlOutboxOn = []string{
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_created AFTER INSERT ON sheaf_jobs FOR EACH ROW
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	VALUES (NEW.id, 'created', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `)`,
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_changed AFTER UPDATE ON sheaf_jobs FOR EACH ROW
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT NEW.id, CASE NEW.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(NEW.status) END, ` +
+		fmt.Sprintf(sqliteOutboxColumns, "CASE WHEN NEW.status IN ('QUEUED', 'FAILED') THEN NEW.last_error END") + `
+	FROM DUAL WHERE ` + outboxChanged,
+}
+
 var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TRIGGER IF EXISTS sheaf_outbox_changed"}
 
 // outboxLockTimeout bounds the wait of EnableOutbox and DisableOutbox for
@@ -80,11 +94,11 @@ const outboxLockTimeout = "10s"
 // write its event to the outbox, from the commit of this call on. It does
 // nothing when the outbox is on already.
 func EnableOutbox(ctx context.Context, st Store, db *gorm.DB) error {
-	if st.Dialect() == "mysql" {
-		return fmt.Errorf("%w: the outbox is not on MariaDB yet", ErrUnsupported)
-	}
 	if on, err := OutboxOn(ctx, st, db); err != nil || on {
 		return err
+	}
+	if st.Dialect() == "mysql" {
+		return setOutbox(ctx, st, db, nil, mysqlOutboxOn)
 	}
 	return setOutbox(ctx, st, db, pgOutboxOn, sqliteOutboxOn)
 }
@@ -124,10 +138,11 @@ func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string) er
 
 // OutboxOn reports whether the outbox's triggers exist.
 func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
-	if st.Dialect() == "mysql" {
-		return false, nil
-	}
 	q := `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
+	if st.Dialect() == "mysql" {
+		q = `SELECT count(*) FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+			AND trigger_name IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
+	}
 	if st.Dialect() == "postgres" {
 		q = `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname IN ('sheaf_outbox_created', 'sheaf_outbox_changed')`
 	}

@@ -29,9 +29,6 @@ func outboxed(t *testing.T, db *gorm.DB, byID map[int64]string) (events []string
 // newest was deleted.
 func TestOutboxRecordsLifecycleChanges(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
-		if st.Dialect() == "mysql" {
-			t.Skip("the outbox is not on MariaDB yet")
-		}
 		ctx := context.Background()
 		_, err := st.Migrate(ctx)
 		require.NoError(t, err)

@@ -49,8 +49,11 @@ func doNothing(s Store, cols string) string {
 
 // timeArg returns how s's statements take a time.
 func timeArg(s Store) func(time.Time) any {
-	if s.Dialect() == "sqlite" {
+	switch s.Dialect() {
+	case "sqlite":
 		return sqliteTime
+	case "mysql":
+		return mysqlTime
 	}
 	return pgTime
 }
