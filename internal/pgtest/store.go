@@ -80,6 +80,16 @@ func PostgresOnly(t testing.TB, why string) {
 	}
 }
 
+// RowLocks skips a test of row locks (a transaction holds some rows, and
+// others wait for them or pass them by) on SQLite, where a writing
+// transaction holds the whole database; PostgreSQL and MariaDB lock rows.
+func RowLocks(t testing.TB) {
+	t.Helper()
+	if Store() == "sqlite" {
+		t.Skip("row locks: on SQLite, a writing transaction holds the whole database")
+	}
+}
+
 // OpenDSN opens a gorm handle on a DSN that New or NewSQLite made, as
 // another process would: an SQLite DSN (sqlitedb.DSN) starts with "file:",
 // and its file is opened with sqlitedb.Open.

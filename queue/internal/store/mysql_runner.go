@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -283,12 +284,52 @@ func (c mysqlConn) PutBack(ctx context.Context, keys []int64, runner string) (ou
 	return out, nil
 }
 
-// Requeue puts claims back in the queue, uncounting the attempts counted.
-func (s *mysql) Requeue(ctx context.Context, ids, keys []int64, counted []bool) (out []int64, err error) {
+// Requeue puts claims back in the queue, uncounting the attempts counted:
+// first those whose rows no other transaction holds, at once, then the
+// others, waiting for their rows until ctx ends (see requeueSQL), or for
+// at most lockWait: MariaDB does not end a statement whose client has gone,
+// so a wait the server is not told the end of lasts as long as its lock
+// wait timeout, holding the connection.
+func (s *mysql) Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error) {
+	out, err := s.requeue(ctx, ids, keys, counted, " SKIP LOCKED")
+	if err != nil || len(out) == len(ids) {
+		return out, err
+	}
+	done := map[int64]bool{}
+	for _, id := range out {
+		done[id] = true
+	}
+	var restIDs, restKeys []int64
+	var restCounted []bool
+	for i, id := range ids {
+		if !done[id] {
+			restIDs, restKeys, restCounted = append(restIDs, id), append(restKeys, keys[i]), append(restCounted, counted[i])
+		}
+	}
+	more, err := s.requeue(ctx, restIDs, restKeys, restCounted, " WAIT "+strconv.Itoa(lockWait(ctx)))
+	return append(out, more...), err
+}
+
+// lockWaitMax is how long, in seconds, a put-back waits for held rows at
+// most.
+const lockWaitMax = 5
+
+// lockWait is how long, in whole seconds, a statement may wait for a row
+// lock within ctx's deadline, and at most lockWaitMax.
+func lockWait(ctx context.Context) int {
+	if d, ok := ctx.Deadline(); ok {
+		return max(min(int(time.Until(d).Seconds()+0.999), lockWaitMax), 1)
+	}
+	return lockWaitMax
+}
+
+// requeue is one pass of Requeue; wait says how it waits for held rows:
+// SKIP LOCKED passes them by.
+func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool, wait string) (out []int64, err error) {
 	var back []due
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT id, queue, priority, run_at, rescues FROM sheaf_jobs WHERE "+guard(ids, keys)+
-			" AND status = 'PROCESSING' FOR UPDATE")
+			" AND status = 'PROCESSING' FOR UPDATE"+wait)
 		if err != nil {
 			return err
 		}
