@@ -93,12 +93,76 @@ func (s *mysql) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, er
 		if isDuplicate(err) && try < 3 {
 			continue
 		}
+		if err == nil && len(ids) > 0 {
+			err = runsSeenMySQL(tx.Statement.Context, tx.Statement.ConnPool, todo)
+		}
 		if err != nil {
 			return nil, err
 		}
 		s.tell(tx, back)
 		return ids, nil
 	}
+}
+
+// runsSeenMySQL gives the runs of jobs, just inserted, their rows, and
+// clears the counts of those that had finished. It reads the rows first,
+// so that it writes, and locks, only those it changes: inserts into a busy
+// run do not wait for each other. Two inserts that add a run at once meet
+// on its key, and the second clears the counts, which are not there yet.
+func runsSeenMySQL(ctx context.Context, db execer, jobs []NewJob) error {
+	runs, periods := runsOf(jobs)
+	if len(runs) == 0 {
+		return nil
+	}
+	q, ok := db.(interface {
+		QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	})
+	if !ok {
+		return fmt.Errorf("runs: cannot read through %T", db)
+	}
+	ph, args := placeholders(runs)
+	rows, err := q.QueryContext(ctx, "SELECT run_id, counts IS NOT NULL FROM "+RunsTable+" WHERE run_id IN ("+ph+")", args...)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{} // run: has counts
+	for rows.Next() {
+		var run string
+		var counted bool
+		if err := rows.Scan(&run, &counted); err != nil {
+			rows.Close()
+			return err
+		}
+		known[run] = counted
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	var add []any
+	var reopen []string
+	for i, run := range runs {
+		counted, ok := known[run]
+		switch {
+		case !ok:
+			add = append(add, run, periods[i])
+		case counted:
+			reopen = append(reopen, run)
+		}
+	}
+	if len(add) > 0 {
+		row := "(?, ?, " + mysqlNow + ")"
+		if _, err := db.ExecContext(ctx, "INSERT INTO "+RunsTable+" (run_id, period, first_created) VALUES "+
+			strings.Repeat(row+", ", len(add)/2-1)+row+" ON DUPLICATE KEY UPDATE counts = NULL", add...); err != nil {
+			return err
+		}
+	}
+	if len(reopen) > 0 {
+		ph, args := placeholders(reopen)
+		if _, err := db.ExecContext(ctx, "UPDATE "+RunsTable+" SET counts = NULL WHERE run_id IN ("+ph+")", args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // untaken returns jobs less those whose idempotency key a job has already,
@@ -275,6 +339,11 @@ func (s *mysql) restart(tx *gorm.DB, ids []int64, update string) error {
 	if err := tx.Exec(update + " WHERE id IN (" + ints(ids) + ")").Error; err != nil {
 		return err
 	}
+	// A retried job reopens its run (see sheaf_runs).
+	if err := tx.Exec("UPDATE " + RunsTable + " SET counts = NULL WHERE counts IS NOT NULL AND run_id IN (SELECT run_id FROM " +
+		JobsTable + " WHERE id IN (" + ints(ids) + ") AND run_id IS NOT NULL)").Error; err != nil {
+		return err
+	}
 	rows, err := tx.Raw("SELECT id, queue, priority, run_at, rescues FROM sheaf_jobs WHERE id IN (" + ints(ids) + ")").Rows()
 	if err != nil {
 		return err
@@ -362,7 +431,7 @@ func (s *mysql) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 			}
 			n += c
 		}
-		return nil
+		return runsSeenMySQL(ctx, tx, jobs)
 	})
 	if err != nil {
 		return 0, err

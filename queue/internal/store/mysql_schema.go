@@ -204,9 +204,10 @@ CREATE TABLE sheaf_ticks (
 ALTER TABLE sheaf_schedules ADD COLUMN started_at DATETIME(6);
 `,
 	12: `
--- Runs, as on SQLite: triggers keep the table, at no cost to jobs without
--- a run; the first job of a run adds its row, and a job inserted into a
--- finished run, or retried, clears its counts.
+-- Runs, as on PostgreSQL: the statements that insert jobs add their runs'
+-- rows, and those that insert into a finished run, or retry its jobs,
+-- clear its counts (no trigger: one would cost every insert and every
+-- change of status of every job).
 CREATE TABLE sheaf_runs (
 	run_id        VARCHAR(255) NOT NULL PRIMARY KEY,
 	period        VARCHAR(255),
@@ -219,12 +220,6 @@ CREATE TABLE sheaf_runs (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
 INSERT INTO sheaf_runs (run_id, period, first_created)
 	SELECT run_id, min(period), min(created_at) FROM sheaf_jobs WHERE run_id IS NOT NULL GROUP BY run_id;
-CREATE TRIGGER sheaf_jobs_run_added AFTER INSERT ON sheaf_jobs FOR EACH ROW
-	INSERT INTO sheaf_runs (run_id, period, first_created) SELECT NEW.run_id, NEW.period, NEW.created_at FROM DUAL
-	WHERE NEW.run_id IS NOT NULL ON DUPLICATE KEY UPDATE counts = NULL;
-CREATE TRIGGER sheaf_jobs_run_reopened AFTER UPDATE ON sheaf_jobs FOR EACH ROW
-	UPDATE sheaf_runs SET counts = NULL WHERE NEW.run_id IS NOT NULL AND NEW.status IN ('QUEUED', 'PROCESSING')
-	AND OLD.status NOT IN ('QUEUED', 'PROCESSING') AND run_id = NEW.run_id AND counts IS NOT NULL;
 ALTER TABLE sheaf_jobs ADD INDEX sheaf_jobs_run_id (run_id, id);
 `,
 	13: `
