@@ -30,8 +30,9 @@
 //	err = runner.Start(context.Background())
 //	recs, err := client.Wait(ctx, res.Job.ID) // until COMPLETED, FAILED or CANCELLED
 //
-// db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), or on an
-// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb.
+// db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), on an
+// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb, or on
+// MariaDB with package github.com/sheaf-dev/sheaf/queue/mysqldb.
 //
 // [Client.Tx] returns a [TxClient] whose every call runs in a transaction
 // of yours (see its example): a job exists if and only if your own writes
@@ -312,6 +313,15 @@
 // to NewClient as you would a PostgreSQL handle; everything else is the
 // same. That package's documentation says what differs, because SQLite has
 // one writer and no server.
+//
+// # Running on MariaDB
+//
+// The queue runs on MariaDB 10.11 too: open it with
+// github.com/sheaf-dev/sheaf/queue/mysqldb (pure Go), which alone links
+// the MySQL driver. Claims take jobs with SKIP LOCKED, as on PostgreSQL;
+// MariaDB has no notifications, so runners in other processes find new
+// jobs and cancellations when they poll and renew their leases. That
+// package's documentation says what else differs.
 //
 // # Schedules
 //

@@ -217,6 +217,11 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 	return check.Failed(fmt.Sprintf("SetLimit %s %q", l.Scope, l.Target), err)
 }
 
+// ErrLimitsUnsupported is returned by SetLimit, and by a runner's Start
+// when its kinds declare limits, on a database that does not enforce them:
+// MariaDB and MySQL, for now.
+var ErrLimitsUnsupported = store.ErrLimitsUnsupported
+
 // ErrNoLimit is returned by RemoveLimit for a limit that does not exist.
 var ErrNoLimit = errors.New("queue: no such limit")
 

@@ -17,6 +17,9 @@ import (
 // hold claims back.
 func TestClaimWithinLimits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "mysql" {
+			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
+		}
 		ctx := context.Background()
 		_, err := st.Migrate(ctx)
 		require.NoError(t, err)
@@ -91,6 +94,9 @@ func TestClaimWithinLimits(t *testing.T) {
 // lets more start once the period has passed.
 func TestClaimWithinRate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "mysql" {
+			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
+		}
 		ctx := context.Background()
 		_, err := st.Migrate(ctx)
 		require.NoError(t, err)

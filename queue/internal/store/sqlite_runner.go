@@ -240,10 +240,7 @@ func (c sqliteConn) Renew(ctx context.Context, lease time.Duration, ids, keys []
 }
 
 func (c sqliteConn) PutBack(ctx context.Context, keys []int64, runner string) (out []JobRef, err error) {
-	ids := make([]int64, len(keys))
-	for i, k := range keys {
-		ids[i] = keyID(k)
-	}
+	ids := keyIDs(keys)
 	var back []due
 	err = c.s.writing(ctx, func() error {
 		rows, err := c.s.db.QueryContext(ctx, `UPDATE sheaf_jobs SET status = 'QUEUED',

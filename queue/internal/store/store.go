@@ -19,7 +19,7 @@ import (
 // Methods that take a tx run inside a transaction that Tx began (or a
 // caller's, for the client's Tx); the others run on their own.
 type Store interface {
-	// Dialect names the database: "postgres" or "sqlite".
+	// Dialect names the database: "postgres", "sqlite" or "mysql".
 	Dialect() string
 
 	// Migrate brings the schema up to SchemaVersion and returns the
@@ -177,7 +177,8 @@ type Conn interface {
 	Close()
 }
 
-// Open returns the store of db's database, PostgreSQL or SQLite.
+// Open returns the store of db's database, PostgreSQL, SQLite or MariaDB
+// (gorm's dialector "mysql").
 func Open(db *gorm.DB) (Store, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -188,8 +189,10 @@ func Open(db *gorm.DB) (Store, error) {
 		return &postgres{gdb: db, db: sqlDB}, nil
 	case "sqlite":
 		return openSQLite(db, sqlDB)
+	case "mysql":
+		return openMySQL(db, sqlDB)
 	default:
-		return nil, fmt.Errorf("%w: the queue runs on PostgreSQL or SQLite, not %q", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w: the queue runs on PostgreSQL, SQLite or MariaDB, not %q", ErrUnsupported, name)
 	}
 }
 
@@ -277,16 +280,26 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 		cond, args := runAtLeast(q.Dialector.Name(), f.RunAtLeast)
 		q = q.Where(cond, args...)
 	}
+	mysql := q.Dialector.Name() == "mysql"
 	if f.Childless != "" {
-		q = q.Where("NOT EXISTS (SELECT 1 FROM "+JobsTable+" c WHERE c.idempotency_key = CAST(? AS TEXT) || CAST("+JobsTable+".id AS TEXT))", f.Childless)
+		child := "CAST(? AS TEXT) || CAST(" + JobsTable + ".id AS TEXT)"
+		if mysql {
+			child = "CONCAT(?, " + JobsTable + ".id)"
+		}
+		q = q.Where("NOT EXISTS (SELECT 1 FROM "+JobsTable+" c WHERE c.idempotency_key = "+child+")", f.Childless)
 	}
 	if f.Search != "" {
-		like, payload := "ILIKE", "payload::text"
-		if q.Dialector.Name() != "postgres" {
+		like, payload, escape := "ILIKE", "payload::text", `'\'`
+		switch q.Dialector.Name() {
+		case "sqlite":
 			like, payload = "LIKE", "CAST(payload AS TEXT)" // SQLite's LIKE ignores the case of ASCII letters
+		case "mysql":
+			// The columns' collation ignores case; a backslash in a
+			// string is an escape there, so it is written twice.
+			like, payload, escape = "LIKE", "payload", `'\\'`
 		}
 		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
-		q = q.Where("(last_error "+like+" ? ESCAPE '\\' OR "+payload+" "+like+" ? ESCAPE '\\')", pattern, pattern)
+		q = q.Where("(last_error "+like+" ? ESCAPE "+escape+" OR "+payload+" "+like+" ? ESCAPE "+escape+")", pattern, pattern)
 	}
 	return q
 }
