@@ -237,12 +237,12 @@ const farServer = 10 * time.Millisecond
 
 // minJob is the least a job counts for when the claim-ahead is sized for a
 // far server: it bounds the rate the claims are sized for at workers ÷
-// minJob, 20,000 jobs/s for the default 100 workers.
-const minJob = 5 * time.Millisecond
+// minJob, 40,000 jobs/s for the default 100 workers.
+const minJob = 2500 * time.Microsecond
 
 // maxAhead bounds the claim-ahead at this many jobs per worker: enough for
 // a round trip of 200 ms at the rate minJob sizes for.
-const maxAhead = 40
+const maxAhead = 80
 
 // pipelined is how many more jobs than there are free slots a claim asks
 // for: none from a nearby server; behind a far one, the jobs the workers
