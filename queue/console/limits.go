@@ -125,22 +125,28 @@ func (c *console) limitsHTML(r *http.Request, acc Access) (pageBody, error) {
 	return pageBody{Title: "Limits", Data: limitsData{Limits: ls, CanChange: acc.Pause}, LiveMS: liveFast}, nil
 }
 
-// limitsHolding says which limits hold QUEUED job j back now: those of its
-// kind, its queue, and its kind's partition key that have no room left.
+// limitsHolding says which limits hold QUEUED job j back now.
 func (c *console) limitsHolding(ctx context.Context, j jobView) ([]string, error) {
 	ls, err := c.client.Limits(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return holding(ls, j.Kind, j.Queue, j.LimitKey), nil
+}
+
+// holding says which of ls hold back a due job of kind on queue with
+// partition key limitKey: those of its kind, its queue, and its key that
+// have no room left, as queue.LimitUse.String says them.
+func holding(ls []queue.LimitUse, kind, queueName string, limitKey *string) []string {
 	key := ""
-	if j.LimitKey != nil {
-		key = *j.LimitKey
+	if limitKey != nil {
+		key = *limitKey
 	}
 	var out []string
 	for _, u := range ls {
 		switch {
-		case u.Scope == queue.ScopeKind && u.Target == j.Kind, u.Scope == queue.ScopeQueue && u.Target == j.Queue:
-		case u.Scope == queue.ScopeKey && u.Target == j.Kind:
+		case u.Scope == queue.ScopeKind && u.Target == kind, u.Scope == queue.ScopeQueue && u.Target == queueName:
+		case u.Scope == queue.ScopeKey && u.Target == kind:
 			u.Key, u.Running, u.Started = key, 0, 0
 			for _, k := range u.Keys {
 				if k.Key == key {
@@ -154,5 +160,5 @@ func (c *console) limitsHolding(ctx context.Context, j jobView) ([]string, error
 			out = append(out, u.String())
 		}
 	}
-	return out, nil
+	return out
 }
