@@ -254,26 +254,20 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 			return j, err
 		}
 	}
-	j = newJob{Kind: e.Name, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
-		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
-		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
-	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil {
+	if j, err = o.Row(e.Name, payload); err != nil {
 		return j, err
 	}
-	if o.ownBackoff {
-		b, err := encodeBackoff(o.backoff)
-		if err != nil {
-			return j, err
-		}
-		j.Backoff = optional(string(b))
+	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil || !o.OwnBackoff {
+		return j, err
 	}
-	j.Auth, err = enqueue.Auth(o.auth)
+	b, err := encodeBackoff(o.backoff)
+	j.Backoff = optional(string(b))
 	return j, err
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
 func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
-	o.ownBackoff = false
+	o.OwnBackoff = false
 	err := check.Each("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }

@@ -237,7 +237,7 @@ func (s *schedule) Timing() *runner.Timing { return &s.timing }
 // scheduler returns the runner's part that fires the registry's ticks.
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
-		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
+		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.Poll, Log: log,
 		Schedules: c.reg.r.Schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
