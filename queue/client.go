@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,6 +14,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -263,6 +265,35 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 	b, err := encodeBackoff(o.backoff)
 	j.Backoff = optional(string(b))
 	return j, err
+}
+
+// prepareStamped prepares the jobs that build returns, as a schedule's tick
+// and a dependency rule create them: stamped with the idempotency key
+// key(i), and with runID and period unless empty, over their own options.
+// A panic in build, or in a payload's Kind or MarshalJSON, is an error:
+// that is the user's code, run on a runner's goroutine.
+func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) (rows []newJob, err error) {
+	err = hook.Call(func() error {
+		jobs := build()
+		if len(jobs) == 0 {
+			return nil
+		}
+		for i := range jobs {
+			o := slices.Clip(jobs[i].Options) // not into the caller's array
+			o = append(o, IdempotencyKey(key(i)))
+			if runID != "" {
+				o = append(o, InRun(runID))
+			}
+			if period != "" {
+				o = append(o, InPeriod(period))
+			}
+			jobs[i].Options = o
+		}
+		var err error
+		rows, err = c.prepareAll(jobs)
+		return err
+	})
+	return rows, err
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
