@@ -69,7 +69,6 @@ func (f enqueueOption) applyJob(o *jobOptions) error { return f(o) }
 type jobOptions struct {
 	option.Job
 	backoff  Backoff
-	window   Window
 	retain   Retention                            // retention.go
 	limits   []declared                           // limits.go
 	limitKey func(payload []byte) (string, error) // KeyLimit's
@@ -229,8 +228,7 @@ type config struct {
 	observer  Observer
 	clock     Clock
 	hooks     []Hooks
-	maint     maintenance // see maintenance.go
-	retention Retention   // retention.go
+	retention Retention // retention.go
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's

@@ -24,7 +24,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{registry.New[jobOptions, work, childFunc, *schedule](func(o jobOptions) calendar.Window { return o.window.w })}
+	return &Registry{registry.New[jobOptions, work, childFunc, *schedule](func(o jobOptions) calendar.Window { return o.Window })}
 }
 
 // kindEntry is a registered kind.

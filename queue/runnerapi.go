@@ -6,6 +6,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/option"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
@@ -51,7 +52,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 	if err := runner.CheckPool(c.db); err != nil {
 		return nil, err
 	}
-	campaign, upkeep, err := cfg.maint.upkeep(c)
+	campaign, upkeep, err := cfg.Campaign(func() []maintain.Task { return c.upkeepAt(nil) })
 	if err != nil {
 		return nil, err
 	}

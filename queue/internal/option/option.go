@@ -7,8 +7,10 @@ package option
 import (
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -26,6 +28,7 @@ type Job struct {
 	RunID, Period           string
 	Auth                    map[string]any
 	TraceParent, TraceState string
+	Window                  calendar.Window // a kind's (During)
 }
 
 // SetQueue sets the queue (OnQueue).
@@ -126,6 +129,32 @@ type Runner struct {
 	Poll, Lease time.Duration
 	RescueEvery time.Duration
 	ID          string
+	Tasks       []maintain.Task // WithMaintenance's
+	NoCampaign  bool            // WithoutMaintenance
+}
+
+// AddTasks adds maintenance tasks (WithMaintenance), refusing a nil one.
+func (r *Runner) AddTasks(tasks []maintain.Task) error {
+	for i, t := range tasks {
+		if t == nil {
+			return check.Invalid("WithMaintenance: task %d is nil", i)
+		}
+	}
+	r.Tasks = append(r.Tasks, tasks...)
+	return nil
+}
+
+// Campaign returns whether the runner campaigns for the maintenance's
+// leadership, and the tasks it runs besides the rescue while it leads:
+// upkeep's (the client's), then its own.
+func (r *Runner) Campaign(upkeep func() []maintain.Task) (bool, []maintain.Task, error) {
+	if !r.NoCampaign {
+		return true, append(upkeep(), r.Tasks...), nil
+	}
+	if len(r.Tasks) > 0 {
+		return false, nil, check.Invalid("WithoutMaintenance with WithMaintenance: a runner that does not campaign would never run its %d tasks", len(r.Tasks))
+	}
+	return false, nil, nil
 }
 
 // SetWorkers sets the workers, 1 to most (WithWorkers).

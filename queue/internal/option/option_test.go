@@ -1,6 +1,7 @@
 package option
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,4 +89,35 @@ func TestRow(t *testing.T) {
 	require.NoError(t, r.SetQueues(names))
 	names[0] = "z"
 	require.Equal(t, []string{"a", "b"}, r.Queues)
+}
+
+type task string
+
+func (t task) Name() string                             { return string(t) }
+func (task) Run(context.Context) (time.Duration, error) { return time.Minute, nil }
+
+// A runner campaigns with the client's upkeep and then its own tasks, or,
+// without maintenance, campaigns not and may have no tasks; a nil task is
+// refused.
+func TestCampaign(t *testing.T) {
+	t.Parallel()
+	upkeep := func() []maintain.Task { return []maintain.Task{task("prune")} }
+	var r Runner
+	require.NoError(t, r.AddTasks([]maintain.Task{task("alerts")}))
+	on, tasks, err := r.Campaign(upkeep)
+	require.NoError(t, err)
+	require.True(t, on)
+	require.Equal(t, []maintain.Task{task("prune"), task("alerts")}, tasks)
+
+	r.NoCampaign = true
+	_, _, err = r.Campaign(upkeep)
+	require.ErrorIs(t, err, check.ErrInvalidOption)
+	on, tasks, err = (&Runner{NoCampaign: true}).Campaign(upkeep)
+	require.NoError(t, err)
+	require.False(t, on)
+	require.Empty(t, tasks)
+
+	err = r.AddTasks([]maintain.Task{task("a"), nil})
+	require.ErrorContains(t, err, "task 1 is nil")
+	require.Len(t, r.Tasks, 1, "nothing added")
 }
