@@ -52,7 +52,7 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...Chunke
 			return err
 		}
 		ch := runner.Chunks[R]{
-			Size:    e.Defaults.chunkSize,
+			Size:    e.Defaults.ChunkSize,
 			Records: func(ctx context.Context) (int64, iter.Seq2[R, error], error) { return c.Records(ctx, job) },
 			Process: func(ctx context.Context, b batch.Batch[R]) error { return c.ProcessChunk(ctx, job, b) },
 			Cleanup: func(ctx context.Context) error { return c.Cleanup(ctx, job) },

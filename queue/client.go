@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,6 +14,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -254,26 +256,49 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 			return j, err
 		}
 	}
-	j = newJob{Kind: e.Name, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
-		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
-		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
-	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil {
+	if j, err = o.Row(e.Name, payload); err != nil {
 		return j, err
 	}
-	if o.ownBackoff {
-		b, err := encodeBackoff(o.backoff)
-		if err != nil {
-			return j, err
-		}
-		j.Backoff = optional(string(b))
+	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil || !o.OwnBackoff {
+		return j, err
 	}
-	j.Auth, err = enqueue.Auth(o.auth)
+	b, err := encodeBackoff(o.backoff)
+	j.Backoff = optional(string(b))
 	return j, err
+}
+
+// prepareStamped prepares the jobs that build returns, as a schedule's tick
+// and a dependency rule create them: stamped with the idempotency key
+// key(i), and with runID and period unless empty, over their own options.
+// A panic in build, or in a payload's Kind or MarshalJSON, is an error:
+// that is the user's code, run on a runner's goroutine.
+func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) (rows []newJob, err error) {
+	err = hook.Call(func() error {
+		jobs := build()
+		if len(jobs) == 0 {
+			return nil
+		}
+		for i := range jobs {
+			o := slices.Clip(jobs[i].Options) // not into the caller's array
+			o = append(o, IdempotencyKey(key(i)))
+			if runID != "" {
+				o = append(o, InRun(runID))
+			}
+			if period != "" {
+				o = append(o, InPeriod(period))
+			}
+			jobs[i].Options = o
+		}
+		var err error
+		rows, err = c.prepareAll(jobs)
+		return err
+	})
+	return rows, err
 }
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
 func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
-	o.ownBackoff = false
+	o.OwnBackoff = false
 	err := check.Each("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }

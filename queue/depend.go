@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/release"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -90,26 +89,16 @@ func (c *Client) releaser(log *slog.Logger, hooks []Hooks) runner.Rules {
 		Rules: func(kind string) []runner.Rule {
 			return converted(c.reg.rulesFor(kind), func(ru *rule) runner.Rule { return ru.Rule })
 		},
-		Build: func(r runner.Release, parents []JobRecord) (child newJob, err error) {
+		Build: func(r runner.Release, parents []JobRecord) (newJob, error) {
 			ru := c.reg.r.Rule(r.Rule)
-			// The rule's function, and the child's Kind and MarshalJSON,
-			// are the user's code.
-			err = hook.Call(func() error {
+			rows, err := c.prepareStamped(func() []Params {
 				args, opts := ru.Child(parents)
-				opts = append(opts, IdempotencyKey(r.Key))
-				if r.RunID.Valid {
-					opts = append(opts, InRun(r.RunID.String))
-				}
-				if r.Period.Valid {
-					opts = append(opts, InPeriod(r.Period.String))
-				}
-				rows, err := c.prepareAll([]Params{{Args: args, Options: opts}})
-				if err == nil {
-					child = rows[0]
-				}
-				return err
-			})
-			return child, err
+				return []Params{{Args: args, Options: opts}}
+			}, func(int) string { return r.Key }, r.RunID.String, r.Period.String)
+			if err != nil {
+				return newJob{}, err
+			}
+			return rows[0], nil
 		}}
 	if slices.ContainsFunc(hooks, func(h Hooks) bool { return h.Release != nil }) {
 		rel.Metadata = func(ctx context.Context, completed *runner.Row, parents []JobRecord) (metas []map[string]string) {

@@ -192,14 +192,10 @@
 //
 // Options are typed by where they go, so one given where it does not apply
 // does not compile: [ClientOption] (NewClient), [RunnerOption] (NewRunner),
-// [RegisterOption] (Register), [ChunkedOption] (RegisterChunked: Register's
-// options and [ChunkSize]), [EnqueueOption] (Enqueue, EnqueueRaw, [Params]).
-// [WithLogger], [WithObserver] and [WithHooks] return an [InstrumentOption],
-// and [WithClock] a [ClockOption], good for a client and a runner, which
-// starts from its client's. [OnQueue], [Priority], [MaxAttempts] and
-// [RetryBackoff] return a [JobOption], good for a kind (its defaults) and
-// for a job (its own). Each option's documentation gives its default and
-// range.
+// [RegisterOption] (Register), [ChunkedOption] (RegisterChunked),
+// [EnqueueOption] (Enqueue, EnqueueRaw, [Params]). An [InstrumentOption] or
+// a [ClockOption] is good for a client and a runner, a [JobOption] for a
+// kind and a job. Each option's documentation gives its default and range.
 //
 // # Guarantees
 //
@@ -298,12 +294,9 @@
 // own side effects are not, so a handler should return soon once its
 // context is done.
 //
-// Cancelling [Runner.Start]'s context stops the runner at once, as Stop does
-// at its deadline: give Start a context that lives as long as the runner
-// (context.WithoutCancel of a signal's context). Start checks the database
-// first, and fails at once, starting nothing, if the server does not answer
-// or the schema is missing or older ([ErrNotMigrated]) or newer
-// ([ErrSchemaTooNew]) than this sheaf.
+// Give [Runner.Start] a context that lives as long as the runner
+// (context.WithoutCancel of a signal's context): cancelling it stops the
+// runner at once, as Stop does at its deadline.
 //
 // # Running on SQLite
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 )
 
@@ -30,12 +29,6 @@ type MaintenanceTask interface {
 	Run(ctx context.Context) (next time.Duration, err error)
 }
 
-// maintenance is what a runner's options ask of the maintenance.
-type maintenance struct {
-	tasks []maintain.Task
-	off   bool
-}
-
 // WithMaintenance adds tasks to those the runner runs while it leads the
 // maintenance, after the queue's own (the rescue of expired leases, every
 // WithRescueInterval, and the upkeep the client's options ask for). Every
@@ -43,13 +36,7 @@ type maintenance struct {
 // runs its own. A nil task is an error (ErrInvalidOption).
 func WithMaintenance(tasks ...MaintenanceTask) RunnerOption {
 	return runnerOption(func(c *config) error {
-		for i, t := range tasks {
-			if t == nil {
-				return check.Invalid("WithMaintenance: task %d is nil", i)
-			}
-			c.maint.tasks = append(c.maint.tasks, t)
-		}
-		return nil
+		return c.AddTasks(converted(tasks, func(t MaintenanceTask) maintain.Task { return t }))
 	})
 }
 
@@ -60,20 +47,5 @@ func WithMaintenance(tasks ...MaintenanceTask) RunnerOption {
 // or jobs whose runner died stay PROCESSING. It cannot be combined with
 // WithMaintenance (ErrInvalidOption).
 func WithoutMaintenance() RunnerOption {
-	return runnerOption(func(c *config) error {
-		c.maint.off = true
-		return nil
-	})
-}
-
-// upkeep returns whether a runner campaigns, and the tasks it runs besides
-// the rescue while it leads: the client's, then the options'.
-func (m maintenance) upkeep(c *Client) (campaign bool, tasks []maintain.Task, err error) {
-	if m.off {
-		if len(m.tasks) > 0 {
-			return false, nil, check.Invalid("WithoutMaintenance with WithMaintenance: a runner that does not campaign would never run its %d tasks", len(m.tasks))
-		}
-		return false, nil, nil
-	}
-	return true, append(c.upkeepAt(nil), m.tasks...), nil
+	return runnerOption(func(c *config) error { c.NoCampaign = true; return nil })
 }

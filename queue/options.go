@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/option"
 )
 
 // Options are sealed, one type per place they are given (see Options in
@@ -63,52 +64,33 @@ type enqueueOption func(*jobOptions) error
 
 func (f enqueueOption) applyJob(o *jobOptions) error { return f(o) }
 
+// jobOptions are a kind's defaults, or a job's settings: those of package
+// option, and those whose types this package declares.
 type jobOptions struct {
-	queue          string
-	priority       int
-	maxAttempts    int
-	backoff        Backoff
-	ownBackoff     bool // set at enqueue: stored with the job
-	timeout        time.Duration
-	chunkSize      int
-	runAt          time.Time
-	delay          time.Duration
-	idempotencyKey string
-	correlationID  string
-	auth           Auth
-	runID          string
-	period         string
-	window         Window
-	traceParent    string
-	traceState     string
-	retain         Retention                            // retention.go
-	limits         []declared                           // limits.go
-	limitKey       func(payload []byte) (string, error) // KeyLimit's
+	option.Job
+	backoff  Backoff
+	retain   Retention                            // retention.go
+	limits   []declared                           // limits.go
+	limitKey func(payload []byte) (string, error) // KeyLimit's
 }
 
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of
 // UTF-8 without NUL. Runners work the queues given to WithQueues. Default
 // DefaultQueue.
 func OnQueue(name string) JobOption {
-	return JobOption{func(o *jobOptions, _ bool) error {
-		return check.Set(&o.queue, name, check.QueueName("OnQueue", name))
-	}}
+	return JobOption{func(o *jobOptions, _ bool) error { return o.SetQueue(name) }}
 }
 
 // Priority sets the priority, MinPriority to MaxPriority; higher runs first
 // (kind or job). Default DefaultPriority.
 func Priority(p int) JobOption {
-	return JobOption{func(o *jobOptions, _ bool) error {
-		return check.Set(&o.priority, p, check.Within("priority", p, MinPriority, MaxPriority))
-	}}
+	return JobOption{func(o *jobOptions, _ bool) error { return o.SetPriority(p, MinPriority, MaxPriority) }}
 }
 
 // MaxAttempts sets how many times a job runs before it fails, counting the
 // first run (kind or job). Default DefaultMaxAttempts; 1 to 1000.
 func MaxAttempts(n int) JobOption {
-	return JobOption{func(o *jobOptions, _ bool) error {
-		return check.Set(&o.maxAttempts, n, check.Within("max attempts", n, 1, 1000))
-	}}
+	return JobOption{func(o *jobOptions, _ bool) error { return o.SetMaxAttempts(n) }}
 }
 
 // RetryBackoff sets the backoff between attempts (kind or job). A kind may
@@ -124,7 +106,7 @@ func RetryBackoff(b Backoff) JobOption {
 			if _, err := encodeBackoff(b); err != nil {
 				return err
 			}
-			o.ownBackoff = true
+			o.OwnBackoff = true
 		}
 		o.backoff = b
 		return nil
@@ -134,56 +116,37 @@ func RetryBackoff(b Backoff) JobOption {
 // Timeout bounds each attempt of the kind's jobs: the job's context is
 // cancelled when it passes and the attempt fails. Default none.
 func Timeout(d time.Duration) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		return check.Set(&o.timeout, d, check.Refuse(d <= 0, "timeout %v not positive", d))
-	})
+	return kindOption(func(o *jobOptions) error { return o.SetTimeout(d) })
 }
 
 // ChunkSize sets how many records a chunked kind processes per chunk, that
 // is per transaction and progress update. Default DefaultChunkSize; 1 to
 // MaxChunkSize.
 func ChunkSize(n int) ChunkedOption {
-	return chunkedOption(func(o *jobOptions) error {
-		return check.Set(&o.chunkSize, n, check.Within("chunk size", n, 1, MaxChunkSize))
-	})
+	return chunkedOption(func(o *jobOptions) error { return o.SetChunkSize(n, MaxChunkSize) })
 }
 
 // RunAt makes the job wait until t.
 func RunAt(t time.Time) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		return check.Set(&o.runAt, t, check.Refuse(t.IsZero(), "zero RunAt time"))
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetRunAt(t) })
 }
 
 // After makes the job wait d, measured on the database's clock.
 func After(d time.Duration) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		return check.Set(&o.delay, d, check.Refuse(d < 0, "negative delay %v", d))
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetDelay(d) })
 }
 
 // IdempotencyKey makes the job unique by key: enqueueing a second job with
 // the same key creates nothing and returns the existing job, whatever its
 // status. A key has 1 to 512 bytes of UTF-8 without NUL.
 func IdempotencyKey(key string) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		return check.Set(&o.idempotencyKey, key, check.Name("IdempotencyKey", "idempotency key", key, 512))
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetKey(key) })
 }
 
 // CorrelationID tags the job for tracing; it appears in the job's logs. An
 // ID has up to 512 bytes of UTF-8 without NUL.
 func CorrelationID(id string) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		if len(id) > 512 {
-			return check.Invalid("correlation ID longer than 512 bytes")
-		}
-		if err := check.Text("CorrelationID", id); err != nil {
-			return err
-		}
-		o.correlationID = id
-		return nil
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetCorrelation(id) })
 }
 
 // AuthContext stores the submitter's claims with the job; see Auth. Claims
@@ -191,26 +154,19 @@ func CorrelationID(id string) EnqueueOption {
 // ErrInvalidOption, and strings in them (keys and values, at any depth)
 // that are not UTF-8 or hold a NUL with ErrInvalidPayload.
 func AuthContext(a Auth) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		o.auth = a
-		return nil
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetAuth(a) })
 }
 
 // InRun puts the job in a run, as a schedule tick does with the jobs it
 // creates; the morning review reports runs.
 func InRun(runID string) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		return check.Set(&o.runID, runID, check.Name("InRun", "run ID", runID, 512))
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetRunID(runID) })
 }
 
 // InPeriod puts the job in a period, as a schedule tick does with its local
 // date; dependency rules group parents by period.
 func InPeriod(period string) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		return check.Set(&o.period, period, check.Name("InPeriod", "period", period, 128))
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetPeriod(period) })
 }
 
 // TraceContext stores the W3C trace context (traceparent, tracestate) of
@@ -218,19 +174,7 @@ func InPeriod(period string) EnqueueOption {
 // which Hooks that enqueue in a trace of their own take as its parent: 1 to
 // 256 and up to 512 bytes (empty for none) of UTF-8 without NUL.
 func TraceContext(traceparent, tracestate string) EnqueueOption {
-	return enqueueOption(func(o *jobOptions) error {
-		if traceparent == "" || len(traceparent) > 256 || len(tracestate) > 512 {
-			return check.Invalid("traceparent must have 1 to 256 bytes and tracestate at most 512")
-		}
-		if err := check.Text("TraceContext", traceparent); err != nil {
-			return err
-		}
-		if err := check.Text("TraceContext", tracestate); err != nil {
-			return err
-		}
-		o.traceParent, o.traceState = traceparent, tracestate
-		return nil
-	})
+	return enqueueOption(func(o *jobOptions) error { return o.SetTrace(traceparent, tracestate) })
 }
 
 // Defaults and limits of the client, runner and chunk options.
@@ -276,19 +220,15 @@ type runnerOption func(*config) error
 
 func (f runnerOption) applyRunner(c *config) error { return f(c) }
 
+// config is a client's or a runner's settings: package option's runner
+// settings, and those whose types this package declares.
 type config struct {
-	logger      *slog.Logger
-	observer    Observer
-	workers     int
-	queues      []string
-	poll        time.Duration
-	lease       time.Duration
-	rescueEvery time.Duration
-	runnerID    string
-	clock       Clock
-	hooks       []Hooks
-	maint       maintenance // see maintenance.go
-	retention   Retention   // retention.go
+	option.Runner
+	logger    *slog.Logger
+	observer  Observer
+	clock     Clock
+	hooks     []Hooks
+	retention Retention // retention.go
 }
 
 // WithLogger sets the logger (client or runner; a runner uses its client's
@@ -323,35 +263,20 @@ func WithObserver(o Observer) InstrumentOption {
 // claim, not per job); a job claimed ahead that waits 100 ms plus two
 // claims' time for a worker goes back.
 func WithWorkers(n int) RunnerOption {
-	return runnerOption(func(c *config) error {
-		return check.Set(&c.workers, n, check.Within("workers", n, 1, MaxWorkers))
-	})
+	return runnerOption(func(c *config) error { return c.SetWorkers(n, MaxWorkers) })
 }
 
 // WithQueues sets the queues a runner works; names are as for OnQueue.
 // Default DefaultQueue.
 func WithQueues(names ...string) RunnerOption {
-	return runnerOption(func(c *config) error {
-		if len(names) == 0 {
-			return check.Invalid("WithQueues needs at least one queue")
-		}
-		for _, n := range names {
-			if err := check.QueueName("WithQueues", n); err != nil {
-				return err
-			}
-		}
-		c.queues = append([]string(nil), names...)
-		return nil
-	})
+	return runnerOption(func(c *config) error { return c.SetQueues(names) })
 }
 
 // WithPollInterval sets how often a runner looks for jobs when no
 // notification woke it: the fallback for lost notifications and for jobs
 // whose run time arrives. Default DefaultPollInterval; 10ms to 1h.
 func WithPollInterval(d time.Duration) RunnerOption {
-	return runnerOption(func(c *config) error {
-		return check.Set(&c.poll, d, check.Within("poll interval", d, 10*time.Millisecond, time.Hour))
-	})
+	return runnerOption(func(c *config) error { return c.SetPoll(d) })
 }
 
 // WithLease sets how long a claimed job stays a runner's without renewal.
@@ -359,25 +284,19 @@ func WithPollInterval(d time.Duration) RunnerOption {
 // runner dies, the job is rescued once the lease expires. Default
 // DefaultLease; 500ms to 24h.
 func WithLease(d time.Duration) RunnerOption {
-	return runnerOption(func(c *config) error {
-		return check.Set(&c.lease, d, check.Within("lease", d, 500*time.Millisecond, 24*time.Hour))
-	})
+	return runnerOption(func(c *config) error { return c.SetLease(d) })
 }
 
 // WithRescueInterval sets how often a runner looks for expired leases to
 // rescue while it leads the maintenance. Default half the lease; 10ms to 24h.
 func WithRescueInterval(d time.Duration) RunnerOption {
-	return runnerOption(func(c *config) error {
-		return check.Set(&c.rescueEvery, d, check.Within("rescue interval", d, 10*time.Millisecond, 24*time.Hour))
-	})
+	return runnerOption(func(c *config) error { return c.SetRescueEvery(d) })
 }
 
 // WithRunnerID names the runner in the jobs it locks: 1 to 200 bytes of
 // UTF-8 without NUL. Default hostname, process ID and a random suffix.
 func WithRunnerID(id string) RunnerOption {
-	return runnerOption(func(c *config) error {
-		return check.Set(&c.runnerID, id, check.Name("WithRunnerID", "runner ID", id, 200))
-	})
+	return runnerOption(func(c *config) error { return c.SetID(id) })
 }
 
 // WithClock sets the clock that schedules and windows go by (client or

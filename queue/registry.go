@@ -9,6 +9,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/option"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -23,7 +24,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{registry.New[jobOptions, work, childFunc, *schedule](func(o jobOptions) calendar.Window { return o.window.w })}
+	return &Registry{registry.New[jobOptions, work, childFunc, *schedule](func(o jobOptions) calendar.Window { return o.Window })}
 }
 
 // kindEntry is a registered kind.
@@ -42,7 +43,7 @@ func (r *Registry) ChunkSize(kind string) (int, bool) {
 	if err != nil || !e.Chunked {
 		return 0, false
 	}
-	return e.Defaults.chunkSize, true
+	return e.Defaults.ChunkSize, true
 }
 
 func (r *Registry) lookup(kind string) (*kindEntry, error) { return r.r.Lookup(kind, ErrUnknownKind) }
@@ -75,8 +76,8 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, w work) e
 	if err != nil {
 		return err
 	}
-	e := registry.NewKind[A](kind, chunked, jobOptions{queue: DefaultQueue, priority: DefaultPriority,
-		maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, chunkSize: DefaultChunkSize}, w)
+	e := registry.NewKind[A](kind, chunked, jobOptions{Job: option.Job{Queue: DefaultQueue, Priority: DefaultPriority,
+		MaxAttempts: DefaultMaxAttempts, ChunkSize: DefaultChunkSize}, backoff: defaultBackoff}, w)
 	what := "RegisterOption"
 	if chunked {
 		what = "ChunkedOption"
@@ -130,7 +131,7 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Kind{Timeout: e.Defaults.timeout, Backoff: e.Defaults.backoff, Chunked: e.Chunked,
+	return &runner.Kind{Timeout: e.Defaults.Timeout, Backoff: e.Defaults.backoff, Chunked: e.Chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
 			return e.Work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
 		}}, nil

@@ -6,6 +6,8 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue/internal/backoff"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/option"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
@@ -41,24 +43,24 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		return nil, check.Invalid("nil *Client")
 	}
 	cfg := c.cfg
-	cfg.workers, cfg.queues, cfg.poll, cfg.lease = DefaultWorkers, []string{DefaultQueue}, DefaultPollInterval, DefaultLease
+	cfg.Runner = option.Runner{Workers: DefaultWorkers, Queues: []string{DefaultQueue}, Poll: DefaultPollInterval, Lease: DefaultLease}
 	if err := check.Each("RunnerOption", opts, func(o RunnerOption) error { return o.applyRunner(&cfg) }); err != nil {
 		return nil, err
 	}
-	cfg.rescueEvery = cmp.Or(cfg.rescueEvery, cfg.lease/2)
-	cfg.runnerID = cmp.Or(cfg.runnerID, runner.DefaultID())
+	cfg.RescueEvery = cmp.Or(cfg.RescueEvery, cfg.Lease/2)
+	cfg.ID = cmp.Or(cfg.ID, runner.DefaultID())
 	if err := runner.CheckPool(c.db); err != nil {
 		return nil, err
 	}
-	campaign, upkeep, err := cfg.maint.upkeep(c)
+	campaign, upkeep, err := cfg.Campaign(func() []maintain.Task { return c.upkeepAt(nil) })
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.logger.With("runner", cfg.runnerID)
+	log := cfg.logger.With("runner", cfg.ID)
 	observe := observers(cfg.hooks, cfg.observer, log)
 	rc := runner.Config{
-		ID: cfg.runnerID, Workers: cfg.workers, Queues: cfg.queues,
-		Poll: cfg.poll, Lease: cfg.lease, RescueEvery: cfg.rescueEvery, Clock: cfg.clock,
+		ID: cfg.ID, Workers: cfg.Workers, Queues: cfg.Queues,
+		Poll: cfg.Poll, Lease: cfg.Lease, RescueEvery: cfg.RescueEvery, Clock: cfg.clock,
 		Log: log, Store: c.st, DB: c.db,
 		Kinds:   runnerKinds{c: c, hooks: cfg.hooks},
 		Rules:   c.releaser(log, cfg.hooks),
@@ -82,7 +84,7 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 			return attemptHooks(ctx, cfg.hooks, ex)
 		}
 	}
-	return &Runner{r: runner.New(rc), id: cfg.runnerID}, nil
+	return &Runner{r: runner.New(rc), id: cfg.ID}, nil
 }
 
 // ID returns the name the runner locks jobs with.

@@ -1,18 +1,15 @@
 package queue
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
-	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
@@ -52,13 +49,6 @@ func (s Spec) String() string { return s.expr }
 // github.com/robfig/cron/v3 parses them. Registry.Schedule checks it. The
 // time zone is Periodic.Location, so a CRON_TZ= or TZ= prefix is refused.
 func Cron(expr string) Spec { return Spec{expr: expr} }
-
-func (s Spec) parse() (cron.Schedule, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	return calendar.ParseCron(s.expr)
-}
 
 // The presets below cover the usual nightly, weekly, monthly, quarterly and
 // yearly work. Each takes local wall-clock times in the schedule's Location,
@@ -181,11 +171,7 @@ func (p Periodic) Next(t time.Time) (time.Time, error) {
 
 // timing is when p fires, for the runner; Location nil is UTC.
 func (p Periodic) timing() (runner.Timing, error) {
-	c, err := p.Spec.parse()
-	if err != nil {
-		return runner.Timing{}, check.Invalid("schedule %q: %v", p.Name, err)
-	}
-	return runner.Timing{Name: p.Name, Cron: c, Location: cmp.Or(p.Location, time.UTC), CatchUp: int(p.Missed), Grace: p.Grace}, nil
+	return runner.NewTiming(p.Name, p.Spec.expr, p.Spec.err, p.Location, int(p.Missed), p.Grace)
 }
 
 // Schedule registers p, or replaces the schedule of the same name; running
@@ -237,7 +223,7 @@ func (s *schedule) Timing() *runner.Timing { return &s.timing }
 // scheduler returns the runner's part that fires the registry's ticks.
 func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *runner.Scheduler[*schedule] {
 	return runner.NewScheduler(runner.SchedulerConfig[*schedule]{
-		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.poll, Log: log,
+		Store: c.st, DB: c.db, Clock: cfg.clock, Poll: cfg.Poll, Log: log,
 		Schedules: c.reg.r.Schedules.Now,
 		Create: func(ctx context.Context, tx *gorm.DB, s *schedule, tick runner.Tick) (created int, unbuilt error, ended func(error), err error) {
 			var rows []newJob
@@ -266,23 +252,11 @@ func (c *Client) scheduler(cfg config, log *slog.Logger, observe func(Event)) *r
 	})
 }
 
-// tickJobs builds the jobs of tick t, recovering a panic in the user's
-// code; the caller spends a tick whose jobs cannot be built without jobs.
-func tickJobs(c *Client, s *schedule, t Tick) (rows []newJob, err error) {
-	err = hook.Call(func() error {
-		jobs := s.Jobs(t)
-		if len(jobs) == 0 {
-			return nil
-		}
-		for i := range jobs {
-			jobs[i].Options = append(jobs[i].Options[:len(jobs[i].Options):len(jobs[i].Options)],
-				InRun(t.RunID), InPeriod(t.Period), IdempotencyKey(fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i)))
-		}
-		var err error
-		rows, err = c.prepareAll(jobs)
-		return err
-	})
-	return rows, err
+// tickJobs builds the jobs of tick t; the caller spends a tick whose jobs
+// cannot be built without jobs.
+func tickJobs(c *Client, s *schedule, t Tick) ([]newJob, error) {
+	return c.prepareStamped(func() []Params { return s.Jobs(t) },
+		func(i int) string { return fmt.Sprintf("sheaf-tick:%s:%d", t.RunID, i) }, t.RunID, t.Period)
 }
 
 // The tick ledger: what became of every expected tick of a schedule.

@@ -40,10 +40,7 @@ func (w Window) String() string { return w.w.String() }
 
 // During restricts the kind's jobs to a window.
 func During(w Window) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		o.window = w
-		return nil
-	})
+	return kindOption(func(o *jobOptions) error { o.Window = w.w; return nil })
 }
 
 // QueueWindow restricts a whole queue to a window: runners do not claim

@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
 
 // A schedule's ticks in its location: the tick's run and period are its
@@ -83,4 +86,30 @@ func TestTimingLatestKeepsTheNewest(t *testing.T) {
 	require.Empty(t, last)
 	require.Equal(t, time.Minute, DefaultGrace(time.Second))
 	require.Equal(t, 4*time.Minute, DefaultGrace(2*time.Minute))
+}
+
+// NewTiming parses the expression in the location, UTC for none, and
+// refuses a preset's refusal, a missing expression and a bad one, naming
+// the schedule.
+func TestNewTiming(t *testing.T) {
+	t.Parallel()
+	tm, err := NewTiming("nightly", "0 23 * * *", nil, nil, 2, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, time.UTC, tm.Location)
+	require.Equal(t, 2, tm.CatchUp)
+	require.Equal(t, time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC), tm.Next(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)))
+	for _, tc := range []struct {
+		expr   string
+		preset error
+		want   string
+	}{
+		{"", errors.New("Daily(25, 0): hour 25 not in [0, 23]"), `schedule "s": Daily(25, 0)`},
+		{"", nil, "no Spec"},
+		{"61 * * * *", nil, `schedule "s"`},
+		{"TZ=UTC 0 0 * * *", nil, "Location"},
+	} {
+		_, err := NewTiming("s", tc.expr, tc.preset, nil, 0, 0)
+		require.ErrorIs(t, err, check.ErrInvalidOption, tc.expr)
+		require.ErrorContains(t, err, tc.want)
+	}
 }

@@ -1,10 +1,24 @@
 package runner
 
 import (
+	"cmp"
 	"time"
 
+	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 )
+
+// NewTiming returns the timing of the schedule name, which fires at expr,
+// a cron expression or a preset's (presetErr is why the preset refused its
+// arguments, if it did), in loc (nil for UTC). A bad expression is refused
+// with an error wrapping check.ErrInvalidOption; the rest is Check's.
+func NewTiming(name, expr string, presetErr error, loc *time.Location, catchUp int, grace time.Duration) (Timing, error) {
+	c, err := calendar.ParseCron(expr)
+	if err = cmp.Or(presetErr, err); err != nil {
+		return Timing{}, check.Invalid("schedule %q: %v", name, err)
+	}
+	return Timing{Name: name, Cron: c, Location: cmp.Or(loc, time.UTC), CatchUp: catchUp, Grace: grace}, nil
+}
 
 // Check refuses a timing a registry must not hold, with an error wrapping
 // check.ErrInvalidOption: CatchUp outside [0, maxCatchUp], Grace outside
