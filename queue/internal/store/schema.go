@@ -334,7 +334,6 @@ INSERT INTO sheaf_runs (run_id, period, first_created)
 CREATE INDEX sheaf_jobs_run_id ON sheaf_jobs (run_id, id) WHERE run_id IS NOT NULL;
 DROP INDEX sheaf_jobs_run;
 `,
-	// 13 and 14 are other changes' versions, kept in step with them.
 	13: `
 -- The outbox: one row per lifecycle event of a job (created, retrying,
 -- completed, failed, cancelled), written by triggers in the transaction of
@@ -366,10 +365,41 @@ BEGIN
 	RETURN NULL;
 END $$;
 `,
+	// 14 is another change's version, kept in step with it.
+	14: "\n",
+	15: `
+-- Hour roll-ups of finished jobs, for the activity charts once the jobs are
+-- pruned: per hour (UTC), kind and queue, and for all kinds of a queue
+-- (kind '') and for everything (kind and queue ''), since percentiles do
+-- not add up. The counts and percentiles are those the activity series
+-- reads from the jobs (waits and run times in seconds, as percentile_cont
+-- gives them); cancelled jobs are counted too.
+CREATE TABLE sheaf_hours (
+	hour      timestamptz      NOT NULL,
+	kind      text             NOT NULL,
+	queue     text             NOT NULL,
+	completed bigint           NOT NULL DEFAULT 0,
+	failed    bigint           NOT NULL DEFAULT 0,
+	cancelled bigint           NOT NULL DEFAULT 0,
+	wait_p50  double precision NOT NULL DEFAULT 0,
+	wait_p95  double precision NOT NULL DEFAULT 0,
+	run_p50   double precision NOT NULL DEFAULT 0,
+	run_p95   double precision NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind, queue)
+);
+-- One row: the hours whose roll-ups are kept and final, [kept_from,
+-- final_before). The pruner deletes only jobs that finished before
+-- final_before.
+CREATE TABLE sheaf_hours_final (
+	id           integer     PRIMARY KEY CHECK (id = 1),
+	kept_from    timestamptz NOT NULL,
+	final_before timestamptz NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 13
+const SchemaVersion = 15
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

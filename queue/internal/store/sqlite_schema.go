@@ -250,6 +250,28 @@ CREATE TABLE sheaf_outbox (
 	at             TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
 );
 `,
+	14: "\n",
+	15: `
+-- Hour roll-ups, as on PostgreSQL.
+CREATE TABLE sheaf_hours (
+	hour      TIMESTAMP NOT NULL,
+	kind      TEXT      NOT NULL,
+	queue     TEXT      NOT NULL,
+	completed INTEGER   NOT NULL DEFAULT 0,
+	failed    INTEGER   NOT NULL DEFAULT 0,
+	cancelled INTEGER   NOT NULL DEFAULT 0,
+	wait_p50  REAL      NOT NULL DEFAULT 0,
+	wait_p95  REAL      NOT NULL DEFAULT 0,
+	run_p50   REAL      NOT NULL DEFAULT 0,
+	run_p95   REAL      NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind, queue)
+);
+CREATE TABLE sheaf_hours_final (
+	id           INTEGER   PRIMARY KEY CHECK (id = 1),
+	kept_from    TIMESTAMP NOT NULL,
+	final_before TIMESTAMP NOT NULL
+);
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
