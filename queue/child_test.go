@@ -175,6 +175,7 @@ func runChild() bool {
 	sizePool(sqlDB)
 	reg := queue.NewRegistry()
 	registerLedger(db, os.Stdout)(reg)
+	registerChildLimited(db, reg)
 	if stall := os.Getenv(childPruneEnv); stall != "" {
 		pruneChild(db, reg, stall)
 		return true

@@ -257,6 +257,9 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 	j = newJob{Kind: e.Name, Queue: o.queue, Priority: o.priority, Attempts: o.maxAttempts, Payload: string(payload),
 		Delay: o.delay, RunAt: optional(o.runAt), Key: optional(o.idempotencyKey), Correlation: optional(o.correlationID),
 		RunID: optional(o.runID), Period: optional(o.period), Metadata: enqueue.TraceMetadata(o.traceParent, o.traceState)}
+	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil {
+		return j, err
+	}
 	if o.ownBackoff {
 		b, err := encodeBackoff(o.backoff)
 		if err != nil {

@@ -423,7 +423,7 @@ func (holdJob) Kind() string { return "hold" }
 // neither job is taken for lost.
 func TestCompleteTxDoesNotHoldUpRenewals(t *testing.T) {
 	t.Parallel()
-	pgtest.PostgresOnly(t, "row locks (on SQLite, every writer waits for a transaction that has written)")
+	pgtest.RowLocks(t)
 	inTx, release := make(chan struct{}), make(chan struct{})
 	e := txEnv(t, completeAndHold(inTx, release, true))
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[holdJob](func(ctx context.Context, _ *queue.Job[holdJob]) error {

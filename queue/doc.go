@@ -30,8 +30,9 @@
 //	err = runner.Start(context.Background())
 //	recs, err := client.Wait(ctx, res.Job.ID) // until COMPLETED, FAILED or CANCELLED
 //
-// db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), or on an
-// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb.
+// db is a *gorm.DB: opened with gorm's PostgreSQL driver (pgx), on an
+// SQLite file with package github.com/sheaf-dev/sheaf/queue/sqlitedb, or on
+// MariaDB with package github.com/sheaf-dev/sheaf/queue/mysqldb.
 //
 // [Client.Tx] returns a [TxClient] whose every call runs in a transaction
 // of yours (see its example): a job exists if and only if your own writes
@@ -155,6 +156,37 @@
 // serves all of this over HTTP, with a dashboard; the command
 // github.com/sheaf-dev/sheaf/queue/cmd/sheaf does it from the shell, and
 // migrates, reviews, serves the console and benchmarks.
+//
+// # Concurrency and rate limits
+//
+// A [Limit] caps the jobs of a scope across every runner and process: at
+// most Concurrency running at once, at most Rate started in any span of
+// Per, or both. Its scope is a kind ([ScopeKind]), a queue ([ScopeQueue]),
+// or each partition key of a kind ([ScopeKey]: "two reports at once per
+// customer"), the key computed from the job's args when it is enqueued and
+// stored with it. Declare a kind's at registration:
+//
+//	queue.Register(reg, h, queue.KeyLimit(func(a Report) string { return a.Customer },
+//		queue.Limits{Concurrency: 2, Rate: 100, Per: time.Minute}))
+//
+// or set any at run time with [Client.SetLimit] (an operator's limit
+// stands over the declared one until [Client.RemoveLimit]); runners in every
+// process apply a change within a poll interval. [Client.Limits] lists
+// them with their use ("limit kind report reached (5 of 5 running)").
+//
+// Limits hold in the claim statement itself, on PostgreSQL and SQLite: a
+// runner never claims what a limit forbids, and the jobs a limit holds
+// back are passed over for those behind them, by priority as ever. A
+// scope's use is the count of its PROCESSING jobs, so the slots of a dead
+// runner come back when its jobs are rescued, within a lease; the rate
+// counts the starts of the last Per, recorded by the claims. Claims that a
+// limit may touch take turns (on PostgreSQL, under a lock of the limits'
+// rows) so that two runners cannot both take the last slot; claims of
+// queues no limit touches run as before, at no cost. A kind or key limit
+// may touch every queue, so claims take turns wherever one is in force.
+// A binding limit leaves each slot idle between one job's completion and
+// the next one's claim: a few milliseconds, which jobs of a second or
+// more do not notice.
 //
 // # Options
 //
@@ -281,6 +313,17 @@
 // to NewClient as you would a PostgreSQL handle; everything else is the
 // same. That package's documentation says what differs, because SQLite has
 // one writer and no server.
+//
+// # Running on MariaDB
+//
+// The queue runs on MariaDB 10.11 too: open it with
+// github.com/sheaf-dev/sheaf/queue/mysqldb (pure Go), which alone links
+// the MySQL driver. Claims take jobs with SKIP LOCKED, as on PostgreSQL;
+// MariaDB has no notifications, so runners in other processes find new
+// jobs and cancellations when they poll and renew their leases. Limits
+// across runners are not enforced there yet: SetLimit, and a runner whose
+// kinds declare limits, return ErrLimitsUnsupported. That package's
+// documentation says what else differs.
 //
 // # Schedules
 //
@@ -449,6 +492,8 @@
 //     kept and final.
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences: the
 //     state of package queue/alert; empty without it.
+//   - sheaf_limits, sheaf_limit_starts: the limits ([Client.Limits]),
+//     and the starts of the rate-limited ones within their period.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

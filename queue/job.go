@@ -117,6 +117,9 @@ type JobRecord struct {
 	// enqueued it (see TraceContext and Hooks), or what Hooks.Release made
 	// of its parents'. Nil for a job without.
 	Metadata Metadata `gorm:"column:meta;type:bytes"`
+	// LimitKey is the job's partition key, for its kind's limits (see
+	// KeyLimit); nil for a kind without a key function.
+	LimitKey *string `gorm:"column:limit_key"`
 }
 
 // Metadata is a job's metadata (JobRecord.Metadata).

@@ -19,10 +19,23 @@ import (
 func ledgerEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t, func(r *queue.Registry) {})
+	at := "timestamptz"
+	if pgtest.Store() == "mysql" {
+		at = "DATETIME(6)"
+	}
 	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE ledger (
-		job_id bigint NOT NULL, attempt int NOT NULL, at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP)`).Error)
+		job_id bigint NOT NULL, attempt int NOT NULL, at `+at+` NOT NULL DEFAULT CURRENT_TIMESTAMP)`).Error)
 	registerLedger(e.db.Gorm, io.Discard)(e.reg)
 	return e
+}
+
+// keyColumn is the alert episodes' column key in the run's SQL: a
+// reserved word on MariaDB.
+func keyColumn() string {
+	if pgtest.Store() == "mysql" {
+		return "`key`"
+	}
+	return "key"
 }
 
 // ownPool opens a connection pool of its own on the env's schema, as another

@@ -24,9 +24,15 @@ func TestKilledPruneDeletesWholeBatchesOrNothing(t *testing.T) {
 		jobTarget = "json_object('job', id)"
 	}
 	old := e.db.Time(e.db.Now(t).AddDate(0, 0, -40))
-	require.NoError(t, e.db.Gorm.Exec(`WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
+	series := `WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
 		INSERT INTO sheaf_jobs (kind, status, attempts, created_at, started_at, completed_at, payload)
-		SELECT 'report', 'COMPLETED', 1, ?, ?, ?, '{}' FROM g`, n, old, old, old).Error)
+		SELECT 'report', 'COMPLETED', 1, ?, ?, ?, '{}' FROM g`
+	if pgtest.Store() == "mysql" { // MariaDB puts the INSERT first
+		series = `SET STATEMENT max_recursive_iterations = 100000 FOR INSERT INTO sheaf_jobs (kind, status, attempts, created_at, started_at, completed_at, payload)
+		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ?)
+		SELECT 'report', 'COMPLETED', 1, ?, ?, ?, '{}' FROM g`
+	}
+	require.NoError(t, e.db.Gorm.Exec(series, n, old, old, old).Error)
 	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outcome)
 		SELECT id, 1, 'r', started_at, completed_at, 'completed' FROM sheaf_jobs`).Error)
 	require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_audit (actor, action, target, result)

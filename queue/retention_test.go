@@ -229,7 +229,7 @@ func TestClientPrune(t *testing.T) {
 	kept := insertJob(t, e, "report", "COMPLETED", "", "", 1, &recent, &recent, "")
 	// Alert episodes that ended past DefaultKeepAlerts go, later ones stay.
 	for i, ended := range []time.Time{time.Now().AddDate(0, 0, -100), time.Now().AddDate(0, 0, -80)} {
-		require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_alert_episodes (rule, key, state, started_at, resolved_at)
+		require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_alert_episodes (rule, `+keyColumn()+`, state, started_at, resolved_at)
 			VALUES ('dead', ?, 'resolved', ?, ?)`, fmt.Sprint(i), e.db.Time(ended), e.db.Time(ended)).Error)
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -242,6 +242,6 @@ func TestClientPrune(t *testing.T) {
 	require.EqualValues(t, 3, n)
 	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"))
 	var keys []string
-	require.NoError(t, e.db.Gorm.Raw("SELECT key FROM sheaf_alert_episodes").Scan(&keys).Error)
+	require.NoError(t, e.db.Gorm.Raw("SELECT "+keyColumn()+" FROM sheaf_alert_episodes").Scan(&keys).Error)
 	require.Equal(t, []string{"1"}, keys)
 }

@@ -64,7 +64,11 @@ func NewRunner(c *Client, opts ...RunnerOption) (*Runner, error) {
 		Rules:   c.releaser(log, cfg.hooks),
 		Observe: func(e runner.Event) { observe(eventOf(e)) },
 		Preflight: func(ctx context.Context) (int, error) {
-			return runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew)
+			room, err := runner.Preflight(ctx, c.st, ErrNotMigrated, ErrSchemaTooNew)
+			if err == nil {
+				err = c.declareLimits(ctx)
+			}
+			return room, err
 		},
 		Scheduler: c.scheduler(cfg, log, observe),
 		Campaign:  campaign, Upkeep: upkeep,

@@ -106,7 +106,7 @@ func TestStopAfterAFailedCutSaysSo(t *testing.T) {
 // could not put back.
 func TestStopOutOfTimePutsBackPastAHeldRow(t *testing.T) {
 	t.Parallel()
-	pgtest.PostgresOnly(t, "row locks (on SQLite, a writing transaction holds the whole database)")
+	pgtest.RowLocks(t)
 	var mu sync.Mutex
 	started := map[int64]bool{}
 	bothStarted := make(chan struct{})
@@ -219,7 +219,7 @@ func TestTxCancelThatRollsBackLeavesTheJobRunning(t *testing.T) {
 // attempt completes the job with all its output.
 func TestChunkedCutShortCleansUpNothingWhileItsPutBackWaits(t *testing.T) {
 	t.Parallel()
-	pgtest.PostgresOnly(t, "row locks (on SQLite, a writing transaction holds the whole database)")
+	pgtest.RowLocks(t)
 	w := &reportWriter{}
 	inChunk2, cleanups := cutInChunk2(w)
 	e := chunkedEnv(t, w)

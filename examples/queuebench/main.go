@@ -1,5 +1,5 @@
 // Command queuebench measures sheaf's job queue on a PostgreSQL server, or
-// with -store sqlite on an SQLite file, in the spirit of River's "river
+// with -store sqlite on an SQLite file, or with -store mysql on MariaDB, in the spirit of River's "river
 // bench": how fast jobs go in, and how fast a runner works them.
 //
 // By default it inserts -jobs no-op jobs in one EnqueueBulk call (a COPY),
@@ -8,11 +8,13 @@
 // time for that long: a producer enqueues bulks of jobs back to back while
 // the runner works, and the report gives both rates and the backlog left.
 //
-//	go run ./examples/queuebench [-store postgres|sqlite] [-jobs 200000] [-workers 100] [-duration 0] [-dsn URL]
+//	go run ./examples/queuebench [-store postgres|sqlite|mysql] [-jobs 200000] [-workers 100] [-duration 0] [-dsn URL]
 //
 // On PostgreSQL it works in a schema of its own, sheaf_bench, which it drops
 // and recreates at start; on SQLite, in a file of a temporary folder that it
-// removes at the end.
+// removes at the end; on MariaDB, in the database of -dsn (a mysql:// URL,
+// by default mysql://root@127.0.0.1:3306/test), whose queue tables it drops
+// and recreates at start.
 package main
 
 import (
@@ -35,6 +37,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/mysqldb"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
@@ -64,7 +67,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.store, "store", "postgres", "postgres, or sqlite for a file in a temporary folder opened with sqlitedb.Open")
+	flag.StringVar(&o.store, "store", "postgres", "postgres, sqlite for a file in a temporary folder opened with sqlitedb.Open, or mysql")
 	flag.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default $DATABASE_URL, else "+defaultDSN+")")
 	flag.IntVar(&o.jobs, "jobs", 200_000, "jobs to insert and work (fixed-count mode)")
 	flag.IntVar(&o.workers, "workers", queue.DefaultWorkers, "jobs the runner works at once")
@@ -75,12 +78,15 @@ func main() {
 	}
 	if o.dsn == "" {
 		o.dsn = defaultDSN
+		if o.store == "mysql" {
+			o.dsn = defaultMySQL
+		}
 	}
 	if o.jobs < 1 || o.duration < 0 {
 		log.Fatal("queuebench: -jobs must be positive and -duration not negative")
 	}
-	if o.store != "postgres" && o.store != "sqlite" {
-		log.Fatalf("queuebench: -store is postgres or sqlite, not %q", o.store)
+	if o.store != "postgres" && o.store != "sqlite" && o.store != "mysql" {
+		log.Fatalf("queuebench: -store is postgres, sqlite or mysql, not %q", o.store)
 	}
 	// Ctrl-C ends the window of -duration early, or abandons a fixed-count
 	// run; either way the runner is stopped cleanly.
@@ -336,6 +342,9 @@ func open(ctx context.Context, o options) (*database, error) {
 		d.about = "SQLite " + version
 		return d, nil
 	}
+	if o.store == "mysql" {
+		return openMySQL(ctx, o)
+	}
 	// The pool: the runner's four connections (listener, claims,
 	// completions, maintenance), one for inserting and one for the checks;
 	// the no-op handlers use none.
@@ -354,6 +363,38 @@ func open(ctx context.Context, o options) (*database, error) {
 		return nil, err
 	}
 	d.about = "PostgreSQL " + version + ", schema " + schema
+	return d, nil
+}
+
+// defaultMySQL is -dsn's default with -store mysql.
+const defaultMySQL = "mysql://root@127.0.0.1:3306/test"
+
+// openMySQL opens the MariaDB database of o.dsn with mysqldb.Open and drops
+// the queue's tables there, so that Migrate starts afresh.
+func openMySQL(ctx context.Context, o options) (*database, error) {
+	db, err := mysqldb.Open(o.dsn)
+	if err != nil {
+		return nil, err
+	}
+	d := &database{db: db, table: "sheaf_jobs", close: closeDB(db, nil)}
+	var tables []string
+	if err := db.WithContext(ctx).Raw("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'sheaf\\_%'").
+		Scan(&tables).Error; err != nil {
+		d.close()
+		return nil, err
+	}
+	for _, t := range tables {
+		if err := db.WithContext(ctx).Exec("DROP TABLE " + t).Error; err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	var version string
+	if err := db.WithContext(ctx).Raw("SELECT version()").Scan(&version).Error; err != nil {
+		d.close()
+		return nil, err
+	}
+	d.about = "MariaDB " + version
 	return d, nil
 }
 

@@ -12,12 +12,14 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/sheaf-dev/sheaf/queue/mysqldb"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 // The queue's tests run on one store per run: PostgreSQL, or SQLite when
 // SHEAF_TEST_STORE=sqlite, or when no PostgreSQL answers outside CI (so
-// that a machine without a server still runs the SQLite half).
+// that a machine without a server still runs the SQLite half), or MariaDB
+// when SHEAF_TEST_STORE=mysql.
 
 var store = sync.OnceValue(func() string {
 	switch os.Getenv("SHEAF_TEST_STORE") {
@@ -25,6 +27,8 @@ var store = sync.OnceValue(func() string {
 		return "sqlite"
 	case "postgres":
 		return "postgres"
+	case "mysql":
+		return "mysql"
 	}
 	if os.Getenv("CI") == "" && Reachable() != nil {
 		return "sqlite"
@@ -32,15 +36,20 @@ var store = sync.OnceValue(func() string {
 	return "postgres"
 })
 
-// Store returns the store this run's tests use: "postgres" or "sqlite".
+// Store returns the store this run's tests use: "postgres", "sqlite" or
+// "mysql".
 func Store() string { return store() }
 
 // NewDB returns a fresh database on this run's store: a PostgreSQL schema
-// (New), or an SQLite file in the test's temporary folder.
+// (New), an SQLite file in the test's temporary folder, or a MariaDB
+// database (NewMySQL).
 func NewDB(t testing.TB) *DB {
 	t.Helper()
-	if Store() == "postgres" {
+	switch Store() {
+	case "postgres":
 		return New(t)
+	case "mysql":
+		return NewMySQL(t)
 	}
 	return NewSQLite(t)
 }
@@ -71,6 +80,16 @@ func PostgresOnly(t testing.TB, why string) {
 	}
 }
 
+// RowLocks skips a test of row locks (a transaction holds some rows, and
+// others wait for them or pass them by) on SQLite, where a writing
+// transaction holds the whole database; PostgreSQL and MariaDB lock rows.
+func RowLocks(t testing.TB) {
+	t.Helper()
+	if Store() == "sqlite" {
+		t.Skip("row locks: on SQLite, a writing transaction holds the whole database")
+	}
+}
+
 // OpenDSN opens a gorm handle on a DSN that New or NewSQLite made, as
 // another process would: an SQLite DSN (sqlitedb.DSN) starts with "file:",
 // and its file is opened with sqlitedb.Open.
@@ -79,6 +98,9 @@ func OpenDSN(dsn string, config ...gorm.Option) (*gorm.DB, error) {
 	if path, ok := strings.CutPrefix(dsn, "file:"); ok {
 		path, _, _ = strings.Cut(path, "?")
 		return sqlitedb.Open(path, config...)
+	}
+	if strings.HasPrefix(dsn, "mysql://") {
+		return mysqldb.Open(dsn, config...)
 	}
 	return gorm.Open(postgres.Open(dsn), config...)
 }
@@ -92,6 +114,9 @@ func (db *DB) isSQLite() bool { return strings.HasPrefix(db.DSN, "file:") }
 func (db *DB) Time(t time.Time) any {
 	if db.isSQLite() {
 		return t.UTC().Format(sqlitedb.TimeLayout)
+	}
+	if db.isMySQL() {
+		return t.UTC()
 	}
 	return t
 }
@@ -114,7 +139,11 @@ func (db *DB) Now(t testing.TB) time.Time {
 		return time.Now()
 	}
 	var now time.Time
-	if err := db.SQL.QueryRow("SELECT now()").Scan(&now); err != nil {
+	q := "SELECT now()"
+	if db.isMySQL() {
+		q = "SELECT UTC_TIMESTAMP(6)"
+	}
+	if err := db.SQL.QueryRow(q).Scan(&now); err != nil {
 		t.Fatalf("pgtest: the server's time: %v", err)
 	}
 	return now

@@ -72,6 +72,7 @@ func (c *console) pages() []page {
 		{Pattern: "/runs/{id}", Template: "run", Nav: "runs", load: c.runHTML},
 		{Pattern: "/schedules", Template: "schedules", Nav: "schedules", load: c.schedulesHTML},
 		{Pattern: "/audit", Template: "audit", Nav: "audit", load: c.auditHTML},
+		{Pattern: "/limits", Template: "limits", Nav: "limits", load: c.limitsHTML},
 	}
 	if c.cfg.alerts != nil {
 		ps = append(ps, page{Pattern: "/alerts", Template: "alerts", Nav: "alerts", load: c.alertsHTML})

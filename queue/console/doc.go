@@ -130,9 +130,13 @@
 //     timeline of its attempts with runners and errors, parents and
 //     children as links (or the rules it holds up), output, correlation
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
-//     paused queue, a closed window) with Run now or Retry now; what a
+//     paused queue, a closed window, "limit kind report reached (5 of 5
+//     running)") with Run now or Retry now; what a
 //     retry does to its attempt limit, said before; who cancelled it;
 //     retry and cancel.
+//   - /limits: the limits across every runner with their use; callers
+//     allowed to pause queues suspend and resume them (POST /api/limits,
+//     which sets any limit, and /api/limits/remove), each change audited.
 //   - /runs, /runs/{id}: the runs of a night, and a run's morning review:
 //     its counts, failures grouped by error with their jobs, dependency
 //     chains that stopped drawn as a small graph with the parent that

@@ -346,6 +346,9 @@ type jobWait struct {
 	// empty when none is.
 	Window string
 	Opens  time.Time
+	// Limits are the limits that hold it back now, as
+	// queue.LimitUse.String says them.
+	Limits []string
 }
 
 func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
@@ -406,6 +409,11 @@ func (c *console) jobWaits(ctx context.Context, j jobView) (*jobWait, error) {
 	}
 	if win, ok := c.reg.ClosedWindow(j.Kind, j.Queue, now); ok {
 		w.Window, w.Opens = win.String(), win.NextOpen(now)
+	}
+	if !w.Later {
+		if w.Limits, err = c.limitsHolding(ctx, j); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }

@@ -111,6 +111,7 @@ func (c *console) table() []route {
 	rs = append(rs, c.jobRoutes()...)
 	rs = append(rs, c.actionRoutes()...)
 	rs = append(rs, c.queueRoutes()...)
+	rs = append(rs, c.limitRoutes()...)
 	rs = append(rs, c.runRoutes()...)
 	rs = append(rs, c.infoRoutes()...)
 	rs = append(rs, c.auditRoutes()...)

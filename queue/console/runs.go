@@ -95,8 +95,10 @@ type failureGroup struct {
 // waitingView is a job still waiting to start, and why, as far as the
 // console can tell: its reasons' codes are scheduled_later (its run time
 // is to come), queue_paused, window_closed (its queue's or its kind's
-// batch window), or due when none of those holds and it waits for a
-// runner on its queue to take it. A job that waits for its parents is not
+// batch window), limit_reached (a limit across the runners of its kind,
+// queue or partition key has no room: "limit queue q reached (1 of 1
+// running)"), or due when none of those holds and it waits for a runner
+// on its queue to take it. A job that waits for its parents is not
 // among them: the rules create it once they have completed.
 type waitingView struct {
 	JobID   int64        `json:"job_id"`
@@ -268,6 +270,10 @@ func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitin
 	for _, q := range qs {
 		paused[q.Name] = q.Paused
 	}
+	limits, err := c.client.Limits(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	for _, j := range jobs {
 		w := waitingView{JobID: j.ID, Reasons: []waitReason{}}
@@ -279,6 +285,11 @@ func (c *console) waiting(ctx context.Context, jobs []queue.JobRecord) ([]waitin
 		}
 		if win, ok := c.reg.ClosedWindow(j.Kind, j.Queue, now); ok {
 			w.Reasons = append(w.Reasons, waitReason{Code: "window_closed", Detail: "its window " + win.String() + " is closed"})
+		}
+		if !j.RunAt.After(now) {
+			for _, l := range holding(limits, j.Kind, j.Queue, j.LimitKey) {
+				w.Reasons = append(w.Reasons, waitReason{Code: "limit_reached", Detail: l})
+			}
 		}
 		if len(w.Reasons) == 0 {
 			w.Reasons = append(w.Reasons, waitReason{Code: "due", Detail: "due: waiting for a runner of queue " + j.Queue + " to take it"})

@@ -95,7 +95,9 @@
 // collects, at most once per WithGaugeInterval: sheaf.queue.jobs (by
 // queue and sheaf.job.status), sheaf.queue.oldest_due.age (s, by queue),
 // sheaf.queue.paused (by queue), sheaf.queue.dependency.pending (by
-// sheaf.rule) and sheaf.queue.schedule.missed_ticks (by sheaf.schedule).
+// sheaf.rule), sheaf.queue.schedule.missed_ticks (by sheaf.schedule) and
+// sheaf.queue.limit.use (by sheaf.limit: how much of each limit across the
+// runners is used, 1 when it holds jobs back).
 //
 // # error.type
 //

@@ -18,6 +18,7 @@ type gauges struct {
 
 	jobs, paused, pending, missed metric.Int64ObservableGauge
 	oldest                        metric.Float64ObservableGauge
+	limitUse                      metric.Float64ObservableGauge
 
 	mu      sync.Mutex
 	watched map[int]*watch
@@ -38,12 +39,13 @@ type snapshot struct {
 	queues  []queue.QueueInfo
 	pending map[string]int64 // by rule
 	missed  map[string]int   // by schedule
+	limits  []queue.LimitUse
 	err     error
 }
 
 func (g *gauges) init(m metric.Meter, interval time.Duration) error {
 	g.interval, g.watched = interval, map[int]*watch{}
-	var errs [5]error
+	var errs [6]error
 	g.jobs, errs[0] = m.Int64ObservableGauge("sheaf.queue.jobs", metric.WithUnit("{job}"),
 		metric.WithDescription("Jobs in the database, by queue and status."))
 	g.oldest, errs[1] = m.Float64ObservableGauge("sheaf.queue.oldest_due.age", metric.WithUnit(durationUnit),
@@ -54,10 +56,13 @@ func (g *gauges) init(m metric.Meter, interval time.Duration) error {
 		metric.WithDescription("Jobs of a dependency rule's parent kinds that are QUEUED or PROCESSING: the rule's children wait for them."))
 	g.missed, errs[4] = m.Int64ObservableGauge("sheaf.queue.schedule.missed_ticks", metric.WithUnit("{tick}"),
 		metric.WithDescription("Ticks of each schedule that were due more than a minute ago and have not fired."))
+	g.limitUse, errs[5] = m.Float64ObservableGauge("sheaf.queue.limit.use", metric.WithUnit("1"),
+		metric.WithDescription("How much of each limit across the runners is used: running over its concurrency, or started "+
+			"in its period over its rate, whichever is more (of its busiest key, for a key limit); 1 when it holds jobs back."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
-	_, err := m.RegisterCallback(g.observe, g.jobs, g.oldest, g.paused, g.pending, g.missed)
+	_, err := m.RegisterCallback(g.observe, g.jobs, g.oldest, g.paused, g.pending, g.missed, g.limitUse)
 	return err
 }
 
@@ -121,6 +126,9 @@ func (g *gauges) observe(ctx context.Context, o metric.Observer) error {
 		for sched, n := range s.missed {
 			o.ObserveInt64(g.missed, int64(n), metric.WithAttributes(AttrSchedule.String(sched)))
 		}
+		for _, l := range s.limits {
+			o.ObserveFloat64(g.limitUse, limitUse(l), metric.WithAttributes(AttrLimit.String(string(l.Scope)+" "+l.Target)))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -140,6 +148,9 @@ func (w *watch) read(ctx context.Context, interval time.Duration) snapshot {
 func readSnapshot(ctx context.Context, c *queue.Client) snapshot {
 	var s snapshot
 	if s.queues, s.err = c.Queues(ctx); s.err != nil {
+		return s
+	}
+	if s.limits, s.err = c.Limits(ctx); s.err != nil {
 		return s
 	}
 	reg := c.Registry()
@@ -170,4 +181,17 @@ func readSnapshot(ctx context.Context, c *queue.Client) snapshot {
 		}
 	}
 	return s
+}
+
+// limitUse is how much of l is used: the larger of its running jobs over
+// its concurrency and its starts over its rate.
+func limitUse(l queue.LimitUse) float64 {
+	var u float64
+	if l.Concurrency > 0 {
+		u = float64(l.Running) / float64(l.Concurrency)
+	}
+	if l.Rate > 0 {
+		u = max(u, float64(l.Started)/float64(l.Rate))
+	}
+	return u
 }

@@ -46,6 +46,9 @@ const (
 	AttrChunkDuration = attribute.Key("sheaf.chunk.duration")
 	AttrRule          = attribute.Key("sheaf.rule")
 	AttrSchedule      = attribute.Key("sheaf.schedule")
+	// AttrLimit names a limit across the runners: its scope and target,
+	// as "kind report".
+	AttrLimit = attribute.Key("sheaf.limit")
 )
 
 // Operation names (messaging.operation.name).

@@ -1,12 +1,14 @@
-// Command sheaf operates a sheaf job queue (package queue) on PostgreSQL
-// or SQLite from the shell: its schema, its jobs and queues, the morning
+// Command sheaf operates a sheaf job queue (package queue) on PostgreSQL,
+// MariaDB or SQLite from the shell: its schema, its jobs and queues, the morning
 // review, the console, and a benchmark.
 //
 //	go install github.com/sheaf-dev/sheaf/queue/cmd/sheaf@latest
 //
 // Every command takes -db URL, by default $SHEAF_DATABASE_URL:
 // postgres://user:password@host:5432/db?sslmode=disable (a search_path
-// parameter picks the schema the queue lives in), or sqlite:path/to/jobs.db
+// parameter picks the schema the queue lives in),
+// mysql://user:password@host:3306/db (MariaDB, as package queue/mysqldb
+// opens it), or sqlite:path/to/jobs.db
 // (an SQLite file, as package queue/sqlitedb opens it; only migrate and
 // bench create a new one, so a mistyped path is an error). sheaf -h lists
 // the commands, and sheaf <command> -h the flags of each; flags may come

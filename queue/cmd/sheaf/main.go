@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/mysqldb"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
@@ -93,7 +94,7 @@ func (e *env) usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nEvery command takes -db URL (default $%s): postgres://user@host/db?search_path=schema\nor sqlite:path/to/file.db. Run sheaf <command> -h for a command's flags.\n", dbEnv)
+	fmt.Fprintf(w, "\nEvery command takes -db URL (default $%s): postgres://user@host/db?search_path=schema,\nmysql://user:password@host:3306/db or sqlite:path/to/file.db. Run sheaf <command> -h for a command's flags.\n", dbEnv)
 	fmt.Fprint(w, "\nExit codes: 0 done; 1 failed (database, job not found, wrong status); 2 bad usage;\n3 the schema is not at this sheaf's version (run sheaf migrate).\n")
 }
 
@@ -118,7 +119,7 @@ func (e *env) exit(err error) int {
 func (e *env) flags(name, args, about string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("sheaf "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	db := fs.String("db", e.getenv(dbEnv), "database URL: postgres://… or sqlite:path (default $"+dbEnv+")")
+	db := fs.String("db", e.getenv(dbEnv), "database URL: postgres://…, mysql://… or sqlite:path (default $"+dbEnv+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sheaf %s %s\n\n%s\n\nFlags:\n", name, args, about)
 		fs.PrintDefaults()
@@ -189,8 +190,8 @@ func (e *env) open(ctx context.Context, dsn string, create bool, reg *queue.Regi
 	return client, db, close, nil
 }
 
-// openDB opens gorm on a postgres:// or sqlite: URL; create allows a new
-// SQLite file.
+// openDB opens gorm on a postgres://, mysql:// or sqlite: URL; create
+// allows a new SQLite file.
 func openDB(dsn string, create bool) (*gorm.DB, error) {
 	if dsn == "" {
 		return nil, usageError("no database: give -db URL or set $%s", dbEnv)
@@ -219,8 +220,17 @@ func openDB(dsn string, create bool) (*gorm.DB, error) {
 			return nil, fmt.Errorf("sqlite database %s: %w", path, err)
 		}
 		return sqlitedb.Open(path, &gorm.Config{Logger: logger.Discard})
+	case "mysql":
+		if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			return nil, usageError("database URL %q names no server or database: mysql://user:password@host:3306/database", redact(dsn))
+		}
+		db, err := mysqldb.Open(dsn, &gorm.Config{Logger: logger.Discard})
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", redact(dsn), err)
+		}
+		return db, nil
 	}
-	return nil, usageError("database URL %q: want postgres://… or sqlite:path", redact(dsn))
+	return nil, usageError("database URL %q: want postgres://…, mysql://… or sqlite:path", redact(dsn))
 }
 
 // redact hides a URL's password.

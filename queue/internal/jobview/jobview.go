@@ -43,6 +43,8 @@ type Job struct {
 	RunID          *string    `json:"run_id"`
 	Period         *string    `json:"period"`
 	ParentIDs      []int64    `json:"parent_ids"`
+	// LimitKey is the job's partition key for its kind's limits.
+	LimitKey *string `json:"limit_key,omitempty"`
 	// ChildIDs and Output are shown for one job, not in lists.
 	ChildIDs []int64         `json:"child_ids,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
@@ -111,7 +113,7 @@ func Of(rec *queue.JobRecord, args json.RawMessage) Job {
 		CreatedAt: rec.CreatedAt, RunAt: rec.RunAt, StartedAt: rec.StartedAt, CompletedAt: rec.CompletedAt,
 		LockedBy: rec.LockedBy, LockedUntil: rec.LockedUntil, LastError: rec.LastError,
 		IdempotencyKey: rec.IdempotencyKey, CorrelationID: rec.CorrelationID, RunID: rec.RunID, Period: rec.Period,
-		ParentIDs: []int64(rec.ParentIDs),
+		ParentIDs: []int64(rec.ParentIDs), LimitKey: rec.LimitKey,
 	}
 	if v.ParentIDs == nil {
 		v.ParentIDs = []int64{}

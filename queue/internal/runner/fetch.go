@@ -43,6 +43,7 @@ type fetcher struct {
 	cursors   map[string]*cursor
 	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
 	pausedAt  time.Time
+	limits    limitsSeen // see readLimits
 }
 
 // fetch claims until the slots are full or the queues have nothing due,
@@ -58,10 +59,16 @@ func (f *fetcher) fetch(ctx context.Context) time.Duration {
 	if notified {
 		f.readPaused(ctx)
 	}
+	// Limits likewise: changed ones (or, at the start, all) before the
+	// claims, the periodic read after them.
+	if f.r.limitsStale.Load() || f.limits.at.IsZero() {
+		f.readLimits(ctx)
+	}
 	wait := f.claimAll(ctx, f.jobsCtx)
 	if !notified && time.Since(f.pausedAt) >= f.r.cfg.Poll {
 		f.readPaused(ctx)
 	}
+	f.readLimits(ctx) // only if due
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
@@ -230,12 +237,12 @@ const farServer = 10 * time.Millisecond
 
 // minJob is the least a job counts for when the claim-ahead is sized for a
 // far server: it bounds the rate the claims are sized for at workers ÷
-// minJob, 20,000 jobs/s for the default 100 workers.
-const minJob = 5 * time.Millisecond
+// minJob, 40,000 jobs/s for the default 100 workers.
+const minJob = 2500 * time.Microsecond
 
 // maxAhead bounds the claim-ahead at this many jobs per worker: enough for
 // a round trip of 200 ms at the rate minJob sizes for.
-const maxAhead = 40
+const maxAhead = 80
 
 // pipelined is how many more jobs than there are free slots a claim asks
 // for: none from a nearby server; behind a far one, the jobs the workers
@@ -322,7 +329,8 @@ type cursor struct {
 // store.Claim).
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
-	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher}
+	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
+		Limited: f.limitedQueue(queue)}
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
@@ -353,6 +361,9 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
 	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
+		if f.limitedQueues(open) {
+			return f.conn.ClaimSuspectLimited(ctx, open, store.Claim{Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds})
+		}
 		return f.conn.ClaimSuspect(ctx, open, r.cfg.Lease, r.cfg.ID, closedKinds)
 	})
 	if err != nil {

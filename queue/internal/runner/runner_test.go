@@ -152,7 +152,7 @@ func TestCapacity(t *testing.T) {
 		{4, 100, 10_000, 0, 8},             // at most as many again
 		{4, 100, 50 * ms, 2 * ms, 8},       // a slow claim from a nearby server: the same
 		{4, 10_000, 1, 0, 4},               // long jobs: nothing ahead
-		{4, 100, 60 * ms, 50 * ms, 4 + 40}, // far: jobs count as minJob
+		{4, 100, 60 * ms, 50 * ms, 4 + 80}, // far: jobs count as minJob
 		{4, 10 * ms, 60 * ms, 50 * ms, 4 + 20},
 		{4, 100, 2000 * ms, 1000 * ms, 4 + 4*maxAhead},
 		{4, 100 * ms, 60 * ms, 50 * ms, 4 + 2}, // far, long jobs: as from nearby
@@ -185,7 +185,7 @@ func TestPipelined(t *testing.T) {
 	for range 100 {
 		r.running[&Execution{}] = struct{}{}
 	}
-	require.Equal(t, 4*10, r.pipelined(), "what the workers finish in a round trip")
+	require.Equal(t, 4*20, r.pipelined(), "what the workers finish in a round trip")
 }
 
 // A finished attempt's result: completed, failed for good (a permanent

@@ -56,13 +56,19 @@ type AlertSilence struct {
 	CreatedAt         time.Time
 }
 
-// bindTime returns t as st compares times.
-func bindTime(st Store, t time.Time) any {
-	if st.Dialect() == "sqlite" {
-		return sqliteTime(t)
+// ignoring returns how an INSERT of st skips rows whose unique key is
+// taken (before INTO, or at the end), and the episodes' column key. On
+// MariaDB, INSERT IGNORE: its ON DUPLICATE KEY UPDATE would return the
+// row found, and KEY is a reserved word there.
+func ignoring(st Store) (ignore, key, conflict string) {
+	if st.Dialect() == "mysql" {
+		return "IGNORE ", "`key`", ""
 	}
-	return t
+	return "", "key", "ON CONFLICT DO NOTHING"
 }
+
+// bindTime returns t as st compares times.
+func bindTime(st Store, t time.Time) any { return timeArg(st)(t) }
 
 func bindNullTime(st Store, t *time.Time) any {
 	if t == nil {
@@ -71,7 +77,9 @@ func bindNullTime(st Store, t *time.Time) any {
 	return bindTime(st, *t)
 }
 
-const episodeColumns = "id, rule, key, state, kind, queue, summary, started_at, fired_at, resolved_at, notified"
+// episodeColumns name key by its table: KEY is a reserved word in
+// MariaDB, but not after a table's name.
+const episodeColumns = "id, rule, sheaf_alert_episodes.key, state, kind, queue, summary, started_at, fired_at, resolved_at, notified"
 
 func scanEpisode(rows *sql.Rows, e *AlertEpisode) error {
 	var started, fired, resolved sqlTime
@@ -105,8 +113,9 @@ func RecentEpisodes(ctx context.Context, db *gorm.DB, states []string, before in
 // transaction, their EpisodeID set.
 func InsertEpisode(ctx context.Context, st Store, db *gorm.DB, e AlertEpisode, notices []AlertNotice) (id int64, err error) {
 	err = st.Tx(ctx, db, func(tx *gorm.DB) error {
-		rows, err := tx.Raw(`INSERT INTO sheaf_alert_episodes (rule, key, state, kind, queue, summary, started_at, fired_at, resolved_at, notified)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id`,
+		ignore, key, conflict := ignoring(st)
+		rows, err := tx.Raw(`INSERT `+ignore+`INTO sheaf_alert_episodes (rule, `+key+`, state, kind, queue, summary, started_at, fired_at, resolved_at, notified)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) `+conflict+` RETURNING id`,
 			e.Rule, e.Key, e.State, e.Kind, e.Queue, e.Summary, bindTime(st, e.StartedAt), bindNullTime(st, e.FiredAt),
 			bindNullTime(st, e.ResolvedAt), e.Notified).Rows()
 		if err != nil {
@@ -142,9 +151,10 @@ func UpdateEpisode(ctx context.Context, st Store, db *gorm.DB, e AlertEpisode, w
 }
 
 func insertNotices(tx *gorm.DB, st Store, episode int64, notices []AlertNotice) error {
+	ignore, _, conflict := ignoring(st)
 	for _, n := range notices {
-		if err := tx.Exec(`INSERT INTO sheaf_alert_notices (event_id, episode_id, sink, body, created_at, next_at)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		if err := tx.Exec(`INSERT `+ignore+`INTO sheaf_alert_notices (event_id, episode_id, sink, body, created_at, next_at)
+			VALUES (?, ?, ?, ?, ?, ?) `+conflict,
 			n.EventID, episode, n.Sink, n.Body, bindTime(st, n.CreatedAt), bindTime(st, n.NextAt)).Error; err != nil {
 			return err
 		}

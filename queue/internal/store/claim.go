@@ -126,11 +126,17 @@ type Claim struct {
 	ClosedKinds []string
 	From        *Cursor
 	Higher      bool
+	// Limited claims within the limits in force (limits.go): a runner
+	// sets it when a limit may apply to Queue. SQLite's ignores From.
+	Limited bool
 }
 
 // Claim locks up to c.N due jobs for c.Runner, counting their attempt, and
 // returns them (in no particular order).
 func (h *held) Claim(ctx context.Context, c Claim) ([]Claimed, error) {
+	if c.Limited {
+		return h.claimLimited(ctx, c, false, []string{c.Queue})
+	}
 	closed := c.ClosedKinds
 	if closed == nil {
 		closed = []string{}
@@ -162,6 +168,12 @@ func (h *held) claimed(ctx context.Context, n int, query string, args ...any) (_
 		return nil, err
 	}
 	defer func() { h.DropOn(err) }()
+	return scanClaimed(rows, n)
+}
+
+// scanClaimed reads the jobs a claim statement returns, at most n, and
+// closes rows.
+func scanClaimed(rows *sql.Rows, n int) ([]Claimed, error) {
 	defer rows.Close()
 	out := make([]Claimed, 0, n)
 	var meta sql.RawBytes
@@ -178,6 +190,12 @@ func (h *held) claimed(ctx context.Context, n int, query string, args ...any) (_
 		j.Metadata = sharedBytes(out[:len(out)-1], meta)
 	}
 	return out, rows.Err()
+}
+
+// ClaimSuspectLimited is ClaimSuspect within the limits in force.
+func (h *held) ClaimSuspectLimited(ctx context.Context, queues []string, c Claim) ([]Claimed, error) {
+	c.N = 1
+	return h.claimLimited(ctx, c, true, queues)
 }
 
 // StartSuspect counts the attempt of claim claims of suspect id as it

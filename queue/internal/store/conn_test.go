@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -250,11 +249,15 @@ func TestAPutBackClaimWritesNothingMore(t *testing.T) {
 // held: the held one waits, until the put-back's deadline, and only it is
 // left PROCESSING.
 func TestRequeuePassesAHeldRowBy(t *testing.T) {
-	pgtest.PostgresOnly(t, "row locks (on SQLite, a writing transaction holds the whole database)")
-	t.Parallel()
-	db := pgtest.New(t).Gorm
-	st, err := store.Open(db)
-	require.NoError(t, err)
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "sqlite" {
+			t.Skip("row locks (on SQLite, a writing transaction holds the whole database)")
+		}
+		requeuePassesAHeldRowBy(t, st, db)
+	})
+}
+
+func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
 	ctx := context.Background()
 	ins := migrateAndInsert(t, st, db,
 		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
@@ -271,14 +274,19 @@ func TestRequeuePassesAHeldRowBy(t *testing.T) {
 	defer lock.Rollback()
 	require.NoError(t, lock.Exec("SELECT id FROM sheaf_jobs WHERE id = ? FOR UPDATE", held).Error)
 	var holder int64
-	require.NoError(t, lock.Raw("SELECT pg_backend_pid()").Scan(&holder).Error)
+	pid, waiting := "SELECT pg_backend_pid()", "SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))"
+	if st.Dialect() == "mysql" {
+		pid, waiting = "SELECT CONNECTION_ID()", `SELECT count(*) FROM information_schema.innodb_lock_waits w
+			JOIN information_schema.innodb_trx b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?`
+	}
+	require.NoError(t, lock.Raw(pid).Scan(&holder).Error)
 	// Requeue's context ends once it waits for the held row, not after a
 	// fixed time, which a loaded machine could spend on the free row.
 	short, cancel := context.WithCancel(ctx)
 	defer cancel()
 	blocked := func() int64 {
 		var n int64
-		if err := db.Raw("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))", holder).Scan(&n).Error; err != nil {
+		if err := db.Raw(waiting, holder).Scan(&n).Error; err != nil {
 			return -1
 		}
 		return n

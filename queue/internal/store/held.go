@@ -36,6 +36,19 @@ func (s *postgres) Hold(asyncCommit bool) Conn { return &held{db: s.db, async: a
 
 // query runs query on the held connection, opening one if needed.
 func (h *held) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	conn, err := h.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		h.Close()
+	}
+	return rows, err
+}
+
+// open returns the held connection, opening one if needed.
+func (h *held) open(ctx context.Context) (*sql.Conn, error) {
 	if h.conn == nil {
 		cctx, cancel := connectContext(ctx)
 		c, err := h.db.Conn(cctx)
@@ -51,11 +64,7 @@ func (h *held) query(ctx context.Context, query string, args ...any) (*sql.Rows,
 			}
 		}
 	}
-	rows, err := h.conn.QueryContext(ctx, query, args...)
-	if err != nil {
-		h.Close()
-	}
-	return rows, err
+	return h.conn, nil
 }
 
 // connectContext bounds opening a connection by ctx's deadline, which is a

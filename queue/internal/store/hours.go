@@ -56,8 +56,11 @@ SELECT CAST(? AS timestamptz), coalesce(kind, ''), coalesce(queue, ''), complete
 	GROUP BY GROUPING SETS ((j.kind, j.queue), (j.queue), ())
 ) s WHERE completed + failed + cancelled > 0`
 
-const hourFinalUpsert = `INSERT INTO sheaf_hours_final (id, kept_from, final_before) VALUES (1, %[1]s, %[2]s)
-	ON CONFLICT (id) DO UPDATE SET final_before = excluded.final_before`
+// hourFinal records the hours kept and final, keeping the first kept.
+func (k keeping) hourFinal(tx *gorm.DB, from, to time.Time) error {
+	return tx.Exec(`INSERT INTO sheaf_hours_final (id, kept_from, final_before) VALUES (1, `+k.ts+`, `+k.ts+`) `+k.upsert,
+		k.at(from), k.at(to)).Error
+}
 
 func (s *postgres) RollHour(ctx context.Context, at time.Time) error {
 	at = at.UTC()
@@ -68,76 +71,101 @@ func (s *postgres) RollHour(ctx context.Context, at time.Time) error {
 		if err := tx.Exec(rollHourPG, at, at, at.Add(time.Hour), at).Error; err != nil {
 			return err
 		}
-		return tx.Exec(fmt.Sprintf(hourFinalUpsert, "CAST(? AS timestamptz)", "CAST(? AS timestamptz)"), at, at.Add(time.Hour)).Error
+		return pgKeeping.hourFinal(tx, at, at.Add(time.Hour))
 	})
 }
 
 func (s *sqlite) RollHour(ctx context.Context, at time.Time) error {
-	at = at.UTC()
-	from, to := sqliteTime(at), sqliteTime(at.Add(time.Hour))
 	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
-		rows, err := tx.Raw(`SELECT j.kind, j.queue, j.status, j.run_at || '', j.started_at || '', j.completed_at || ''`+
-			fmt.Sprintf(hourJobs, "?", "?"), from, to, from).Rows()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		type key struct{ kind, queue string }
-		type acc struct {
-			row       ActivityRow
-			cancelled int64
-		}
-		accs := map[key]*acc{}
-		for rows.Next() {
-			var (
-				kind, queue, status string
-				runAt, started      sql.NullString
-				done                string
-			)
-			if err := rows.Scan(&kind, &queue, &status, &runAt, &started, &done); err != nil {
-				return err
-			}
-			var wait, run time.Duration
-			if started.Valid {
+		return sqliteKeeping.rollHour(tx, at, "j.run_at || '', j.started_at || '', j.completed_at || ''",
+			func(rows *sql.Rows, j *hourJob) error {
+				var runAt, started sql.NullString
+				var done string
+				if err := rows.Scan(&j.kind, &j.queue, &j.status, &runAt, &started, &done); err != nil || !started.Valid {
+					return err
+				}
 				d, err1 := parseStamp([]byte(done))
 				due, err2 := parseStamp([]byte(runAt.String))
 				st, err3 := parseStamp([]byte(started.String))
-				if err := firstErr(err1, err2, err3); err != nil {
-					return err
-				}
-				wait, run = st.Sub(due), d.Sub(st)
-			}
-			for _, k := range []key{{kind, queue}, {"", queue}, {"", ""}} {
-				a := accs[k]
-				if a == nil {
-					a = &acc{}
-					accs[k] = a
-				}
-				if status == "CANCELLED" {
-					a.cancelled++
-					continue
-				}
-				a.row.add(status == "COMPLETED", started.Valid, wait, run)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows.Close()
-		if err := tx.Exec("DELETE FROM sheaf_hours WHERE hour = ?", from).Error; err != nil {
-			return err
-		}
-		for k, a := range accs {
-			r := &a.row
-			r.finish()
-			if err := tx.Exec(`INSERT INTO sheaf_hours (hour, kind, queue, completed, failed, cancelled, wait_p50, wait_p95, run_p50, run_p95)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, from, k.kind, k.queue, r.Completed, r.Failed, a.cancelled,
-				r.WaitP50.Seconds(), r.WaitP95.Seconds(), r.RunP50.Seconds(), r.RunP95.Seconds()).Error; err != nil {
+				j.started, j.wait, j.run = true, st.Sub(due), d.Sub(st)
+				return firstErr(err1, err2, err3)
+			})
+	})
+}
+
+func (s *mysql) RollHour(ctx context.Context, at time.Time) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
+		return mysqlKeeping.rollHour(tx, at, "j.run_at, j.started_at, j.completed_at", func(rows *sql.Rows, j *hourJob) error {
+			var runAt, done time.Time
+			var started sql.NullTime
+			if err := rows.Scan(&j.kind, &j.queue, &j.status, &runAt, &started, &done); err != nil || !started.Valid {
 				return err
 			}
-		}
-		return tx.Exec(fmt.Sprintf(hourFinalUpsert, "?", "?"), from, to).Error
+			j.started, j.wait, j.run = true, started.Time.Sub(runAt), done.Sub(started.Time)
+			return nil
+		})
 	})
+}
+
+// hourJob is a finished job as an hour's roll-up in the process reads it.
+type hourJob struct {
+	kind, queue, status string
+	started             bool
+	wait, run           time.Duration
+}
+
+// rollHour rolls an hour up in the process, for the databases without
+// percentile_cont: times is what it selects of each job's times, and scan
+// reads a row of kind, queue, status and those.
+func (k keeping) rollHour(tx *gorm.DB, at time.Time, times string, scan func(*sql.Rows, *hourJob) error) error {
+	at = at.UTC()
+	rows, err := tx.Raw(`SELECT j.kind, j.queue, j.status, `+times+fmt.Sprintf(hourJobs, k.ts, k.ts),
+		k.at(at), k.at(at.Add(time.Hour)), k.at(at)).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type key struct{ kind, queue string }
+	type acc struct {
+		row       ActivityRow
+		cancelled int64
+	}
+	accs := map[key]*acc{}
+	for rows.Next() {
+		var j hourJob
+		if err := scan(rows, &j); err != nil {
+			return err
+		}
+		for _, kq := range []key{{j.kind, j.queue}, {"", j.queue}, {"", ""}} {
+			a := accs[kq]
+			if a == nil {
+				a = &acc{}
+				accs[kq] = a
+			}
+			if j.status == "CANCELLED" {
+				a.cancelled++
+				continue
+			}
+			a.row.add(j.status == "COMPLETED", j.started, j.wait, j.run)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	if err := tx.Exec("DELETE FROM sheaf_hours WHERE hour = "+k.ts, k.at(at)).Error; err != nil {
+		return err
+	}
+	for kq, a := range accs {
+		r := &a.row
+		r.finish()
+		if err := tx.Exec(`INSERT INTO sheaf_hours (hour, kind, queue, completed, failed, cancelled, wait_p50, wait_p95, run_p50, run_p95)
+			VALUES (`+k.ts+`, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, k.at(at), kq.kind, kq.queue, r.Completed, r.Failed, a.cancelled,
+			r.WaitP50.Seconds(), r.WaitP95.Seconds(), r.RunP50.Seconds(), r.RunP95.Seconds()).Error; err != nil {
+			return err
+		}
+	}
+	return k.hourFinal(tx, at, at.Add(time.Hour))
 }
 
 func firstErr(errs ...error) error {
@@ -166,9 +194,14 @@ func (s *sqlite) HoursFinal(ctx context.Context) (from, before time.Time, ok boo
 	return hoursFinal(ctx, s.gdb)
 }
 
-func hours(ctx context.Context, db *gorm.DB, from, to any, queue string) ([]ActivityRow, error) {
+func (s *mysql) HoursFinal(ctx context.Context) (from, before time.Time, ok bool, err error) {
+	return hoursFinal(ctx, s.gdb)
+}
+
+func (k keeping) hours(ctx context.Context, db *gorm.DB, from, to time.Time, queue string) ([]ActivityRow, error) {
 	rows, err := db.WithContext(ctx).Raw(`SELECT hour, completed, failed, wait_p50, wait_p95, run_p50, run_p95 FROM sheaf_hours
-		WHERE kind = '' AND queue = ? AND hour >= ? AND hour < ? AND completed + failed > 0 ORDER BY hour`, queue, from, to).Rows()
+		WHERE kind = '' AND queue = ? AND hour >= `+k.ts+` AND hour < `+k.ts+` AND completed + failed > 0 ORDER BY hour`,
+		queue, k.at(from), k.at(to)).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -191,33 +224,38 @@ func hours(ctx context.Context, db *gorm.DB, from, to any, queue string) ([]Acti
 }
 
 func (s *postgres) Hours(ctx context.Context, from, to time.Time, queue string) ([]ActivityRow, error) {
-	return hours(ctx, s.gdb, from.UTC(), to.UTC(), queue)
+	return pgKeeping.hours(ctx, s.gdb, from, to, queue)
 }
 
 func (s *sqlite) Hours(ctx context.Context, from, to time.Time, queue string) ([]ActivityRow, error) {
-	return hours(ctx, s.gdb, sqliteTime(from), sqliteTime(to), queue)
+	return sqliteKeeping.hours(ctx, s.gdb, from, to, queue)
 }
 
-func dropHours(tx *gorm.DB, before any) (int64, error) {
-	res := tx.Exec("DELETE FROM sheaf_hours WHERE hour < ?", before)
-	if res.Error != nil {
-		return 0, res.Error
-	}
-	return res.RowsAffected, tx.Exec("UPDATE sheaf_hours_final SET kept_from = ? WHERE kept_from < ?", before, before).Error
+func (s *mysql) Hours(ctx context.Context, from, to time.Time, queue string) ([]ActivityRow, error) {
+	return mysqlKeeping.hours(ctx, s.gdb, from, to, queue)
 }
 
-func (s *postgres) DropHours(ctx context.Context, before time.Time) (n int64, err error) {
-	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
-		n, err = dropHours(tx, before.UTC())
-		return err
+func (k keeping) dropHours(ctx context.Context, db *gorm.DB, tx func(context.Context, *gorm.DB, func(*gorm.DB) error) error,
+	before time.Time) (n int64, err error) {
+	err = tx(ctx, db, func(tx *gorm.DB) error {
+		res := tx.Exec("DELETE FROM sheaf_hours WHERE hour < "+k.ts, k.at(before))
+		if res.Error != nil {
+			return res.Error
+		}
+		n = res.RowsAffected
+		return tx.Exec("UPDATE sheaf_hours_final SET kept_from = "+k.ts+" WHERE kept_from < "+k.ts, k.at(before), k.at(before)).Error
 	})
 	return n, err
 }
 
-func (s *sqlite) DropHours(ctx context.Context, before time.Time) (n int64, err error) {
-	err = s.Tx(ctx, s.gdb, func(tx *gorm.DB) error {
-		n, err = dropHours(tx, sqliteTime(before))
-		return err
-	})
-	return n, err
+func (s *postgres) DropHours(ctx context.Context, before time.Time) (int64, error) {
+	return pgKeeping.dropHours(ctx, s.gdb, s.Tx, before)
+}
+
+func (s *sqlite) DropHours(ctx context.Context, before time.Time) (int64, error) {
+	return sqliteKeeping.dropHours(ctx, s.gdb, s.Tx, before)
+}
+
+func (s *mysql) DropHours(ctx context.Context, before time.Time) (int64, error) {
+	return mysqlKeeping.dropHours(ctx, s.gdb, s.Tx, before)
 }

@@ -27,6 +27,7 @@ type NewJob struct {
 	Metadata           []byte
 	RunAt              *time.Time
 	Delay              time.Duration
+	LimitKey           *string // the kind's partition key, for its limits (limits.go)
 }
 
 // insertSQL inserts many jobs from arrays, skips duplicates by idempotency
@@ -40,15 +41,15 @@ func insertJobs(with string) string {
 	return `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
-	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::bytea[])
+	                     $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::text[])
 		WITH ORDINALITY AS t(kind, queue, priority, payload, idempotency_key, correlation_id,
-		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, meta, ord)
+		                     max_attempts, backoff, run_at, delay_us, auth, run_id, period, meta, limit_key, ord)
 ), ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	                        max_attempts, backoff, run_at, auth, run_id, period, meta)
+	                        max_attempts, backoff, run_at, auth, run_id, period, meta, limit_key)
 	SELECT kind, queue, priority, payload::jsonb, idempotency_key, correlation_id,
 	       max_attempts, backoff::jsonb, coalesce(run_at, now() + delay_us * interval '1 microsecond'), auth::jsonb,
-	       run_id, period, meta
+	       run_id, period, meta, limit_key
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
@@ -65,20 +66,20 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 	prios, attempts := make([]int32, n), make([]int32, n)
 	keys, corrs, backoffs, auths := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	runIDs, periods, metas := make([]*string, n), make([]*string, n), make([][]byte, n)
-	runAts, delays := make([]*time.Time, n), make([]int64, n)
+	runAts, delays, limitKeys := make([]*time.Time, n), make([]int64, n), make([]*string, n)
 	for i, r := range jobs {
 		kinds[i], queues[i], payloads[i] = r.Kind, r.Queue, r.Payload
 		prios[i], attempts[i] = int32(r.Priority), int32(r.Attempts)
 		keys[i], corrs[i], backoffs[i], auths[i] = r.Key, r.Correlation, r.Backoff, r.Auth
 		runIDs[i], periods[i], metas[i] = r.RunID, r.Period, r.Metadata
-		runAts[i], delays[i] = r.RunAt, r.Delay.Microseconds()
+		runAts[i], delays[i], limitKeys[i] = r.RunAt, r.Delay.Microseconds(), r.LimitKey
 	}
 	query := insertSQL
 	if slices.ContainsFunc(jobs, func(j NewJob) bool { return j.RunID != nil }) {
 		query = insertRunSQL
 	}
 	return db.WithContext(ctx).Raw(query, kinds, queues, prios, payloads, keys, corrs,
-		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas).Scan(dest).Error
+		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas, limitKeys).Scan(dest).Error
 }
 
 // insertChildSQL inserts a dependency rule's child, unless its idempotency
@@ -91,9 +92,9 @@ func insertChild(with string) string {
 	return `
 WITH ins AS (
 	INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts,
-		backoff, run_at, auth, run_id, period, parent_ids, meta)
+		backoff, run_at, auth, run_id, period, parent_ids, meta, limit_key)
 	VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, ?::jsonb, coalesce(?::timestamptz, now() + ? * interval '1 microsecond'),
-		?::jsonb, ?, ?, ?::bigint[], ?::bytea)
+		?::jsonb, ?, ?, ?::bigint[], ?::bytea, ?)
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING *
 ), notified AS (` + notifyDue("ins") + `)` + with + `
@@ -117,12 +118,12 @@ func (*postgres) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, err
 	}
 	err := tx.Raw(query,
 		j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts,
-		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents), j.Metadata).Row().Scan(
+		j.Backoff, j.RunAt, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, IDListValue(parents), j.Metadata, j.LimitKey).Row().Scan(
 		&c.ID, &c.Kind, &c.Queue, &c.Priority, &c.RunID)
 	return c, err
 }
 
-var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period", "meta"}
+var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_id", "max_attempts", "backoff", "run_at", "auth", "run_id", "period", "meta", "limit_key"}
 
 // Copy inserts jobs, none with an idempotency key, with one binary COPY in
 // one transaction, notifies runners of the queues that got jobs due now,
@@ -163,7 +164,7 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 					metaOf, meta = r.Metadata, bytesOrNil(r.Metadata)
 				}
 				return []any{r.Kind, r.Queue, int16(r.Priority), json.RawMessage(r.Payload), r.Correlation,
-					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, meta}, nil
+					int32(r.Attempts), jsonOrNil(r.Backoff), runAt, jsonOrNil(r.Auth), r.RunID, r.Period, meta, r.LimitKey}, nil
 			})
 			var err error
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {

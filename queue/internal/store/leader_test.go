@@ -18,7 +18,10 @@ import (
 func expireLeadership(t *testing.T, st store.Store, db *gorm.DB) {
 	t.Helper()
 	q := "UPDATE sheaf_leader SET expires_at = now() - interval '1 second'"
-	if st.Dialect() == "sqlite" {
+	switch st.Dialect() {
+	case "mysql":
+		q = "UPDATE sheaf_leader SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+	case "sqlite":
 		q = fmt.Sprintf("UPDATE sheaf_leader SET expires_at = '%s'", time.Now().Add(-time.Second).UTC().Format(store.SQLiteTimeLayout))
 	}
 	require.NoError(t, db.Exec(q).Error)

@@ -93,7 +93,9 @@ func TestReadsSeeMetadataOfVersion6(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		for _, up := range st.Migrations()[:6] {
-			require.NoError(t, db.Exec(up).Error)
+			for _, stmt := range statements(st, up) {
+				require.NoError(t, db.Exec(stmt).Error)
+			}
 		}
 		meta := `{"traceparent": "` + tp + `", "tracestate": "a=b"}`
 		require.NoError(t, db.Exec(`INSERT INTO sheaf_jobs (kind, queue, payload, metadata) VALUES ('k', 'q', '{}', ?)`, meta).Error)

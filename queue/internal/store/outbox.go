@@ -95,6 +95,27 @@ var sqliteOutboxStarted = []string{
 END`,
 }
 
+// mysqlOutboxOn are SQLite's triggers in MariaDB's words: a trigger's
+// body is one statement, and a condition is the WHERE of an INSERT ...
+// SELECT.
+var mysqlOutboxOn = []string{
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_created AFTER INSERT ON sheaf_jobs FOR EACH ROW
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	VALUES (NEW.id, 'created', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `)`,
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_changed AFTER UPDATE ON sheaf_jobs FOR EACH ROW
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT NEW.id, CASE NEW.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(NEW.status) END, ` +
+		fmt.Sprintf(sqliteOutboxColumns, "CASE WHEN NEW.status IN ('QUEUED', 'FAILED') THEN NEW.last_error END") + `
+	FROM DUAL WHERE ` + outboxChanged,
+}
+
+var mysqlOutboxStarted = []string{
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_started AFTER UPDATE ON sheaf_jobs FOR EACH ROW
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT NEW.id, 'started', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `
+	FROM DUAL WHERE ` + outboxStartedWhen,
+}
+
 var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TRIGGER IF EXISTS sheaf_outbox_changed",
 	"DROP TRIGGER IF EXISTS sheaf_outbox_started"}
 
@@ -113,12 +134,15 @@ func EnableOutbox(ctx context.Context, st Store, db *gorm.DB, started bool) erro
 	if err != nil || (on && (withStarted || !started)) {
 		return err
 	}
-	pg, lite := pgOutboxOn, sqliteOutboxOn
+	pg, lite, liteStarted := pgOutboxOn, sqliteOutboxOn, sqliteOutboxStarted
+	if st.Dialect() == "mysql" {
+		lite, liteStarted = mysqlOutboxOn, mysqlOutboxStarted
+	}
 	if on {
 		pg, lite = nil, nil
 	}
 	if started {
-		pg, lite = append(slices.Clone(pg), pgOutboxStarted...), append(slices.Clone(lite), sqliteOutboxStarted...)
+		pg, lite = append(slices.Clone(pg), pgOutboxStarted...), append(slices.Clone(lite), liteStarted...)
 	}
 	return setOutbox(ctx, st, db, pg, lite, on)
 }
@@ -175,6 +199,10 @@ func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
 // exist, and whether its trigger of started events does.
 func outboxState(ctx context.Context, st Store, db *gorm.DB) (on, started bool, err error) {
 	q := `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
+	if st.Dialect() == "mysql" {
+		q = `SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+			AND trigger_name LIKE 'sheaf_outbox_%'`
+	}
 	if st.Dialect() == "postgres" {
 		q = `SELECT tgname FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname LIKE 'sheaf_outbox_%'`
 	}

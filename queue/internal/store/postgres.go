@@ -68,6 +68,9 @@ func isSheafTable(name string) bool {
 func undefined(err error) (string, bool) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if name, ok := mysqlUndefined(err); ok {
+			return name, true
+		}
 		return sqliteUndefined(err)
 	}
 	switch pe.Code {

@@ -117,27 +117,42 @@ type keeping struct {
 	json    string              // a bound JSON text
 	never   string              // a time before which nothing is: NULL, typed
 	lock    string              // what locks the rows a batch deletes
-	in      func(col string, ids []int64) (string, any)
+	upsert  string              // how the roll-up's row is replaced
+	in      func(col string, ids []int64) (string, []any)
 	// auditIn is a condition that an audit entry targets one of ids.
-	auditIn func(_ string, ids []int64) (string, any)
+	auditIn func(_ string, ids []int64) (string, []any)
 }
 
 var pgKeeping = keeping{
 	at: pgTime, ts: "CAST(? AS timestamptz)", day: "CAST(? AS date)", dayText: "to_char(%s, 'YYYY-MM-DD')",
-	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED",
-	in: func(col string, ids []int64) (string, any) {
-		return col + " = ANY(CAST(? AS bigint[]))", IDListValue(ids)
+	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED", upsert: excludedFinal,
+	in: func(col string, ids []int64) (string, []any) {
+		return col + " = ANY(CAST(? AS bigint[]))", []any{IDListValue(ids)}
 	},
-	auditIn: func(_ string, ids []int64) (string, any) {
-		return "target ->> 'job' = ANY(CAST(? AS text[]))", IDListValue(ids)
+	auditIn: func(_ string, ids []int64) (string, []any) {
+		return "target ->> 'job' = ANY(CAST(? AS text[]))", []any{IDListValue(ids)}
 	},
 }
 
+// keepingOf returns s's keeping.
+func keepingOf(s Store) keeping {
+	switch s.Dialect() {
+	case "sqlite":
+		return sqliteKeeping
+	case "mysql":
+		return mysqlKeeping
+	}
+	return pgKeeping
+}
+
+// excludedFinal replaces the roll-up's row on PostgreSQL and SQLite.
+const excludedFinal = "ON CONFLICT (id) DO UPDATE SET final_before = excluded.final_before"
+
 var sqliteKeeping = keeping{
-	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?", never: "NULL",
-	in: func(col string, ids []int64) (string, any) { return inList(col, "?"), jsonIDs(ids) },
-	auditIn: func(_ string, ids []int64) (string, any) {
-		return "CAST(target AS TEXT) ->> '$.job' IN (SELECT value FROM json_each(?))", jsonIDs(ids)
+	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?", never: "NULL", upsert: excludedFinal,
+	in: func(col string, ids []int64) (string, []any) { return inList(col, "?"), []any{jsonIDs(ids)} },
+	auditIn: func(_ string, ids []int64) (string, []any) {
+		return "CAST(target AS TEXT) ->> '$.job' IN (SELECT value FROM json_each(?))", []any{jsonIDs(ids)}
 	},
 }
 
@@ -282,11 +297,11 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	// target a filter or a list of jobs stay.
 	for _, del := range []struct {
 		table string
-		in    func(col string, ids []int64) (string, any)
+		in    func(col string, ids []int64) (string, []any)
 		col   string
 	}{{"sheaf_attempts", k.in, "job_id"}, {"sheaf_audit", k.auditIn, ""}, {JobsTable, k.in, "id"}} {
-		cond, arg := del.in(del.col, res.Deleted)
-		if err := tx.Exec("DELETE FROM "+del.table+" WHERE "+cond, arg).Error; err != nil {
+		cond, args := del.in(del.col, res.Deleted)
+		if err := tx.Exec("DELETE FROM "+del.table+" WHERE "+cond, args...).Error; err != nil {
 			return PruneResult{}, fmt.Errorf("prune %s: %w", del.table, err)
 		}
 	}
@@ -343,8 +358,7 @@ func (k keeping) putDay(tx *gorm.DB, day string, rows []DayRow, final bool) erro
 	if err != nil {
 		return err
 	}
-	return tx.Exec(`INSERT INTO sheaf_rollup (id, final_before) VALUES (1, `+k.day+`)
-		ON CONFLICT (id) DO UPDATE SET final_before = excluded.final_before`, d.AddDate(0, 0, 1).Format(DayLayout)).Error
+	return tx.Exec(`INSERT INTO sheaf_rollup (id, final_before) VALUES (1, `+k.day+`) `+k.upsert, d.AddDate(0, 0, 1).Format(DayLayout)).Error
 }
 
 func (k keeping) finalBefore(ctx context.Context, db *gorm.DB) (string, error) {

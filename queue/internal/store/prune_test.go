@@ -38,8 +38,11 @@ func remaining(t *testing.T, db *gorm.DB) []int64 {
 
 // jsonArg is a bound JSON text in st's SQL.
 func jsonArg(st store.Store) string {
-	if st.Dialect() == "sqlite" {
+	switch st.Dialect() {
+	case "sqlite":
 		return "CAST(? AS BLOB)"
+	case "mysql":
+		return "?"
 	}
 	return "CAST(? AS jsonb)"
 }

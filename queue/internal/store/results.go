@@ -18,6 +18,15 @@ func Key(id int64, claims int) int64 { return id<<20 + int64(claims)&(1<<20-1) }
 // keyID returns the job ID of a claim's key.
 func keyID(key int64) int64 { return key >> 20 }
 
+// keyIDs returns the job IDs of keys.
+func keyIDs(keys []int64) []int64 {
+	ids := make([]int64, len(keys))
+	for i, k := range keys {
+		ids[i] = keyID(k)
+	}
+	return ids
+}
+
 // claimKey is Key in SQL, for the rows of table alias a.
 func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
 
@@ -194,10 +203,7 @@ type JobRef struct {
 // PutBack puts orphans (see Renew) back in the queue by key, their attempt
 // uncounted, and returns the jobs it put back.
 func (h *held) PutBack(ctx context.Context, keys []int64, runner string) (_ []JobRef, err error) {
-	ids := make([]int64, len(keys))
-	for i, k := range keys {
-		ids[i] = keyID(k)
-	}
+	ids := keyIDs(keys)
 	rows, err := h.query(ctx, putBackSQL, ids, keys, runner)
 	if err != nil {
 		return nil, err

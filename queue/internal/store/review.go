@@ -12,8 +12,11 @@ import (
 
 // runSeconds is a job's run time in seconds, in dialect's SQL.
 func runSeconds(dialect string) string {
-	if dialect == "postgres" {
+	switch dialect {
+	case "postgres":
 		return "extract(epoch FROM completed_at - started_at)"
+	case "mysql":
+		return "TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) / 1e6"
 	}
 	return "(julianday(completed_at) - julianday(started_at)) * 86400.0"
 }

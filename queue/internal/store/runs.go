@@ -131,13 +131,17 @@ func liveRuns(ctx context.Context, db *gorm.DB, runs []runRow) ([]string, error)
 	var live []string
 	var probe []string
 	var args []any
+	text, bigint := "TEXT", "BIGINT"
+	if db.Dialector.Name() == "mysql" {
+		text, bigint = "CHAR", "SIGNED"
+	}
 	for _, r := range runs {
 		if !r.Counts.Valid || !r.MaxID.Valid {
 			live = append(live, r.RunID)
 			continue
 		}
 		// Each probe reads the run's newest entry of the run index.
-		probe = append(probe, "SELECT CAST(? AS TEXT) AS run_id, CAST(? AS BIGINT) AS kept, (SELECT max(id) FROM "+JobsTable+" WHERE run_id = ?) AS newest")
+		probe = append(probe, "SELECT CAST(? AS "+text+") AS run_id, CAST(? AS "+bigint+") AS kept, (SELECT max(id) FROM "+JobsTable+" WHERE run_id = ?) AS newest")
 		args = append(args, r.RunID, r.MaxID.Int64, r.RunID)
 	}
 	if len(probe) == 0 {
@@ -228,6 +232,16 @@ func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, 
 		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s)
 WHERE run_id = @run AND counts IS NULL
 	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
+	if s.Dialect() == "mysql" {
+		// MariaDB assigns no row of values: the counts join as a table.
+		keep = `UPDATE ` + RunsTable + ` r JOIN (
+	SELECT coalesce(JSON_OBJECTAGG(status, n), '{}') AS counts, max(last) AS last, coalesce(max(newest), 0) AS newest FROM (
+		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest
+		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s) a
+SET r.counts = a.counts, r.last_created = a.last, r.max_id = a.newest
+WHERE r.run_id = @run AND r.counts IS NULL
+	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
+	}
 	kept := 0
 	for _, run := range open {
 		var n int64

@@ -26,7 +26,7 @@ const JobsTable = "sheaf_jobs"
 var JobColumnNames = []string{"id", "kind", "queue", "status", "priority", "payload", "idempotency_key",
 	"correlation_id", "attempts", "max_attempts", "claims", "rescues", "run_at", "locked_until", "locked_by",
 	"created_at", "started_at", "completed_at", "processed", "total", "last_error", "auth", "run_id", "period",
-	"parent_ids", "output", "meta"}
+	"parent_ids", "output", "meta", "limit_key"}
 
 // jobColumns lists JobColumnNames for a SELECT, with meta read from
 // version 6's metadata column (as oldMeta converts it) for the jobs
@@ -365,8 +365,35 @@ BEGIN
 	RETURN NULL;
 END $$;
 `,
-	// 14 is another change's version, kept in step with it.
-	14: "\n",
+	14: `
+-- Limits across every runner (claimLimitedSQL enforces them): at most
+-- concurrency jobs running at once, and at most rate started per period,
+-- in a kind, a queue, or each partition key of a kind (limit_key, which
+-- the kind's key function wrote at enqueue). 0 is no limit of that sort. A
+-- limit declared at registration has changed_by ''; one an operator set
+-- names them, and declarations leave it alone.
+ALTER TABLE sheaf_jobs ADD COLUMN limit_key text;
+CREATE TABLE sheaf_limits (
+	scope       text        NOT NULL CHECK (scope IN ('kind', 'queue', 'key')),
+	target      text        NOT NULL,
+	concurrency integer     NOT NULL DEFAULT 0 CHECK (concurrency >= 0),
+	rate        integer     NOT NULL DEFAULT 0 CHECK (rate >= 0),
+	period_ms   bigint      NOT NULL DEFAULT 0 CHECK (period_ms >= 0),
+	suspended   boolean     NOT NULL DEFAULT false,
+	changed_by  text        NOT NULL DEFAULT '',
+	changed_at  timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (scope, target)
+);
+-- The starts of rate-limited scopes within their period, one row a start,
+-- written by the claim that starts them; claims delete what fell out.
+CREATE TABLE sheaf_limit_starts (
+	scope  text        NOT NULL,
+	target text        NOT NULL,
+	key    text        NOT NULL,
+	at     timestamptz NOT NULL
+);
+CREATE INDEX sheaf_limit_starts_at ON sheaf_limit_starts (scope, target, at);
+`,
 	15: `
 -- Hour roll-ups of finished jobs, for the activity charts once the jobs are
 -- pruned: per hour (UTC), kind and queue, and for all kinds of a queue

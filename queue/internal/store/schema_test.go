@@ -62,17 +62,35 @@ func TestMigrateLeavesANewerSchemaAlone(t *testing.T) {
 	})
 }
 
-// forEachStore runs test, in parallel, on a fresh PostgreSQL schema and a
-// fresh SQLite file.
+// statements splits a migration into what st runs in one call: MariaDB's
+// driver takes one statement at a time.
+func statements(st store.Store, up string) []string {
+	if st.Dialect() != "mysql" {
+		return []string{up}
+	}
+	var out []string
+	for _, s := range strings.Split(up, ";\n") {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// forEachStore runs test, in parallel, on a fresh PostgreSQL schema, a
+// fresh SQLite file and a fresh MariaDB database.
 func forEachStore(t *testing.T, test func(t *testing.T, st store.Store, db *gorm.DB)) {
 	t.Parallel()
-	for _, name := range []string{"postgres", "sqlite"} {
+	for _, name := range []string{"postgres", "sqlite", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var db *gorm.DB
-			if name == "postgres" {
+			switch name {
+			case "postgres":
 				db = pgtest.New(t).Gorm
-			} else {
+			case "mysql":
+				db = pgtest.NewMySQL(t).Gorm
+			default:
 				var err error
 				db, err = sqlitedb.Open(filepath.Join(t.TempDir(), "jobs.db"))
 				require.NoError(t, err)

@@ -34,6 +34,9 @@ type sqlite struct {
 	gdb    *gorm.DB
 	db     *sql.DB
 	shared *fileState
+
+	stmtsMu sync.Mutex
+	stmts   map[string]*sql.Stmt // see prepared
 }
 
 // fileState is what the stores on one database file in this process share.
@@ -149,6 +152,7 @@ func (s *sqlite) Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error
 // transaction that then rolled back, would act on what never happened.
 type afterCommit struct {
 	cancelled []int64 // running jobs it cancelled
+	due       []due   // jobs it made due (MariaDB; SQLite tells them at once)
 }
 
 type afterCommitKey struct{}
@@ -310,8 +314,13 @@ func (h *hub) unsubscribe(sub *subscriber) {
 // Listen delivers the process's own notifications. Another process's jobs
 // and cancellations are found by polling and lease renewal.
 func (s *sqlite) Listen(ctx context.Context, ready func(), each func(channel, payload string)) error {
-	sub := s.shared.hub.subscribe()
-	defer s.shared.hub.unsubscribe(sub)
+	return s.shared.hub.listen(ctx, ready, each)
+}
+
+// listen is Listen on h.
+func (h *hub) listen(ctx context.Context, ready func(), each func(channel, payload string)) error {
+	sub := h.subscribe()
+	defer h.unsubscribe(sub)
 	ready()
 	for {
 		select {
@@ -332,7 +341,13 @@ type due struct {
 	rescues  int
 }
 
-func (s *sqlite) notify(jobs []due) {
+func (s *sqlite) notify(jobs []due) { notifyHub(&s.shared.hub, jobs) }
+
+// notifyHub tells h's runners of the queues that got jobs due now.
+func notifyHub(h *hub, jobs []due) {
+	if len(jobs) == 0 {
+		return
+	}
 	t := now()
 	top := map[string]int{}
 	suspects := map[string]bool{}
@@ -347,9 +362,9 @@ func (s *sqlite) notify(jobs []due) {
 		}
 	}
 	for q, p := range top {
-		s.shared.hub.publish(JobsChannel, q+":"+strconv.Itoa(p))
+		h.publish(JobsChannel, q+":"+strconv.Itoa(p))
 	}
 	for q := range suspects {
-		s.shared.hub.publish(JobsChannel, q+":s")
+		h.publish(JobsChannel, q+":s")
 	}
 }

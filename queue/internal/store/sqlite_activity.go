@@ -36,7 +36,7 @@ func (s *sqlite) Activity(ctx context.Context, start, end time.Time, bucket time
 		return nil, err
 	}
 	defer rows.Close()
-	buckets := map[int64]*ActivityRow{}
+	b := activityBuckets{start: start, bucket: bucket}
 	var completed bool
 	var done, runAt, started sql.RawBytes
 	for rows.Next() {
@@ -47,14 +47,8 @@ func (s *sqlite) Activity(ctx context.Context, start, end time.Time, bucket time
 		if err != nil {
 			return nil, err
 		}
-		i := int64(d.Sub(start) / bucket)
-		r := buckets[i]
-		if r == nil {
-			r = &ActivityRow{Start: start.Add(time.Duration(i) * bucket)}
-			buckets[i] = r
-		}
 		if started == nil {
-			r.add(completed, false, 0, 0)
+			b.add(completed, d, time.Time{}, nil)
 			continue
 		}
 		due, err := parseStamp(runAt)
@@ -65,17 +59,49 @@ func (s *sqlite) Activity(ctx context.Context, start, end time.Time, bucket time
 		if err != nil {
 			return nil, err
 		}
-		r.add(completed, true, st.Sub(due), d.Sub(st))
+		b.add(completed, d, due, &st)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]ActivityRow, 0, len(buckets))
-	for _, i := range slices.Sorted(maps.Keys(buckets)) {
-		buckets[i].finish()
-		out = append(out, *buckets[i])
+	return b.rows(), nil
+}
+
+// activityBuckets buckets finished jobs, for the stores that compute the
+// percentiles in the process.
+type activityBuckets struct {
+	start  time.Time
+	bucket time.Duration
+	m      map[int64]*ActivityRow
+}
+
+// add counts a job that finished at done, due at runAt and started at
+// started (nil: never started).
+func (b *activityBuckets) add(completed bool, done, runAt time.Time, started *time.Time) {
+	i := int64(done.Sub(b.start) / b.bucket)
+	if b.m == nil {
+		b.m = map[int64]*ActivityRow{}
 	}
-	return out, nil
+	r := b.m[i]
+	if r == nil {
+		r = &ActivityRow{Start: b.start.Add(time.Duration(i) * b.bucket)}
+		b.m[i] = r
+	}
+	if started == nil {
+		r.add(completed, false, 0, 0)
+		return
+	}
+	r.add(completed, true, started.Sub(runAt), done.Sub(*started))
+}
+
+// rows returns the buckets in order, their percentiles computed.
+func (b *activityBuckets) rows() []ActivityRow {
+	out := make([]ActivityRow, 0, len(b.m))
+	for _, i := range slices.Sorted(maps.Keys(b.m)) {
+		b.m[i].finish()
+		out = append(out, *b.m[i])
+	}
+	return out
 }
 
 // parseStamp reads a time the store wrote, in timeLayout, by the digits'

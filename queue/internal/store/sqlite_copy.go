@@ -52,6 +52,7 @@ var sqliteCopyColumns = []copyColumn{
 	optionalText("period", func(j *NewJob) *string { return j.Period }),
 	{"meta", func(j *NewJob, _ time.Time) any { return bytesOrNil(j.Metadata) },
 		func(a, b *NewJob, _ time.Time) bool { return bytes.Equal(a.Metadata, b.Metadata) }},
+	optionalText("limit_key", func(j *NewJob) *string { return j.LimitKey }),
 }
 
 // optionalText is a column of text that a job may lack. Its value is the

@@ -19,10 +19,10 @@ import (
 // created at ?2, skipping those whose idempotency key is taken.
 const sqliteInsertSQL = `
 INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id, max_attempts, backoff,
-	run_at, created_at, auth, run_id, period, parent_ids, meta)
+	run_at, created_at, auth, run_id, period, parent_ids, meta, limit_key)
 SELECT value ->> 'kind', value ->> 'queue', value ->> 'priority', CAST(value ->> 'payload' AS BLOB), value ->> 'key', value ->> 'corr',
 	value ->> 'attempts', value ->> 'backoff', value ->> 'run_at', ?2, value ->> 'auth', value ->> 'run_id', value ->> 'period',
-	value ->> 'parents', unhex(value ->> 'meta')
+	value ->> 'parents', unhex(value ->> 'meta'), value ->> 'limit_key'
 FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, queue, priority, run_at, rescues`
@@ -45,12 +45,13 @@ func insertJSON(jobs []NewJob, t time.Time, parents []int64) (string, error) {
 		Period   *string `json:"period"`
 		Parents  any     `json:"parents"`
 		Meta     *string `json:"meta"` // hex
+		LimitKey *string `json:"limit_key"`
 	}
 	rows := make([]row, len(jobs))
 	for i, j := range jobs {
 		rows[i] = row{Kind: j.Kind, Queue: j.Queue, Priority: j.Priority, Payload: j.Payload, Key: j.Key, Corr: j.Correlation,
 			Attempts: j.Attempts, Backoff: j.Backoff, RunAt: sqliteTime(runAt(j, t)), Auth: j.Auth, RunID: j.RunID, Period: j.Period,
-			Parents: IDListValue(parents)}
+			Parents: IDListValue(parents), LimitKey: j.LimitKey}
 		if j.Metadata != nil {
 			h := hex.EncodeToString(j.Metadata)
 			rows[i].Meta = &h

@@ -57,6 +57,9 @@ func jsonStrings(l []string) string {
 }
 
 func (c sqliteConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
+	if cl.Limited {
+		return c.s.claimLimited(ctx, cl, false, []string{cl.Queue})
+	}
 	t := now()
 	return c.s.claimed(ctx, sqliteClaimSQL, sqliteTime(t), sqliteTime(t.Add(cl.Lease)), cl.Runner, cl.Queue,
 		jsonStrings(cl.ClosedKinds), cl.N)
@@ -74,24 +77,30 @@ func (s *sqlite) claimed(ctx context.Context, query string, args ...any) (out []
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var j Claimed
-			var created, started, runAt sqlTime
-			var payload, backoff, auth sql.NullString
-			var meta sql.RawBytes
-			if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
-				&j.MaxAttempts, &backoff, &created, &started, &auth, &runAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
-				&meta); err != nil {
-				return err
-			}
-			j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
-			j.CreatedAt, j.StartedAt, j.RunAt = created.t, started.ptr(), runAt.t
-			out = append(out, j)
-		}
-		return rows.Err()
+		out, err = scanSQLiteClaimed(rows)
+		return err
 	})
 	return out, err
+}
+
+// scanSQLiteClaimed reads the jobs a claim returns, and closes rows.
+func scanSQLiteClaimed(rows *sql.Rows) (out []Claimed, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var j Claimed
+		var created, started, runAt sqlTime
+		var payload, backoff, auth sql.NullString
+		var meta sql.RawBytes
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
+			&j.MaxAttempts, &backoff, &created, &started, &auth, &runAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
+			&meta); err != nil {
+			return nil, err
+		}
+		j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
+		j.CreatedAt, j.StartedAt, j.RunAt = created.t, started.ptr(), runAt.t
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
 
 func bytesOf(s sql.NullString) []byte {
@@ -231,10 +240,7 @@ func (c sqliteConn) Renew(ctx context.Context, lease time.Duration, ids, keys []
 }
 
 func (c sqliteConn) PutBack(ctx context.Context, keys []int64, runner string) (out []JobRef, err error) {
-	ids := make([]int64, len(keys))
-	for i, k := range keys {
-		ids[i] = keyID(k)
-	}
+	ids := keyIDs(keys)
 	var back []due
 	err = c.s.writing(ctx, func() error {
 		rows, err := c.s.db.QueryContext(ctx, `UPDATE sheaf_jobs SET status = 'QUEUED',

@@ -250,7 +250,28 @@ CREATE TABLE sheaf_outbox (
 	at             TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
 );
 `,
-	14: "\n",
+	14: `
+-- Limits, as on PostgreSQL.
+ALTER TABLE sheaf_jobs ADD COLUMN limit_key TEXT;
+CREATE TABLE sheaf_limits (
+	scope       TEXT      NOT NULL CHECK (scope IN ('kind', 'queue', 'key')),
+	target      TEXT      NOT NULL,
+	concurrency INTEGER   NOT NULL DEFAULT 0 CHECK (concurrency >= 0),
+	rate        INTEGER   NOT NULL DEFAULT 0 CHECK (rate >= 0),
+	period_ms   INTEGER   NOT NULL DEFAULT 0 CHECK (period_ms >= 0),
+	suspended   BOOLEAN   NOT NULL DEFAULT false,
+	changed_by  TEXT      NOT NULL DEFAULT '',
+	changed_at  TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `),
+	PRIMARY KEY (scope, target)
+);
+CREATE TABLE sheaf_limit_starts (
+	scope  TEXT      NOT NULL,
+	target TEXT      NOT NULL,
+	key    TEXT      NOT NULL,
+	at     TIMESTAMP NOT NULL
+);
+CREATE INDEX sheaf_limit_starts_at ON sheaf_limit_starts (scope, target, at);
+`,
 	15: `
 -- Hour roll-ups, as on PostgreSQL.
 CREATE TABLE sheaf_hours (

@@ -26,10 +26,7 @@ const (
 // job counts where it finished, so a job retried after its day was rolled
 // up counts there and again as it stands now.
 func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error) {
-	k := pgKeeping
-	if s.Dialect() == "sqlite" {
-		k = sqliteKeeping
-	}
+	k := keepingOf(s)
 	var out []KindCount
 	if err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + activeStatuses +
 		" GROUP BY kind, status").Scan(&out).Error; err != nil {

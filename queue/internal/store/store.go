@@ -19,7 +19,7 @@ import (
 // Methods that take a tx run inside a transaction that Tx began (or a
 // caller's, for the client's Tx); the others run on their own.
 type Store interface {
-	// Dialect names the database: "postgres" or "sqlite".
+	// Dialect names the database: "postgres", "sqlite" or "mysql".
 	Dialect() string
 
 	// Migrate brings the schema up to SchemaVersion and returns the
@@ -142,6 +142,14 @@ type Store interface {
 
 	Keeper // pruning and day roll-ups (prune.go)
 	Hourly // hour roll-ups (hours.go)
+
+	// Limits across every runner (limits.go). SetLimit writes a limit,
+	// unless one an operator set stands against a declared one (ChangedBy
+	// ""), and says whether it wrote; RemoveLimit deletes one or returns
+	// ErrNoLimit; Limits reads them all with their use.
+	SetLimit(ctx context.Context, db *gorm.DB, l Limit) (bool, error)
+	RemoveLimit(ctx context.Context, db *gorm.DB, scope, target string) error
+	Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error)
 }
 
 // Conn is a connection one of a runner's loops keeps for itself. It is
@@ -150,6 +158,12 @@ type Store interface {
 type Conn interface {
 	Claim(ctx context.Context, c Claim) ([]Claimed, error)
 	ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error)
+	// ClaimSuspectLimited is ClaimSuspect within the limits in force,
+	// for c's Lease, Runner and ClosedKinds (limits.go).
+	ClaimSuspectLimited(ctx context.Context, queues []string, c Claim) ([]Claimed, error)
+	// ActiveLimits returns the limits in force, for a runner to know which
+	// of its claims a limit may touch.
+	ActiveLimits(ctx context.Context) ([]Limit, error)
 	Complete(ctx context.Context, ids, keys []int64) ([]int64, error)
 	CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error)
 	Fail(ctx context.Context, f Failures) ([]int64, error)
@@ -164,7 +178,8 @@ type Conn interface {
 	Close()
 }
 
-// Open returns the store of db's database, PostgreSQL or SQLite.
+// Open returns the store of db's database, PostgreSQL, SQLite or MariaDB
+// (gorm's dialector "mysql").
 func Open(db *gorm.DB) (Store, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -175,8 +190,10 @@ func Open(db *gorm.DB) (Store, error) {
 		return &postgres{gdb: db, db: sqlDB}, nil
 	case "sqlite":
 		return openSQLite(db, sqlDB)
+	case "mysql":
+		return openMySQL(db, sqlDB)
 	default:
-		return nil, fmt.Errorf("%w: the queue runs on PostgreSQL or SQLite, not %q", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w: the queue runs on PostgreSQL, SQLite or MariaDB, not %q", ErrUnsupported, name)
 	}
 }
 
@@ -264,16 +281,26 @@ func (f Filter) apply(q *gorm.DB, at func(time.Time) any) *gorm.DB {
 		cond, args := runAtLeast(q.Dialector.Name(), f.RunAtLeast)
 		q = q.Where(cond, args...)
 	}
+	mysql := q.Dialector.Name() == "mysql"
 	if f.Childless != "" {
-		q = q.Where("NOT EXISTS (SELECT 1 FROM "+JobsTable+" c WHERE c.idempotency_key = CAST(? AS TEXT) || CAST("+JobsTable+".id AS TEXT))", f.Childless)
+		child := "CAST(? AS TEXT) || CAST(" + JobsTable + ".id AS TEXT)"
+		if mysql {
+			child = "CONCAT(?, " + JobsTable + ".id)"
+		}
+		q = q.Where("NOT EXISTS (SELECT 1 FROM "+JobsTable+" c WHERE c.idempotency_key = "+child+")", f.Childless)
 	}
 	if f.Search != "" {
-		like, payload := "ILIKE", "payload::text"
-		if q.Dialector.Name() != "postgres" {
+		like, payload, escape := "ILIKE", "payload::text", `'\'`
+		switch q.Dialector.Name() {
+		case "sqlite":
 			like, payload = "LIKE", "CAST(payload AS TEXT)" // SQLite's LIKE ignores the case of ASCII letters
+		case "mysql":
+			// The columns' collation ignores case; a backslash in a
+			// string is an escape there, so it is written twice.
+			like, payload, escape = "LIKE", "payload", `'\\'`
 		}
 		pattern := "%" + likeEscaper.Replace(f.Search) + "%"
-		q = q.Where("(last_error "+like+" ? ESCAPE '\\' OR "+payload+" "+like+" ? ESCAPE '\\')", pattern, pattern)
+		q = q.Where("(last_error "+like+" ? ESCAPE "+escape+" OR "+payload+" "+like+" ? ESCAPE "+escape+")", pattern, pattern)
 	}
 	return q
 }

@@ -37,10 +37,23 @@ type TickRow struct {
 	Jobs       int
 }
 
+// doNothing is the clause of an INSERT that leaves a row whose key (the
+// columns cols) is taken as it is, in s's SQL.
+func doNothing(s Store, cols string) string {
+	if s.Dialect() == "mysql" {
+		first, _, _ := strings.Cut(cols, ",")
+		return "ON DUPLICATE KEY UPDATE " + first + " = " + first
+	}
+	return "ON CONFLICT (" + cols + ") DO NOTHING"
+}
+
 // timeArg returns how s's statements take a time.
 func timeArg(s Store) func(time.Time) any {
-	if s.Dialect() == "sqlite" {
+	switch s.Dialect() {
+	case "sqlite":
 		return sqliteTime
+	case "mysql":
+		return mysqlTime
 	}
 	return pgTime
 }
@@ -67,7 +80,7 @@ func RecordTicks(s Store, tx *gorm.DB, rows []TickRow) error {
 			}
 		}
 		q := "INSERT INTO " + TicksTable + " (schedule, at, outcome, recorded_at, run_id, jobs) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", n), ", ") + " ON CONFLICT (schedule, at) DO NOTHING"
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", n), ", ") + " " + doNothing(s, "schedule, at")
 		if err := tx.Exec(q, args...).Error; err != nil {
 			return fmt.Errorf("record ticks: %w", err)
 		}
@@ -85,7 +98,7 @@ func RecordTicks(s Store, tx *gorm.DB, rows []TickRow) error {
 // ticks from last on and says it was started at started.
 func StartSchedule(s Store, tx *gorm.DB, name string, last, started time.Time) error {
 	at := timeArg(s)
-	return tx.Exec("INSERT INTO "+SchedulesTable+" (name, last_tick, started_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+	return tx.Exec("INSERT INTO "+SchedulesTable+" (name, last_tick, started_at) VALUES (?, ?, ?) "+doNothing(s, "name"),
 		name, at(last), at(started)).Error
 }
 

@@ -1,0 +1,164 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// limitView is a limit with its use now.
+type limitView struct {
+	limitRequest
+	// By is who set it: empty for a limit the registration declared.
+	By        string    `json:"by"`
+	ChangedAt time.Time `json:"changed_at"`
+	// Running and Started are the jobs of its scope running now and
+	// started in the last period; for a key limit, of its busiest key.
+	Running int    `json:"running"`
+	Started int    `json:"started"`
+	Key     string `json:"key,omitempty"`
+	Reached bool   `json:"reached"`
+	// Use says it in words: "limit kind report reached (5 of 5 running)".
+	Use string `json:"use"`
+}
+
+type limitsResponse struct {
+	Limits []limitView `json:"limits"`
+}
+
+// limitRequest sets a limit (POST /api/limits), or names one to remove.
+type limitRequest struct {
+	Scope       queue.LimitScope `json:"scope"`
+	Target      string           `json:"target"`
+	Concurrency int              `json:"concurrency"`
+	Rate        int              `json:"rate"`
+	PerSeconds  float64          `json:"per_seconds"`
+	Suspended   bool             `json:"suspended"`
+}
+
+func (c *console) limitRoutes() []route {
+	return []route{
+		{Method: "GET", Pattern: "/api/limits", Action: ActionRead, Response: limitsResponse{},
+			Summary: "Every limit across the runners, with its use now: jobs of its scope running, and started in its period.",
+			handle:  c.listLimits},
+		{Method: "POST", Pattern: "/api/limits", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
+			Summary: "Set a limit (scope kind, queue or key; its target, the kind or queue), replacing any, or suspend " +
+				"one (suspended: true keeps it without enforcing it). Runners everywhere apply it within a poll interval.",
+			handle: c.setLimit},
+		{Method: "POST", Pattern: "/api/limits/remove", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
+			Summary: "Remove the limit of a scope and target; a runner that declares it writes it again when it starts.",
+			handle:  c.removeLimit},
+	}
+}
+
+func (c *console) listLimits(r *http.Request, _ Access) (int, any, error) {
+	ls, err := c.limitViews(r.Context())
+	return http.StatusOK, limitsResponse{Limits: ls}, err
+}
+
+func (c *console) limitViews(ctx context.Context) ([]limitView, error) {
+	ls, err := c.client.Limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]limitView, len(ls))
+	for i, u := range ls {
+		out[i] = limitView{limitRequest: limitRequest{Scope: u.Scope, Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
+			PerSeconds: u.Per.Seconds(), Suspended: u.Suspended}, By: u.By, ChangedAt: u.ChangedAt, Running: u.Running, Started: u.Started, Key: u.Key,
+			Reached: u.Reached(), Use: u.String()}
+	}
+	return out, nil
+}
+
+func (c *console) setLimit(r *http.Request, acc Access) (int, any, error) {
+	var req limitRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	ch := changeOf(r)
+	ch.action, ch.target = "limit", map[string]any{"scope": req.Scope, "target": req.Target, "concurrency": req.Concurrency,
+		"rate": req.Rate, "per_seconds": req.PerSeconds, "suspended": req.Suspended}
+	by := acc.Actor
+	if by == "" {
+		by = "console"
+	}
+	l := queue.Limit{Scope: req.Scope, Target: req.Target, Concurrency: req.Concurrency, Rate: req.Rate,
+		Per: time.Duration(req.PerSeconds * float64(time.Second)), Suspended: req.Suspended, By: by}
+	if err := c.client.SetLimit(r.Context(), l); err != nil {
+		return 0, nil, err
+	}
+	return c.listLimits(r, acc)
+}
+
+func (c *console) removeLimit(r *http.Request, acc Access) (int, any, error) {
+	var req limitRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	ch := changeOf(r)
+	ch.action, ch.target = "remove limit", map[string]any{"scope": req.Scope, "target": req.Target}
+	err := c.client.RemoveLimit(r.Context(), req.Scope, req.Target)
+	if errors.Is(err, queue.ErrNoLimit) {
+		return 0, nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return c.listLimits(r, acc)
+}
+
+// limitsData is the limits page.
+type limitsData struct {
+	Limits []limitView
+	// CanChange shows the buttons that suspend and resume limits.
+	CanChange bool
+}
+
+func (c *console) limitsHTML(r *http.Request, acc Access) (pageBody, error) {
+	ls, err := c.limitViews(r.Context())
+	if err != nil {
+		return pageBody{}, err
+	}
+	return pageBody{Title: "Limits", Data: limitsData{Limits: ls, CanChange: acc.Pause}, LiveMS: liveFast}, nil
+}
+
+// limitsHolding says which limits hold QUEUED job j back now.
+func (c *console) limitsHolding(ctx context.Context, j jobView) ([]string, error) {
+	ls, err := c.client.Limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return holding(ls, j.Kind, j.Queue, j.LimitKey), nil
+}
+
+// holding says which of ls hold back a due job of kind on queue with
+// partition key limitKey: those of its kind, its queue, and its key that
+// have no room left, as queue.LimitUse.String says them.
+func holding(ls []queue.LimitUse, kind, queueName string, limitKey *string) []string {
+	key := ""
+	if limitKey != nil {
+		key = *limitKey
+	}
+	var out []string
+	for _, u := range ls {
+		switch {
+		case u.Scope == queue.ScopeKind && u.Target == kind, u.Scope == queue.ScopeQueue && u.Target == queueName:
+		case u.Scope == queue.ScopeKey && u.Target == kind:
+			u.Key, u.Running, u.Started = key, 0, 0
+			for _, k := range u.Keys {
+				if k.Key == key {
+					u.Running, u.Started = k.Running, k.Started
+				}
+			}
+		default:
+			continue
+		}
+		if u.Reached() {
+			out = append(out, u.String())
+		}
+	}
+	return out
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Limits across every runner: at most Concurrency jobs PROCESSING at once,
+// and at most Rate started in any Period, in a scope: a kind, a queue, or
+// each partition key of a kind (the jobs' limit_key). They are enforced by
+// the claim statements themselves (claimLimited), so a runner never claims
+// what a limit forbids, and the slots of a dead runner come back with the
+// rescue of its jobs: a scope's use is the count of its PROCESSING rows,
+// never a counter kept beside them.
+//
+// A claim for a queue that no limit can touch runs claimSQL as before. A
+// claim that a limit can touch locks the limits' rows first, in one order,
+// in a transaction of its own: two runners that claimed at once would
+// otherwise both count 4 running of 5 and start one each.
+
+// The scopes of a limit.
+const (
+	ScopeKind  = "kind"  // jobs of the kind Target
+	ScopeQueue = "queue" // jobs of the queue Target
+	ScopeKey   = "key"   // jobs of the kind Target, each partition key apart
+)
+
+// Limit is a row of sheaf_limits. Zero Concurrency or Rate is no limit of
+// that sort.
+type Limit struct {
+	Scope, Target string
+	Concurrency   int
+	Rate          int
+	Period        time.Duration
+	Suspended     bool
+	ChangedBy     string // "" for a limit declared at registration
+	ChangedAt     time.Time
+}
+
+// LimitUse is a limit's use: the jobs of its scope running, and those
+// started in the last Period. For a ScopeKey limit they are of its busiest
+// key, Key, and Keys holds every key in use, busiest first.
+type LimitUse struct {
+	Limit
+	Key              string
+	Running, Started int
+	Keys             []KeyUse
+}
+
+// KeyUse is the use of one partition key of a ScopeKey limit.
+type KeyUse struct {
+	Key              string
+	Running, Started int
+}
+
+// limitCandidates is how many due jobs a limited claim looks at for each
+// slot it fills: those a limit forbids are passed over, up to this many.
+const limitCandidates = 4
+
+// limitColumns are what the claims read of a limit.
+const limitColumns = `scope, target, concurrency, rate, period_ms`
+
+// lockLimitsSQL locks, in one order, the limits that apply to a claim on
+// queue $1, and reads them as they are once no other claim holds them.
+const lockLimitsSQL = `SELECT ` + limitColumns + ` FROM sheaf_limits
+WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR target = ANY($1))
+ORDER BY scope, target FOR UPDATE`
+
+// limitUse is the SQL of the use of each limited scope, as WITH items
+// after lim (the limits, as scope, target, conc, rate, period_ms): running
+// counts the PROCESSING jobs of each scope (and key) that has any, started
+// the starts within the period, used lists the scopes and keys in use and
+// every scope that has no keys. ago(p) is the time p milliseconds ago.
+func limitUse(ago func(string) string) string {
+	return `running AS (
+	SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(j.limit_key, '') ELSE '' END AS key, count(*) AS n
+	FROM lim l JOIN sheaf_jobs j ON j.locked_until IS NOT NULL AND j.status = 'PROCESSING'
+		AND (CASE WHEN l.scope = 'queue' THEN j.queue ELSE j.kind END) = l.target
+	GROUP BY l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(j.limit_key, '') ELSE '' END
+), started AS (
+	SELECT s.scope, s.target, s.key, count(*) AS n
+	FROM lim l JOIN sheaf_limit_starts s ON s.scope = l.scope AND s.target = l.target AND s.at > ` + ago("l.period_ms") + `
+	GROUP BY s.scope, s.target, s.key
+), used AS (
+	SELECT scope, target, '' AS key FROM lim WHERE scope <> 'key'
+	UNION SELECT scope, target, key FROM running
+	UNION SELECT scope, target, key FROM started
+)`
+}
+
+// limitRoom is the SQL of what each scope (and key) in use may still
+// start, a WITH item after limitUse's; least is the dialect's two-value
+// minimum. A key that nothing uses has its limit's whole room (see
+// limitPick).
+func limitRoom(least string) string {
+	return `room AS (
+	SELECT u.scope, u.target, u.key,
+		` + least + `(CASE WHEN l.conc > 0 THEN l.conc - coalesce(r.n, 0) ELSE 1000000000 END,
+			CASE WHEN l.rate > 0 THEN l.rate - coalesce(s.n, 0) ELSE 1000000000 END) AS n
+	FROM used u JOIN lim l ON l.scope = u.scope AND l.target = u.target
+	LEFT JOIN running r ON r.scope = u.scope AND r.target = u.target AND r.key = u.key
+	LEFT JOIN started s ON s.scope = u.scope AND s.target = u.target AND s.key = u.key
+)`
+}
+
+// limitFull is the condition that a job j is of a scope with no room left.
+const limitFull = `EXISTS (SELECT 1 FROM room r WHERE r.n <= 0 AND (r.scope = 'queue' AND r.target = j.queue
+	OR r.scope = 'kind' AND r.target = j.kind OR r.scope = 'key' AND r.target = j.kind AND r.key = coalesce(j.limit_key, '')))`
+
+// limitPick is the SQL of the jobs a limited claim takes of the candidates
+// in cand (id, kind, queue, key, priority, run_at), in claim order: as many
+// of each scope as its room allows, at most $2 in all.
+func limitPick(least, n string) string {
+	return `ranked AS (
+	SELECT c.id, c.kind, c.queue, c.key,
+		row_number() OVER (ORDER BY c.priority DESC, c.run_at, c.id) AS in_all,
+		row_number() OVER (PARTITION BY c.queue ORDER BY c.priority DESC, c.run_at, c.id) AS in_queue,
+		row_number() OVER (PARTITION BY c.kind ORDER BY c.priority DESC, c.run_at, c.id) AS in_kind,
+		row_number() OVER (PARTITION BY c.kind, c.key ORDER BY c.priority DESC, c.run_at, c.id) AS in_key
+	FROM cand c
+), pick AS (
+	SELECT k.id FROM ranked k
+	WHERE k.in_queue <= coalesce((SELECT n FROM room WHERE scope = 'queue' AND target = k.queue), k.in_queue)
+		AND k.in_kind <= coalesce((SELECT n FROM room WHERE scope = 'kind' AND target = k.kind), k.in_kind)
+		AND k.in_key <= coalesce((SELECT n FROM room WHERE scope = 'key' AND target = k.kind AND key = k.key),
+			(SELECT ` + least + `(CASE WHEN conc > 0 THEN conc ELSE 1000000000 END, CASE WHEN rate > 0 THEN rate ELSE 1000000000 END)
+				FROM lim WHERE scope = 'key' AND target = k.kind), k.in_key)
+	ORDER BY k.in_all LIMIT ` + n + `
+)`
+}
+
+// pgLim reads the limits a Go caller binds as arrays $6 to $10.
+const pgLim = `lim AS (
+	SELECT * FROM unnest($6::text[], $7::text[], $8::int[], $9::int[], $10::bigint[]) AS l(scope, target, conc, rate, period_ms)
+)`
+
+// claimLimitedSQL claims like claimSQL within the limits $6 to $10, looking
+// at no more than $11 due jobs, passing over those a full scope holds
+// ($1 to $5 as claimSQL's); claimLimitedSuspectSQL is claimSuspectSQL's
+// (queues $1) within them. Each also records the starts of rate-limited
+// scopes, and deletes those that fell out of their period.
+var claimLimitedSQL, claimLimitedFromSQL, claimLimitedSuspectSQL = pgClaimLimited(false, false), pgClaimLimited(false, true),
+	pgClaimLimited(true, false)
+
+// pgCandidates is the WITH item cand of the due jobs a limited claim looks
+// at: those where (a condition on j) allows, in claim order, passing over
+// those of full scopes, at most $11. From a cursor ($12 to $15, as
+// claimFromSQL's $5 to $8) it reads the claim index from there, in the
+// branches claimFromSQL reads.
+func pgCandidates(where string, cursor bool) string {
+	cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= now() AND NOT kind = ANY($5) AND NOT ` + limitFull
+	branch := func(name, extra string) string {
+		return name + ` AS (
+	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM sheaf_jobs j
+	WHERE ` + cond + extra + `
+	ORDER BY priority DESC, run_at, id LIMIT $11 FOR UPDATE OF j SKIP LOCKED
+)`
+	}
+	if !cursor {
+		return branch("cand", "")
+	}
+	return branch("higher", " AND $12 AND priority > $13") + ", " + branch("onward", " AND priority = $13 AND (run_at, id) > ($14, $15)") +
+		", " + branch("lower", " AND priority < $13") + `, cand AS (
+	SELECT * FROM higher UNION ALL SELECT * FROM onward UNION ALL SELECT * FROM lower LIMIT $11
+)`
+}
+
+func pgClaimLimited(suspect, cursor bool) string {
+	// Started at the clock's time, not the transaction's: a claim that
+	// waited for the limits' lock starts its jobs after the starts it
+	// waited for, as the rate limits count them.
+	where, set := `rescues = 0 AND queue = $1`, strings.Replace(claimSet, "started_at = now()", "started_at = clock_timestamp()", 1)
+	if suspect {
+		where = `rescues > 0 AND queue = ANY($1)`
+		set = `status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,
+	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
+	}
+	ago := func(p string) string { return `clock_timestamp() - ` + p + ` * interval '1 millisecond'` }
+	return `
+WITH ` + pgLim + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor) + `, ` + limitPick("least", "$2") + `, claimed AS (
+	UPDATE sheaf_jobs j SET ` + set + `
+	FROM pick WHERE j.id = pick.id
+	RETURNING ` + claimColumns + ` AS meta, j.limit_key
+), logged AS (
+	INSERT INTO sheaf_limit_starts (scope, target, key, at)
+	SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, clock_timestamp()
+	FROM claimed c JOIN lim l ON l.rate > 0 AND (CASE WHEN l.scope = 'queue' THEN c.queue ELSE c.kind END) = l.target
+), forgotten AS (
+	DELETE FROM sheaf_limit_starts s USING lim l
+	WHERE s.scope = l.scope AND s.target = l.target AND s.at <= ` + ago("l.period_ms") + `
+)
+SELECT id, kind, queue, priority, payload, correlation_id, attempts, claims, rescues, max_attempts, backoff, created_at,
+	started_at, auth, run_at, run_id, period, parent_ids, total, meta FROM claimed`
+}
+
+// limitArrays are limits as the arrays pgLim binds.
+func limitArrays(ls []Limit) (scopes, targets []string, conc, rate []int32, periods []int64) {
+	for _, l := range ls {
+		scopes, targets = append(scopes, l.Scope), append(targets, l.Target)
+		conc, rate = append(conc, int32(l.Concurrency)), append(rate, int32(l.Rate))
+		periods = append(periods, l.Period.Milliseconds())
+	}
+	return scopes, targets, conc, rate, periods
+}
+
+// scanLimits reads rows of limitColumns.
+func scanLimits(rows *sql.Rows) ([]Limit, error) {
+	defer rows.Close()
+	var out []Limit
+	for rows.Next() {
+		var l Limit
+		var ms int64
+		if err := rows.Scan(&l.Scope, &l.Target, &l.Concurrency, &l.Rate, &ms); err != nil {
+			return nil, err
+		}
+		l.Period = time.Duration(ms) * time.Millisecond
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// claimLimited claims within the limits that apply to queues (suspect) or
+// to c.Queue: it locks them, reads them afresh, and claims, in one
+// transaction on the held connection. With no limit left to apply, it
+// claims as Claim does without limits.
+func (h *held) claimLimited(ctx context.Context, c Claim, suspect bool, queues []string) (out []Claimed, err error) {
+	conn, err := h.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { h.DropOn(err) }()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, lockLimitsSQL, queues)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := scanLimits(rows)
+	if err != nil {
+		return nil, err
+	}
+	closed := c.ClosedKinds
+	if closed == nil {
+		closed = []string{}
+	}
+	scopes, targets, conc, rate, periods := limitArrays(ls)
+	query, args := claimLimitedSQL, []any{c.Queue, c.N, c.Lease.Milliseconds(), c.Runner, closed,
+		scopes, targets, conc, rate, periods, c.N * limitCandidates}
+	switch {
+	case suspect:
+		query, args[0] = claimLimitedSuspectSQL, queues
+	case c.From != nil:
+		query, args = claimLimitedFromSQL, append(args, c.Higher, c.From.Priority, c.From.RunAt, c.From.ID)
+	}
+	rows, err = tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	if out, err = scanClaimed(rows, c.N); err != nil {
+		return nil, err
+	}
+	return out, tx.Commit()
+}
+
+// ActiveLimits returns the scopes of the limits in force (not suspended),
+// for a runner to know which claims a limit can touch.
+func (h *held) ActiveLimits(ctx context.Context) (_ []Limit, err error) {
+	rows, err := h.query(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE NOT suspended AND (concurrency > 0 OR rate > 0)`)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { h.DropOn(err) }()
+	return scanLimits(rows)
+}
+
+// ErrNoLimit is returned for a limit that does not exist.
+var ErrNoLimit = errors.New("no such limit")
+
+// SetLimit writes l, by l.ChangedBy; a limit declared at registration
+// (ChangedBy "") replaces only one that was declared too, so an operator's
+// change stands until the operator removes it. It returns whether it
+// wrote. The starts recorded for a limit that no longer limits the rate
+// are deleted with it.
+func (s *postgres) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (bool, error) {
+	return setLimit(ctx, db, l, gorm.Expr("now()"))
+}
+
+// setLimitSQL upserts a limit (see SetLimit).
+const setLimitSQL = `INSERT INTO sheaf_limits (scope, target, concurrency, rate, period_ms, suspended, changed_by, changed_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (scope, target) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+		period_ms = excluded.period_ms, suspended = excluded.suspended, changed_by = excluded.changed_by,
+		changed_at = excluded.changed_at
+	WHERE excluded.changed_by <> '' OR sheaf_limits.changed_by = ''`
+
+func setLimit(ctx context.Context, db *gorm.DB, l Limit, at any) (bool, error) {
+	db = db.WithContext(ctx)
+	res := db.Exec(setLimitSQL, l.Scope, l.Target, l.Concurrency, l.Rate, l.Period.Milliseconds(), l.Suspended, l.ChangedBy, at)
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if l.Rate == 0 && res.RowsAffected > 0 {
+		if err := db.Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, l.Scope, l.Target).Error; err != nil {
+			return false, err
+		}
+	}
+	return res.RowsAffected > 0, nil
+}
+
+// RemoveLimit deletes the limit of scope and target, and its starts, or
+// returns ErrNoLimit.
+func (s *postgres) RemoveLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
+	return removeLimit(ctx, db, scope, target)
+}
+
+func removeLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
+	res := db.WithContext(ctx).Exec(`DELETE FROM sheaf_limits WHERE scope = ? AND target = ?`, scope, target)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("%w: %s %q", ErrNoLimit, scope, target)
+	}
+	return db.WithContext(ctx).Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, scope, target).Error
+}
+
+// limitUseSQL reads every limit with the use of its scopes: running and
+// started as the claims count them (limitRoom), each key of a ScopeKey
+// limit apart. ago(p) is the time p milliseconds before now.
+func limitUseSQL(ago func(string) string) string {
+	return `WITH lim AS (
+	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
+), ` + limitUse(ago) + `
+SELECT l.scope, l.target, l.concurrency, l.rate, l.period_ms, l.suspended, l.changed_by, l.changed_at,
+	coalesce(u.key, ''), coalesce(r.n, 0), coalesce(s.n, 0)
+FROM sheaf_limits l
+LEFT JOIN used u ON u.scope = l.scope AND u.target = l.target
+LEFT JOIN running r ON r.scope = u.scope AND r.target = u.target AND r.key = u.key
+LEFT JOIN started s ON s.scope = u.scope AND s.target = u.target AND s.key = u.key
+ORDER BY l.scope, l.target, coalesce(r.n, 0) DESC, coalesce(s.n, 0) DESC, u.key`
+}
+
+// Limits returns every limit with its use, by scope and target.
+func (s *postgres) Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error) {
+	ago := func(p string) string { return `now() - ` + p + ` * interval '1 millisecond'` }
+	return readLimitUse(ctx, db, limitUseSQL(ago))
+}
+
+// readLimitUse reads the rows of limitUseSQL, folding the keys of each
+// limit into it.
+func readLimitUse(ctx context.Context, db *gorm.DB, query string, args ...any) ([]LimitUse, error) {
+	rows, err := db.WithContext(ctx).Raw(query, args...).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []LimitUse
+	for rows.Next() {
+		var u LimitUse
+		var ms int64
+		var k KeyUse
+		var at sqlTime
+		if err := rows.Scan(&u.Scope, &u.Target, &u.Concurrency, &u.Rate, &ms, &u.Suspended, &u.ChangedBy, &at,
+			&k.Key, &k.Running, &k.Started); err != nil {
+			return nil, err
+		}
+		u.Period, u.ChangedAt = time.Duration(ms)*time.Millisecond, at.t
+		if n := len(out); n > 0 && out[n-1].Scope == u.Scope && out[n-1].Target == u.Target {
+			out[n-1].Keys = append(out[n-1].Keys, k)
+			continue
+		}
+		u.Key, u.Running, u.Started = k.Key, k.Running, k.Started
+		if u.Scope == ScopeKey && (k.Running > 0 || k.Started > 0) {
+			u.Keys = []KeyUse{k}
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}

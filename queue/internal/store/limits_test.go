@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// A limited claim takes no more than each scope's room, passes over the
+// jobs of a full scope to those behind them, and counts a kind, a queue
+// and each partition key apart; suspended and removed limits no longer
+// hold claims back.
+func TestClaimWithinLimits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "mysql" {
+			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
+		}
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		text := func(s string) *string { return &s }
+		var jobs []store.NewJob
+		// Ten of tenant a first, at a higher priority, then three of b,
+		// then two of another kind.
+		for range 10 {
+			jobs = append(jobs, store.NewJob{Kind: "report", Queue: "q", Priority: 9, Attempts: 1, Payload: `{}`, LimitKey: text("a")})
+		}
+		for range 3 {
+			jobs = append(jobs, store.NewJob{Kind: "report", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, LimitKey: text("b")})
+		}
+		jobs = append(jobs, store.NewJob{Kind: "mail", Queue: "q", Priority: 1, Attempts: 1, Payload: `{}`},
+			store.NewJob{Kind: "mail", Queue: "q", Priority: 1, Attempts: 1, Payload: `{}`})
+		var dest []struct{ ID int64 }
+		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
+
+		set := func(l store.Limit) {
+			t.Helper()
+			l.ChangedBy = "test"
+			wrote, err := st.SetLimit(ctx, db, l)
+			require.NoError(t, err)
+			require.True(t, wrote)
+		}
+		set(store.Limit{Scope: store.ScopeKey, Target: "report", Concurrency: 2})
+		set(store.Limit{Scope: store.ScopeKind, Target: "mail", Concurrency: 1})
+
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(n int) map[string]int {
+			t.Helper()
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r", Limited: true})
+			require.NoError(t, err)
+			byKind := map[string]int{}
+			for _, j := range got {
+				byKind[j.Kind]++
+			}
+			return byKind
+		}
+		// Two of a, two of b, one mail: a's other eight wait.
+		require.Equal(t, map[string]int{"report": 4, "mail": 1}, claim(10))
+		require.Empty(t, claim(10), "every scope is full")
+
+		use, err := st.Limits(ctx, db)
+		require.NoError(t, err)
+		require.Len(t, use, 2)
+		require.Equal(t, "key", use[0].Scope, "by scope, then target")
+		require.Equal(t, []store.KeyUse{{Key: "a", Running: 2}, {Key: "b", Running: 2}}, use[0].Keys)
+		require.Equal(t, "kind", use[1].Scope)
+		require.Equal(t, 1, use[1].Running)
+
+		// A declared limit does not replace the operator's.
+		wrote, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "mail", Concurrency: 5})
+		require.NoError(t, err)
+		require.False(t, wrote)
+
+		// Suspended, the kind's limit holds nothing back.
+		set(store.Limit{Scope: store.ScopeKind, Target: "mail", Concurrency: 1, Suspended: true})
+		require.Equal(t, map[string]int{"mail": 1}, claim(10))
+
+		// A queue limit caps the queue whatever the kinds.
+		set(store.Limit{Scope: store.ScopeQueue, Target: "q", Concurrency: 6})
+		require.NoError(t, st.RemoveLimit(ctx, db, store.ScopeKey, "report"))
+		got := claim(10)
+		require.Equal(t, map[string]int{}, got, "six running: the queue is full")
+		require.ErrorIs(t, st.RemoveLimit(ctx, db, store.ScopeKey, "report"), store.ErrNoLimit)
+	})
+}
+
+// A rate limit lets no more than its rate start within its period, and
+// lets more start once the period has passed.
+func TestClaimWithinRate(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "mysql" {
+			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
+		}
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		jobs := make([]store.NewJob, 8)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Kind: "call", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+		}
+		var dest []struct{ ID int64 }
+		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "call", Rate: 3, Period: 300 * time.Millisecond})
+		require.NoError(t, err)
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func() int {
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 10, Lease: time.Minute, Runner: "r", Limited: true})
+			require.NoError(t, err)
+			return len(got)
+		}
+		first := time.Now()
+		require.Equal(t, 3, claim())
+		if time.Since(first) < 250*time.Millisecond { // a loaded machine may take longer
+			require.Equal(t, 0, claim())
+		}
+		require.Eventually(t, func() bool { return claim() > 0 }, 10*time.Second, 20*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(first), 300*time.Millisecond)
+	})
+}

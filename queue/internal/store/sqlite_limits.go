@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// Limits on SQLite: the same statements as PostgreSQL's (limits.go) but
+// for the clock and the binding. A claim is one statement in the
+// process's turn to write, and SQLite has one writer at a time, so claims
+// need no lock of their own to count their limits' use one after another.
+
+// sqliteAgo is the time p milliseconds before ?1, as timeLayout writes it.
+func sqliteAgo(p string) string {
+	return `strftime('%Y-%m-%d %H:%M:%f000000+00:00', ?1, '-' || (` + p + ` / 1000.0) || ' seconds')`
+}
+
+// sqliteClaimLimitedSQL is claimLimitedSQL on SQLite: ?1 now, ?2 lease
+// end, ?3 runner, ?4 the queues (JSON), ?5 the queue, ?6 closed kinds
+// (JSON), ?7 how many due jobs to look at, ?8 how many to claim. The
+// limits are read here: no other writer runs meanwhile.
+var sqliteClaimLimitedSQL, sqliteClaimLimitedSuspectSQL = sqliteClaimLimited(false), sqliteClaimLimited(true)
+
+func sqliteClaimLimited(suspect bool) string {
+	from, where, set := `sheaf_jobs AS j INDEXED BY sheaf_jobs_claim`, `rescues = 0 AND queue = ?5`,
+		`attempts = attempts + 1, started_at = ?1`
+	if suspect {
+		from, where, set = `sheaf_jobs AS j`, `rescues > 0 AND `+inList("queue", "?4"), `started_at = NULL`
+	}
+	// Materialized: SQLite would otherwise compute the use again for
+	// every job it looks at, which took a second for forty jobs.
+	return strings.ReplaceAll(`
+WITH lim AS (
+	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
+	WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR `+inList("target", "?4")+`)
+), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, cand AS (
+	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
+	WHERE status = 'QUEUED' AND `+where+` AND run_at <= ?1 AND NOT `+inList("kind", "?6")+` AND NOT `+limitFull+`
+	ORDER BY priority DESC, run_at, id LIMIT ?7
+), `+limitPick("min", "?8")+`
+UPDATE sheaf_jobs SET status = 'PROCESSING', `+set+`, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
+WHERE id IN (SELECT id FROM pick)
+RETURNING `+sqliteClaimColumns, " AS (", " AS MATERIALIZED (")
+}
+
+// sqliteStartsSQL records the starts of the jobs ?2 (JSON IDs) at ?1 in
+// their rate-limited scopes, and sqliteForgetStartsSQL deletes the starts
+// that fell out of their period.
+const sqliteStartsSQL = `INSERT INTO sheaf_limit_starts (scope, target, key, at)
+SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, ?1
+FROM sheaf_jobs c JOIN sheaf_limits l ON NOT l.suspended AND l.rate > 0
+	AND (CASE WHEN l.scope = 'queue' THEN c.queue ELSE c.kind END) = l.target
+WHERE ` + `c.id IN (SELECT value FROM json_each(?2))`
+
+var sqliteForgetStartsSQL = `DELETE FROM sheaf_limit_starts AS s WHERE EXISTS (SELECT 1 FROM sheaf_limits l
+	WHERE l.scope = s.scope AND l.target = s.target AND s.at <= ` + sqliteAgo("l.period_ms") + `)`
+
+// claimLimited claims within the limits in force, and records the starts,
+// in one transaction in the process's turn to write.
+func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues []string) (out []Claimed, err error) {
+	query := sqliteClaimLimitedSQL
+	if suspect {
+		query = sqliteClaimLimitedSuspectSQL
+	}
+	err = s.writing(ctx, func() error {
+		t := now() // in the turn to write: claims start their jobs in the order they count the starts
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		stmt, err := s.prepared(ctx, query)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, sqliteTime(t), sqliteTime(t.Add(c.Lease)), c.Runner, jsonStrings(queues), c.Queue,
+			jsonStrings(c.ClosedKinds), c.N*limitCandidates, c.N)
+		if err != nil {
+			return err
+		}
+		if out, err = scanSQLiteClaimed(rows); err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			ids := make([]int64, len(out))
+			for i, j := range out {
+				ids[i] = j.ID
+			}
+			if _, err := tx.ExecContext(ctx, sqliteStartsSQL, sqliteTime(t), jsonIDs(ids)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteForgetStartsSQL, sqliteTime(t)); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	})
+	return out, err
+}
+
+func (c sqliteConn) ClaimSuspectLimited(ctx context.Context, queues []string, cl Claim) ([]Claimed, error) {
+	cl.N = 1
+	return c.s.claimLimited(ctx, cl, true, queues)
+}
+
+func (c sqliteConn) ActiveLimits(ctx context.Context) ([]Limit, error) {
+	rows, err := c.s.db.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE NOT suspended AND (concurrency > 0 OR rate > 0)`)
+	if err != nil {
+		return nil, err
+	}
+	return scanLimits(rows)
+}
+
+func (s *sqlite) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (wrote bool, err error) {
+	err = s.Tx(ctx, db, func(tx *gorm.DB) error {
+		wrote, err = setLimit(ctx, tx, l, sqliteTime(now()))
+		return err
+	})
+	return wrote, err
+}
+
+func (s *sqlite) RemoveLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
+	return s.Tx(ctx, db, func(tx *gorm.DB) error { return removeLimit(ctx, tx, scope, target) })
+}
+
+func (s *sqlite) Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error) {
+	return readLimitUse(ctx, db, limitUseSQL(sqliteAgo), sqliteTime(now()))
+}
+
+// prepared returns query prepared once for the store, for the statements
+// whose preparing costs more than running them: the limited claims, whose
+// many WITH items took SQLite longer to plan than to run.
+func (s *sqlite) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.stmtsMu.Lock()
+	defer s.stmtsMu.Unlock()
+	if stmt := s.stmts[query]; stmt != nil {
+		return stmt, nil
+	}
+	stmt, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	s.stmts[query] = stmt
+	return stmt, nil
+}

@@ -1,0 +1,358 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/queue"
+)
+
+// limitedJob takes Ms milliseconds; with Hang, in a child process, it
+// blocks until its context ends. Its partition key is Key.
+type limitedJob struct {
+	Key  string
+	Ms   int
+	Hang bool
+}
+
+func (limitedJob) Kind() string { return "limited" }
+
+func limitKey(j limitedJob) string { return j.Key }
+
+// span is one attempt as its handler saw it: from its start to its end.
+type span struct {
+	id         int64
+	key        string
+	start, end time.Time
+}
+
+// spanLedger is a ledger of handler start and end times.
+type spanLedger struct {
+	mu  sync.Mutex
+	all []span
+}
+
+func (l *spanLedger) add(s span) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, s)
+}
+
+func (l *spanLedger) list() []span {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.all)
+}
+
+// maxRunning is the most spanLedger of key (any key if "") that overlap at
+// any instant.
+func maxRunning(all []span, key string) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, s := range all {
+		if key == "" || s.key == key {
+			edges = append(edges, edge{s.start, 1}, edge{s.end, -1})
+		}
+	}
+	// An end sorts before a start at the same instant: the slot was free.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at.Equal(edges[j].at) {
+			return edges[i].delta < edges[j].delta
+		}
+		return edges[i].at.Before(edges[j].at)
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}
+
+// maxStarted is the most of starts within any span of per.
+func maxStarted(starts []time.Time, per time.Duration) int {
+	slices.SortFunc(starts, time.Time.Compare)
+	most := 0
+	for i := range starts {
+		j := i
+		for j < len(starts) && starts[j].Sub(starts[i]) < per {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// registerLimited registers limitedJob with opts, its handler recording
+// its spanLedger in l.
+func registerLimited(l *spanLedger, opts ...queue.RegisterOption) func(*queue.Registry) {
+	return func(r *queue.Registry) {
+		must(queue.Register(r, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
+			s := span{id: j.ID, key: j.Args.Key, start: time.Now()}
+			select {
+			case <-time.After(time.Duration(j.Args.Ms) * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			s.end = time.Now()
+			l.add(s)
+			return nil
+		}), opts...))
+	}
+}
+
+func enqueueLimited(t *testing.T, c *queue.Client, n int, args limitedJob) {
+	t.Helper()
+	jobs := make([]queue.Params, n)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: args}
+	}
+	_, err := c.EnqueueMany(context.Background(), jobs)
+	require.NoError(t, err)
+}
+
+// Three runners work two partition keys under a limit of two running per
+// key: at no instant do more than two jobs of a key run, and each key
+// reaches two. Client.Limits shows the limit, then nothing running.
+func TestKeyLimitHoldsAcrossRunners(t *testing.T) {
+	t.Parallel()
+	var l spanLedger
+	e := newEnv(t, registerLimited(&l, queue.KeyLimit(limitKey, queue.Limits{Concurrency: 2})))
+	enqueueLimited(t, e.client, 30, limitedJob{Key: "a", Ms: 10})
+	enqueueLimited(t, e.client, 12, limitedJob{Key: "b", Ms: 10})
+	for i := range 3 {
+		e.runner(t, queue.WithRunnerID(fmt.Sprint("r", i)), queue.WithWorkers(4))
+	}
+	e.events.Wait(t, queue.EventCompleted, 0, 42)
+	all := l.list()
+	require.Len(t, all, 42)
+	require.Equal(t, 2, maxRunning(all, "a"), "key a ran two at a time, never more")
+	require.Equal(t, 2, maxRunning(all, "b"), "key b ran two at a time, never more")
+	require.Greater(t, maxRunning(all, ""), 2, "the keys ran beside each other")
+
+	use, err := e.client.Limits(context.Background())
+	require.NoError(t, err)
+	require.Len(t, use, 1)
+	require.Equal(t, queue.Limit{Scope: queue.ScopeKey, Target: "limited", Concurrency: 2}, use[0].Limit, "declared: set by no one")
+	require.Zero(t, use[0].Running)
+	require.False(t, use[0].Reached())
+}
+
+// A kind limited to five starts per 400 ms, worked by two runners, starts
+// no more than five in any 400 ms, as the jobs' start times in the
+// database say, and is held back: fifteen jobs take at least two periods.
+func TestRateLimitHoldsAcrossRunners(t *testing.T) {
+	t.Parallel()
+	const per = 400 * time.Millisecond
+	var l spanLedger
+	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Rate: 5, Per: per})))
+	enqueueLimited(t, e.client, 15, limitedJob{Ms: 1})
+	for i := range 2 {
+		e.runner(t, queue.WithRunnerID(fmt.Sprint("r", i)), queue.WithWorkers(4))
+	}
+	e.events.Wait(t, queue.EventCompleted, 0, 15)
+	jobs, err := e.client.List(context.Background(), queue.Filter{Kinds: []string{"limited"}})
+	require.NoError(t, err)
+	var starts []time.Time
+	for _, j := range jobs {
+		starts = append(starts, *j.StartedAt)
+	}
+	require.Len(t, starts, 15)
+	require.Equal(t, 5, maxStarted(starts, per), "five at most in any period, and five at once")
+	slices.SortFunc(starts, time.Time.Compare)
+	require.GreaterOrEqual(t, starts[14].Sub(starts[0]), 2*per, "the third five waited two periods")
+}
+
+// A limit changed at run time applies to the next claims; a suspended one
+// holds nothing back, and the operator's change stands over the declared
+// one until removed.
+func TestLimitChangedAtRunTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var l spanLedger
+	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Concurrency: 1})))
+	e.runner(t, queue.WithWorkers(4))
+	require.NoError(t, e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "limited", Concurrency: 3, By: "ops"}))
+	enqueueLimited(t, e.client, 12, limitedJob{Ms: 30})
+	e.events.Wait(t, queue.EventCompleted, 0, 12)
+	require.Equal(t, 3, maxRunning(l.list(), ""), "the operator's three, not the declared one")
+
+	use, err := e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "ops", use[0].By)
+	require.Equal(t, "limit kind limited in use (0 of 3 running)", use[0].String())
+
+	require.NoError(t, e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "limited", Concurrency: 1, Suspended: true}))
+	require.NoError(t, e.client.RemoveLimit(ctx, queue.ScopeKind, "limited"))
+	require.ErrorIs(t, e.client.RemoveLimit(ctx, queue.ScopeKind, "limited"), queue.ErrNoLimit)
+	use, err = e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Empty(t, use)
+}
+
+// Bad limits are refused with ErrInvalidOption, saying why.
+func TestBadLimitsAreRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, registerLimited(&spanLedger{}))
+	for _, c := range []struct {
+		l    queue.Limit
+		want string
+	}{
+		{queue.Limit{Scope: "tenant", Target: "x", Concurrency: 1}, `limit scope "tenant" is none of kind, queue and key`},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "", Concurrency: 1}, "kind"},
+		{queue.Limit{Scope: queue.ScopeQueue, Target: "q\x00", Concurrency: 1}, "queue"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k"}, "limit sets neither a concurrency nor a rate"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: -1}, "negative"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Rate: 5}, "the period must be at least a millisecond"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: 1, Per: time.Second}, "period 1s without a rate"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: 1, By: "\xff"}, "By"},
+	} {
+		err := e.client.SetLimit(ctx, c.l)
+		require.ErrorIs(t, err, queue.ErrInvalidOption, "%+v", c.l)
+		require.ErrorContains(t, err, c.want)
+	}
+	require.ErrorIs(t, queue.Register(queue.NewRegistry(), queue.HandlerFunc[limitedJob](nil), queue.KindLimit(queue.Limits{})), queue.ErrInvalidOption)
+	err := queue.Register(queue.NewRegistry(), queue.HandlerFunc[limitedJob](func(context.Context, *queue.Job[limitedJob]) error { return nil }),
+		queue.KeyLimit[limitedJob](nil, queue.Limits{Concurrency: 1}))
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.ErrorContains(t, err, "nil key function")
+
+	// A key that is not text PostgreSQL stores fails the enqueue.
+	bad := func(limitedJob) string { return "bad\x00key" }
+	k := newEnv(t, registerLimited(&spanLedger{}, queue.KeyLimit(bad, queue.Limits{Concurrency: 1})))
+	_, err = k.client.Enqueue(ctx, limitedJob{})
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.ErrorContains(t, err, "limit key")
+}
+
+// childLimitsEnv makes a child process register limitedJob under a limit
+// of two running per key, recording its spanLedger in the limit_ledger table.
+const childLimitsEnv = "SHEAF_QUEUE_CHILD_LIMITS"
+
+// registerChildLimited registers, in a child process told so, limitedJob
+// as the multi-process limit tests need it.
+func registerChildLimited(db *gorm.DB, r *queue.Registry) {
+	if os.Getenv(childLimitsEnv) == "" {
+		return
+	}
+	must(queue.Register(r, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
+		return ledgerSpan(ctx, db, j, true)
+	}), queue.KeyLimit(limitKey, queue.Limits{Concurrency: 2})))
+}
+
+// ledgerSpan runs limitedJob j, recording its span in limit_ledger by the
+// database's clock, which every process shares, under the process's ID.
+func ledgerSpan(ctx context.Context, db *gorm.DB, j *queue.Job[limitedJob], inChild bool) error {
+	if err := db.WithContext(ctx).Exec("INSERT INTO limit_ledger (job_id, pid, key, started) VALUES (?, ?, ?, clock_timestamp())",
+		j.ID, os.Getpid(), j.Args.Key).Error; err != nil {
+		return err
+	}
+	if j.Args.Hang && inChild {
+		fmt.Printf("limited %d\n", j.ID)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	select {
+	case <-time.After(time.Duration(j.Args.Ms) * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return db.WithContext(ctx).Exec("UPDATE limit_ledger SET ended = clock_timestamp() WHERE job_id = ? AND pid = ? AND ended IS NULL",
+		j.ID, os.Getpid()).Error
+}
+
+// limitLedgerEnv is an env on PostgreSQL with limitedJob registered as
+// the children register it, and the limit_ledger table.
+func limitLedgerEnv(t *testing.T) *env {
+	t.Helper()
+	pgtest.PostgresOnly(t, "several processes share a database server")
+	e := ledgerEnv(t)
+	require.NoError(t, e.db.Gorm.Exec(`CREATE TABLE limit_ledger (job_id bigint NOT NULL, pid int NOT NULL, key text NOT NULL,
+		started timestamptz NOT NULL, ended timestamptz)`).Error)
+	must(queue.Register(e.reg, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
+		return ledgerSpan(ctx, e.db.Gorm, j, false)
+	}), queue.KeyLimit(limitKey, queue.Limits{Concurrency: 2})))
+	return e
+}
+
+// ledgerSpans reads limit_ledger's finished spanLedger.
+func ledgerSpans(t *testing.T, db *gorm.DB) []span {
+	t.Helper()
+	var rows []struct {
+		JobID          int64
+		Key            string
+		Started, Ended time.Time
+	}
+	require.NoError(t, db.Raw("SELECT job_id, key, started, ended FROM limit_ledger WHERE ended IS NOT NULL").Scan(&rows).Error)
+	out := make([]span, len(rows))
+	for i, r := range rows {
+		out[i] = span{r.JobID, r.Key, r.Started, r.Ended}
+	}
+	return out
+}
+
+// Two runner processes and this one work two keys under a limit of two
+// running per key: by the database's clock, no more than two jobs of a
+// key ever ran at once.
+func TestKeyLimitHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	e := limitLedgerEnv(t)
+	a := startChild(t, e.db.DSN, "limits-a", 30*time.Second, e.events, childLimitsEnv+"=1")
+	b := startChild(t, e.db.DSN, "limits-b", 30*time.Second, e.events, childLimitsEnv+"=1")
+	enqueueLimited(t, e.client, 40, limitedJob{Key: "a", Ms: 15})
+	enqueueLimited(t, e.client, 20, limitedJob{Key: "b", Ms: 15})
+	parent := e.runner(t, queue.WithRunnerID("limits-parent"), queue.WithWorkers(testWorkers))
+	e.events.Wait(t, queue.EventCompleted, 0, 60)
+	a.stop(t)
+	b.stop(t)
+	all := ledgerSpans(t, e.db.Gorm)
+	require.Len(t, all, 60)
+	require.Equal(t, 2, maxRunning(all, "a"))
+	require.Equal(t, 2, maxRunning(all, "b"))
+	require.Equal(t, int64(60), a.completed.Load()+b.completed.Load()+parent.Stats().Completed)
+}
+
+// kill -9 of a process holding both slots of a key: once its lease has
+// expired, the rescue gives them back, and this process runs the rest.
+func TestKilledProcessGivesLimitSlotsBack(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	ctx := context.Background()
+	e := limitLedgerEnv(t)
+	victim := startChild(t, e.db.DSN, "limits-victim", lease, nil, childLimitsEnv+"=1")
+	enqueueLimited(t, e.client, 4, limitedJob{Key: "a", Ms: 1, Hang: true})
+	victim.expect(t, "limited")
+	victim.expect(t, "limited")
+	use, err := e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, `limit key limited key "a" reached (2 of 2 running)`, use[0].String())
+
+	victim.kill(t)
+	killed := time.Now()
+	e.runner(t, queue.WithRescueInterval(100*time.Millisecond), queue.WithWorkers(testWorkers))
+	require.Eventually(t, func() bool {
+		use, err := e.client.Limits(ctx)
+		return err == nil && use[0].Running < 2
+	}, 30*time.Second, 10*time.Millisecond)
+	back := time.Since(killed)
+	t.Logf("slots back %v after the kill (lease %v)", back, lease)
+	require.Less(t, back, lease+time.Second, "within a lease, the rescue's interval and a loaded machine's margin")
+	e.events.Wait(t, queue.EventCompleted, 0, 4)
+	spans := ledgerSpans(t, e.db.Gorm)
+	require.Len(t, spans, 4, "the victim's two never ended")
+	require.Equal(t, 2, maxRunning(spans, "a"))
+}
