@@ -12,18 +12,14 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// A hundred hours are rolled up 48 per Run, each once: rolled up again
+// On each store, a hundred hours are rolled up 48 per Run, each once: rolled up again
 // from an earlier hour, as after a crash, they count the same; roll-ups
 // past Keep are dropped and the first kept hour moves with them.
 func TestHourRollupNeitherDoublesNorSkips(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"postgres", "sqlite"} {
+	for name, newDB := range map[string]func(testing.TB) *pgtest.DB{"postgres": pgtest.New, "sqlite": pgtest.NewSQLite, "mysql": pgtest.NewMySQL} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			newDB := pgtest.NewSQLite
-			if name == "postgres" {
-				newDB = pgtest.New
-			}
 			db := newDB(t)
 			st, err := store.Open(db.Gorm)
 			require.NoError(t, err)
