@@ -159,3 +159,64 @@ func TestActivityNotMigrated(t *testing.T) {
 	_, err = c.Activity(context.Background(), queue.ActivityQuery{Since: time.Now().Add(-time.Hour), Bucket: time.Minute})
 	require.ErrorIs(t, err, queue.ErrNotMigrated)
 }
+
+// Jobs over five hours three days ago are rolled up by the hour and
+// pruned; the series by the hour, of every queue and of one, is the same
+// before and after, and the roll-ups keep one row per kind and queue, per
+// queue and in total.
+func TestActivityByTheHourOutlivesPruning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	base := time.Now().Add(-72 * time.Hour).Truncate(time.Hour)
+	for h := range 5 {
+		at := base.Add(time.Duration(h)*time.Hour + 7*time.Minute)
+		for i := range h + 2 {
+			e.ranFor(t, "default", "COMPLETED", at.Add(time.Duration(i)*time.Second),
+				time.Duration(i+1)*time.Second, time.Duration(h*10+i+1)*time.Millisecond)
+		}
+		e.ranFor(t, "other", "FAILED", at.Add(30*time.Minute), 3*time.Second, 70*time.Millisecond)
+		e.ranFor(t, "other", "CANCELLED", at.Add(31*time.Minute), time.Second, time.Second)
+	}
+	e.finished(t, "default", "FAILED", base, nil, base.Add(time.Minute)) // rescued before it started
+	recent := time.Now().Add(-time.Second)
+	e.ranFor(t, "default", "COMPLETED", recent, time.Second, time.Millisecond) // this hour's: kept
+
+	series := func(queueName string) []queue.ActivityBucket {
+		got, err := e.client.Activity(ctx, queue.ActivityQuery{Since: base.Add(-time.Hour), Bucket: time.Hour, Queue: queueName})
+		require.NoError(t, err)
+		return got
+	}
+	all, other := series(""), series("other")
+	// Waits 1, 2 and 3 s, runs 1, 2 and 70 ms; the rescued job has none.
+	require.Equal(t, queue.ActivityBucket{Start: all[1].Start, Completed: 2, Failed: 2,
+		WaitP50: 2 * time.Second, WaitP95: 2900 * time.Millisecond,
+		RunP50: 2 * time.Millisecond, RunP95: 63200 * time.Microsecond}, all[1])
+	require.Equal(t, queue.ActivityBucket{Start: other[5].Start, Failed: 1,
+		WaitP50: 3 * time.Second, WaitP95: 3 * time.Second, RunP50: 70 * time.Millisecond, RunP95: 70 * time.Millisecond}, other[5])
+
+	var completed, failed int64
+	for _, b := range all {
+		completed, failed = completed+b.Completed, failed+b.Failed
+	}
+	require.Equal(t, []int64{2 + 3 + 4 + 5 + 6 + 1, 5 + 1}, []int64{completed, failed})
+
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{
+		Completed: queue.MinRetention, Failed: queue.MinRetention, Cancelled: queue.MinRetention}))
+	require.NoError(t, err)
+	n, err := client.Prune(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5*2+2+3+4+5+6+1, n)
+	require.EqualValues(t, 1, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "this hour's job is left")
+	require.EqualValues(t, 5*(2+2+1), e.db.Count(t, "SELECT count(*) FROM sheaf_hours"),
+		"each hour: noop in default and in other, default, other, and the total")
+
+	for _, c := range []struct {
+		queue  string
+		before []queue.ActivityBucket
+	}{{"", all}, {"other", other}} {
+		after := series(c.queue)
+		require.GreaterOrEqual(t, len(after), len(c.before)) // the clock may have turned an hour since
+		require.Equal(t, c.before, after[:len(c.before)], "queue %q", c.queue)
+	}
+}

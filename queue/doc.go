@@ -428,8 +428,18 @@
 // outcome, retries, median, 95th percentile and longest run time, and
 // failures by error shape, kept [DefaultKeepHistory]. [Client.History]
 // reads them; the review and the console's charts use them once the jobs
-// are pruned. The leader rolls up every 10 minutes, and prunes in batches
-// of 1,000 jobs, each a short transaction, with a pause between them.
+// are pruned. Each hour that is over is rolled up too, per kind and queue,
+// per queue and in all, with what [Client.Activity] shows (counts, and
+// median and 95th percentile wait and run times), kept
+// [DefaultKeepHourlyHistory] (30 days; Retention.HourlyHistory): Activity
+// by the hour, such as the console's chart of the last day, reads them for
+// the hours they keep and the jobs for the rest, so it draws the same
+// before and after pruning; narrower buckets read only the jobs. The leader
+// rolls up every 10 minutes (an hour is final 5 to 15 minutes after it
+// ends, each day or hour in the transaction that records it final, so a
+// crash neither counts one twice nor skips one), prunes only jobs whose
+// day and hour are final, in batches of 1,000 jobs, each a short
+// transaction, with a pause between them.
 //
 // The alert state of package queue/alert goes the same way: episodes that
 // ended and silences that expired [DefaultKeepAlerts] ago (90 days: this
@@ -471,6 +481,8 @@
 //   - sheaf_leader: the maintenance leader and its lease.
 //   - sheaf_history, sheaf_rollup: the day roll-ups, and the first day not
 //     yet final.
+//   - sheaf_hours, sheaf_hours_final: the hour roll-ups, and the hours
+//     kept and final.
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences: the
 //     state of package queue/alert; empty without it.
 //   - sheaf_limits, sheaf_limit_starts: the limits ([Client.Limits]),

@@ -229,6 +229,10 @@ type ActivityBucket struct {
 // requeued has left its bucket, cancelled jobs are not counted, and neither
 // are jobs that failed before an upgrade from schema version 3 or older
 // (failed jobs are found through the attempt history, begun in version 4).
+// With a Bucket of exactly an hour, the hours rolled up (see Retention
+// and history in the package documentation) are read from their roll-ups,
+// as they were when the hour was made final, which outlive the jobs: the
+// series is the same after they are pruned, and costs a row per hour.
 //
 // A call costs in proportion to the jobs that finished in the span (read
 // through the index of completion times), plus a scan of the attempt

@@ -18,12 +18,16 @@ const KeepForever time.Duration = -1
 // stay 7 days; failed and cancelled jobs are what someone must look into,
 // and must outlast a long weekend and a holiday, so they stay 30 days.
 // Day roll-ups keep the history that the morning review and the console's
-// charts compare with for a year, at a few rows per kind a day.
+// charts compare with for a year, at a few rows per kind a day; hour
+// roll-ups keep the activity series by the hour for a month.
 const (
 	DefaultKeepCompleted = 7 * 24 * time.Hour
 	DefaultKeepCancelled = 30 * 24 * time.Hour
 	DefaultKeepFailed    = 30 * 24 * time.Hour
 	DefaultKeepHistory   = 365 * 24 * time.Hour
+	// DefaultKeepHourlyHistory is how long hour roll-ups are kept: the
+	// activity series (Client.Activity, by the hour) of the last 30 days.
+	DefaultKeepHourlyHistory = 30 * 24 * time.Hour
 	// DefaultKeepAlerts is how long package queue/alert's episodes that
 	// ended, their notices and the silences that ended are kept: a
 	// quarter, to compare this month's alerts with the last ones.
@@ -47,12 +51,15 @@ const (
 // target it alone, and not before every other job of its run and of its
 // period may be deleted too: dependants released later still find their
 // parents, and a run is read whole or not at all. Jobs are deleted only
-// once their day is rolled up (see History).
+// once their day and their hour are rolled up (see History and Activity).
 type Retention struct {
 	Completed, Cancelled, Failed time.Duration
 	// History is how long day roll-ups are kept (client only). Default
 	// DefaultKeepHistory.
 	History time.Duration
+	// HourlyHistory is how long hour roll-ups are kept (client only).
+	// Default DefaultKeepHourlyHistory.
+	HourlyHistory time.Duration
 	// Alerts is how long the alert state (package queue/alert) is kept
 	// after it ended (client only): resolved episodes and digests with
 	// their notices, once every notice is sent (an unsent one is never
@@ -71,7 +78,7 @@ type Retention struct {
 // ErrInvalidOption.
 type RetentionError struct {
 	// Field is the field at fault: Completed, Cancelled, Failed, History,
-	// Alerts or Archive.
+	// HourlyHistory, Alerts or Archive.
 	Field  string
 	Value  time.Duration
 	Reason string
@@ -90,7 +97,7 @@ func (*RetentionError) Unwrap() error { return ErrInvalidOption }
 // check refuses durations that are neither zero, KeepForever nor
 // MinRetention or more, and, for a kind, the client-only fields.
 func (r Retention) check(kind bool) error {
-	field, v, why := maintain.Flaw(kind, r.durations(), r.History, r.Alerts, r.Archive != nil, MinRetention, MinAlertRetention)
+	field, v, why := maintain.Flaw(kind, r.durations(), r.History, r.HourlyHistory, r.Alerts, r.Archive != nil, MinRetention, MinAlertRetention)
 	if why != "" {
 		return &RetentionError{Field: field, Value: v, Reason: why}
 	}
@@ -132,7 +139,8 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 	r := c.cfg.retention
 	return maintain.Upkeep(c.st, c.db, maintain.Retention[JobRecord]{Keep: r.durations(),
 		Default: maintain.Durations{Completed: DefaultKeepCompleted, Cancelled: DefaultKeepCancelled, Failed: DefaultKeepFailed},
-		History: cmp.Or(r.History, DefaultKeepHistory), Alerts: cmp.Or(r.Alerts, DefaultKeepAlerts), Archive: r.Archive,
+		History: cmp.Or(r.History, DefaultKeepHistory), Hours: cmp.Or(r.HourlyHistory, DefaultKeepHourlyHistory),
+		Alerts: cmp.Or(r.Alerts, DefaultKeepAlerts), Archive: r.Archive,
 		Kinds: c.reg.retained}, now)
 }
 

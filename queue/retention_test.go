@@ -23,6 +23,7 @@ func TestRetentionRefusesBadValues(t *testing.T) {
 		{queue.Retention{Completed: time.Minute}, "Completed"},
 		{queue.Retention{Failed: -2}, "Failed"},
 		{queue.Retention{History: time.Second}, "History"},
+		{queue.Retention{HourlyHistory: time.Minute}, "HourlyHistory"},
 		{queue.Retention{Alerts: 24 * time.Hour}, "Alerts"},
 	} {
 		_, err := queue.NewClient(e.db.Gorm, e.reg, queue.WithRetention(c.r))
@@ -40,6 +41,7 @@ func TestRetentionRefusesBadValues(t *testing.T) {
 		field string
 	}{
 		{queue.Retention{History: 48 * time.Hour}, "History"},
+		{queue.Retention{HourlyHistory: 48 * time.Hour}, "HourlyHistory"},
 		{queue.Retention{Archive: func(context.Context, []queue.JobRecord) error { return nil }}, "Archive"},
 		{queue.Retention{Cancelled: time.Nanosecond}, "Cancelled"},
 		{queue.Retention{Alerts: queue.DefaultKeepAlerts}, "Alerts"},
@@ -103,8 +105,9 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	require.NoError(t, err)
 	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
 	tasks := queue.Upkeep(client, func() time.Time { return now })
-	rollup, counts, prune := tasks[0], tasks[1], tasks[2]
+	rollup, hours, counts, prune := tasks[0], tasks[1], tasks[2], tasks[3]
 	require.Equal(t, "rollup", rollup.Name())
+	require.Equal(t, "hour rollup", hours.Name())
 	require.Equal(t, "run counts", counts.Name())
 	require.Equal(t, "prune", prune.Name())
 
@@ -112,6 +115,7 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	require.EqualValues(t, 91, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "nothing is pruned before it is rolled up")
 	run(t, rollup, maintain.RollupEvery)
 	run(t, rollup, maintain.RollupEvery) // again: the same rows
+	run(t, hours, maintain.HoursEvery)
 	run(t, counts, time.Minute)
 	run(t, prune, maintain.PruneEvery)
 	require.Equal(t, []int64{failed}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs"), "nights 1 to 30 are pruned; the failure stays")
@@ -178,14 +182,15 @@ func TestRetainAndArchive(t *testing.T) {
 	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
 	tasks := queue.Upkeep(client, func() time.Time { return now })
 	run(t, tasks[0], maintain.RollupEvery)
-	run(t, tasks[1], time.Minute)
+	run(t, tasks[1], maintain.HoursEvery)
+	run(t, tasks[2], time.Minute)
 
-	_, err = tasks[2].Run(context.Background())
+	_, err = tasks[3].Run(context.Background())
 	require.ErrorContains(t, err, "bucket unreachable")
 	require.Equal(t, []int64{kept, gone}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
 
 	fail = false
-	run(t, tasks[2], maintain.PruneEvery)
+	run(t, tasks[3], maintain.PruneEvery)
 	require.Equal(t, []int64{kept}, jobIDsOf(t, e, "SELECT id FROM sheaf_jobs ORDER BY id"))
 	require.Len(t, archived, 1)
 	require.Equal(t, gone, archived[0].ID)

@@ -18,8 +18,8 @@ const DefaultCountsTTL = 5 * time.Second
 // responses' as_of says when the counts were read. The console's own
 // pauses and resumes are shown at once; other processes' within ttl.
 // The dashboard's overview reuses its chart of the last hour as long, and
-// its chart of the last day, which reads every job that finished that day,
-// twelve times as long (a minute, by default).
+// its chart of the last day, which changes slowly, twelve times as long (a
+// minute, by default).
 // Default DefaultCountsTTL; 0 reads the counts for every request.
 func WithCountsCache(ttl time.Duration) Option {
 	return func(c *config) error {

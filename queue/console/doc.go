@@ -115,9 +115,11 @@
 //     linked to its review, beside the run before it; then jobs by queue
 //     and status, each count a link to those
 //     jobs; each queue's oldest due job and a pause/resume button; jobs
-//     finished per minute over the last hour and per quarter hour over the
-//     last day, with their wait and run times (median and 95th percentile),
-//     drawn as SVG charts; the runners seen in the last minute.
+//     finished per minute over the last hour and per hour over the last
+//     day (from the hour roll-ups once an hour is over, so pruning leaves
+//     it drawn), with their wait and run times (median and 95th
+//     percentile), drawn as SVG charts; the runners seen in the last
+//     minute.
 //   - /jobs: every filter of GET /api/jobs as a form (folded on a phone),
 //     newest first, keyset pages, with when each job is due, finished, how
 //     long it ran and its run; retry or cancel the jobs selected, or every

@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +56,49 @@ func TestHistoryCountsTodaysJobs(t *testing.T) {
 	page := e.do(t, "GET", "/", "")
 	require.Equal(t, http.StatusOK, page.status)
 	require.Contains(t, string(page.body), "Jobs finished per day, last 28 days (UTC)")
+}
+
+// The overview's chart of the last day, by the hour, draws the same once
+// the hours are rolled up and their jobs are gone.
+func TestDayChartOutlivesTheJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if d := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); d < 30*time.Second {
+		time.Sleep(d) // the wall clock, not another goroutine: the charts' hours must not turn during the test
+	}
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	for h := range 4 {
+		for i := range h + 1 {
+			done := base.Add(time.Duration(h)*time.Hour + time.Duration(i)*time.Minute)
+			started, status := done.Add(-time.Duration(i+1)*time.Second), "COMPLETED"
+			if i == 1 {
+				status = "FAILED"
+			}
+			var id int64
+			require.NoError(t, e.db.Gorm.Raw(`INSERT INTO sheaf_jobs (kind, status, attempts, run_at, created_at, started_at, completed_at)
+				VALUES ('report', ?, 1, ?, ?, ?, ?) RETURNING id`, status, e.db.Time(started.Add(-time.Duration(h+1)*time.Second)),
+				e.db.Time(started), e.db.Time(started), e.db.Time(done)).Scan(&id).Error)
+			if status == "FAILED" {
+				require.NoError(t, e.db.Gorm.Exec(`INSERT INTO sheaf_attempts (job_id, claim, started_at, finished_at, outcome)
+					VALUES (?, 1, ?, ?, 'failed')`, id, e.db.Time(started), e.db.Time(done)).Error)
+			}
+		}
+	}
+	chart := regexp.MustCompile(`(?s)<svg class="chart"[^>]*aria-label="(Jobs finished per hour|Wait and run time), last day".*?</svg>`)
+	charts := func() []string {
+		page := e.do(t, "GET", "/", "")
+		require.Equal(t, http.StatusOK, page.status)
+		return chart.FindAllString(string(page.body), -1)
+	}
+	before := charts()
+	require.Len(t, before, 2)
+
+	_, err := e.client.Prune(ctx) // rolls the hours up; the default retention keeps the jobs
+	require.NoError(t, err)
+	require.NoError(t, e.db.Gorm.Exec("DELETE FROM sheaf_attempts").Error)
+	require.NoError(t, e.db.Gorm.Exec("DELETE FROM sheaf_jobs").Error)
+	require.Equal(t, before, charts())
+	require.NoError(t, e.db.Gorm.Exec("DELETE FROM sheaf_hours").Error)
+	require.NotEqual(t, before, charts(), "without the roll-ups, the hours are blank")
 }

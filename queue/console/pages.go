@@ -659,15 +659,16 @@ func (c *console) auditHTML(r *http.Request, _ Access) (pageBody, error) {
 }
 
 // The overview's two spans of activity: the last hour by the minute, the
-// last day by the quarter hour. The day's series costs far more to read
-// (every job that finished that day) and changes slowly, so it is reused
-// for dayTTLs times as long as the counts.
+// last day by the hour. The day's series is by the hour so that it reads
+// the hour roll-ups of the hours that are over, and stays drawn once their
+// jobs are pruned; it changes slowly, so it is reused for dayTTLs times as
+// long as the counts.
 var spans = []struct {
 	name, per      string
 	length, bucket time.Duration
 }{
 	{"last hour", "minute", time.Hour, time.Minute},
-	{"last day", "15 minutes", 24 * time.Hour, 15 * time.Minute},
+	{"last day", "hour", 24 * time.Hour, time.Hour},
 }
 
 const dayTTLs = 12

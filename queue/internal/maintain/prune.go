@@ -35,11 +35,11 @@ type Keep struct {
 // Prune is the Task that deletes finished jobs their retention no longer
 // keeps, one batch per Run, walking them oldest first: a Run returns
 // PrunePause while the pass has more to walk, PruneEvery once it is over.
-// It deletes only jobs that finished before the first day whose roll-up
-// is not final, so history is rolled up before its rows go; before the
-// first roll-up it deletes nothing.
+// It deletes only jobs that finished before the first day and the first
+// hour whose roll-ups are not final, so history is rolled up before its
+// rows go; before the first roll-ups it deletes nothing.
 type Prune struct {
-	Store store.Keeper
+	Store store.Store
 	// Rules returns the rules, read again every Run (kinds may be
 	// registered later): kinds' rules first, then each status's with Kind
 	// "". A status without a rule is kept.
@@ -77,6 +77,13 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 	rolled, err := time.Parse(store.DayLayout, fb)
 	if err != nil {
 		return every, fmt.Errorf("prune: rolled-up days: %w", err)
+	}
+	_, hours, ok, err := p.Store.HoursFinal(ctx)
+	if err != nil || !ok {
+		return every, wrap("prune: rolled-up hours", err)
+	}
+	if hours.Before(rolled) {
+		rolled = hours
 	}
 	now := clock(p.Now)
 	var rules []store.KeepRule

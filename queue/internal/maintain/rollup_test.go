@@ -17,7 +17,8 @@ import (
 // A first roll-up of a long history makes 31 days final per Run, oldest
 // first, and asks to run again at once; a day's row has its percentiles
 // and its errors, the 20 largest shapes and the rest as one; roll-ups past
-// Keep are dropped, and the pruner deletes nothing of a day not final.
+// Keep are dropped, and the pruner deletes nothing of a day, or an hour,
+// not final.
 func TestRollupOfALongHistory(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"postgres", "sqlite"} {
@@ -92,6 +93,14 @@ func TestRollupOfALongHistory(t *testing.T) {
 			require.EqualValues(t, 3, errs[maintain.OtherErrors], "the two smallest shapes")
 			require.NotContains(t, errs, "feed v down for <n>s")
 
+			_, err = prune.Run(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 20+253+40, db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "no hour is rolled up yet")
+			hours := &maintain.HourRollup{Store: st, Keep: 35 * 24 * time.Hour, Now: func() time.Time { return now }}
+			for next = 0; next == 0; {
+				next, err = hours.Run(ctx)
+				require.NoError(t, err)
+			}
 			for range 10 {
 				if next, err = prune.Run(ctx); err != nil || next == maintain.PruneEvery {
 					break

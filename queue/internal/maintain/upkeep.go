@@ -24,9 +24,9 @@ type Durations struct{ Completed, Cancelled, Failed time.Duration }
 type Retention[R any] struct {
 	// Keep is the client's; Default fills what it leaves zero.
 	Keep, Default Durations
-	// History and Alerts are how long day roll-ups and ended alert state
-	// are kept, defaults applied.
-	History, Alerts time.Duration
+	// History, Hours and Alerts are how long day roll-ups, hour roll-ups
+	// and ended alert state are kept, defaults applied.
+	History, Hours, Alerts time.Duration
 	// Archive, if set, receives each batch of jobs before they go.
 	Archive func(ctx context.Context, jobs []R) error
 	// Kinds yields each kind's own Durations; it is read at every pass,
@@ -41,6 +41,7 @@ type Retention[R any] struct {
 func Upkeep[R any](st store.Store, db *gorm.DB, r Retention[R], now func() time.Time) []Task {
 	return []Task{
 		&Rollup{Store: st, Keep: r.History, Now: now},
+		&HourRollup{Store: st, Keep: r.Hours, Now: now},
 		RunCounts{Store: st, DB: db, Every: time.Minute},
 		&Prune{Store: st, Rules: r.rules, Archive: archiver(st, r.Archive), Now: now},
 		&AlertPrune{Store: st, DB: db, Keep: r.Alerts, Now: now},
@@ -77,18 +78,18 @@ func keep(kind, status string, d time.Duration) Keep {
 // Flaw returns the field of a retention that cannot be used, its value and
 // why, or "" for none: a duration neither zero, Forever nor min or more
 // (minAlerts for Alerts), and, for a kind, a client-only field set
-// (History, Alerts, or an archive).
-func Flaw(kind bool, d Durations, history, alerts time.Duration, archive bool, min, minAlerts time.Duration) (field string, value time.Duration, reason string) {
+// (History, HourlyHistory, Alerts, or an archive).
+func Flaw(kind bool, d Durations, history, hours, alerts time.Duration, archive bool, min, minAlerts time.Duration) (field string, value time.Duration, reason string) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"Completed", d.Completed}, {"Cancelled", d.Cancelled}, {"Failed", d.Failed}, {"History", history}, {"Alerts", alerts}} {
+	}{{"Completed", d.Completed}, {"Cancelled", d.Cancelled}, {"Failed", d.Failed}, {"History", history}, {"HourlyHistory", hours}, {"Alerts", alerts}} {
 		least := min
 		if f.name == "Alerts" {
 			least = minAlerts
 		}
 		switch {
-		case kind && (f.name == "History" || f.name == "Alerts") && f.d != 0:
+		case kind && (f.name == "History" || f.name == "HourlyHistory" || f.name == "Alerts") && f.d != 0:
 			return f.name, f.d, "is the client's, not a kind's"
 		case f.d != 0 && f.d != Forever && f.d < least:
 			return f.name, f.d, fmt.Sprintf("is neither KeepForever nor at least %v", least)

@@ -32,7 +32,8 @@ func TestFlaw(t *testing.T) {
 	for _, tc := range []struct {
 		kind                bool
 		d                   Durations
-		history, alerts     time.Duration
+		history, hours      time.Duration
+		alerts              time.Duration
 		archive             bool
 		field, reasonPrefix string
 	}{
@@ -40,11 +41,13 @@ func TestFlaw(t *testing.T) {
 		{d: Durations{Cancelled: time.Minute}, field: "Cancelled", reasonPrefix: "is neither KeepForever nor at least 1h0m0s"},
 		{alerts: day, field: "Alerts", reasonPrefix: "is neither KeepForever nor at least 168h0m0s"},
 		{kind: true, history: day, field: "History", reasonPrefix: "is the client's"},
+		{hours: time.Second, field: "HourlyHistory", reasonPrefix: "is neither KeepForever nor at least 1h0m0s"},
+		{kind: true, hours: day, field: "HourlyHistory", reasonPrefix: "is the client's"},
 		{kind: true, alerts: Forever, field: "Alerts", reasonPrefix: "is the client's"},
 		{kind: true, archive: true, field: "Archive", reasonPrefix: "is the client's"},
 		{archive: true},
 	} {
-		field, _, reason := Flaw(tc.kind, tc.d, tc.history, tc.alerts, tc.archive, time.Hour, 7*day)
+		field, _, reason := Flaw(tc.kind, tc.d, tc.history, tc.hours, tc.alerts, tc.archive, time.Hour, 7*day)
 		require.Equal(t, tc.field, field, "%+v", tc)
 		if tc.reasonPrefix == "" {
 			require.Empty(t, reason)

@@ -39,7 +39,7 @@ type ActivityRow struct {
 }
 
 // activityPG is the series on PostgreSQL. $1 is the first bucket's start,
-// $2 the bucket in microseconds, $3 the queue (empty for all). The kinds go to
+// $2 the bucket in microseconds, $3 the queue (empty for all), $4 the end. The kinds go to
 // the index as one array, so that one bitmap heap scan visits each page of
 // the window once rather than once per kind.
 const activityPG = `
@@ -51,11 +51,11 @@ WITH RECURSIVE kinds AS (
 ), done AS (
 	SELECT j.status, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j
 	WHERE j.status = 'COMPLETED' AND j.kind = ANY (ARRAY(SELECT kind FROM kinds WHERE kind IS NOT NULL))
-		AND j.completed_at >= $1 AND ($3 = '' OR j.queue = $3)
+		AND j.completed_at >= $1 AND j.completed_at < $4 AND ($3 = '' OR j.queue = $3)
 	UNION ALL
 	SELECT j.status, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j
 	WHERE j.id = ANY (ARRAY(SELECT job_id FROM sheaf_attempts WHERE finished_at >= $1 AND outcome IN ('failed', 'rescued')))
-		AND j.status = 'FAILED' AND j.completed_at >= $1 AND ($3 = '' OR j.queue = $3)
+		AND j.status = 'FAILED' AND j.completed_at >= $1 AND j.completed_at < $4 AND ($3 = '' OR j.queue = $3)
 )
 SELECT b, completed, failed, wait[1], wait[2], run[1], run[2] FROM (
 	SELECT date_bin($2 * interval '1 microsecond', completed_at, $1) AS b,
@@ -65,12 +65,12 @@ SELECT b, completed, failed, wait[1], wait[2], run[1], run[2] FROM (
 	FROM done GROUP BY b
 ) s ORDER BY b`
 
-// Activity reads the buckets of width bucket, from start on, that have
+// Activity reads the buckets of width bucket, from start to end, that have
 // finished jobs of queue ("": every queue), in order. It runs in a read-only
 // transaction that turns JIT compilation off (the planner cannot see how
 // few kinds there are, overestimates the rows, and would compile for longer
 // than the query runs) and gives the sorts room in memory.
-func (s *postgres) Activity(ctx context.Context, start time.Time, bucket time.Duration, queue string) (out []ActivityRow, err error) {
+func (s *postgres) Activity(ctx context.Context, start, end time.Time, bucket time.Duration, queue string) (out []ActivityRow, err error) {
 	err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT set_config('jit', 'off', true), set_config('work_mem', '64MB', true)").Error; err != nil {
 			return err
@@ -80,7 +80,7 @@ func (s *postgres) Activity(ctx context.Context, start time.Time, bucket time.Du
 			err := rows.Scan(&r.Start, &r.Completed, &r.Failed, &w50, &w95, &r50, &r95)
 			r.WaitP50, r.WaitP95, r.RunP50, r.RunP95 = seconds(w50), seconds(w95), seconds(r50), seconds(r95)
 			return err
-		}, activityPG, start, bucket.Microseconds(), queue)
+		}, activityPG, start, bucket.Microseconds(), queue, end)
 		return err
 	}, &sql.TxOptions{ReadOnly: true})
 	return out, err
@@ -109,12 +109,13 @@ func (r *ActivityRow) add(completed, started bool, wait, run time.Duration) {
 	}
 }
 
-// finish computes r's percentiles from the durations add collected.
+// finish computes r's percentiles from the durations add collected, to
+// the microsecond, as PostgreSQL's series and the hour roll-ups keep them.
 func (r *ActivityRow) finish() {
 	slices.Sort(r.waits)
 	slices.Sort(r.runs)
-	r.WaitP50, r.WaitP95 = percentile(r.waits, 0.5), percentile(r.waits, 0.95)
-	r.RunP50, r.RunP95 = percentile(r.runs, 0.5), percentile(r.runs, 0.95)
+	r.WaitP50, r.WaitP95 = percentile(r.waits, 0.5).Round(time.Microsecond), percentile(r.waits, 0.95).Round(time.Microsecond)
+	r.RunP50, r.RunP95 = percentile(r.runs, 0.5).Round(time.Microsecond), percentile(r.runs, 0.95).Round(time.Microsecond)
 	r.waits, r.runs = nil, nil
 }
 

@@ -182,19 +182,19 @@ func (s *mysql) DropDays(ctx context.Context, before string) (int64, error) {
 	return mysqlKeeping.dropDays(ctx, s.gdb, before)
 }
 
-// mysqlActivity reads the jobs that finished from ? on, in queue ? (empty
-// for all), as activityPG selects them; the store buckets them.
+// mysqlActivity reads the jobs that finished from ? until ?, in queue ?
+// (empty for all), as activityPG selects them; the store buckets them.
 const mysqlActivity = `
 SELECT 1, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j FORCE INDEX (sheaf_jobs_finished)
-WHERE j.status = 'COMPLETED' AND j.completed_at >= ? AND (? = '' OR j.queue = ?)
+WHERE j.status = 'COMPLETED' AND j.completed_at >= ? AND j.completed_at < ? AND (? = '' OR j.queue = ?)
 UNION ALL
 SELECT 0, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j
 WHERE j.id IN (SELECT job_id FROM sheaf_attempts WHERE finished_at >= ? AND outcome IN ('failed', 'rescued'))
-	AND j.status = 'FAILED' AND j.completed_at >= ? AND (? = '' OR j.queue = ?)`
+	AND j.status = 'FAILED' AND j.completed_at >= ? AND j.completed_at < ? AND (? = '' OR j.queue = ?)`
 
-func (s *mysql) Activity(ctx context.Context, start time.Time, bucket time.Duration, queue string) ([]ActivityRow, error) {
-	at := mysqlTime(start)
-	rows, err := s.db.QueryContext(ctx, mysqlActivity, at, queue, queue, at, at, queue, queue)
+func (s *mysql) Activity(ctx context.Context, start, end time.Time, bucket time.Duration, queue string) ([]ActivityRow, error) {
+	at, to := mysqlTime(start), mysqlTime(end)
+	rows, err := s.db.QueryContext(ctx, mysqlActivity, at, to, queue, queue, at, at, to, queue, queue)
 	if err != nil {
 		return nil, err
 	}

@@ -261,6 +261,27 @@ CREATE TABLE sheaf_limit_starts (
 	INDEX sheaf_limit_starts_at (scope, target, at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
 `,
+	15: `
+-- Hour roll-ups, as on PostgreSQL.
+CREATE TABLE sheaf_hours (
+	hour      DATETIME(6)  NOT NULL,
+	kind      VARCHAR(255) NOT NULL,
+	queue     VARCHAR(255) NOT NULL,
+	completed BIGINT       NOT NULL DEFAULT 0,
+	failed    BIGINT       NOT NULL DEFAULT 0,
+	cancelled BIGINT       NOT NULL DEFAULT 0,
+	wait_p50  DOUBLE       NOT NULL DEFAULT 0,
+	wait_p95  DOUBLE       NOT NULL DEFAULT 0,
+	run_p50   DOUBLE       NOT NULL DEFAULT 0,
+	run_p95   DOUBLE       NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind, queue)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+CREATE TABLE sheaf_hours_final (
+	id           INT         NOT NULL PRIMARY KEY CHECK (id = 1),
+	kept_from    DATETIME(6) NOT NULL,
+	final_before DATETIME(6) NOT NULL
+) ENGINE = InnoDB;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -394,10 +394,39 @@ CREATE TABLE sheaf_limit_starts (
 );
 CREATE INDEX sheaf_limit_starts_at ON sheaf_limit_starts (scope, target, at);
 `,
+	15: `
+-- Hour roll-ups of finished jobs, for the activity charts once the jobs are
+-- pruned: per hour (UTC), kind and queue, and for all kinds of a queue
+-- (kind '') and for everything (kind and queue ''), since percentiles do
+-- not add up. The counts and percentiles are those the activity series
+-- reads from the jobs (waits and run times in seconds, as percentile_cont
+-- gives them); cancelled jobs are counted too.
+CREATE TABLE sheaf_hours (
+	hour      timestamptz      NOT NULL,
+	kind      text             NOT NULL,
+	queue     text             NOT NULL,
+	completed bigint           NOT NULL DEFAULT 0,
+	failed    bigint           NOT NULL DEFAULT 0,
+	cancelled bigint           NOT NULL DEFAULT 0,
+	wait_p50  double precision NOT NULL DEFAULT 0,
+	wait_p95  double precision NOT NULL DEFAULT 0,
+	run_p50   double precision NOT NULL DEFAULT 0,
+	run_p95   double precision NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind, queue)
+);
+-- One row: the hours whose roll-ups are kept and final, [kept_from,
+-- final_before). The pruner deletes only jobs that finished before
+-- final_before.
+CREATE TABLE sheaf_hours_final (
+	id           integer     PRIMARY KEY CHECK (id = 1),
+	kept_from    timestamptz NOT NULL,
+	final_before timestamptz NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

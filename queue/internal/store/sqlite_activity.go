@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// activitySQLite reads the jobs that finished from ?1 on, in queue ?2 (empty
-// for all), as activityPG selects them: 1 for COMPLETED, then completed_at,
+// activitySQLite reads the jobs that finished from ?1 to ?3, in queue ?2
+// (empty for all), as activityPG selects them: 1 for COMPLETED, then completed_at,
 // run_at and started_at as text, which the store parses faster than the
 // driver would. The kinds are walked one index descent each, and SQLite,
 // which has no bitmap scans, reads each kind's range in turn (CROSS JOIN
@@ -22,16 +22,16 @@ WITH RECURSIVE kinds(kind) AS (
 	FROM kinds WHERE kind IS NOT NULL
 )
 SELECT 1, j.completed_at || '', j.run_at || '', j.started_at || '' FROM kinds CROSS JOIN sheaf_jobs j
-WHERE j.status = 'COMPLETED' AND j.kind = kinds.kind AND j.completed_at >= ?1 AND (?2 = '' OR j.queue = ?2)
+WHERE j.status = 'COMPLETED' AND j.kind = kinds.kind AND j.completed_at >= ?1 AND j.completed_at < ?3 AND (?2 = '' OR j.queue = ?2)
 UNION ALL
 SELECT 0, j.completed_at || '', j.run_at || '', j.started_at || '' FROM sheaf_jobs j
 WHERE j.id IN (SELECT job_id FROM sheaf_attempts WHERE finished_at >= ?1 AND outcome IN ('failed', 'rescued'))
-	AND j.status = 'FAILED' AND j.completed_at >= ?1 AND (?2 = '' OR j.queue = ?2)`
+	AND j.status = 'FAILED' AND j.completed_at >= ?1 AND j.completed_at < ?3 AND (?2 = '' OR j.queue = ?2)`
 
 // Activity reads the finished jobs and buckets them, and computes their
 // percentiles, in the process: SQLite has no percentile aggregate.
-func (s *sqlite) Activity(ctx context.Context, start time.Time, bucket time.Duration, queue string) ([]ActivityRow, error) {
-	rows, err := s.db.QueryContext(ctx, activitySQLite, sqliteTime(start), queue)
+func (s *sqlite) Activity(ctx context.Context, start, end time.Time, bucket time.Duration, queue string) ([]ActivityRow, error) {
+	rows, err := s.db.QueryContext(ctx, activitySQLite, sqliteTime(start), queue, sqliteTime(end))
 	if err != nil {
 		return nil, err
 	}

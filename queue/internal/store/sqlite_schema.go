@@ -272,6 +272,27 @@ CREATE TABLE sheaf_limit_starts (
 );
 CREATE INDEX sheaf_limit_starts_at ON sheaf_limit_starts (scope, target, at);
 `,
+	15: `
+-- Hour roll-ups, as on PostgreSQL.
+CREATE TABLE sheaf_hours (
+	hour      TIMESTAMP NOT NULL,
+	kind      TEXT      NOT NULL,
+	queue     TEXT      NOT NULL,
+	completed INTEGER   NOT NULL DEFAULT 0,
+	failed    INTEGER   NOT NULL DEFAULT 0,
+	cancelled INTEGER   NOT NULL DEFAULT 0,
+	wait_p50  REAL      NOT NULL DEFAULT 0,
+	wait_p95  REAL      NOT NULL DEFAULT 0,
+	run_p50   REAL      NOT NULL DEFAULT 0,
+	run_p95   REAL      NOT NULL DEFAULT 0,
+	PRIMARY KEY (hour, kind, queue)
+);
+CREATE TABLE sheaf_hours_final (
+	id           INTEGER   PRIMARY KEY CHECK (id = 1),
+	kept_from    TIMESTAMP NOT NULL,
+	final_before TIMESTAMP NOT NULL
+);
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -59,10 +59,10 @@ type Store interface {
 	// are none. A review passes the first start of the kind's jobs it
 	// reviews, which leaves them all out: each finished after it started.
 	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (d time.Duration, ok bool, err error)
-	// Activity reads the buckets of width bucket, from start on, in which
-	// jobs of queue ("": every queue) finished COMPLETED or FAILED, in order
-	// (activity.go); buckets without such jobs are left out.
-	Activity(ctx context.Context, start time.Time, bucket time.Duration, queue string) ([]ActivityRow, error)
+	// Activity reads the buckets of width bucket, from start until end, in
+	// which jobs of queue ("": every queue) finished COMPLETED or FAILED, in
+	// order (activity.go); buckets without such jobs are left out.
+	Activity(ctx context.Context, start, end time.Time, bucket time.Duration, queue string) ([]ActivityRow, error)
 
 	// The client's management of one job, in tx, from LockStatus on.
 	LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error)
@@ -141,6 +141,7 @@ type Store interface {
 	Transient(err error) bool
 
 	Keeper // pruning and day roll-ups (prune.go)
+	Hourly // hour roll-ups (hours.go)
 
 	// Limits across every runner (limits.go). SetLimit writes a limit,
 	// unless one an operator set stands against a declared one (ChangedBy
