@@ -284,9 +284,10 @@ func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
 	// fixed time, which a loaded machine could spend on the free row.
 	short, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var lastErr error // of the last look at the waiters, for a failure's message
 	blocked := func() int64 {
 		var n int64
-		if err := db.Raw(waiting, holder).Scan(&n).Error; err != nil {
+		if lastErr = db.Raw(waiting, holder).Scan(&n).Error; lastErr != nil {
 			return -1
 		}
 		return n
@@ -313,7 +314,12 @@ func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
 	// Once the row is free, trying again puts the rest back. The cancelled
 	// statement is gone first: the server ends it when the cancel request
 	// arrives, which, on a loaded machine, can be after Requeue returned.
-	require.Eventually(t, func() bool { return blocked() == 0 }, 30*time.Second, 5*time.Millisecond)
+	for deadline, last := time.Now().Add(30*time.Second), blocked(); last != 0; last = blocked() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements still wait for the held row after 30 s (-1: the look failed: %v)", last, lastErr)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll of the server's lock waits
+	}
 	require.NoError(t, lock.Rollback().Error)
 	put, err = st.Requeue(ctx, ids, keys, []bool{true, true})
 	require.NoError(t, err)
