@@ -44,6 +44,7 @@ type fetcher struct {
 	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
 	pausedAt  time.Time
 	limits    limitsSeen // see readLimits
+	rtts      roundTrips // see readPaused
 }
 
 // fetch claims until the slots are full or the queues have nothing due,
@@ -88,7 +89,7 @@ func (f *fetcher) readPaused(ctx context.Context) {
 	names, err := f.conn.Paused(ctx)
 	if err == nil {
 		// A statement that reads a row or two: its time is the round trip.
-		average(&r.rttNanos, time.Since(f.pausedAt))
+		r.rttNanos.Store(int64(f.rtts.add(time.Since(f.pausedAt))))
 	} else {
 		r.pausedStale.Store(true)
 		if ctx.Err() == nil {
@@ -313,6 +314,30 @@ func average(avg *atomic.Int64, sample time.Duration) {
 		return
 	}
 	avg.Store(old + (int64(sample)-old)/8)
+}
+
+// roundTrips keeps the last few round trips measured, and gives their
+// least as the round trip. A read's time is the round trip plus whatever
+// delayed it once: a connection dialled anew after a server restart, a
+// checkpoint, a loaded machine. An average of such samples made a server
+// on the same machine look far away for dozens of reads after a restart,
+// and the runner claimed thousands of jobs ahead (see Runner.ahead). The
+// least of the recent ones ignores a delay unless it lasts for all of
+// them, as a far server's does.
+type roundTrips struct {
+	last [8]time.Duration
+	n    int // samples taken, of which the last len(last) are kept
+}
+
+// add records a sample and returns the least of those kept.
+func (t *roundTrips) add(d time.Duration) time.Duration {
+	t.last[t.n%len(t.last)] = d
+	t.n++
+	least := d
+	for _, s := range t.last[:min(t.n, len(t.last))] {
+		least = min(least, s)
+	}
+	return least
 }
 
 // cursor is where a runner's last claim on a queue stopped, in claim order.

@@ -511,3 +511,23 @@ func TestStopOutOfTimeRequeues(t *testing.T) {
 	require.Zero(t, attempts, "the attempt does not count")
 	require.Equal(t, int64(1), r.Stats().Requeued)
 }
+
+// One slow read (a connection dialled anew after a restart) does not make
+// a near server look far; a far server looks far from its first read, and
+// a server that moves away is seen as far once every kept read says so.
+func TestRoundTripIgnoresAOneOffDelay(t *testing.T) {
+	var near roundTrips
+	near.add(300 * time.Microsecond)
+	require.Equal(t, 300*time.Microsecond, near.add(2*time.Second), "a restart's slow read is not the round trip")
+	require.Equal(t, 300*time.Microsecond, near.add(400*time.Microsecond))
+
+	var far roundTrips
+	require.Equal(t, 50*time.Millisecond, far.add(50*time.Millisecond))
+
+	var moved roundTrips
+	moved.add(time.Millisecond)
+	for range len(moved.last) - 1 {
+		require.Equal(t, time.Millisecond, moved.add(60*time.Millisecond))
+	}
+	require.Equal(t, 60*time.Millisecond, moved.add(60*time.Millisecond), "once all kept reads are slow, the server is far")
+}
