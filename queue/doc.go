@@ -439,7 +439,10 @@
 // ends, each day or hour in the transaction that records it final, so a
 // crash neither counts one twice nor skips one), prunes only jobs whose
 // day and hour are final, in batches of 1,000 jobs, each a short
-// transaction, with a pause between them.
+// transaction, with a pause between them. A final day or hour is not
+// counted again: a job that failed in it and was retried by hand later
+// stays a failure there, and its new outcome counts in the day or hour it
+// finishes again.
 //
 // The alert state of package queue/alert goes the same way: episodes that
 // ended and silences that expired [DefaultKeepAlerts] ago (90 days: this

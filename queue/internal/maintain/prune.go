@@ -56,8 +56,32 @@ type Prune struct {
 	// after is where the pass goes on: the leader runs one Run at a time,
 	// and a new leader starts a pass from the oldest job.
 	after store.Place
+	// rolled is how far the roll-ups went, both day and hour, when the
+	// pass began.
+	rolled time.Time
 	// deleted counts the jobs deleted.
 	deleted int64
+}
+
+// rolledUp returns the time before which every day and every hour is
+// rolled up, and false while nothing is.
+func (p *Prune) rolledUp(ctx context.Context) (time.Time, bool, error) {
+	fb, err := p.Store.FinalBefore(ctx)
+	if err != nil || fb == "" {
+		return time.Time{}, false, wrap("prune: rolled-up days", err)
+	}
+	rolled, err := time.Parse(store.DayLayout, fb)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("prune: rolled-up days: %w", err)
+	}
+	_, hours, ok, err := p.Store.HoursFinal(ctx)
+	if err != nil || !ok {
+		return time.Time{}, false, wrap("prune: rolled-up hours", err)
+	}
+	if hours.Before(rolled) {
+		rolled = hours
+	}
+	return rolled, true, nil
 }
 
 // Deleted returns how many jobs p's Runs have deleted. Call it between
@@ -70,21 +94,17 @@ func (*Prune) Name() string { return "prune" }
 // Run implements Task.
 func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 	every := cmp.Or(p.Every, PruneEvery)
-	fb, err := p.Store.FinalBefore(ctx)
-	if err != nil || fb == "" {
-		return every, wrap("prune: rolled-up days", err)
+	if p.after == (store.Place{}) {
+		// A pass reads how far the roll-ups go once, at its start: they
+		// only move forward, so the value read stays safe for the whole
+		// pass, and its batches pay for no reads of their own.
+		rolled, ok, err := p.rolledUp(ctx)
+		if err != nil || !ok {
+			return every, err
+		}
+		p.rolled = rolled
 	}
-	rolled, err := time.Parse(store.DayLayout, fb)
-	if err != nil {
-		return every, fmt.Errorf("prune: rolled-up days: %w", err)
-	}
-	_, hours, ok, err := p.Store.HoursFinal(ctx)
-	if err != nil || !ok {
-		return every, wrap("prune: rolled-up hours", err)
-	}
-	if hours.Before(rolled) {
-		rolled = hours
-	}
+	rolled := p.rolled
 	now := clock(p.Now)
 	var rules []store.KeepRule
 	for _, k := range p.Rules() {

@@ -54,7 +54,8 @@ func TestRollupOfALongHistory(t *testing.T) {
 			}
 			add("COMPLETED", first.AddDate(0, 0, 40), time.Second, nil) // today's: kept
 			now := first.AddDate(0, 0, 40).Add(time.Hour)               // day 40, 01:00
-			prune := &maintain.Prune{Store: st, Now: func() time.Time { return now },
+			counted := &countingStore{Store: st}
+			prune := &maintain.Prune{Store: counted, Now: func() time.Time { return now }, Batch: 10,
 				Rules: func() []maintain.Keep { return []maintain.Keep{{Status: "COMPLETED", For: time.Hour}} }}
 			next, err := prune.Run(ctx)
 			require.NoError(t, err)
@@ -101,14 +102,30 @@ func TestRollupOfALongHistory(t *testing.T) {
 				next, err = hours.Run(ctx)
 				require.NoError(t, err)
 			}
+			counted.finalBefore = 0
+			batches := 0
 			for range 10 {
+				batches++
 				if next, err = prune.Run(ctx); err != nil || next == maintain.PruneEvery {
 					break
 				}
 			}
 			require.NoError(t, err)
+			require.Greater(t, batches, 5, "ten jobs a batch")
+			require.Equal(t, 1, counted.finalBefore, "a pass reads how far the roll-ups go once, not once a batch")
 			require.EqualValues(t, 253+1, db.Count(t, "SELECT count(*) FROM sheaf_jobs"),
 				"the completed jobs of final days are gone; failures have no rule")
 		})
 	}
+}
+
+// countingStore counts the reads of how far the day roll-ups go.
+type countingStore struct {
+	store.Store
+	finalBefore int
+}
+
+func (s *countingStore) FinalBefore(ctx context.Context) (string, error) {
+	s.finalBefore++
+	return s.Store.FinalBefore(ctx)
 }
