@@ -282,6 +282,9 @@ CREATE TABLE sheaf_hours_final (
 	final_before DATETIME(6) NOT NULL
 ) ENGINE = InnoDB;
 `,
+	16: `
+-- Nothing: MariaDB and MySQL do not enforce limits.
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

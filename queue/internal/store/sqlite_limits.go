@@ -35,11 +35,11 @@ func sqliteClaimLimited(suspect bool) string {
 	return strings.ReplaceAll(`
 WITH lim AS (
 	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
-	WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR `+inList("target", "?4")+`)
+	WHERE `+activeLimit+` AND (scope <> 'queue' OR `+inList("target", "?4")+`)
 ), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, cand AS (
 	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
 	WHERE status = 'QUEUED' AND `+where+` AND run_at <= ?1 AND NOT `+inList("kind", "?6")+` AND NOT `+limitFull+`
-	ORDER BY priority DESC, run_at, id LIMIT ?7
+	ORDER BY priority DESC, run_at, id LIMIT `+candLimit("?8", "?7")+`
 ), `+limitPick("min", "?8")+`
 UPDATE sheaf_jobs SET status = 'PROCESSING', `+set+`, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
 WHERE id IN (SELECT id FROM pick)
@@ -107,7 +107,7 @@ func (c sqliteConn) ClaimSuspectLimited(ctx context.Context, queues []string, cl
 }
 
 func (c sqliteConn) ActiveLimits(ctx context.Context) ([]Limit, error) {
-	rows, err := c.s.db.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE NOT suspended AND (concurrency > 0 OR rate > 0)`)
+	rows, err := c.s.db.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+activeLimit)
 	if err != nil {
 		return nil, err
 	}

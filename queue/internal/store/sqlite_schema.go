@@ -293,6 +293,9 @@ CREATE TABLE sheaf_hours_final (
 	final_before TIMESTAMP NOT NULL
 );
 `,
+	16: `
+-- Nothing: the limited claims are one statement already on SQLite.
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
