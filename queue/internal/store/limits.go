@@ -281,15 +281,33 @@ func (h *held) claimLimited(ctx context.Context, c Claim, suspect bool, queues [
 	return h.claimed(ctx, c.N, `SELECT * FROM sheaf_claim_limited($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, args...)
 }
 
-// ActiveLimits returns the scopes of the limits in force (not suspended),
-// for a runner to know which claims a limit can touch.
-func (h *held) ActiveLimits(ctx context.Context) (_ []Limit, err error) {
-	rows, err := h.query(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+activeLimit)
+// holdsSQL reads, in one statement, what holds a runner's claims back:
+// the paused queues (as limits of scope "") and the limits in force. A
+// runner reads them together once a poll interval, so that limits cost
+// nothing where none is set (see Conn.Holds).
+const holdsSQL = `SELECT '', name, 0, 0, 0 FROM sheaf_queues WHERE paused_at IS NOT NULL
+UNION ALL SELECT ` + limitColumns + ` FROM sheaf_limits WHERE ` + activeLimit
+
+// scanHolds reads the rows of holdsSQL.
+func scanHolds(rows *sql.Rows, err error) (paused []string, limits []Limit, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	all, err := scanLimits(rows)
+	for _, l := range all {
+		if l.Scope == "" {
+			paused = append(paused, l.Target)
+		} else {
+			limits = append(limits, l)
+		}
+	}
+	return paused, limits, err
+}
+
+// Holds returns the paused queues and the limits in force.
+func (h *held) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
 	defer func() { h.DropOn(err) }()
-	return scanLimits(rows)
+	return scanHolds(h.query(ctx, holdsSQL))
 }
 
 // ErrNoLimit is returned for a limit that does not exist.

@@ -124,3 +124,33 @@ func TestClaimWithinRate(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(first), 300*time.Millisecond)
 	})
 }
+
+// A runner reads the paused queues and the limits in force in one
+// statement: no limit costs a round trip of its own.
+func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		conn := st.Hold(false)
+		defer conn.Close()
+		paused, limits, err := conn.Holds(ctx)
+		require.NoError(t, err)
+		require.Empty(t, paused)
+		require.Empty(t, limits)
+
+		require.NoError(t, st.SetPaused(ctx, db, "q", true))
+		var want []store.Limit
+		if st.Dialect() != "mysql" {
+			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "report", Concurrency: 3})
+			require.NoError(t, err)
+			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeQueue, Target: "q", Concurrency: 1, Suspended: true})
+			require.NoError(t, err)
+			want = []store.Limit{{Scope: store.ScopeKind, Target: "report", Concurrency: 3}}
+		}
+		paused, limits, err = conn.Holds(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"q"}, paused)
+		require.Equal(t, want, limits, "the suspended limit is not in force")
+	})
+}

@@ -106,12 +106,8 @@ func (c sqliteConn) ClaimSuspectLimited(ctx context.Context, queues []string, cl
 	return c.s.claimLimited(ctx, cl, true, queues)
 }
 
-func (c sqliteConn) ActiveLimits(ctx context.Context) ([]Limit, error) {
-	rows, err := c.s.db.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+activeLimit)
-	if err != nil {
-		return nil, err
-	}
-	return scanLimits(rows)
+func (c sqliteConn) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
+	return scanHolds(c.s.db.QueryContext(ctx, holdsSQL))
 }
 
 func (s *sqlite) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (wrote bool, err error) {
