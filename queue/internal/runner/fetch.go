@@ -115,6 +115,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		if free == 0 {
 			return 0 // a finishing job wakes the loop
 		}
+		r.slotFreed.Store(false)
 		if r.more.Load() && free < r.capacity() {
 			if since := time.Since(f.lastClaim); since < claimCooldown {
 				return claimCooldown - since
