@@ -29,7 +29,7 @@ const (
 // Limit caps the jobs of a scope across every runner and process: at most
 // Concurrency running at once, and at most Rate started in any span of
 // Per. Zero Concurrency or Rate is no limit of that sort; a Limit has at
-// least one. Runners never claim a job a limit forbids; the others of its
+// least one, or Fair. Runners never claim a job a limit forbids; the others of its
 // queue are claimed past it, by priority as ever. See Limits in the
 // package documentation.
 type Limit struct {
@@ -39,6 +39,9 @@ type Limit struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
+	// Fair, for ScopeKey only, makes claims take turns among the kind's
+	// keys: see "Fair share" in the package documentation.
+	Fair bool
 	// Suspended keeps the limit without enforcing it.
 	Suspended bool
 	// By names who set the limit, for SetLimit: "client" if empty. A
@@ -49,10 +52,13 @@ type Limit struct {
 
 // Limits caps a kind's jobs, for KindLimit and KeyLimit: at most
 // Concurrency running at once, at most Rate started in any span of Per.
+// Fair, for KeyLimit only, makes claims take turns among the keys, with or
+// without a cap.
 type Limits struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
+	Fair        bool
 }
 
 // LimitUse is a limit with its use now, as Client.Limits reads it.
@@ -85,7 +91,7 @@ func (u LimitUse) String() string { return u.use().String() }
 
 func (u LimitUse) use() limit.Use {
 	return limit.Use{Scope: string(u.Scope), Target: u.Target, Key: u.Key, Concurrency: u.Concurrency, Rate: u.Rate, Per: u.Per,
-		Suspended: u.Suspended, Running: u.Running, Started: u.Started}
+		Suspended: u.Suspended, Fair: u.Fair, Running: u.Running, Started: u.Started}
 }
 
 // KindLimit caps the kind's jobs across every runner (see Limit, scope
@@ -93,8 +99,7 @@ func (u LimitUse) use() limit.Use {
 // kind's limit: then that one stands until RemoveLimit.
 func KindLimit(l Limits) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
-		o.limits = append(o.limits, limit.Declared{Scope: store.ScopeKind, Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per})
-		return limit.Check(l.Concurrency, l.Rate, l.Per)
+		return o.declare(store.ScopeKind, l)
 	})
 }
 
@@ -106,9 +111,13 @@ func KeyLimit[A Args](key func(A) string, l Limits) RegisterOption {
 		if o.limitKey, err = limit.KeyOf(key); err != nil {
 			return err
 		}
-		o.limits = append(o.limits, limit.Declared{Scope: store.ScopeKey, Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per})
-		return limit.Check(l.Concurrency, l.Rate, l.Per)
+		return o.declare(store.ScopeKey, l)
 	})
+}
+
+func (o *jobOptions) declare(scope string, l Limits) error {
+	o.limits = append(o.limits, limit.Declared{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair})
+	return limit.Check(scope, l.Concurrency, l.Rate, l.Per, l.Fair)
 }
 
 // SetLimit sets the limit of l.Scope and l.Target, replacing any; runners
@@ -119,7 +128,7 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 		l.By = "client"
 	}
 	sl := store.Limit{Scope: string(l.Scope), Target: l.Target, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per,
-		Suspended: l.Suspended, ChangedBy: l.By}
+		Fair: l.Fair, Suspended: l.Suspended, ChangedBy: l.By}
 	if err := limit.CheckSet(sl); err != nil {
 		return err
 	}
@@ -154,7 +163,7 @@ func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
 	}
 	return converted(ls, func(u store.LimitUse) LimitUse {
 		out := LimitUse{Limit: Limit{Scope: LimitScope(u.Scope), Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
-			Per: u.Period, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
+			Per: u.Period, Fair: u.Fair, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
 			Running: u.Running, Started: u.Started, Key: u.Key}
 		out.Keys = converted(u.Keys, func(k store.KeyUse) KeyUse { return KeyUse(k) })
 		return out

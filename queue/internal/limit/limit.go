@@ -25,16 +25,20 @@ type Declared struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
+	Fair        bool
 }
 
-// Check refuses a limit that sets neither a concurrency nor a rate, or a
-// rate without a period of at least a millisecond.
-func Check(concurrency, rate int, per time.Duration) error {
+// Check refuses a limit of scope that sets neither a concurrency, nor a
+// rate, nor fair share, a rate without a period of at least a millisecond,
+// or fair share on a scope other than store.ScopeKey.
+func Check(scope string, concurrency, rate int, per time.Duration, fair bool) error {
 	switch {
 	case concurrency < 0 || rate < 0:
 		return check.Invalid("limit of %d running and %d started is negative", concurrency, rate)
-	case concurrency == 0 && rate == 0:
-		return check.Invalid("limit sets neither a concurrency nor a rate")
+	case fair && scope != store.ScopeKey:
+		return check.Invalid("fair share is among the keys of a kind: a %s limit has none", scope)
+	case concurrency == 0 && rate == 0 && !fair:
+		return check.Invalid("limit sets neither a concurrency, nor a rate, nor fair share")
 	case rate > 0 && per < time.Millisecond:
 		return check.Invalid("rate limit per %v: the period must be at least a millisecond", per)
 	case rate == 0 && per != 0:
@@ -56,7 +60,7 @@ func CheckSet(l store.Limit) error {
 		err = check.Invalid("limit scope %q is none of kind, queue and key", l.Scope)
 	}
 	if err == nil {
-		err = Check(l.Concurrency, l.Rate, l.Period)
+		err = Check(l.Scope, l.Concurrency, l.Rate, l.Period, l.Fair)
 	}
 	if err == nil {
 		err = check.Text("By", l.ChangedBy)
@@ -101,7 +105,7 @@ func (k Key) Of(payload []byte) (*string, error) {
 func Declare(ctx context.Context, st store.Store, db *gorm.DB, kinds map[string][]Declared) error {
 	for kind, ds := range kinds {
 		for _, d := range ds {
-			l := store.Limit{Scope: d.Scope, Target: kind, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per}
+			l := store.Limit{Scope: d.Scope, Target: kind, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per, Fair: d.Fair}
 			if _, err := st.SetLimit(ctx, db, l); err != nil {
 				return fmt.Errorf("queue: declare the limit of %s %q: %w", l.Scope, l.Target, err)
 			}
@@ -115,7 +119,7 @@ type Use struct {
 	Scope, Target, Key string
 	Concurrency, Rate  int
 	Per                time.Duration
-	Suspended          bool
+	Suspended, Fair    bool
 	Running, Started   int
 }
 
@@ -144,6 +148,9 @@ func (u Use) String() string {
 	}
 	if u.Rate > 0 {
 		use = append(use, fmt.Sprintf("%d of %d started in %v", u.Started, u.Rate, u.Per))
+	}
+	if u.Fair {
+		use = append(use, fmt.Sprintf("fair share, %d running", u.Running))
 	}
 	return "limit " + target + " " + state + " (" + strings.Join(use, ", ") + ")"
 }

@@ -14,19 +14,27 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCheck(t *testing.T) {
 	for _, c := range []struct {
+		scope      string
 		conc, rate int
 		per        time.Duration
+		fair       bool
 		ok         bool
 	}{
 		{conc: 1, ok: true},
 		{rate: 5, per: time.Second, ok: true},
 		{conc: 2, rate: 5, per: time.Millisecond, ok: true},
+		{scope: "key", fair: true, ok: true},
+		{scope: "key", conc: 3, fair: true, ok: true},
 		{},
 		{conc: -1},
 		{rate: 5, per: time.Microsecond},
 		{conc: 1, per: time.Second},
+		{scope: "kind", conc: 1, fair: true},
 	} {
-		err := Check(c.conc, c.rate, c.per)
+		if c.scope == "" {
+			c.scope = "kind"
+		}
+		err := Check(c.scope, c.conc, c.rate, c.per, c.fair)
 		if c.ok {
 			require.NoError(t, err, "%+v", c)
 		} else {

@@ -353,7 +353,7 @@ type cursor struct {
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
 	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
-		Limited: f.limitedQueue(queue)}
+		Limited: f.limitedQueue(queue), Fair: f.limits.fair}
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}

@@ -14,6 +14,7 @@ import (
 // limitsSeen is what the runner last read of the limits in force.
 type limitsSeen struct {
 	any    bool            // a kind or key limit: every claim may be touched
+	fair   bool            // a fair limit: claims take turns among keys
 	queues map[string]bool // queues with a limit of their own
 }
 
@@ -21,6 +22,7 @@ type limitsSeen struct {
 func (f *fetcher) noteLimits(ls []store.Limit) {
 	seen := limitsSeen{queues: map[string]bool{}}
 	for _, l := range ls {
+		seen.fair = seen.fair || l.Fair
 		if l.Scope == store.ScopeQueue {
 			seen.queues[l.Target] = true
 		} else {

@@ -30,5 +30,5 @@ func (mysqlConn) ClaimSuspectLimited(context.Context, []string, Claim) ([]Claime
 
 // Holds returns the paused queues; no limit is in force on MariaDB.
 func (c mysqlConn) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
-	return scanHolds(c.s.db.QueryContext(ctx, "SELECT '', name, 0, 0, 0 FROM sheaf_queues WHERE paused_at IS NOT NULL"))
+	return scanHolds(c.s.db.QueryContext(ctx, "SELECT '', name, 0, 0, 0, false FROM sheaf_queues WHERE paused_at IS NOT NULL"))
 }

@@ -283,7 +283,8 @@ CREATE TABLE sheaf_hours_final (
 ) ENGINE = InnoDB;
 `,
 	16: `
--- Nothing: MariaDB and MySQL do not enforce limits.
+-- As on PostgreSQL, though MariaDB and MySQL do not enforce limits yet.
+ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 `,
 }
 

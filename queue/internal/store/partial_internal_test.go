@@ -33,4 +33,4 @@ func TestClaimFunctionsShipped(t *testing.T) {
 	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
 }
 
-const claimFunctionsSHA256 = "761abd585dbb224e93184c4953767944223723b5b42e7771b52b0831c813a504"
+const claimFunctionsSHA256 = "dc4d31c8b245904ef8acb63e32dcd97f249bf17426e222a19c2797c183b5cba0"

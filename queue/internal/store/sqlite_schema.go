@@ -294,7 +294,10 @@ CREATE TABLE sheaf_hours_final (
 );
 `,
 	16: `
--- Nothing: the limited claims are one statement already on SQLite.
+-- Fair share among the keys of a kind, as on PostgreSQL.
+ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run_at, id)
+	WHERE status = 'QUEUED' AND limit_key IS NOT NULL;
 `,
 }
 
