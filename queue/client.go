@@ -259,7 +259,7 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 	if j, err = o.Row(e.Name, payload); err != nil {
 		return j, err
 	}
-	if j.LimitKey, err = limitKeyOf(&o, payload); err != nil || !o.OwnBackoff {
+	if j.LimitKey, err = o.limitKey.Of(payload); err != nil || !o.OwnBackoff {
 		return j, err
 	}
 	b, err := encodeBackoff(o.backoff)

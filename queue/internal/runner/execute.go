@@ -276,7 +276,7 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 	if wasSuspect {
 		r.suspects.Store(true) // the next may be waiting
 		r.wakeFetch()
-	} else if r.more.Load() {
+	} else if r.more.Load() || r.slotFreed.Swap(false) {
 		r.wakeFetch()
 	}
 }

@@ -43,7 +43,7 @@ type fetcher struct {
 	cursors   map[string]*cursor
 	paused    map[string]bool // paused queues, as read at pausedAt (see readPaused)
 	pausedAt  time.Time
-	limits    limitsSeen // see readLimits
+	limits    limitsSeen // see noteLimits
 	rtts      roundTrips // see readPaused
 }
 
@@ -60,40 +60,36 @@ func (f *fetcher) fetch(ctx context.Context) time.Duration {
 	if notified {
 		f.readPaused(ctx)
 	}
-	// Limits likewise: changed ones (or, at the start, all) before the
-	// claims, the periodic read after them.
-	if f.r.limitsStale.Load() || f.limits.at.IsZero() {
-		f.readLimits(ctx)
-	}
 	wait := f.claimAll(ctx, f.jobsCtx)
 	if !notified && time.Since(f.pausedAt) >= f.r.cfg.Poll {
 		f.readPaused(ctx)
 	}
-	f.readLimits(ctx) // only if due
 	if next := f.r.releaseWaiting(); next > 0 && (wait == 0 || next < wait) {
 		wait = next
 	}
 	return wait
 }
 
-// readPaused reads the paused queues. fetch calls it when a pause or
-// resume was notified (Runner.pausedStale), and once a poll interval
-// otherwise, whether or not the poll's timer fires: on a busy runner,
-// fetches come sooner. When it cannot, it keeps what it knew and reads
-// again at the next fetch.
+// readPaused reads the paused queues, and with them, in the same
+// statement, the limits in force (see noteLimits): so a limit set on
+// another process applies within a poll interval, and limits cost no round
+// trip of their own. fetch calls it when a pause or resume was notified
+// (Runner.pausedStale), and once a poll interval otherwise, whether or not
+// the poll's timer fires: on a busy runner, fetches come sooner. When it
+// cannot, it keeps what it knew and reads again at the next fetch.
 func (f *fetcher) readPaused(ctx context.Context) {
 	r := f.r
 	f.pausedAt = time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.timeouts.statement)
 	defer cancel()
-	names, err := f.conn.Paused(ctx)
+	names, limits, err := f.conn.Holds(ctx)
 	if err == nil {
 		// A statement that reads a row or two: its time is the round trip.
 		r.rttNanos.Store(int64(f.rtts.add(time.Since(f.pausedAt))))
 	} else {
 		r.pausedStale.Store(true)
 		if ctx.Err() == nil {
-			r.log.Error("queue: could not read the paused queues", "err", err)
+			r.log.Error("queue: could not read the paused queues and the limits", "err", err)
 		}
 		return
 	}
@@ -104,6 +100,7 @@ func (f *fetcher) readPaused(ctx context.Context) {
 		}
 	}
 	f.paused = paused
+	f.noteLimits(limits)
 }
 
 // claimAll claims until the slots are full or the queues have nothing due.
@@ -118,6 +115,7 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		if free == 0 {
 			return 0 // a finishing job wakes the loop
 		}
+		r.slotFreed.Store(false)
 		if r.more.Load() && free < r.capacity() {
 			if since := time.Since(f.lastClaim); since < claimCooldown {
 				return claimCooldown - since
@@ -355,7 +353,7 @@ type cursor struct {
 func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *cursor, higher bool, closedKinds []string) ([]Row, error) {
 	r := f.r
 	c := store.Claim{Queue: queue, N: n, Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds, Higher: higher,
-		Limited: f.limitedQueue(queue)}
+		Limited: f.limitedQueue(queue), Fair: f.limits.fair}
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}

@@ -43,10 +43,14 @@ type Runner struct {
 	// pausedStale is set when a pause or resume is notified (see
 	// fetcher.readPaused).
 	pausedStale atomic.Bool
-	// limitsStale is set when the limits must be read at the next claim
-	// (see fetcher.readLimits); limited while a limit is in force, so a
-	// completion that frees a limit's slot wakes the claims.
-	limitsStale, limited atomic.Bool
+	// limited is set while a limit is in force (see fetcher.noteLimits),
+	// so a completion that frees a limit's slot wakes the claims.
+	limited atomic.Bool
+	// slotFreed is set when completions freed a limit's slots and woke
+	// the claims, until a fetch finds a worker free: a worker counts as
+	// free only after it sent its result, and a fetch woken before that
+	// claims nothing; the worker wakes it again.
+	slotFreed atomic.Bool
 	// claiming is held from sending a claim until its jobs are in held, so
 	// that the lease keeper, which takes it too, never mistakes a claim in
 	// flight for jobs nobody runs (see store.Held.Renew).

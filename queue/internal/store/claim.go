@@ -129,6 +129,9 @@ type Claim struct {
 	// Limited claims within the limits in force (limits.go): a runner
 	// sets it when a limit may apply to Queue. SQLite's ignores From.
 	Limited bool
+	// Fair, with Limited, takes turns among the keys of the kinds with a
+	// fair limit (limits.go); it ignores From.
+	Fair bool
 }
 
 // Claim locks up to c.N due jobs for c.Runner, counting their attempt, and

@@ -20,9 +20,12 @@ import (
 // never a counter kept beside them.
 //
 // A claim for a queue that no limit can touch runs claimSQL as before. A
-// claim that a limit can touch locks the limits' rows first, in one order,
-// in a transaction of its own: two runners that claimed at once would
-// otherwise both count 4 running of 5 and start one each.
+// claim that a limit can touch locks the limits' rows first, in one order:
+// two runners that claimed at once would otherwise both count 4 running of
+// 5 and start one each. The claim that follows the lock must see what the
+// claims it waited for committed, so it is a statement of its own, with a
+// snapshot of its own; on PostgreSQL both run in a function that schema
+// version 16 installs (sheaf_claim_limited), in one round trip.
 
 // The scopes of a limit.
 const (
@@ -39,8 +42,11 @@ type Limit struct {
 	Rate          int
 	Period        time.Duration
 	Suspended     bool
-	ChangedBy     string // "" for a limit declared at registration
-	ChangedAt     time.Time
+	// Fair, for a ScopeKey limit, makes claims take turns among the keys
+	// of the kind (see fairSQL); it may be the limit's only setting.
+	Fair      bool
+	ChangedBy string // "" for a limit declared at registration
+	ChangedAt time.Time
 }
 
 // LimitUse is a limit's use: the jobs of its scope running, and those
@@ -60,17 +66,27 @@ type KeyUse struct {
 }
 
 // limitCandidates is how many due jobs a limited claim looks at for each
-// slot it fills: those a limit forbids are passed over, up to this many.
+// slot it fills, when a limit may forbid some of those it looks at: those
+// are passed over, up to this many.
 const limitCandidates = 4
 
-// limitColumns are what the claims read of a limit.
-const limitColumns = `scope, target, concurrency, rate, period_ms`
+// candLimit is the SQL of how many due jobs a limited claim of n jobs
+// looks at (cands, n × limitCandidates, or n): only n when no scope in use
+// has less room than n, and no key limit allows fewer than n, so that
+// none of the first n due jobs can be passed over. Each candidate is
+// locked; a limit that does not bind then costs no more locks than no
+// limit.
+func candLimit(n, cands string) string {
+	return `(SELECT CASE WHEN EXISTS (SELECT 1 FROM room WHERE room.n < ` + n + `)
+	OR EXISTS (SELECT 1 FROM lim WHERE lim.scope = 'key' AND (lim.conc BETWEEN 1 AND ` + n + ` - 1 OR lim.rate BETWEEN 1 AND ` + n + ` - 1))
+	THEN ` + cands + ` ELSE ` + n + ` END)`
+}
 
-// lockLimitsSQL locks, in one order, the limits that apply to a claim on
-// queue $1, and reads them as they are once no other claim holds them.
-const lockLimitsSQL = `SELECT ` + limitColumns + ` FROM sheaf_limits
-WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR target = ANY($1))
-ORDER BY scope, target FOR UPDATE`
+// limitColumns are what the claims read of a limit.
+const limitColumns = `scope, target, concurrency, rate, period_ms, fair`
+
+// activeLimit is the condition that a row of sheaf_limits is in force.
+const activeLimit = `NOT suspended AND (concurrency > 0 OR rate > 0 OR fair)`
 
 // limitUse is the SQL of the use of each limited scope, as WITH items
 // after lim (the limits, as scope, target, conc, rate, period_ms): running
@@ -116,7 +132,11 @@ const limitFull = `EXISTS (SELECT 1 FROM room r WHERE r.n <= 0 AND (r.scope = 'q
 // limitPick is the SQL of the jobs a limited claim takes of the candidates
 // in cand (id, kind, queue, key, priority, run_at), in claim order: as many
 // of each scope as its room allows, at most $2 in all.
-func limitPick(least, n string) string {
+func limitPick(least, n string, fair bool) string {
+	order := `k.in_all`
+	if fair {
+		order = fairTurn + `, k.in_all`
+	}
 	return `ranked AS (
 	SELECT c.id, c.kind, c.queue, c.key,
 		row_number() OVER (ORDER BY c.priority DESC, c.run_at, c.id) AS in_all,
@@ -131,59 +151,115 @@ func limitPick(least, n string) string {
 		AND k.in_key <= coalesce((SELECT n FROM room WHERE scope = 'key' AND target = k.kind AND key = k.key),
 			(SELECT ` + least + `(CASE WHEN conc > 0 THEN conc ELSE 1000000000 END, CASE WHEN rate > 0 THEN rate ELSE 1000000000 END)
 				FROM lim WHERE scope = 'key' AND target = k.kind), k.in_key)
-	ORDER BY k.in_all LIMIT ` + n + `
+	ORDER BY ` + order + ` LIMIT ` + n + `
 )`
 }
 
-// pgLim reads the limits a Go caller binds as arrays $6 to $10.
-const pgLim = `lim AS (
-	SELECT * FROM unnest($6::text[], $7::text[], $8::int[], $9::int[], $10::bigint[]) AS l(scope, target, conc, rate, period_ms)
-)`
+// Fair share: among the keys of a kind with a fair ScopeKey limit, claims
+// take turns. A claim looks, besides the first due jobs of its queue, at
+// the first due jobs of every key of such a kind (fairSQL), and takes
+// first the jobs whose keys have the fewest running (fairTurn): a key with
+// a deep backlog then cannot hold back one with a few jobs enqueued after
+// it. Claims with no fair limit in force run without any of it.
 
-// claimLimitedSQL claims like claimSQL within the limits $6 to $10, looking
-// at no more than $11 due jobs, passing over those a full scope holds
-// ($1 to $5 as claimSQL's); claimLimitedSuspectSQL is claimSuspectSQL's
-// (queues $1) within them. Each also records the starts of rate-limited
-// scopes, and deletes those that fell out of their period.
-var claimLimitedSQL, claimLimitedFromSQL, claimLimitedSuspectSQL = pgClaimLimited(false, false), pgClaimLimited(false, true),
-	pgClaimLimited(true, false)
+// fairSQL is the SQL of the WITH items that find the candidates of fair
+// kinds, after lim, room and cand0 (the claim's other candidates), ending
+// in cand: fkeys walks the keys of each fair kind with queued jobs, one
+// index probe a key (sheaf_jobs_keyed), and fcand takes the first n due
+// jobs of each, where cond (a condition on j) allows, locked on
+// PostgreSQL (pg).
+func fairSQL(cond, n string, pg bool) string {
+	next := func(kind, after string) string {
+		return `(SELECT min(x.limit_key) FROM sheaf_jobs x WHERE x.status = 'QUEUED' AND x.kind = ` + kind +
+			` AND x.limit_key IS NOT NULL` + after + `)`
+	}
+	first := `SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM sheaf_jobs j
+		WHERE j.kind = k.kind AND j.limit_key = k.key AND ` + cond + `
+		ORDER BY priority DESC, run_at, id LIMIT ` + n
+	fcand := `SELECT y.id, y.kind, y.queue, coalesce(y.limit_key, '') AS key, y.priority, y.run_at
+	FROM fkeys k JOIN sheaf_jobs y ON y.id IN (` + strings.Replace(first, "j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at", "j.id", 1) + `)
+	WHERE k.key IS NOT NULL`
+	if pg {
+		fcand = `SELECT c.* FROM fkeys k CROSS JOIN LATERAL (` + first + ` FOR UPDATE OF j SKIP LOCKED) c WHERE k.key IS NOT NULL`
+	}
+	return `fkeys (kind, key) AS (
+	SELECT l.target, ` + next("l.target", "") + ` FROM lim l WHERE l.scope = 'key' AND l.fair
+	UNION ALL
+	SELECT f.kind, ` + next("f.kind", " AND x.limit_key > f.key") + ` FROM fkeys f WHERE f.key IS NOT NULL
+), fcand AS (
+	` + fcand + `
+), cand AS (
+	SELECT * FROM cand0 UNION SELECT * FROM fcand
+)`
+}
+
+// fairTurn is the SQL of a candidate k's turn in a fair claim: for a job of
+// a fair kind, how many of its key run, plus its place among the key's
+// candidates; 1 for any other job.
+const fairTurn = `CASE WHEN k.kind IN (SELECT target FROM lim WHERE scope = 'key' AND fair)
+	THEN k.in_key + coalesce((SELECT r.n FROM running r WHERE r.scope = 'key' AND r.target = k.kind AND r.key = k.key), 0) ELSE 1 END`
+
+// pgLim reads the limits in force that apply to a claim on the queues
+// where queueIs (a condition on target) allows.
+func pgLim(queueIs string) string {
+	return `lim AS (
+	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
+	WHERE ` + activeLimit + ` AND (scope <> 'queue' OR ` + queueIs + `)
+)`
+}
 
 // pgCandidates is the WITH item cand of the due jobs a limited claim looks
 // at: those where (a condition on j) allows, in claim order, passing over
-// those of full scopes, at most $11. From a cursor ($12 to $15, as
+// those of full scopes, at most candLimit. From a cursor ($7 to $10, as
 // claimFromSQL's $5 to $8) it reads the claim index from there, in the
 // branches claimFromSQL reads.
-func pgCandidates(where string, cursor bool) string {
+func pgCandidates(where string, cursor, fair bool) string {
 	cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= now() AND NOT kind = ANY($5) AND NOT ` + limitFull
+	limit := candLimit("$2", "$6")
 	branch := func(name, extra string) string {
 		return name + ` AS (
 	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM sheaf_jobs j
 	WHERE ` + cond + extra + `
-	ORDER BY priority DESC, run_at, id LIMIT $11 FOR UPDATE OF j SKIP LOCKED
+	ORDER BY priority DESC, run_at, id LIMIT ` + limit + ` FOR UPDATE OF j SKIP LOCKED
 )`
 	}
-	if !cursor {
+	switch {
+	case fair:
+		return branch("cand0", "") + ", " + fairSQL(cond, "$2", true)
+	case !cursor:
 		return branch("cand", "")
 	}
-	return branch("higher", " AND $12 AND priority > $13") + ", " + branch("onward", " AND priority = $13 AND (run_at, id) > ($14, $15)") +
-		", " + branch("lower", " AND priority < $13") + `, cand AS (
-	SELECT * FROM higher UNION ALL SELECT * FROM onward UNION ALL SELECT * FROM lower LIMIT $11
+	return branch("higher", " AND $7 AND priority > $8") + ", " + branch("onward", " AND priority = $8 AND (run_at, id) > ($9, $10)") +
+		", " + branch("lower", " AND priority < $8") + `, cand AS (
+	SELECT * FROM higher UNION ALL SELECT * FROM onward UNION ALL SELECT * FROM lower LIMIT ` + limit + `
 )`
 }
 
-func pgClaimLimited(suspect, cursor bool) string {
+// pgClaimLimited is the claim within the limits, the body of the claim
+// functions: $1 the queue (suspect: the queues), $2 to $5 as claimSQL's,
+// $6 how many due jobs to look at (see candLimit), $7 to $10 the cursor;
+// fair, among the keys of fair kinds (see fairSQL), from no cursor.
+// It also records the starts of rate-limited scopes, and deletes those
+// that fell out of their period.
+func pgClaimLimited(suspect, cursor, fair bool) string {
 	// Started at the clock's time, not the transaction's: a claim that
 	// waited for the limits' lock starts its jobs after the starts it
 	// waited for, as the rate limits count them.
 	where, set := `rescues = 0 AND queue = $1`, strings.Replace(claimSet, "started_at = now()", "started_at = clock_timestamp()", 1)
+	queueIs := `target = $1`
 	if suspect {
-		where = `rescues > 0 AND queue = ANY($1)`
+		where, queueIs = `rescues > 0 AND queue = ANY($1)`, `target = ANY($1)`
 		set = `status = 'PROCESSING', claims = j.claims + 1, started_at = NULL,
 	locked_until = now() + $3 * interval '1 millisecond', locked_by = $4, output = NULL`
 	}
 	ago := func(p string) string { return `clock_timestamp() - ` + p + ` * interval '1 millisecond'` }
+	with := "WITH "
+	if fair {
+		with = "WITH RECURSIVE "
+	}
 	return `
-WITH ` + pgLim + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor) + `, ` + limitPick("least", "$2") + `, claimed AS (
+` + with + pgLim(queueIs) + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor, fair) + `, ` +
+		limitPick("least", "$2", fair) + `, claimed AS (
 	UPDATE sheaf_jobs j SET ` + set + `
 	FROM pick WHERE j.id = pick.id
 	RETURNING ` + claimColumns + ` AS meta, j.limit_key
@@ -199,15 +275,40 @@ SELECT id, kind, queue, priority, payload, correlation_id, attempts, claims, res
 	started_at, auth, run_at, run_id, period, parent_ids, total, meta FROM claimed`
 }
 
-// limitArrays are limits as the arrays pgLim binds.
-func limitArrays(ls []Limit) (scopes, targets []string, conc, rate []int32, periods []int64) {
-	for _, l := range ls {
-		scopes, targets = append(scopes, l.Scope), append(targets, l.Target)
-		conc, rate = append(conc, int32(l.Concurrency)), append(rate, int32(l.Rate))
-		periods = append(periods, l.Period.Milliseconds())
-	}
-	return scopes, targets, conc, rate, periods
-}
+// claimFunctionsSQL installs the limited claims as functions (schema
+// version 16): each locks the limits that apply to it, in one order, then
+// claims in a statement of its own, which sees what the claims it waited
+// for committed. sheaf_claim_limited claims on queue $1 as claimSQL does
+// (from a cursor when $8 is not NULL; taking turns among the keys of fair
+// kinds when $11), sheaf_claim_suspect_limited a
+// suspect of the queues $1 as claimSuspectSQL does.
+var claimFunctionsSQL = `
+CREATE OR REPLACE FUNCTION sheaf_claim_limited(text, integer, bigint, text, text[], integer, boolean, integer, timestamptz, bigint,
+	boolean)
+RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = $1) ORDER BY scope, target FOR UPDATE;
+	IF $11 THEN
+		RETURN QUERY ` + pgClaimLimited(false, false, true) + `;
+	ELSIF $8 IS NULL THEN
+		RETURN QUERY ` + pgClaimLimited(false, false, false) + `;
+	ELSE
+		RETURN QUERY ` + pgClaimLimited(false, true, false) + `;
+	END IF;
+END $fn$;
+CREATE OR REPLACE FUNCTION sheaf_claim_suspect_limited(text[], integer, bigint, text, text[], integer)
+RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql AS $fn$
+BEGIN
+	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = ANY($1)) ORDER BY scope, target FOR UPDATE;
+	RETURN QUERY ` + pgClaimLimited(true, false, false) + `;
+END $fn$;
+`
+
+// claimedTypes are the columns the claim functions return, as claimColumns.
+const claimedTypes = `c_id bigint, c_kind text, c_queue text, c_priority smallint, c_payload jsonb, c_correlation_id text,
+	c_attempts integer, c_claims integer, c_rescues integer, c_max_attempts integer, c_backoff jsonb, c_created_at timestamptz,
+	c_started_at timestamptz, c_auth jsonb, c_run_at timestamptz, c_run_id text, c_period text, c_parent_ids bigint[],
+	c_total bigint, c_meta bytea`
 
 // scanLimits reads rows of limitColumns.
 func scanLimits(rows *sql.Rows) ([]Limit, error) {
@@ -216,7 +317,7 @@ func scanLimits(rows *sql.Rows) ([]Limit, error) {
 	for rows.Next() {
 		var l Limit
 		var ms int64
-		if err := rows.Scan(&l.Scope, &l.Target, &l.Concurrency, &l.Rate, &ms); err != nil {
+		if err := rows.Scan(&l.Scope, &l.Target, &l.Concurrency, &l.Rate, &ms, &l.Fair); err != nil {
 			return nil, err
 		}
 		l.Period = time.Duration(ms) * time.Millisecond
@@ -226,60 +327,51 @@ func scanLimits(rows *sql.Rows) ([]Limit, error) {
 }
 
 // claimLimited claims within the limits that apply to queues (suspect) or
-// to c.Queue: it locks them, reads them afresh, and claims, in one
-// transaction on the held connection. With no limit left to apply, it
-// claims as Claim does without limits.
+// to c.Queue, in one call of a claim function (see claimFunctionsSQL).
+// With no limit left to apply, it claims as Claim does without limits.
 func (h *held) claimLimited(ctx context.Context, c Claim, suspect bool, queues []string) (out []Claimed, err error) {
-	conn, err := h.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { h.DropOn(err) }()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, lockLimitsSQL, queues)
-	if err != nil {
-		return nil, err
-	}
-	ls, err := scanLimits(rows)
-	if err != nil {
-		return nil, err
-	}
 	closed := c.ClosedKinds
 	if closed == nil {
 		closed = []string{}
 	}
-	scopes, targets, conc, rate, periods := limitArrays(ls)
-	query, args := claimLimitedSQL, []any{c.Queue, c.N, c.Lease.Milliseconds(), c.Runner, closed,
-		scopes, targets, conc, rate, periods, c.N * limitCandidates}
-	switch {
-	case suspect:
-		query, args[0] = claimLimitedSuspectSQL, queues
-	case c.From != nil:
-		query, args = claimLimitedFromSQL, append(args, c.Higher, c.From.Priority, c.From.RunAt, c.From.ID)
+	if suspect {
+		return h.claimed(ctx, 1, `SELECT * FROM sheaf_claim_suspect_limited($1, $2, $3, $4, $5, $6)`,
+			queues, 1, c.Lease.Milliseconds(), c.Runner, closed, limitCandidates)
 	}
-	rows, err = tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
+	args := []any{c.Queue, c.N, c.Lease.Milliseconds(), c.Runner, closed, c.N * limitCandidates, false, nil, nil, nil, c.Fair}
+	if c.From != nil && !c.Fair {
+		args[6], args[7], args[8], args[9] = c.Higher, c.From.Priority, c.From.RunAt, c.From.ID
 	}
-	if out, err = scanClaimed(rows, c.N); err != nil {
-		return nil, err
-	}
-	return out, tx.Commit()
+	return h.claimed(ctx, c.N, `SELECT * FROM sheaf_claim_limited($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, args...)
 }
 
-// ActiveLimits returns the scopes of the limits in force (not suspended),
-// for a runner to know which claims a limit can touch.
-func (h *held) ActiveLimits(ctx context.Context) (_ []Limit, err error) {
-	rows, err := h.query(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE NOT suspended AND (concurrency > 0 OR rate > 0)`)
+// holdsSQL reads, in one statement, what holds a runner's claims back:
+// the paused queues (as limits of scope "") and the limits in force. A
+// runner reads them together once a poll interval, so that limits cost
+// nothing where none is set (see Conn.Holds).
+const holdsSQL = `SELECT '', name, 0, 0, 0, false FROM sheaf_queues WHERE paused_at IS NOT NULL
+UNION ALL SELECT ` + limitColumns + ` FROM sheaf_limits WHERE ` + activeLimit
+
+// scanHolds reads the rows of holdsSQL.
+func scanHolds(rows *sql.Rows, err error) (paused []string, limits []Limit, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	all, err := scanLimits(rows)
+	for _, l := range all {
+		if l.Scope == "" {
+			paused = append(paused, l.Target)
+		} else {
+			limits = append(limits, l)
+		}
+	}
+	return paused, limits, err
+}
+
+// Holds returns the paused queues and the limits in force.
+func (h *held) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
 	defer func() { h.DropOn(err) }()
-	return scanLimits(rows)
+	return scanHolds(h.query(ctx, holdsSQL))
 }
 
 // ErrNoLimit is returned for a limit that does not exist.
@@ -295,16 +387,16 @@ func (s *postgres) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (bool, er
 }
 
 // setLimitSQL upserts a limit (see SetLimit).
-const setLimitSQL = `INSERT INTO sheaf_limits (scope, target, concurrency, rate, period_ms, suspended, changed_by, changed_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+const setLimitSQL = `INSERT INTO sheaf_limits (scope, target, concurrency, rate, period_ms, fair, suspended, changed_by, changed_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (scope, target) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-		period_ms = excluded.period_ms, suspended = excluded.suspended, changed_by = excluded.changed_by,
+		period_ms = excluded.period_ms, fair = excluded.fair, suspended = excluded.suspended, changed_by = excluded.changed_by,
 		changed_at = excluded.changed_at
 	WHERE excluded.changed_by <> '' OR sheaf_limits.changed_by = ''`
 
 func setLimit(ctx context.Context, db *gorm.DB, l Limit, at any) (bool, error) {
 	db = db.WithContext(ctx)
-	res := db.Exec(setLimitSQL, l.Scope, l.Target, l.Concurrency, l.Rate, l.Period.Milliseconds(), l.Suspended, l.ChangedBy, at)
+	res := db.Exec(setLimitSQL, l.Scope, l.Target, l.Concurrency, l.Rate, l.Period.Milliseconds(), l.Fair, l.Suspended, l.ChangedBy, at)
 	if res.Error != nil {
 		return false, res.Error
 	}
@@ -338,9 +430,9 @@ func removeLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
 // limit apart. ago(p) is the time p milliseconds before now.
 func limitUseSQL(ago func(string) string) string {
 	return `WITH lim AS (
-	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
+	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
 ), ` + limitUse(ago) + `
-SELECT l.scope, l.target, l.concurrency, l.rate, l.period_ms, l.suspended, l.changed_by, l.changed_at,
+SELECT l.scope, l.target, l.concurrency, l.rate, l.period_ms, l.fair, l.suspended, l.changed_by, l.changed_at,
 	coalesce(u.key, ''), coalesce(r.n, 0), coalesce(s.n, 0)
 FROM sheaf_limits l
 LEFT JOIN used u ON u.scope = l.scope AND u.target = l.target
@@ -369,7 +461,7 @@ func readLimitUse(ctx context.Context, db *gorm.DB, query string, args ...any) (
 		var ms int64
 		var k KeyUse
 		var at sqlTime
-		if err := rows.Scan(&u.Scope, &u.Target, &u.Concurrency, &u.Rate, &ms, &u.Suspended, &u.ChangedBy, &at,
+		if err := rows.Scan(&u.Scope, &u.Target, &u.Concurrency, &u.Rate, &ms, &u.Fair, &u.Suspended, &u.ChangedBy, &at,
 			&k.Key, &k.Running, &k.Started); err != nil {
 			return nil, err
 		}

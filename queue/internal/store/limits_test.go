@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,26 +18,10 @@ import (
 // hold claims back.
 func TestClaimWithinLimits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
-		if st.Dialect() == "mysql" {
-			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
-		}
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		text := func(s string) *string { return &s }
-		var jobs []store.NewJob
 		// Ten of tenant a first, at a higher priority, then three of b,
 		// then two of another kind.
-		for range 10 {
-			jobs = append(jobs, store.NewJob{Kind: "report", Queue: "q", Priority: 9, Attempts: 1, Payload: `{}`, LimitKey: text("a")})
-		}
-		for range 3 {
-			jobs = append(jobs, store.NewJob{Kind: "report", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, LimitKey: text("b")})
-		}
-		jobs = append(jobs, store.NewJob{Kind: "mail", Queue: "q", Priority: 1, Attempts: 1, Payload: `{}`},
-			store.NewJob{Kind: "mail", Queue: "q", Priority: 1, Attempts: 1, Payload: `{}`})
-		var dest []struct{ ID int64 }
-		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
+		insertKeyed(t, st, db, keyed("report", "a", 9, 10), keyed("report", "b", 5, 3), keyed("mail", "", 1, 2))
 
 		set := func(l store.Limit) {
 			t.Helper()
@@ -123,4 +108,98 @@ func TestClaimWithinRate(t *testing.T) {
 		require.Eventually(t, func() bool { return claim() > 0 }, 10*time.Second, 20*time.Millisecond)
 		require.GreaterOrEqual(t, time.Since(first), 300*time.Millisecond)
 	})
+}
+
+// A runner reads the paused queues and the limits in force in one
+// statement: no limit costs a round trip of its own.
+func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		conn := st.Hold(false)
+		defer conn.Close()
+		paused, limits, err := conn.Holds(ctx)
+		require.NoError(t, err)
+		require.Empty(t, paused)
+		require.Empty(t, limits)
+
+		require.NoError(t, st.SetPaused(ctx, db, "q", true))
+		var want []store.Limit
+		if st.Dialect() != "mysql" {
+			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "report", Concurrency: 3})
+			require.NoError(t, err)
+			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeQueue, Target: "q", Concurrency: 1, Suspended: true})
+			require.NoError(t, err)
+			want = []store.Limit{{Scope: store.ScopeKind, Target: "report", Concurrency: 3}}
+		}
+		paused, limits, err = conn.Holds(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"q"}, paused)
+		require.Equal(t, want, limits, "the suspended limit is not in force")
+	})
+}
+
+// Under a fair limit, a claim takes turns among the kind's keys: the keys
+// with the fewest running first, so a key enqueued behind a deep backlog
+// of another starts at once. Without one, claims go in queue order.
+func TestFairClaimTakesTurnsAmongKeys(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		insertKeyed(t, st, db, keyed("report", "a", 5, 50), keyed("report", "b", 5, 3))
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(n int, fair bool) map[string]int {
+			t.Helper()
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r", Limited: true, Fair: fair})
+			require.NoError(t, err)
+			byKey := map[string]int{}
+			for _, j := range got {
+				byKey[string(j.Payload)]++
+			}
+			return byKey
+		}
+		_, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Concurrency: 100})
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{`{}`: 4}, claim(4, false))
+		use, err := st.Limits(ctx, db)
+		require.NoError(t, err)
+		require.Equal(t, []store.KeyUse{{Key: "a", Running: 4}}, use[0].Keys, "in queue order, a's first")
+
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Fair: true})
+		require.NoError(t, err)
+		claim(4, true)
+		use, err = st.Limits(ctx, db)
+		require.NoError(t, err)
+		require.True(t, use[0].Fair)
+		require.Equal(t, []store.KeyUse{{Key: "a", Running: 5}, {Key: "b", Running: 3}}, use[0].Keys,
+			"b, with none running, has its three turns before a's fifth")
+	})
+}
+
+// keyed is n queued jobs of kind on queue q at priority p, of partition
+// key key ("" for none).
+func keyed(kind, key string, p, n int) []store.NewJob {
+	jobs := make([]store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Kind: kind, Queue: "q", Priority: p, Attempts: 1, Payload: `{}`}
+		if key != "" {
+			jobs[i].LimitKey = &key
+		}
+	}
+	return jobs
+}
+
+// insertKeyed migrates st, skipping MariaDB, where limits are not
+// enforced, and inserts the jobs.
+func insertKeyed(t *testing.T, st store.Store, db *gorm.DB, jobs ...[]store.NewJob) {
+	t.Helper()
+	if st.Dialect() == "mysql" {
+		t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
+	}
+	ctx := context.Background()
+	_, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	var dest []struct{ ID int64 }
+	require.NoError(t, st.Insert(ctx, db, slices.Concat(jobs...), &dest))
 }

@@ -28,4 +28,7 @@ func (mysqlConn) ClaimSuspectLimited(context.Context, []string, Claim) ([]Claime
 	return nil, ErrLimitsUnsupported
 }
 
-func (mysqlConn) ActiveLimits(context.Context) ([]Limit, error) { return nil, nil }
+// Holds returns the paused queues; no limit is in force on MariaDB.
+func (c mysqlConn) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
+	return scanHolds(c.s.db.QueryContext(ctx, "SELECT '', name, 0, 0, 0, false FROM sheaf_queues WHERE paused_at IS NOT NULL"))
+}

@@ -65,14 +65,6 @@ func (*mysql) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id in
 	return id, err
 }
 
-func (c mysqlConn) Paused(ctx context.Context) ([]string, error) {
-	rows, err := c.s.db.QueryContext(ctx, "SELECT name FROM sheaf_queues WHERE paused_at IS NOT NULL")
-	if err != nil {
-		return nil, err
-	}
-	return scanColumn[string](rows)
-}
-
 func (c mysqlConn) SeeRunner(ctx context.Context, r RunnerRow, starting bool) error {
 	if starting {
 		if _, err := c.s.db.ExecContext(ctx, "DELETE FROM sheaf_runners WHERE seen_at < "+mysqlNow+" - INTERVAL 1 DAY"); err != nil {

@@ -282,6 +282,10 @@ CREATE TABLE sheaf_hours_final (
 	final_before DATETIME(6) NOT NULL
 ) ENGINE = InnoDB;
 `,
+	16: `
+-- As on PostgreSQL, though MariaDB and MySQL do not enforce limits yet.
+ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,3 +22,15 @@ func TestBothStoresCreateTheSameTables(t *testing.T) {
 		"sheaf_hours", "sheaf_hours_final"}, tables(pg, SchemaVersion))
 	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules"}, tables(pg, 2))
 }
+
+// Version 16 installs the limited claims as functions built from the claim
+// statements of this package. Once shipped it must not change: a change to
+// those statements that changes this text needs a new version that
+// installs the functions again, and the version 16 text frozen as it was.
+func TestClaimFunctionsShipped(t *testing.T) {
+	t.Parallel()
+	sum := sha256.Sum256([]byte(migrations[16]))
+	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
+}
+
+const claimFunctionsSHA256 = "dc4d31c8b245904ef8acb63e32dcd97f249bf17426e222a19c2797c183b5cba0"

@@ -216,16 +216,6 @@ func (*postgres) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id
 	return id, err
 }
 
-// Paused is the held connection's read of the paused queues' names.
-func (h *held) Paused(ctx context.Context) (_ []string, err error) {
-	rows, err := h.query(ctx, "SELECT name FROM sheaf_queues WHERE paused_at IS NOT NULL")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { h.DropOn(err) }()
-	return scanColumn[string](rows)
-}
-
 // SeeRunner writes r's row, seen now; starting, it starts now too, and
 // the rows of runners not seen for forgetRunners are deleted.
 func (h *held) SeeRunner(ctx context.Context, r RunnerRow, starting bool) error {
@@ -304,14 +294,6 @@ func (s *sqlite) RecordAudit(ctx context.Context, db *gorm.DB, e AuditEntry) (id
 			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`, sqliteTime(at), e.Actor, e.Action, e.Target, e.Result, e.Changed).Row().Scan(&id)
 	})
 	return id, err
-}
-
-func (c sqliteConn) Paused(ctx context.Context) ([]string, error) {
-	rows, err := c.s.db.QueryContext(ctx, "SELECT name FROM sheaf_queues WHERE paused_at IS NOT NULL")
-	if err != nil {
-		return nil, err
-	}
-	return scanColumn[string](rows)
 }
 
 func (c sqliteConn) SeeRunner(ctx context.Context, r RunnerRow, starting bool) error {

@@ -423,10 +423,23 @@ CREATE TABLE sheaf_hours_final (
 	final_before timestamptz NOT NULL
 );
 `,
+	// The limited claims in one round trip: see claimFunctionsSQL. Never
+	// edit it once shipped (TestClaimFunctionsShipped pins its text): a
+	// change to the claims installs them again in a version of its own.
+	16: fairShareSQL + claimFunctionsSQL,
 }
 
+// fairShareSQL is schema version 16's fair share: a ScopeKey limit may
+// make claims take turns among its kind's keys, and each key's queued jobs
+// are found in claim order through an index of their own (see fairSQL).
+const fairShareSQL = `
+ALTER TABLE sheaf_limits ADD COLUMN fair boolean NOT NULL DEFAULT false;
+CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run_at, id)
+	WHERE status = 'QUEUED' AND limit_key IS NOT NULL;
+`
+
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 15
+const SchemaVersion = 16
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -20,27 +20,34 @@ func sqliteAgo(p string) string {
 
 // sqliteClaimLimitedSQL is claimLimitedSQL on SQLite: ?1 now, ?2 lease
 // end, ?3 runner, ?4 the queues (JSON), ?5 the queue, ?6 closed kinds
-// (JSON), ?7 how many due jobs to look at, ?8 how many to claim. The
-// limits are read here: no other writer runs meanwhile.
-var sqliteClaimLimitedSQL, sqliteClaimLimitedSuspectSQL = sqliteClaimLimited(false), sqliteClaimLimited(true)
+// (JSON), ?7 how many due jobs to look at, ?8 how many to claim;
+// sqliteClaimFairSQL takes turns among the keys of fair kinds. The limits
+// are read here: no other writer runs meanwhile.
+var sqliteClaimLimitedSQL, sqliteClaimFairSQL, sqliteClaimLimitedSuspectSQL = sqliteClaimLimited(false, false),
+	sqliteClaimLimited(false, true), sqliteClaimLimited(true, false)
 
-func sqliteClaimLimited(suspect bool) string {
+func sqliteClaimLimited(suspect, fair bool) string {
 	from, where, set := `sheaf_jobs AS j INDEXED BY sheaf_jobs_claim`, `rescues = 0 AND queue = ?5`,
 		`attempts = attempts + 1, started_at = ?1`
 	if suspect {
 		from, where, set = `sheaf_jobs AS j`, `rescues > 0 AND `+inList("queue", "?4"), `started_at = NULL`
 	}
+	cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= ?1 AND NOT ` + inList("kind", "?6") + ` AND NOT ` + limitFull
+	with, cand, more := "WITH", "cand", ""
+	if fair {
+		with, cand, more = "WITH RECURSIVE", "cand0", ", "+fairSQL(cond, "?8", false)
+	}
 	// Materialized: SQLite would otherwise compute the use again for
 	// every job it looks at, which took a second for forty jobs.
 	return strings.ReplaceAll(`
-WITH lim AS (
-	SELECT scope, target, concurrency AS conc, rate, period_ms FROM sheaf_limits
-	WHERE NOT suspended AND (concurrency > 0 OR rate > 0) AND (scope <> 'queue' OR `+inList("target", "?4")+`)
-), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, cand AS (
+`+with+` lim AS (
+	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
+	WHERE `+activeLimit+` AND (scope <> 'queue' OR `+inList("target", "?4")+`)
+), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, `+cand+` AS (
 	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
-	WHERE status = 'QUEUED' AND `+where+` AND run_at <= ?1 AND NOT `+inList("kind", "?6")+` AND NOT `+limitFull+`
-	ORDER BY priority DESC, run_at, id LIMIT ?7
-), `+limitPick("min", "?8")+`
+	WHERE `+cond+`
+	ORDER BY priority DESC, run_at, id LIMIT `+candLimit("?8", "?7")+`
+)`+more+`, `+limitPick("min", "?8", fair)+`
 UPDATE sheaf_jobs SET status = 'PROCESSING', `+set+`, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
 WHERE id IN (SELECT id FROM pick)
 RETURNING `+sqliteClaimColumns, " AS (", " AS MATERIALIZED (")
@@ -62,8 +69,11 @@ var sqliteForgetStartsSQL = `DELETE FROM sheaf_limit_starts AS s WHERE EXISTS (S
 // in one transaction in the process's turn to write.
 func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues []string) (out []Claimed, err error) {
 	query := sqliteClaimLimitedSQL
-	if suspect {
+	switch {
+	case suspect:
 		query = sqliteClaimLimitedSuspectSQL
+	case c.Fair:
+		query = sqliteClaimFairSQL
 	}
 	err = s.writing(ctx, func() error {
 		t := now() // in the turn to write: claims start their jobs in the order they count the starts
@@ -106,12 +116,8 @@ func (c sqliteConn) ClaimSuspectLimited(ctx context.Context, queues []string, cl
 	return c.s.claimLimited(ctx, cl, true, queues)
 }
 
-func (c sqliteConn) ActiveLimits(ctx context.Context) ([]Limit, error) {
-	rows, err := c.s.db.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE NOT suspended AND (concurrency > 0 OR rate > 0)`)
-	if err != nil {
-		return nil, err
-	}
-	return scanLimits(rows)
+func (c sqliteConn) Holds(ctx context.Context) (paused []string, limits []Limit, err error) {
+	return scanHolds(c.s.db.QueryContext(ctx, holdsSQL))
 }
 
 func (s *sqlite) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (wrote bool, err error) {

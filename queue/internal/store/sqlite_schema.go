@@ -293,6 +293,12 @@ CREATE TABLE sheaf_hours_final (
 	final_before TIMESTAMP NOT NULL
 );
 `,
+	16: `
+-- Fair share among the keys of a kind, as on PostgreSQL.
+ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run_at, id)
+	WHERE status = 'QUEUED' AND limit_key IS NOT NULL;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

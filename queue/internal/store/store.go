@@ -161,17 +161,16 @@ type Conn interface {
 	// ClaimSuspectLimited is ClaimSuspect within the limits in force,
 	// for c's Lease, Runner and ClosedKinds (limits.go).
 	ClaimSuspectLimited(ctx context.Context, queues []string, c Claim) ([]Claimed, error)
-	// ActiveLimits returns the limits in force, for a runner to know which
-	// of its claims a limit may touch.
-	ActiveLimits(ctx context.Context) ([]Limit, error)
 	Complete(ctx context.Context, ids, keys []int64) ([]int64, error)
 	CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error)
 	Fail(ctx context.Context, f Failures) ([]int64, error)
 	FailLanded(ctx context.Context, f Failures) ([]int64, error)
 	Renew(ctx context.Context, lease time.Duration, ids, keys []int64, runner string) (renewed, orphans []int64, err error)
 	PutBack(ctx context.Context, keys []int64, runner string) ([]JobRef, error)
-	// Paused returns the names of the paused queues.
-	Paused(ctx context.Context) ([]string, error)
+	// Holds returns, in one statement, the names of the paused queues and
+	// the limits in force, for a runner to know which of its claims a
+	// limit may touch.
+	Holds(ctx context.Context) (paused []string, limits []Limit, err error)
 	SeeRunner(ctx context.Context, r RunnerRow, starting bool) error
 	ForgetRunner(ctx context.Context, id string) error
 	DropOn(err error)

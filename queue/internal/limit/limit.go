@@ -1,0 +1,156 @@
+// Package limit holds the logic of the queue's limits across runners: the
+// checks of a limit, a kind's partition key, the limits a registration
+// declares and how a limit's use reads. The queue package declares the
+// types users see and their documentation; the store enforces the limits
+// in its claims.
+package limit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
+)
+
+// Declared is a limit a registration declares for its kind (queue's
+// KindLimit and KeyLimit): Scope is store.ScopeKind or store.ScopeKey.
+type Declared struct {
+	Scope       string
+	Concurrency int
+	Rate        int
+	Per         time.Duration
+	Fair        bool
+}
+
+// Check refuses a limit of scope that sets neither a concurrency, nor a
+// rate, nor fair share, a rate without a period of at least a millisecond,
+// or fair share on a scope other than store.ScopeKey.
+func Check(scope string, concurrency, rate int, per time.Duration, fair bool) error {
+	switch {
+	case concurrency < 0 || rate < 0:
+		return check.Invalid("limit of %d running and %d started is negative", concurrency, rate)
+	case fair && scope != store.ScopeKey:
+		return check.Invalid("fair share is among the keys of a kind: a %s limit has none", scope)
+	case concurrency == 0 && rate == 0 && !fair:
+		return check.Invalid("limit sets neither a concurrency, nor a rate, nor fair share")
+	case rate > 0 && per < time.Millisecond:
+		return check.Invalid("rate limit per %v: the period must be at least a millisecond", per)
+	case rate == 0 && per != 0:
+		return check.Invalid("period %v without a rate", per)
+	}
+	return nil
+}
+
+// CheckSet refuses what SetLimit must not write: a limit that is not one,
+// of a scope that is none, or by someone whose name is not text.
+func CheckSet(l store.Limit) error {
+	var err error
+	switch l.Scope {
+	case store.ScopeKind, store.ScopeKey:
+		err = check.Name("SetLimit", "kind", l.Target, 200)
+	case store.ScopeQueue:
+		err = check.QueueName("SetLimit", l.Target)
+	default:
+		err = check.Invalid("limit scope %q is none of kind, queue and key", l.Scope)
+	}
+	if err == nil {
+		err = Check(l.Scope, l.Concurrency, l.Rate, l.Period, l.Fair)
+	}
+	if err == nil {
+		err = check.Text("By", l.ChangedBy)
+	}
+	return err
+}
+
+// Key computes a job's partition key from its payload; nil for a kind
+// without one.
+type Key func(payload []byte) (string, error)
+
+// KeyOf is the Key that decodes a payload into A and calls key.
+func KeyOf[A any](key func(A) string) (Key, error) {
+	if key == nil {
+		return nil, check.Invalid("nil key function")
+	}
+	return func(payload []byte) (string, error) {
+		var args A
+		if err := json.Unmarshal(payload, &args); err != nil {
+			return "", fmt.Errorf("%w: %v", check.ErrInvalidPayload, err)
+		}
+		k := key(args)
+		return k, check.Text("limit key", k)
+	}, nil
+}
+
+// Of is the partition key of a job with payload, or nil when the kind has
+// no key function.
+func (k Key) Of(payload []byte) (*string, error) {
+	if k == nil {
+		return nil, nil
+	}
+	s, err := k(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Declare writes the limits the kinds declare (kind name to its limits),
+// leaving those an operator set alone (see store.Store's SetLimit).
+func Declare(ctx context.Context, st store.Store, db *gorm.DB, kinds map[string][]Declared) error {
+	for kind, ds := range kinds {
+		for _, d := range ds {
+			l := store.Limit{Scope: d.Scope, Target: kind, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per, Fair: d.Fair}
+			if _, err := st.SetLimit(ctx, db, l); err != nil {
+				return fmt.Errorf("queue: declare the limit of %s %q: %w", l.Scope, l.Target, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Use is a limit with its use, as queue's LimitUse reads it.
+type Use struct {
+	Scope, Target, Key string
+	Concurrency, Rate  int
+	Per                time.Duration
+	Suspended, Fair    bool
+	Running, Started   int
+}
+
+// Reached reports whether the limit allows no more starts now.
+func (u Use) Reached() bool {
+	return !u.Suspended && (u.Concurrency > 0 && u.Running >= u.Concurrency || u.Rate > 0 && u.Started >= u.Rate)
+}
+
+// String says what the limit is and how far it is used, as "limit kind
+// report reached (5 of 5 running)".
+func (u Use) String() string {
+	target := u.Scope + " " + u.Target
+	if u.Scope == store.ScopeKey {
+		target += fmt.Sprintf(" key %q", u.Key)
+	}
+	state := "in use"
+	switch {
+	case u.Suspended:
+		state = "suspended"
+	case u.Reached():
+		state = "reached"
+	}
+	var use []string
+	if u.Concurrency > 0 {
+		use = append(use, fmt.Sprintf("%d of %d running", u.Running, u.Concurrency))
+	}
+	if u.Rate > 0 {
+		use = append(use, fmt.Sprintf("%d of %d started in %v", u.Started, u.Rate, u.Per))
+	}
+	if u.Fair {
+		use = append(use, fmt.Sprintf("fair share, %d running", u.Running))
+	}
+	return "limit " + target + " " + state + " (" + strings.Join(use, ", ") + ")"
+}

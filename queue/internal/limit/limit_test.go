@@ -1,0 +1,68 @@
+package limit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/check"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		scope      string
+		conc, rate int
+		per        time.Duration
+		fair       bool
+		ok         bool
+	}{
+		{conc: 1, ok: true},
+		{rate: 5, per: time.Second, ok: true},
+		{conc: 2, rate: 5, per: time.Millisecond, ok: true},
+		{scope: "key", fair: true, ok: true},
+		{scope: "key", conc: 3, fair: true, ok: true},
+		{},
+		{conc: -1},
+		{rate: 5, per: time.Microsecond},
+		{conc: 1, per: time.Second},
+		{scope: "kind", conc: 1, fair: true},
+	} {
+		if c.scope == "" {
+			c.scope = "kind"
+		}
+		err := Check(c.scope, c.conc, c.rate, c.per, c.fair)
+		if c.ok {
+			require.NoError(t, err, "%+v", c)
+		} else {
+			require.ErrorIs(t, err, check.ErrInvalidOption, "%+v", c)
+		}
+	}
+}
+
+func TestUseString(t *testing.T) {
+	u := Use{Scope: "key", Target: "mail", Key: "acme", Concurrency: 2, Rate: 10, Per: time.Minute, Running: 2, Started: 3}
+	require.True(t, u.Reached())
+	require.Equal(t, `limit key mail key "acme" reached (2 of 2 running, 3 of 10 started in 1m0s)`, u.String())
+	u.Suspended = true
+	require.False(t, u.Reached())
+	require.Equal(t, `limit key mail key "acme" suspended (2 of 2 running, 3 of 10 started in 1m0s)`, u.String())
+}
+
+func TestKeyOf(t *testing.T) {
+	_, err := KeyOf[struct{}](nil)
+	require.ErrorIs(t, err, check.ErrInvalidOption)
+	k, err := KeyOf(func(a struct{ Tenant string }) string { return a.Tenant })
+	require.NoError(t, err)
+	got, err := k.Of([]byte(`{"Tenant":"acme"}`))
+	require.NoError(t, err)
+	require.Equal(t, "acme", *got)
+	_, err = k.Of([]byte(`[`))
+	require.ErrorIs(t, err, check.ErrInvalidPayload)
+	none, err := Key(nil).Of([]byte(`{}`))
+	require.NoError(t, err)
+	require.Nil(t, none)
+}
