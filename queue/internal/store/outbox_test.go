@@ -154,3 +154,42 @@ func TestOutboxRecordsStartsOnlyWhenAsked(t *testing.T) {
 		require.Equal(t, events, after, "off: no event of any kind")
 	})
 }
+
+// On PostgreSQL, enabling replaces the row-level triggers of earlier
+// releases, the started one included, with statement-level ones, and each
+// change still writes its event once.
+func TestOutboxReplacesRowLevelTriggers(t *testing.T) {
+	t.Parallel()
+	st, db := migratedPostgres(t)
+	ctx := context.Background()
+	// As an earlier release made them.
+	for _, s := range []string{
+		`CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs FOR EACH ROW EXECUTE FUNCTION sheaf_outbox_write()`,
+		`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW
+			WHEN (OLD.status <> NEW.status AND NEW.status <> 'PROCESSING') EXECUTE FUNCTION sheaf_outbox_write()`,
+		`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW
+			WHEN (OLD.status <> 'PROCESSING' AND NEW.status = 'PROCESSING') EXECUTE FUNCTION sheaf_outbox_write()`,
+	} {
+		require.NoError(t, db.Exec(s).Error)
+	}
+	perRow := func() []string {
+		var names []string
+		require.NoError(t, db.Raw(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass
+			AND tgname LIKE 'sheaf_outbox_%' AND tgtype & 1 = 1 ORDER BY tgname`).Scan(&names).Error)
+		return names
+	}
+	require.Len(t, perRow(), 3)
+
+	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+	require.Empty(t, perRow(), "every row-level trigger replaced")
+	ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
+	conn := st.Hold(false)
+	defer conn.Close()
+	got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = conn.Complete(ctx, []int64{got[0].ID}, []int64{store.Key(got[0].ID, got[0].Claims)})
+	require.NoError(t, err)
+	events, _ := outboxed(t, db, map[int64]string{ins[0].ID: "k"})
+	require.Equal(t, []string{"k:created", "k:started", "k:completed"}, events, "the started events kept, each event once")
+}
