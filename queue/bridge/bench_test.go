@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,16 +62,17 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // benchQueue is a queue with its own runner, which counts completions.
 type benchQueue struct {
 	client *queue.Client
+	db     *pgtest.DB
 	done   atomic.Int64
 	spent  time.Duration
-	cpu    time.Duration // of this process, during the queue's rounds
+	cpu    pgtest.CPU // of the queue's rounds
 	jobs   int
 	rates  []float64 // jobs/s of each round
 }
 
 func newBenchQueue(b *testing.B, relay func(*queue.Client) *bridge.Relay) *benchQueue {
-	q := &benchQueue{}
 	db := pgtest.NewDB(b)
+	q := &benchQueue{db: db}
 	reg := queue.NewRegistry()
 	if err := queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })); err != nil {
 		b.Fatal(err)
@@ -117,7 +117,7 @@ func (q *benchQueue) round(b *testing.B, n int) {
 		jobs[i] = queue.Params{Args: report{}}
 	}
 	target := q.done.Load() + int64(n)
-	start, cpu := time.Now(), cpuTime(b)
+	start, cpu := time.Now(), pgtest.StartCPU(q.db)
 	if _, err := q.client.EnqueueMany(context.Background(), jobs); err != nil {
 		b.Fatal(err)
 	}
@@ -126,24 +126,19 @@ func (q *benchQueue) round(b *testing.B, n int) {
 	}
 	spent := time.Since(start)
 	q.spent += spent
-	q.cpu += cpuTime(b) - cpu
+	c := cpu.Stop()
+	q.cpu.Process, q.cpu.Server, q.cpu.Known = q.cpu.Process+c.Process, q.cpu.Server+c.Server, c.Known
 	q.jobs += n
 	q.rates = append(q.rates, float64(n)/spent.Seconds())
 }
 
 func (q *benchQueue) rate() float64 { return float64(q.jobs) / q.spent.Seconds() }
 
-// cpuUS is the CPU time of this process (the runners and the relay, not the
-// database) per job of q's rounds, in microseconds.
-func (q *benchQueue) cpuUS() float64 { return float64(q.cpu.Microseconds()) / float64(q.jobs) }
-
-// cpuTime is the CPU time, user and system, this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// cpuUS is the CPU time per job of q's rounds, in microseconds: of this
+// process (the runners and the relay), and of the database's backends that
+// served q (0 when unknown).
+func (q *benchQueue) cpuUS() (process, server float64) {
+	return float64(q.cpu.Process.Microseconds()) / float64(q.jobs), float64(q.cpu.Server.Microseconds()) / float64(q.jobs)
 }
 
 // medianRatio is the median of the ratios of q's rounds' rates to base's,
@@ -171,8 +166,8 @@ func medianRatio(q, base *benchQueue) float64 {
 // publishing to a broker that only acknowledges. It reports the jobs/s
 // (enqueue to the last completion) of the first and the third; the median
 // over the rounds of the ratios of the others' jobs/s to the first's
-// (control/off, on/off); this process's CPU time per job with the outbox
-// off and on (runner and relay; the database's is not counted); and the
+// (control/off, on/off); the CPU time per job with the outbox off and on,
+// of this process (runner and relay) and of the database; and the
 // p99 of how long after its change an event reached the broker.
 // SHEAF_BENCH_BATCH sets the relay's batch.
 func BenchmarkBridgeCost(b *testing.B) {
@@ -196,8 +191,14 @@ func BenchmarkBridgeCost(b *testing.B) {
 	b.ReportMetric(on.rate(), "on_jobs/s")
 	b.ReportMetric(medianRatio(control, off), "control/off")
 	b.ReportMetric(medianRatio(on, off), "on/off")
-	b.ReportMetric(off.cpuUS(), "off_cpu_us/job")
-	b.ReportMetric(on.cpuUS(), "on_cpu_us/job")
+	for _, q := range []struct {
+		name string
+		q    *benchQueue
+	}{{"off", off}, {"on", on}} {
+		process, server := q.q.cpuUS()
+		b.ReportMetric(process, q.name+"_cpu_us/job")
+		b.ReportMetric(server, q.name+"_db_cpu_us/job")
+	}
 	p99, _ := lag.quantile(0.99)
 	b.ReportMetric(ms(p99), "p99_delivery_ms")
 }
