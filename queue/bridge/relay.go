@@ -122,6 +122,7 @@ type Relay struct {
 	cfg    config
 	prefix string // of binary mode's attribute headers
 	ready  bool   // the outbox is known to be on
+	cursor store.OutboxCursor
 }
 
 type config struct {
@@ -329,7 +330,7 @@ func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 	}
 	published := false
 	for ctx.Err() == nil {
-		events, err := store.OutboxEvents(ctx, r.db, r.cfg.batch)
+		events, err := r.cursor.Read(ctx, r.st, r.db, r.cfg.batch)
 		if err != nil {
 			return r.cfg.retry, fmt.Errorf("bridge: read the outbox: %w", err)
 		}
@@ -337,6 +338,7 @@ func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 		if err := store.DeleteOutbox(ctx, r.st, r.db, acked); err != nil {
 			return r.cfg.retry, fmt.Errorf("bridge: delete %d published events: %w", len(acked), err)
 		}
+		r.cursor.Deleted(acked)
 		if pubErr != nil {
 			return r.cfg.retry, pubErr
 		}

@@ -12,8 +12,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -283,29 +283,127 @@ func outboxState(ctx context.Context, st Store, db *gorm.DB) (outboxTriggers, er
 // OutboxEvents reads the first limit events of the outbox, in ID order,
 // on db's pool (not in a transaction).
 func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, error) {
+	var c OutboxCursor
+	return c.Read(ctx, nil, db, limit)
+}
+
+// OutboxCursor reads the outbox from where its reader has deleted every
+// event, rather than from the start. The relay deletes from the start of
+// the outbox's ID index, and the entries of deleted rows stay in the index
+// until the table is vacuumed (once a minute at most, by default): a read
+// from the start steps over every one of them, a millisecond per ten
+// thousand, and a busy queue deletes that many in a second.
+//
+// An ID is passed only once no event will ever have it but those already
+// deleted. Events do not commit in ID order: a transaction that took ID 5
+// may commit after one that took ID 6 was read. Passing 5 then would lose
+// its event, and the job's next event, with a higher ID, would go out
+// first. On PostgreSQL the cursor keeps the read's snapshot: the IDs below
+// the highest it saw were all taken before it, by transactions that had
+// their transaction ID (the triggers write the events, after the job's
+// row; and the identity's sequence hands out IDs one at a time, without a
+// cache); once every transaction of that snapshot has ended (a later
+// snapshot's xmin reaches its xmax), a read sees all those IDs' events
+// that committed, and when it has seen those below a bound and they were
+// deleted, the cursor moves to the bound. SQLite commits one writer at a
+// time, so every snapshot has ended by the next read. On MariaDB, whose
+// snapshots do not tell, the cursor stays at the start.
+//
+// The zero OutboxCursor reads from the start; it is for one reader at a
+// time.
+type OutboxCursor struct {
+	after int64 // every event with an ID up to it is deleted, or will never be
+	// Once the transactions below waitXmax have ended, the cursor may pass
+	// bound (when waiting).
+	waiting         bool
+	bound, waitXmax int64
+	// Of the last Read: its snapshot, its events' IDs, and whether it
+	// returned as many as asked for.
+	xmin, xmax int64
+	seen       []int64
+	full       bool
+}
+
+// readOutboxSQL reads the events after $1 and the read's snapshot, in one
+// row even when there is no event.
+const readOutboxSQL = `SELECT s.xmin, s.xmax, o.id, o.job_id, o.event, o.kind, o.queue, o.attempts, o.max_attempts,
+	o.error, o.correlation_id, o.run_id, o.meta, o.at
+FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+	pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
+LEFT JOIN LATERAL (SELECT * FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2) o ON true
+ORDER BY o.id`
+
+// Read reads the next limit events in ID order, on db's pool (not in a
+// transaction). st may be nil for a read from the start on any store.
+func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit int) ([]OutboxEvent, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := sqlDB.QueryContext(ctx, `SELECT id, job_id, event, kind, queue, attempts, max_attempts,
-		error, correlation_id, run_id, meta, at FROM sheaf_outbox ORDER BY id LIMIT `+strconv.Itoa(limit))
+	// The numbers are formatted in: the stores' placeholders differ.
+	q, args := fmt.Sprintf(`SELECT 0, 0, id, job_id, event, kind, queue, attempts, max_attempts,
+		error, correlation_id, run_id, meta, at FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`, c.after, limit), []any(nil)
+	if st != nil && st.Dialect() == "postgres" {
+		q, args = readOutboxSQL, []any{c.after, limit}
+	}
+	rows, err := sqlDB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []OutboxEvent
+	c.seen = c.seen[:0]
 	for rows.Next() {
+		var id, jobID, attempts, maxAttempts sql.NullInt64
+		var event, kind, queue, errText, corr, run sql.NullString
 		var e OutboxEvent
-		var errText, corr, run sql.NullString
 		var at sqlTime
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
+		if err := rows.Scan(&c.xmin, &c.xmax, &id, &jobID, &event, &kind, &queue, &attempts, &maxAttempts,
 			&errText, &corr, &run, &e.Meta, &at); err != nil {
 			return nil, err
 		}
-		e.Error, e.CorrelationID, e.RunID, e.At = errText.String, corr.String, run.String, at.t
+		if !id.Valid {
+			continue // no event: the snapshot alone
+		}
+		e.ID, e.JobID, e.Event, e.Kind, e.Queue = id.Int64, jobID.Int64, event.String, kind.String, queue.String
+		e.Attempts, e.MaxAttempts, e.Error = int(attempts.Int64), int(maxAttempts.Int64), errText.String
+		e.CorrelationID, e.RunID, e.At = corr.String, run.String, at.t
 		out = append(out, e)
+		c.seen = append(c.seen, e.ID)
+	}
+	c.full = len(out) == limit
+	if st != nil && st.Dialect() == "mysql" {
+		c.seen = c.seen[:0] // the cursor stays at the start
 	}
 	return out, rows.Err()
+}
+
+// Deleted tells the cursor which events of the last Read were deleted, and
+// moves it on as far as it can.
+func (c *OutboxCursor) Deleted(ids []int64) {
+	deleted := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		deleted[id] = true
+	}
+	// Every event the read saw up to bound was deleted; and up to through,
+	// every event of its snapshot was seen and deleted.
+	bound, through := c.after, int64(math.MaxInt64)
+	for _, id := range c.seen {
+		if !deleted[id] {
+			through = id - 1
+			break
+		}
+		bound = id
+	}
+	if c.full && len(c.seen) > 0 {
+		through = min(through, c.seen[len(c.seen)-1])
+	}
+	if c.waiting && c.xmin >= c.waitXmax && through >= c.bound {
+		c.after, c.waiting = max(c.after, c.bound), false
+	}
+	if !c.waiting && bound > c.after {
+		c.waiting, c.bound, c.waitXmax = true, bound, c.xmax
+	}
 }
 
 // DeleteOutbox deletes the events ids names: those their broker
