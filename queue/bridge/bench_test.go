@@ -62,14 +62,17 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // benchQueue is a queue with its own runner, which counts completions.
 type benchQueue struct {
 	client *queue.Client
+	db     *pgtest.DB
 	done   atomic.Int64
 	spent  time.Duration
+	cpu    pgtest.CPU // of the queue's rounds
 	jobs   int
+	rates  []float64 // jobs/s of each round
 }
 
 func newBenchQueue(b *testing.B, relay func(*queue.Client) *bridge.Relay) *benchQueue {
-	q := &benchQueue{}
 	db := pgtest.NewDB(b)
+	q := &benchQueue{db: db}
 	reg := queue.NewRegistry()
 	if err := queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })); err != nil {
 		b.Fatal(err)
@@ -114,27 +117,59 @@ func (q *benchQueue) round(b *testing.B, n int) {
 		jobs[i] = queue.Params{Args: report{}}
 	}
 	target := q.done.Load() + int64(n)
-	start := time.Now()
+	start, cpu := time.Now(), pgtest.StartCPU(q.db)
 	if _, err := q.client.EnqueueMany(context.Background(), jobs); err != nil {
 		b.Fatal(err)
 	}
 	for q.done.Load() < target {
 		time.Sleep(time.Millisecond) // a benchmark's poll of a counter
 	}
-	q.spent += time.Since(start)
+	spent := time.Since(start)
+	q.spent += spent
+	c := cpu.Stop()
+	q.cpu.Process, q.cpu.Server, q.cpu.Known = q.cpu.Process+c.Process, q.cpu.Server+c.Server, c.Known
 	q.jobs += n
+	q.rates = append(q.rates, float64(n)/spent.Seconds())
 }
 
 func (q *benchQueue) rate() float64 { return float64(q.jobs) / q.spent.Seconds() }
 
+// cpuUS is the CPU time per job of q's rounds, in microseconds: of this
+// process (the runners and the relay), and of the database's backends that
+// served q (0 when unknown).
+func (q *benchQueue) cpuUS() (process, server float64) {
+	return float64(q.cpu.Process.Microseconds()) / float64(q.jobs), float64(q.cpu.Server.Microseconds()) / float64(q.jobs)
+}
+
+// medianRatio is the median of the ratios of q's rounds' rates to base's,
+// each round to the one of the same turn, so that a drift of the machine's
+// load over the run weighs on both sides of each ratio alike.
+func medianRatio(q, base *benchQueue) float64 {
+	r := make([]float64, min(len(q.rates), len(base.rates)))
+	for i := range r {
+		r[i] = q.rates[i] / base.rates[i]
+	}
+	slices.Sort(r)
+	if len(r) == 0 {
+		return 0
+	}
+	if len(r)%2 == 0 {
+		return (r[len(r)/2-1] + r[len(r)/2]) / 2
+	}
+	return r[len(r)/2]
+}
+
 // BenchmarkBridgeCost works rounds of SHEAF_BENCH_JOBS jobs (default 5000)
-// on three queues, each with its own database and runner, in turn: two
-// with the outbox off (the second a control of the noise between two
-// alike) and one with it on and a relay publishing to a broker that only
-// acknowledges. It reports each one's jobs/s (enqueue to the last
-// completion), the ratios to the first, and the p99 of how long after its
-// change an event reached the broker. SHEAF_BENCH_BATCH sets the relay's
-// batch.
+// on three queues, each with its own database and runner, in turn (b.N
+// rounds each, the order rotating): two with the outbox off (the second a
+// control of the noise between two alike) and one with it on and a relay
+// publishing to a broker that only acknowledges. It reports the jobs/s
+// (enqueue to the last completion) of the first and the third; the median
+// over the rounds of the ratios of the others' jobs/s to the first's
+// (control/off, on/off); the CPU time per job with the outbox off and on,
+// of this process (runner and relay) and of the database; and the
+// p99 of how long after its change an event reached the broker.
+// SHEAF_BENCH_BATCH sets the relay's batch.
 func BenchmarkBridgeCost(b *testing.B) {
 	n := envInt("SHEAF_BENCH_JOBS", 5000)
 	lag := &lagBroker{}
@@ -154,8 +189,16 @@ func BenchmarkBridgeCost(b *testing.B) {
 	}
 	b.ReportMetric(off.rate(), "off_jobs/s")
 	b.ReportMetric(on.rate(), "on_jobs/s")
-	b.ReportMetric(control.rate()/off.rate(), "control/off")
-	b.ReportMetric(on.rate()/off.rate(), "on/off")
+	b.ReportMetric(medianRatio(control, off), "control/off")
+	b.ReportMetric(medianRatio(on, off), "on/off")
+	for _, q := range []struct {
+		name string
+		q    *benchQueue
+	}{{"off", off}, {"on", on}} {
+		process, server := q.q.cpuUS()
+		b.ReportMetric(process, q.name+"_cpu_us/job")
+		b.ReportMetric(server, q.name+"_db_cpu_us/job")
+	}
 	p99, _ := lag.quantile(0.99)
 	b.ReportMetric(ms(p99), "p99_delivery_ms")
 }

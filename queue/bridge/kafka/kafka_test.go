@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -97,22 +96,26 @@ func types(t *testing.T, recs []*kgo.Record) map[string][]string {
 
 // A relay publishes to Kafka: each event on its topic, keyed by its job,
 // with its ID in ce_id and the job's trace context in the headers.
-func TestRelayToKafka(t *testing.T) {
+// setupRelay starts a relay test, in parallel: a broker, a publisher to it,
+// and a queue with its outbox on.
+func setupRelay(t *testing.T) (*kfake.Cluster, *kafka.Publisher, *queue.Client) {
+	t.Helper()
 	t.Parallel()
 	kc := cluster(t, 0)
 	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
 	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	return kc, pub, bridgetest.NewQueue(t)
+}
+
+func TestRelayToKafka(t *testing.T) {
+	kc, pub, c := setupRelay(t)
 	ctx := context.Background()
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	res, err := c.Enqueue(ctx, bridgetest.Report{}, queue.TraceContext(tp, ""))
 	require.NoError(t, err)
 	_, err = c.Cancel(ctx, res.Job.ID)
 	require.NoError(t, err)
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
-	require.NoError(t, err)
-	_, err = relay.Run(ctx)
-	require.NoError(t, err)
+	bridgetest.Run(t, c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
 
 	recs := consumed(t, kc.ListenAddrs(), 2)
 	require.Equal(t, map[string][]string{strconv.FormatInt(res.Job.ID, 10): {"created", "cancelled"}}, types(t, recs))
@@ -127,18 +130,11 @@ func TestRelayToKafka(t *testing.T) {
 // In binary mode the attributes are Kafka headers under "ce_", ce_id once,
 // and the value is the event's data.
 func TestRelayToKafkaInBinaryMode(t *testing.T) {
-	t.Parallel()
-	kc := cluster(t, 0)
-	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
-	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	kc, pub, c := setupRelay(t)
 	ctx := context.Background()
 	res, err := c.Enqueue(ctx, bridgetest.Report{})
 	require.NoError(t, err)
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithBinaryMode(), bridge.WithLogger(bridgetest.Quiet()))...)
-	require.NoError(t, err)
-	_, err = relay.Run(ctx)
-	require.NoError(t, err)
+	bridgetest.Run(t, c, pub, append(topicOptions(), bridge.WithBinaryMode(), bridge.WithLogger(bridgetest.Quiet()))...)
 
 	r := consumed(t, kc.ListenAddrs(), 1)[0]
 	ids := 0
@@ -197,11 +193,7 @@ func TestKafkaAwayForAWhile(t *testing.T) {
 // the same event ID, and a consumer that drops duplicates by ID sees each
 // once.
 func TestRelayKilledMidBatchResendsTheSameIDs(t *testing.T) {
-	t.Parallel()
-	kc := cluster(t, 0)
-	pub, err := kafka.NewPublisher(client(t, kc.ListenAddrs()), 0)
-	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	kc, pub, c := setupRelay(t)
 	ctx := context.Background()
 	var jobs []string
 	for range 3 {
@@ -209,16 +201,7 @@ func TestRelayKilledMidBatchResendsTheSameIDs(t *testing.T) {
 		require.NoError(t, err)
 		jobs = append(jobs, strconv.FormatInt(res.Job.ID, 10))
 	}
-	killed, kill := context.WithCancel(ctx)
-	dying, err := bridge.NewRelay(c, bridgetest.Killer{Publisher: pub, Kill: kill}, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
-	require.NoError(t, err)
-	_, err = dying.Run(killed)
-	require.True(t, errors.Is(err, context.Canceled), "the round died before its delete: %v", err)
-
-	relay, err := bridge.NewRelay(c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
-	require.NoError(t, err)
-	_, err = relay.Run(ctx)
-	require.NoError(t, err)
+	bridgetest.RunKilled(t, c, pub, append(topicOptions(), bridge.WithLogger(bridgetest.Quiet()))...)
 	recs := consumed(t, kc.ListenAddrs(), 6)
 	ids := map[string]int{}
 	for _, r := range recs {

@@ -99,23 +99,28 @@ func read(t *testing.T, s jetstream.Stream, n int) ([]jetstream.Msg, map[string]
 	return msgs, byJob
 }
 
-// A relay publishes to JetStream, each event on its subject, in order per
-// job, with the job's trace context in the headers.
-func TestRelayToJetStream(t *testing.T) {
+// setupRelay starts a relay test, in parallel: a stream of the test's own
+// and the relay's options for it, a publisher to it, and a queue with its
+// outbox on.
+func setupRelay(t *testing.T) (jetstream.Stream, []bridge.Option, *nats.Publisher, *queue.Client) {
+	t.Helper()
 	t.Parallel()
 	_, js := connect(t, serverURL())
 	s, opts := stream(t, js)
 	pub, err := nats.NewPublisher(js, 0)
 	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	return s, opts, pub, bridgetest.NewQueue(t)
+}
+
+// A relay publishes to JetStream, each event on its subject, in order per
+// job, with the job's trace context in the headers.
+func TestRelayToJetStream(t *testing.T) {
+	s, opts, pub, c := setupRelay(t)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	res, err := c.Enqueue(context.Background(), bridgetest.Report{}, queue.TraceContext(tp, ""))
 	require.NoError(t, err)
 	jobs := bridgetest.Cancelled(t, c, 3)
-	relay, err := bridge.NewRelay(c, pub, opts...)
-	require.NoError(t, err)
-	_, err = relay.Run(context.Background())
-	require.NoError(t, err)
+	bridgetest.Run(t, c, pub, opts...)
 
 	msgs, byJob := read(t, s, 7)
 	require.Equal(t, []string{"created"}, byJob[strconv.FormatInt(res.Job.ID, 10)])
@@ -130,18 +135,10 @@ func TestRelayToJetStream(t *testing.T) {
 // In binary mode the attributes are NATS headers under "ce-", and the
 // message's data is the event's data.
 func TestRelayToJetStreamInBinaryMode(t *testing.T) {
-	t.Parallel()
-	_, js := connect(t, serverURL())
-	s, opts := stream(t, js)
-	pub, err := nats.NewPublisher(js, 0)
-	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	s, opts, pub, c := setupRelay(t)
 	res, err := c.Enqueue(context.Background(), bridgetest.Report{})
 	require.NoError(t, err)
-	relay, err := bridge.NewRelay(c, pub, append(opts, bridge.WithBinaryMode())...)
-	require.NoError(t, err)
-	_, err = relay.Run(context.Background())
-	require.NoError(t, err)
+	bridgetest.Run(t, c, pub, append(opts, bridge.WithBinaryMode())...)
 
 	m := messages(t, s, 1)[0]
 	require.Equal(t, bridge.Created.Type(), m.Headers().Get("ce-type"))
@@ -156,22 +153,9 @@ func TestRelayToJetStreamInBinaryMode(t *testing.T) {
 // the events again, with the same IDs: JetStream drops the copies by
 // Nats-Msg-Id, so the stream holds each event once.
 func TestRelayKilledMidBatchIsDeduplicated(t *testing.T) {
-	t.Parallel()
-	_, js := connect(t, serverURL())
-	s, opts := stream(t, js)
-	pub, err := nats.NewPublisher(js, 0)
-	require.NoError(t, err)
-	c := bridgetest.NewQueue(t)
+	s, opts, pub, c := setupRelay(t)
 	jobs := bridgetest.Cancelled(t, c, 3)
-	killed, kill := context.WithCancel(context.Background())
-	dying, err := bridge.NewRelay(c, bridgetest.Killer{Publisher: pub, Kill: kill}, opts...)
-	require.NoError(t, err)
-	_, err = dying.Run(killed)
-	require.ErrorIs(t, err, context.Canceled)
-	relay, err := bridge.NewRelay(c, pub, opts...)
-	require.NoError(t, err)
-	_, err = relay.Run(context.Background())
-	require.NoError(t, err)
+	bridgetest.RunKilled(t, c, pub, opts...)
 
 	_, byJob := read(t, s, 6)
 	for _, j := range jobs {

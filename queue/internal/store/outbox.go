@@ -12,8 +12,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
-	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -45,16 +46,50 @@ type OutboxEvent struct {
 	At                    time.Time
 }
 
-// A job changes status to PROCESSING (a claim) without an event, and a
-// running job put back uncharged (its attempt taken back, as a stopping
-// runner does) is no retry.
-const outboxChanged = `OLD.status <> NEW.status AND NEW.status <> 'PROCESSING'
-	AND NOT (OLD.status = 'PROCESSING' AND NEW.status = 'QUEUED' AND NEW.attempts < OLD.attempts)`
+// outboxChanged says when a job's change of status is an event, in terms
+// of the aliases of its row before and after: a job changes status to
+// PROCESSING (a claim) without an event, and a running job put back
+// uncharged (its attempt taken back, as a stopping runner does) is no
+// retry.
+func outboxChanged(before, after string) string {
+	return strings.NewReplacer("OLD.", before+".", "NEW.", after+".").Replace(`OLD.status <> NEW.status AND NEW.status <> 'PROCESSING'
+	AND NOT (OLD.status = 'PROCESSING' AND NEW.status = 'QUEUED' AND NEW.attempts < OLD.attempts)`)
+}
 
+// On PostgreSQL the triggers are statement-level, with the statement's
+// rows in transition tables: one INSERT ... SELECT writes the events of a
+// whole claim, completion or bulk insert, where a row-level trigger would
+// call its function, and run its INSERT, once per row; that was most of
+// what the outbox cost a busy queue. The functions are created with the
+// triggers, under names of their own: schema version 13's
+// sheaf_outbox_write, which row-level triggers of earlier releases call,
+// stays as it is. JIT is off in them: the planner knows nothing of a
+// transition table's rows, guesses a join of a large statement's two to
+// be huge, and would compile it, at a cost of a tenth of a second.
 var pgOutboxOn = []string{
-	`CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs FOR EACH ROW EXECUTE FUNCTION sheaf_outbox_write()`,
-	`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW WHEN (` + outboxChanged + `)
-	EXECUTE FUNCTION sheaf_outbox_write()`,
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_inserted() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT n.id, 'created', n.kind, n.queue, n.attempts, n.max_attempts, NULL, n.correlation_id, n.run_id, n.meta
+	FROM sheaf_new n;
+	RETURN NULL;
+END $$`,
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_updated() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT n.id, CASE n.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(n.status) END, n.kind, n.queue, n.attempts,
+		n.max_attempts, CASE WHEN n.status IN ('QUEUED', 'FAILED') THEN n.last_error END, n.correlation_id, n.run_id, n.meta
+	FROM sheaf_new n JOIN sheaf_old o ON o.id = n.id
+	WHERE ` + outboxChanged("o", "n") + `;
+	RETURN NULL;
+END $$`,
+	`CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs REFERENCING NEW TABLE AS sheaf_new
+	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_inserted()`,
+	// A transition table cannot go with a column list (UPDATE OF status):
+	// every update of jobs runs the function, which finds no event in most
+	// (claims, lease renewals) at the cost of one empty sort.
+	`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE ON sheaf_jobs REFERENCING OLD TABLE AS sheaf_old NEW TABLE AS sheaf_new
+	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_updated()`,
 }
 
 const sqliteOutboxColumns = `NEW.kind, NEW.queue, NEW.attempts, NEW.max_attempts, %s, NEW.correlation_id, NEW.run_id, NEW.meta`
@@ -64,7 +99,7 @@ var sqliteOutboxOn = []string{
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	VALUES (NEW.id, 'created', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `);
 END`,
-	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_changed AFTER UPDATE OF status ON sheaf_jobs WHEN ` + outboxChanged + ` BEGIN
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_changed AFTER UPDATE OF status ON sheaf_jobs WHEN ` + outboxChanged("OLD", "NEW") + ` BEGIN
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	VALUES (NEW.id, CASE NEW.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(NEW.status) END, ` +
 		fmt.Sprintf(sqliteOutboxColumns, "CASE WHEN NEW.status IN ('QUEUED', 'FAILED') THEN NEW.last_error END") + `);
@@ -72,24 +107,27 @@ END`,
 }
 
 // The started trigger is apart from the others: it writes a row per claimed
-// job, a cost only those who asked for the event pay. Its function is created
-// with it, since schema version 13's function names no such event.
-const outboxStartedWhen = `OLD.status <> 'PROCESSING' AND NEW.status = 'PROCESSING'`
+// job, a cost only those who asked for the event pay.
+func outboxStartedWhen(before, after string) string {
+	return before + ".status <> 'PROCESSING' AND " + after + ".status = 'PROCESSING'"
+}
 
 var pgOutboxStarted = []string{
-	`CREATE OR REPLACE FUNCTION sheaf_outbox_started() RETURNS trigger LANGUAGE plpgsql AS $$
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_claimed() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
-	VALUES (NEW.id, 'started', NEW.kind, NEW.queue, NEW.attempts, NEW.max_attempts, NULL, NEW.correlation_id, NEW.run_id, NEW.meta);
+	SELECT n.id, 'started', n.kind, n.queue, n.attempts, n.max_attempts, NULL, n.correlation_id, n.run_id, n.meta
+	FROM sheaf_new n JOIN sheaf_old o ON o.id = n.id
+	WHERE ` + outboxStartedWhen("o", "n") + `;
 	RETURN NULL;
 END $$`,
 	`DROP TRIGGER IF EXISTS sheaf_outbox_started ON sheaf_jobs`,
-	`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW WHEN (` + outboxStartedWhen + `)
-	EXECUTE FUNCTION sheaf_outbox_started()`,
+	`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE ON sheaf_jobs REFERENCING OLD TABLE AS sheaf_old NEW TABLE AS sheaf_new
+	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_claimed()`,
 }
 
 var sqliteOutboxStarted = []string{
-	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs WHEN ` + outboxStartedWhen + ` BEGIN
+	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs WHEN ` + outboxStartedWhen("OLD", "NEW") + ` BEGIN
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	VALUES (NEW.id, 'started', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `);
 END`,
@@ -106,14 +144,14 @@ var mysqlOutboxOn = []string{
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	SELECT NEW.id, CASE NEW.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(NEW.status) END, ` +
 		fmt.Sprintf(sqliteOutboxColumns, "CASE WHEN NEW.status IN ('QUEUED', 'FAILED') THEN NEW.last_error END") + `
-	FROM DUAL WHERE ` + outboxChanged,
+	FROM DUAL WHERE ` + outboxChanged("OLD", "NEW"),
 }
 
 var mysqlOutboxStarted = []string{
 	`CREATE TRIGGER IF NOT EXISTS sheaf_outbox_started AFTER UPDATE ON sheaf_jobs FOR EACH ROW
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	SELECT NEW.id, 'started', ` + fmt.Sprintf(sqliteOutboxColumns, "NULL") + `
-	FROM DUAL WHERE ` + outboxStartedWhen,
+	FROM DUAL WHERE ` + outboxStartedWhen("OLD", "NEW"),
 }
 
 var outboxOff = []string{"DROP TRIGGER IF EXISTS sheaf_outbox_created", "DROP TRIGGER IF EXISTS sheaf_outbox_changed",
@@ -128,23 +166,26 @@ const outboxLockTimeout = "10s"
 // write its event to the outbox, from the commit of this call on, and each
 // claim too when started is true. It does nothing when the outbox records
 // those events already; it never stops the recording of started events
-// (DisableOutbox does).
+// (DisableOutbox does). On PostgreSQL it replaces the row-level triggers of
+// earlier releases with this one's.
 func EnableOutbox(ctx context.Context, st Store, db *gorm.DB, started bool) error {
-	on, withStarted, err := outboxState(ctx, st, db)
-	if err != nil || (on && (withStarted || !started)) {
+	s, err := outboxState(ctx, st, db)
+	if err != nil || (s.on && !s.perRow && (s.started || !started)) {
 		return err
 	}
+	started = started || s.started
 	pg, lite, liteStarted := pgOutboxOn, sqliteOutboxOn, sqliteOutboxStarted
 	if st.Dialect() == "mysql" {
 		lite, liteStarted = mysqlOutboxOn, mysqlOutboxStarted
 	}
-	if on {
+	keep := s.on && !s.perRow
+	if keep {
 		pg, lite = nil, nil
 	}
 	if started {
 		pg, lite = append(slices.Clone(pg), pgOutboxStarted...), append(slices.Clone(lite), liteStarted...)
 	}
-	return setOutbox(ctx, st, db, pg, lite, on)
+	return setOutbox(ctx, st, db, pg, lite, keep)
 }
 
 // DisableOutbox stops the writing of events; the outbox keeps those it
@@ -191,55 +232,178 @@ func setOutbox(ctx context.Context, st Store, db *gorm.DB, pg, lite []string, ke
 
 // OutboxOn reports whether the outbox's triggers exist.
 func OutboxOn(ctx context.Context, st Store, db *gorm.DB) (bool, error) {
-	on, _, err := outboxState(ctx, st, db)
-	return on, err
+	s, err := outboxState(ctx, st, db)
+	return s.on, err
 }
 
-// outboxState reports whether the outbox's triggers of the lifecycle events
-// exist, and whether its trigger of started events does.
-func outboxState(ctx context.Context, st Store, db *gorm.DB) (on, started bool, err error) {
-	q := `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
+// outboxTriggers is which of the outbox's triggers exist.
+type outboxTriggers struct {
+	on      bool // those of the lifecycle events
+	started bool // that of started events
+	perRow  bool // on PostgreSQL, one is row-level, as earlier releases made them
+}
+
+func outboxState(ctx context.Context, st Store, db *gorm.DB) (outboxTriggers, error) {
+	q := `SELECT name, false FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
 	if st.Dialect() == "mysql" {
-		q = `SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+		q = `SELECT trigger_name, false FROM information_schema.triggers WHERE trigger_schema = DATABASE()
 			AND trigger_name LIKE 'sheaf_outbox_%'`
 	}
 	if st.Dialect() == "postgres" {
-		q = `SELECT tgname FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname LIKE 'sheaf_outbox_%'`
+		// Bit 0 of tgtype is TRIGGER_TYPE_ROW.
+		q = `SELECT tgname, tgtype & 1 = 1 FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname LIKE 'sheaf_outbox_%'`
 	}
-	var names []string
-	if err := db.WithContext(ctx).Raw(q).Scan(&names).Error; err != nil {
-		return false, false, err
+	rows, err := db.WithContext(ctx).Raw(q).Rows()
+	if err != nil {
+		return outboxTriggers{}, err
 	}
-	return slices.Contains(names, "sheaf_outbox_created") && slices.Contains(names, "sheaf_outbox_changed"),
-		slices.Contains(names, "sheaf_outbox_started"), nil
+	defer rows.Close()
+	var s outboxTriggers
+	var created, changed bool
+	for rows.Next() {
+		var name string
+		var perRow bool
+		if err := rows.Scan(&name, &perRow); err != nil {
+			return outboxTriggers{}, err
+		}
+		s.perRow = s.perRow || perRow
+		switch name {
+		case "sheaf_outbox_created":
+			created = true
+		case "sheaf_outbox_changed":
+			changed = true
+		case "sheaf_outbox_started":
+			s.started = true
+		}
+	}
+	s.on = created && changed
+	return s, rows.Err()
 }
 
 // OutboxEvents reads the first limit events of the outbox, in ID order,
 // on db's pool (not in a transaction).
 func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, error) {
+	var c OutboxCursor
+	return c.Read(ctx, nil, db, limit)
+}
+
+// OutboxCursor reads the outbox from where its reader has deleted every
+// event, rather than from the start. The relay deletes from the start of
+// the outbox's ID index, and the entries of deleted rows stay in the index
+// until the table is vacuumed (once a minute at most, by default): a read
+// from the start steps over every one of them, a millisecond per ten
+// thousand, and a busy queue deletes that many in a second.
+//
+// An ID is passed only once no event will ever have it but those already
+// deleted. Events do not commit in ID order: a transaction that took ID 5
+// may commit after one that took ID 6 was read. Passing 5 then would lose
+// its event, and the job's next event, with a higher ID, would go out
+// first. On PostgreSQL the cursor keeps the read's snapshot: the IDs below
+// the highest it saw were all taken before it, by transactions that had
+// their transaction ID (the triggers write the events, after the job's
+// row; and the identity's sequence hands out IDs one at a time, without a
+// cache); once every transaction of that snapshot has ended (a later
+// snapshot's xmin reaches its xmax), a read sees all those IDs' events
+// that committed, and when it has seen those below a bound and they were
+// deleted, the cursor moves to the bound. SQLite commits one writer at a
+// time, so every snapshot has ended by the next read. On MariaDB, whose
+// snapshots do not tell, the cursor stays at the start.
+//
+// The zero OutboxCursor reads from the start; it is for one reader at a
+// time.
+type OutboxCursor struct {
+	after int64 // every event with an ID up to it is deleted, or will never be
+	// Once the transactions below waitXmax have ended, the cursor may pass
+	// bound (when waiting).
+	waiting         bool
+	bound, waitXmax int64
+	// Of the last Read: its snapshot, its events' IDs, and whether it
+	// returned as many as asked for.
+	xmin, xmax int64
+	seen       []int64
+	full       bool
+}
+
+// readOutboxSQL reads the events after $1 and the read's snapshot, in one
+// row even when there is no event.
+const readOutboxSQL = `SELECT s.xmin, s.xmax, o.id, o.job_id, o.event, o.kind, o.queue, o.attempts, o.max_attempts,
+	o.error, o.correlation_id, o.run_id, o.meta, o.at
+FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+	pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
+LEFT JOIN LATERAL (SELECT * FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2) o ON true
+ORDER BY o.id`
+
+// Read reads the next limit events in ID order, on db's pool (not in a
+// transaction). st may be nil for a read from the start on any store.
+func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit int) ([]OutboxEvent, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := sqlDB.QueryContext(ctx, `SELECT id, job_id, event, kind, queue, attempts, max_attempts,
-		error, correlation_id, run_id, meta, at FROM sheaf_outbox ORDER BY id LIMIT `+strconv.Itoa(limit))
+	// The numbers are formatted in: the stores' placeholders differ.
+	q, args := fmt.Sprintf(`SELECT 0, 0, id, job_id, event, kind, queue, attempts, max_attempts,
+		error, correlation_id, run_id, meta, at FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`, c.after, limit), []any(nil)
+	if st != nil && st.Dialect() == "postgres" {
+		q, args = readOutboxSQL, []any{c.after, limit}
+	}
+	rows, err := sqlDB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []OutboxEvent
+	c.seen = c.seen[:0]
 	for rows.Next() {
+		var id, jobID, attempts, maxAttempts sql.NullInt64
+		var event, kind, queue, errText, corr, run sql.NullString
 		var e OutboxEvent
-		var errText, corr, run sql.NullString
 		var at sqlTime
-		if err := rows.Scan(&e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
+		if err := rows.Scan(&c.xmin, &c.xmax, &id, &jobID, &event, &kind, &queue, &attempts, &maxAttempts,
 			&errText, &corr, &run, &e.Meta, &at); err != nil {
 			return nil, err
 		}
-		e.Error, e.CorrelationID, e.RunID, e.At = errText.String, corr.String, run.String, at.t
+		if !id.Valid {
+			continue // no event: the snapshot alone
+		}
+		e.ID, e.JobID, e.Event, e.Kind, e.Queue = id.Int64, jobID.Int64, event.String, kind.String, queue.String
+		e.Attempts, e.MaxAttempts, e.Error = int(attempts.Int64), int(maxAttempts.Int64), errText.String
+		e.CorrelationID, e.RunID, e.At = corr.String, run.String, at.t
 		out = append(out, e)
+		c.seen = append(c.seen, e.ID)
+	}
+	c.full = len(out) == limit
+	if st != nil && st.Dialect() == "mysql" {
+		c.seen = c.seen[:0] // the cursor stays at the start
 	}
 	return out, rows.Err()
+}
+
+// Deleted tells the cursor which events of the last Read were deleted, and
+// moves it on as far as it can.
+func (c *OutboxCursor) Deleted(ids []int64) {
+	deleted := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		deleted[id] = true
+	}
+	// Every event the read saw up to bound was deleted; and up to through,
+	// every event of its snapshot was seen and deleted.
+	bound, through := c.after, int64(math.MaxInt64)
+	for _, id := range c.seen {
+		if !deleted[id] {
+			through = id - 1
+			break
+		}
+		bound = id
+	}
+	if c.full && len(c.seen) > 0 {
+		through = min(through, c.seen[len(c.seen)-1])
+	}
+	if c.waiting && c.xmin >= c.waitXmax && through >= c.bound {
+		c.after, c.waiting = max(c.after, c.bound), false
+	}
+	if !c.waiting && bound > c.after {
+		c.waiting, c.bound, c.waitXmax = true, bound, c.xmax
+	}
 }
 
 // DeleteOutbox deletes the events ids names: those their broker

@@ -154,3 +154,90 @@ func TestOutboxRecordsStartsOnlyWhenAsked(t *testing.T) {
 		require.Equal(t, events, after, "off: no event of any kind")
 	})
 }
+
+// On PostgreSQL, enabling replaces the row-level triggers of earlier
+// releases, the started one included, with statement-level ones, and each
+// change still writes its event once.
+func TestOutboxReplacesRowLevelTriggers(t *testing.T) {
+	t.Parallel()
+	st, db := migratedPostgres(t)
+	ctx := context.Background()
+	// As an earlier release made them.
+	for _, s := range []string{
+		`CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs FOR EACH ROW EXECUTE FUNCTION sheaf_outbox_write()`,
+		`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW
+			WHEN (OLD.status <> NEW.status AND NEW.status <> 'PROCESSING') EXECUTE FUNCTION sheaf_outbox_write()`,
+		`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE OF status ON sheaf_jobs FOR EACH ROW
+			WHEN (OLD.status <> 'PROCESSING' AND NEW.status = 'PROCESSING') EXECUTE FUNCTION sheaf_outbox_write()`,
+	} {
+		require.NoError(t, db.Exec(s).Error)
+	}
+	perRow := func() []string {
+		var names []string
+		require.NoError(t, db.Raw(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass
+			AND tgname LIKE 'sheaf_outbox_%' AND tgtype & 1 = 1 ORDER BY tgname`).Scan(&names).Error)
+		return names
+	}
+	require.Len(t, perRow(), 3)
+
+	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+	require.Empty(t, perRow(), "every row-level trigger replaced")
+	ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
+	conn := st.Hold(false)
+	defer conn.Close()
+	got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = conn.Complete(ctx, []int64{got[0].ID}, []int64{store.Key(got[0].ID, got[0].Claims)})
+	require.NoError(t, err)
+	events, _ := outboxed(t, db, map[int64]string{ins[0].ID: "k"})
+	require.Equal(t, []string{"k:created", "k:started", "k:completed"}, events, "the started events kept, each event once")
+}
+
+// The cursor reads on from where every event was deleted, but never passes
+// an event that commits after a later one was read: a transaction that
+// took an ID and commits late still has its event read.
+func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
+	t.Parallel()
+	st, db := migratedPostgres(t)
+	ctx := context.Background()
+	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+	var cursor store.OutboxCursor
+	round := func() []int64 {
+		t.Helper()
+		events, err := cursor.Read(ctx, st, db, 100)
+		require.NoError(t, err)
+		var ids []int64
+		for _, e := range events {
+			ids = append(ids, e.ID)
+		}
+		require.NoError(t, store.DeleteOutbox(ctx, st, db, ids))
+		cursor.Deleted(ids)
+		return ids
+	}
+
+	late := db.Begin()
+	defer late.Rollback()
+	var dest []row
+	require.NoError(t, st.Insert(ctx, late, []store.NewJob{job}, &dest))
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{job}, &dest))
+	first := round()
+	require.Len(t, first, 1, "the committed event")
+	for range 3 {
+		require.Empty(t, round())
+	}
+	require.NoError(t, late.Commit().Error)
+	got := round()
+	require.Len(t, got, 1, "the late event is read")
+	require.Less(t, got[0], first[0])
+
+	// Once the transactions of its snapshots have ended (on a shared server,
+	// those of other tests too), the cursor moves past what it deleted: an
+	// event put below it by hand is not read.
+	require.Eventually(t, func() bool {
+		require.NoError(t, db.Exec(`INSERT INTO sheaf_outbox (id, job_id, event, kind, queue, attempts, max_attempts)
+			OVERRIDING SYSTEM VALUE VALUES (?, 1, 'created', 'k', 'q', 0, 1)`, first[0]).Error)
+		return len(round()) == 0
+	}, 30*time.Second, 10*time.Millisecond, "the cursor reads from past the deleted events")
+}

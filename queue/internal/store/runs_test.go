@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -110,12 +109,8 @@ func TestRunsKeepFinishedCounts(t *testing.T) {
 // counts of a run that is going again.
 func TestRunCountsWaitForARetry(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t).Gorm
-	st, err := store.Open(db)
-	require.NoError(t, err)
+	st, db := migratedPostgres(t)
 	ctx := context.Background()
-	_, err = st.Migrate(ctx)
-	require.NoError(t, err)
 	run := "night"
 	var dest []struct{ ID int64 }
 	require.NoError(t, st.Insert(ctx, db, []store.NewJob{{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run}}, &dest))

@@ -104,3 +104,15 @@ func forEachStore(t *testing.T, test func(t *testing.T, st store.Store, db *gorm
 		})
 	}
 }
+
+// migratedPostgres returns a store on a fresh, migrated PostgreSQL database,
+// for tests of what only PostgreSQL does.
+func migratedPostgres(t *testing.T) (store.Store, *gorm.DB) {
+	t.Helper()
+	db := pgtest.New(t).Gorm
+	st, err := store.Open(db)
+	require.NoError(t, err)
+	_, err = st.Migrate(context.Background())
+	require.NoError(t, err)
+	return st, db
+}

@@ -5,6 +5,7 @@ package bridgetest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -52,6 +53,30 @@ func Cancelled(t testing.TB, c *queue.Client, n int) []string {
 		ids = append(ids, strconv.FormatInt(res.Job.ID, 10))
 	}
 	return ids
+}
+
+// Run makes a relay of c to pub with opts and runs a round of it, which
+// must publish every event.
+func Run(t testing.TB, c *queue.Client, pub bridge.Publisher, opts ...bridge.Option) {
+	t.Helper()
+	relay, err := bridge.NewRelay(c, pub, opts...)
+	must(t, err)
+	_, err = relay.Run(context.Background())
+	must(t, err)
+}
+
+// RunKilled runs a round of a relay of c to pub with opts that dies
+// between its broker's acknowledgement and its delete (see Killer), then
+// a round of a new relay, which sends the events again.
+func RunKilled(t testing.TB, c *queue.Client, pub bridge.Publisher, opts ...bridge.Option) {
+	t.Helper()
+	killed, kill := context.WithCancel(context.Background())
+	dying, err := bridge.NewRelay(c, Killer{Publisher: pub, Kill: kill}, opts...)
+	must(t, err)
+	if _, err = dying.Run(killed); !errors.Is(err, context.Canceled) {
+		t.Fatalf("bridgetest: the round did not die before its delete: %v", err)
+	}
+	Run(t, c, pub, opts...)
 }
 
 // Killer publishes through a real publisher, then calls Kill, which
