@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 )
@@ -286,50 +286,62 @@ func (c mysqlConn) PutBack(ctx context.Context, keys []int64, runner string) (ou
 
 // Requeue puts claims back in the queue, uncounting the attempts counted:
 // first those whose rows no other transaction holds, at once, then the
-// others, waiting for their rows until ctx ends (see requeueSQL), or for
-// at most lockWait: MariaDB does not end a statement whose client has gone,
-// so a wait the server is not told the end of lasts as long as its lock
-// wait timeout, holding the connection.
+// others as their rows come free, until ctx ends (see requeueSQL). It
+// looks for them again and again (SKIP LOCKED), rather than waiting in
+// the server for a row lock: MariaDB does not end a statement whose client
+// has gone (go-sql-driver/mysql closes the connection when ctx ends), so a
+// statement left waiting would hold a server thread, and then the row, up
+// to its lock wait timeout after the put-back gave up.
 func (s *mysql) Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error) {
-	out, err := s.requeue(ctx, ids, keys, counted, " SKIP LOCKED")
-	if err != nil || len(out) == len(ids) {
-		return out, err
-	}
-	done := map[int64]bool{}
-	for _, id := range out {
-		done[id] = true
-	}
-	var restIDs, restKeys []int64
-	var restCounted []bool
-	for i, id := range ids {
-		if !done[id] {
-			restIDs, restKeys, restCounted = append(restIDs, id), append(restKeys, keys[i]), append(restCounted, counted[i])
+	var out []int64
+	for pause := requeuePause; ; pause = min(2*pause, requeuePauseMax) {
+		put, err := s.requeue(ctx, ids, keys, counted)
+		out = append(out, put...)
+		if err != nil || len(put) == len(ids) {
+			return out, err
+		}
+		// The rest are held by another transaction, or no longer the
+		// claims' (completed, cancelled, rescued): wait for the held ones,
+		// those the last commit shows still the claims' (those put back
+		// are QUEUED).
+		held, err := s.ids(ctx, "SELECT id FROM sheaf_jobs WHERE "+guard(ids, keys)+" AND status = 'PROCESSING'")
+		if err != nil || len(held) == 0 {
+			return out, err
+		}
+		var heldIDs, heldKeys []int64
+		var heldCounted []bool
+		for i, id := range ids {
+			if slices.Contains(held, id) {
+				heldIDs, heldKeys, heldCounted = append(heldIDs, id), append(heldKeys, keys[i]), append(heldCounted, counted[i])
+			}
+		}
+		ids, keys, counted = heldIDs, heldKeys, heldCounted
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, ctx.Err()
+		case <-t.C:
 		}
 	}
-	more, err := s.requeue(ctx, restIDs, restKeys, restCounted, " WAIT "+strconv.Itoa(lockWait(ctx)))
-	return append(out, more...), err
 }
 
-// lockWaitMax is how long, in seconds, a put-back waits for held rows at
-// most.
-const lockWaitMax = 5
+// requeuePause is how long Requeue first waits before it looks again for
+// rows another transaction held; it doubles up to requeuePauseMax. Rows
+// are held for the length of a transaction that completes or cancels the
+// job, mostly milliseconds.
+const (
+	requeuePause    = 5 * time.Millisecond
+	requeuePauseMax = 200 * time.Millisecond
+)
 
-// lockWait is how long, in whole seconds, a statement may wait for a row
-// lock within ctx's deadline, and at most lockWaitMax.
-func lockWait(ctx context.Context) int {
-	if d, ok := ctx.Deadline(); ok {
-		return max(min(int(time.Until(d).Seconds()+0.999), lockWaitMax), 1)
-	}
-	return lockWaitMax
-}
-
-// requeue is one pass of Requeue; wait says how it waits for held rows:
-// SKIP LOCKED passes them by.
-func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool, wait string) (out []int64, err error) {
+// requeue is one pass of Requeue: it puts back the claims' jobs that no
+// other transaction holds.
+func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool) (out []int64, err error) {
 	var back []due
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT id, queue, priority, run_at, rescues FROM sheaf_jobs WHERE "+guard(ids, keys)+
-			" AND status = 'PROCESSING' FOR UPDATE"+wait)
+			" AND status = 'PROCESSING' FOR UPDATE SKIP LOCKED")
 		if err != nil {
 			return err
 		}
