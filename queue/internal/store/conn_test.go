@@ -392,3 +392,52 @@ func TestRequeueWaitsForAHeldRow(t *testing.T) {
 		require.Equal(t, 1, rows[1].Attempts, "the attempt not counted stays")
 	})
 }
+
+// A claim from a cursor continues after it in claim order (priority
+// descending, run time, ID), into lower priorities once the cursor's runs
+// out, and looks at higher priorities first only when asked.
+func TestClaimFromACursor(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "sqlite" {
+			t.Skip("SQLite claims from the start")
+		}
+		ctx := context.Background()
+		job := func(p int) store.NewJob {
+			return store.NewJob{Kind: "a", Queue: "q", Priority: p, Attempts: 3, Payload: `{}`}
+		}
+		ins := migrateAndInsert(t, st, db, job(7), job(7), job(7), job(5), job(5), job(3))
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(from store.Claimed, higher bool, n int) []int64 {
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r1", Higher: higher,
+				From: &store.Cursor{Priority: from.Priority, RunAt: from.RunAt, ID: from.ID}})
+			require.NoError(t, err)
+			var ids []int64
+			for _, j := range got {
+				ids = append(ids, j.ID)
+			}
+			return ids
+		}
+		first, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 2, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, first, 2)
+		last := first[0]
+		if first[1].ID > last.ID {
+			last = first[1]
+		}
+		require.Equal(t, ins[1].ID, last.ID)
+		// The first job goes back to the queue: it is behind the cursor.
+		put, err := st.Requeue(ctx, []int64{ins[0].ID}, []int64{store.Key(ins[0].ID, 1)}, []bool{true})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[0].ID}, put)
+		require.ElementsMatch(t, []int64{ins[2].ID, ins[3].ID}, claim(last, false, 2), "onward, then the next priority")
+
+		var p5 store.Claimed
+		require.NoError(t, db.Raw("SELECT id, priority, run_at FROM sheaf_jobs WHERE id = ?", ins[3].ID).Scan(&p5).Error)
+		high := migrateAndInsert(t, st, db, job(9))[0].ID
+		require.ElementsMatch(t, []int64{ins[4].ID}, claim(p5, false, 1), "without higher, the new job waits")
+		p5.ID = ins[4].ID
+		require.ElementsMatch(t, []int64{high, ins[0].ID, ins[5].ID}, claim(p5, true, 3),
+			"higher first (the job put back among them), then onward and lower")
+	})
+}

@@ -35,15 +35,51 @@ func notIn(col string, l []string) (string, []any) {
 }
 
 // Claim locks the first due jobs of the queue, skipping those another
-// claim has locked, through sheaf_jobs_claim in its order. MariaDB has no
-// dead index entries to step over, so the cursor is not needed.
+// claim has locked, through sheaf_jobs_claim in its order. From a cursor,
+// it looks at higher priorities first if told to, then onward from the
+// cursor, then at lower priorities, each only while jobs are still
+// wanted (see claimFromSQL): InnoDB keeps the index entries of claimed
+// jobs, marked deleted, until its purge reaches them, and a claim from
+// the start steps over every one; on a busy queue that cost more than the
+// claim's update.
 func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
 	closed, closedArgs := notIn("kind", cl.ClosedKinds)
-	args := append([]any{cl.Queue}, closedArgs...)
-	return c.s.claim(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_claim)
-		WHERE queue = ? AND status = 'QUEUED' AND rescues = 0 AND run_at <= `+mysqlNow+closed+`
-		ORDER BY priority DESC, run_at, id LIMIT `+itoa(cl.N)+` FOR UPDATE SKIP LOCKED`, args,
-		`status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = `+mysqlNow+`,
+	pick := func(tx *sql.Tx, n int, where string, args ...any) ([]int64, error) {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_claim)
+			WHERE queue = ? AND status = 'QUEUED' AND rescues = 0 AND run_at <= `+mysqlNow+where+closed+`
+			ORDER BY priority DESC, run_at, id LIMIT `+itoa(n)+` FOR UPDATE SKIP LOCKED`, append(append([]any{cl.Queue}, args...), closedArgs...)...)
+		if err != nil {
+			return nil, err
+		}
+		return scanIDs(rows)
+	}
+	return c.s.claim(ctx, func(tx *sql.Tx) ([]int64, error) {
+		from := cl.From
+		if from == nil {
+			return pick(tx, cl.N, "")
+		}
+		at := mysqlTime(from.RunAt)
+		var ids []int64
+		for _, part := range []struct {
+			skip  bool
+			where string
+			args  []any
+		}{
+			{!cl.Higher, " AND priority > ?", []any{from.Priority}},
+			{false, " AND priority = ? AND (run_at > ? OR (run_at = ? AND id > ?))", []any{from.Priority, at, at, from.ID}},
+			{false, " AND priority < ?", []any{from.Priority}},
+		} {
+			if part.skip || len(ids) == cl.N {
+				continue
+			}
+			more, err := pick(tx, cl.N-len(ids), part.where, part.args...)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, more...)
+		}
+		return ids, nil
+	}, `status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = `+mysqlNow+`,
 		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
 		cl.Lease.Microseconds(), cl.Runner)
 }
@@ -51,23 +87,24 @@ func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
 func (c mysqlConn) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
 	qs, args := placeholders(queues)
 	closed, closedArgs := notIn("kind", closedKinds)
-	return c.s.claim(ctx, `SELECT id FROM sheaf_jobs
-		WHERE status = 'QUEUED' AND rescues > 0 AND queue IN (`+qs+`) AND run_at <= `+mysqlNow+closed+`
-		ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, append(args, closedArgs...),
-		`status = 'PROCESSING', claims = claims + 1, started_at = NULL,
+	return c.s.claim(ctx, func(tx *sql.Tx) ([]int64, error) {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs
+			WHERE status = 'QUEUED' AND rescues > 0 AND queue IN (`+qs+`) AND run_at <= `+mysqlNow+closed+`
+			ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, append(args, closedArgs...)...)
+		if err != nil {
+			return nil, err
+		}
+		return scanIDs(rows)
+	}, `status = 'PROCESSING', claims = claims + 1, started_at = NULL,
 		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
 		lease.Microseconds(), runner)
 }
 
 // claim locks the IDs pick selects, sets set on them and reads them back,
 // in one transaction.
-func (s *mysql) claim(ctx context.Context, pick string, pickArgs []any, set string, setArgs ...any) (out []Claimed, err error) {
+func (s *mysql) claim(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), set string, setArgs ...any) (out []Claimed, err error) {
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, pick, pickArgs...)
-		if err != nil {
-			return err
-		}
-		ids, err := scanIDs(rows)
+		ids, err := pick(tx)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -75,7 +112,7 @@ func (s *mysql) claim(ctx context.Context, pick string, pickArgs []any, set stri
 		if _, err := tx.ExecContext(ctx, "UPDATE sheaf_jobs SET "+set+" WHERE id IN ("+list+")", setArgs...); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
+		rows, err := tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
 		if err != nil {
 			return err
 		}
