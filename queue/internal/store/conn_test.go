@@ -253,82 +253,191 @@ func TestRequeuePassesAHeldRowBy(t *testing.T) {
 		if st.Dialect() == "sqlite" {
 			t.Skip("row locks (on SQLite, a writing transaction holds the whole database)")
 		}
-		if st.Dialect() == "mysql" {
-			// Open problem: in full runs, MariaDB kept the cancelled
-			// put-back's statement waiting for the held row past 30 s,
-			// beyond its WAIT bound of 5 s.
-			t.Skip("MariaDB: a cancelled put-back can wait on for the held row; not yet understood")
-		}
 		requeuePassesAHeldRowBy(t, st, db)
 	})
 }
 
-func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
-	ctx := context.Background()
+// claimTwoHoldOne claims two jobs, and locks the first's row in a
+// transaction that ends with the test, or when the test rolls it back. It
+// returns the claims' IDs and keys.
+func claimTwoHoldOne(t *testing.T, st store.Store, db *gorm.DB) (ids, keys []int64, lock *gorm.DB) {
 	ins := migrateAndInsert(t, st, db,
 		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
 		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
 	conn := st.Hold(false)
 	defer conn.Close()
-	got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 2, Lease: time.Minute, Runner: "r1"})
+	got, err := conn.Claim(context.Background(), store.Claim{Queue: "q", N: 2, Lease: time.Minute, Runner: "r1"})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	ids, keys := []int64{got[0].ID, got[1].ID}, []int64{store.Key(got[0].ID, got[0].Claims), store.Key(got[1].ID, got[1].Claims)}
-	held, free := ins[0].ID, ins[1].ID
+	require.Equal(t, ins[0].ID, got[0].ID)
+	ids, keys = []int64{got[0].ID, got[1].ID}, []int64{store.Key(got[0].ID, got[0].Claims), store.Key(got[1].ID, got[1].Claims)}
+	lock = db.Begin()
+	t.Cleanup(func() { lock.Rollback() })
+	require.NoError(t, lock.Exec("SELECT id FROM sheaf_jobs WHERE id = ? FOR UPDATE", ids[0]).Error)
+	return ids, keys, lock
+}
 
-	lock := db.Begin()
-	defer lock.Rollback()
-	require.NoError(t, lock.Exec("SELECT id FROM sheaf_jobs WHERE id = ? FOR UPDATE", held).Error)
-	var holder int64
-	pid, waiting := "SELECT pg_backend_pid()", "SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))"
-	if st.Dialect() == "mysql" {
-		pid, waiting = "SELECT CONNECTION_ID()", `SELECT count(*) FROM information_schema.innodb_lock_waits w
-			JOIN information_schema.innodb_trx b ON b.trx_id = w.blocking_trx_id WHERE b.trx_mysql_thread_id = ?`
-	}
-	require.NoError(t, lock.Raw(pid).Scan(&holder).Error)
-	// Requeue's context ends once it waits for the held row, not after a
-	// fixed time, which a loaded machine could spend on the free row.
-	short, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var lastErr error // of the last look at the waiters, for a failure's message
-	blocked := func() int64 {
-		var n int64
-		if lastErr = db.Raw(waiting, holder).Scan(&n).Error; lastErr != nil {
-			return -1
-		}
-		return n
-	}
-	go func() {
-		for short.Err() == nil {
-			if blocked() != 0 {
-				cancel()
-				return
-			}
-		}
-	}()
-	put, err := st.Requeue(short, ids, keys, []bool{true, true})
-	require.Error(t, err, "the held row is waited for until the context ends")
-	require.Equal(t, []int64{free}, put)
+func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
+	ctx := context.Background()
+	ids, keys, lock := claimTwoHoldOne(t, st, db)
+	held, free := ids[0], ids[1]
 	status := func(id int64) string {
 		var r row
 		require.NoError(t, db.First(&r, id).Error)
 		return r.Status
 	}
+	// waiting counts the statements that wait for the held row: on
+	// PostgreSQL, those it blocks; MariaDB's put-back does not wait in the
+	// server, so there, the statements running in the database (its
+	// processlist is read live, unlike its lock waits, which it refreshes
+	// only after 0.1 s without a reader).
+	var holder int64
+	pid, waiting := "SELECT pg_backend_pid()", "SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))"
+	if st.Dialect() == "mysql" {
+		pid, waiting = "SELECT CONNECTION_ID()", `SELECT count(*) FROM information_schema.processlist
+			WHERE db = DATABASE() AND command = 'Query' AND id NOT IN (?, CONNECTION_ID())`
+	}
+	require.NoError(t, lock.Raw(pid).Scan(&holder).Error)
+	// Requeue's context ends once Requeue waits for the held row (on
+	// MariaDB, once it has put the free one back), not after a fixed time,
+	// which a loaded machine could spend on the free row.
+	short, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waits := func() (bool, error) {
+		var n int64
+		if st.Dialect() == "mysql" {
+			var r row
+			err := db.First(&r, free).Error
+			return r.Status == "QUEUED", err
+		}
+		err := db.Raw(waiting, holder).Scan(&n).Error
+		return n > 0, err
+	}
+	looked := make(chan error, 1)
+	go func() {
+		for short.Err() == nil {
+			if ok, err := waits(); ok || err != nil {
+				looked <- err
+				cancel()
+				return
+			}
+		}
+		looked <- nil
+	}()
+	put, err := st.Requeue(short, ids, keys, []bool{true, true})
+	cancel()
+	require.NoError(t, <-looked)
+	require.Error(t, err, "the held row is waited for until the context ends")
+	require.Equal(t, []int64{free}, put)
 	require.Equal(t, "QUEUED", status(free))
 	require.Equal(t, "PROCESSING", status(held))
 
-	// Once the row is free, trying again puts the rest back. The cancelled
-	// statement is gone first: the server ends it when the cancel request
-	// arrives, which, on a loaded machine, can be after Requeue returned.
-	for deadline, last := time.Now().Add(30*time.Second), blocked(); last != 0; last = blocked() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d statements still wait for the held row after 30 s (-1: the look failed: %v)", last, lastErr)
+	// The put-back left no statement waiting for the row. On PostgreSQL,
+	// the server ends the cancelled one when the cancel request arrives,
+	// which, on a loaded machine, can be after Requeue returned.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var n int64
+		require.NoError(t, db.Raw(waiting, holder).Scan(&n).Error)
+		if n == 0 {
+			break
 		}
-		time.Sleep(5 * time.Millisecond) // a poll of the server's lock waits
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements still wait for the held row after 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll of the server's statements
 	}
 	require.NoError(t, lock.Rollback().Error)
 	put, err = st.Requeue(ctx, ids, keys, []bool{true, true})
 	require.NoError(t, err)
 	require.Equal(t, []int64{held}, put)
 	require.Equal(t, "QUEUED", status(held))
+}
+
+// A put-back puts back a held job once the transaction that held it ends,
+// still within the put-back's context.
+func TestRequeueWaitsForAHeldRow(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "sqlite" {
+			t.Skip("row locks (on SQLite, a writing transaction holds the whole database)")
+		}
+		ctx := context.Background()
+		ids, keys, lock := claimTwoHoldOne(t, st, db)
+		held, free := ids[0], ids[1]
+		type result struct {
+			put []int64
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			put, err := st.Requeue(ctx, ids, keys, []bool{true, false})
+			done <- result{put, err}
+		}()
+		for {
+			var r row
+			require.NoError(t, db.First(&r, free).Error)
+			if r.Status == "QUEUED" {
+				break
+			}
+		}
+		require.NoError(t, lock.Rollback().Error)
+		res := <-done
+		require.NoError(t, res.err)
+		require.ElementsMatch(t, []int64{free, held}, res.put)
+		var rows []row
+		require.NoError(t, db.Order("id").Find(&rows, ids).Error)
+		for _, r := range rows {
+			require.Equal(t, "QUEUED", r.Status)
+		}
+		require.Equal(t, 0, rows[0].Attempts, "the counted attempt is uncounted")
+		require.Equal(t, 1, rows[1].Attempts, "the attempt not counted stays")
+	})
+}
+
+// A claim from a cursor continues after it in claim order (priority
+// descending, run time, ID), into lower priorities once the cursor's runs
+// out, and looks at higher priorities first only when asked.
+func TestClaimFromACursor(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "sqlite" {
+			t.Skip("SQLite claims from the start")
+		}
+		ctx := context.Background()
+		job := func(p int) store.NewJob {
+			return store.NewJob{Kind: "a", Queue: "q", Priority: p, Attempts: 3, Payload: `{}`}
+		}
+		ins := migrateAndInsert(t, st, db, job(7), job(7), job(7), job(5), job(5), job(3))
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(from store.Claimed, higher bool, n int) []int64 {
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r1", Higher: higher,
+				From: &store.Cursor{Priority: from.Priority, RunAt: from.RunAt, ID: from.ID}})
+			require.NoError(t, err)
+			var ids []int64
+			for _, j := range got {
+				ids = append(ids, j.ID)
+			}
+			return ids
+		}
+		first, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 2, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, first, 2)
+		last := first[0]
+		if first[1].ID > last.ID {
+			last = first[1]
+		}
+		require.Equal(t, ins[1].ID, last.ID)
+		// The first job goes back to the queue: it is behind the cursor.
+		put, err := st.Requeue(ctx, []int64{ins[0].ID}, []int64{store.Key(ins[0].ID, 1)}, []bool{true})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[0].ID}, put)
+		require.ElementsMatch(t, []int64{ins[2].ID, ins[3].ID}, claim(last, false, 2), "onward, then the next priority")
+
+		var p5 store.Claimed
+		require.NoError(t, db.Raw("SELECT id, priority, run_at FROM sheaf_jobs WHERE id = ?", ins[3].ID).Scan(&p5).Error)
+		high := migrateAndInsert(t, st, db, job(9))[0].ID
+		require.ElementsMatch(t, []int64{ins[4].ID}, claim(p5, false, 1), "without higher, the new job waits")
+		p5.ID = ins[4].ID
+		require.ElementsMatch(t, []int64{high, ins[0].ID, ins[5].ID}, claim(p5, true, 3),
+			"higher first (the job put back among them), then onward and lower")
+	})
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,15 +35,51 @@ func notIn(col string, l []string) (string, []any) {
 }
 
 // Claim locks the first due jobs of the queue, skipping those another
-// claim has locked, through sheaf_jobs_claim in its order. MariaDB has no
-// dead index entries to step over, so the cursor is not needed.
+// claim has locked, through sheaf_jobs_claim in its order. From a cursor,
+// it looks at higher priorities first if told to, then onward from the
+// cursor, then at lower priorities, each only while jobs are still
+// wanted (see claimFromSQL): InnoDB keeps the index entries of claimed
+// jobs, marked deleted, until its purge reaches them, and a claim from
+// the start steps over every one; on a busy queue that cost more than the
+// claim's update.
 func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
 	closed, closedArgs := notIn("kind", cl.ClosedKinds)
-	args := append([]any{cl.Queue}, closedArgs...)
-	return c.s.claim(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_claim)
-		WHERE queue = ? AND status = 'QUEUED' AND rescues = 0 AND run_at <= `+mysqlNow+closed+`
-		ORDER BY priority DESC, run_at, id LIMIT `+itoa(cl.N)+` FOR UPDATE SKIP LOCKED`, args,
-		`status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = `+mysqlNow+`,
+	pick := func(tx *sql.Tx, n int, where string, args ...any) ([]int64, error) {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_claim)
+			WHERE queue = ? AND status = 'QUEUED' AND rescues = 0 AND run_at <= `+mysqlNow+where+closed+`
+			ORDER BY priority DESC, run_at, id LIMIT `+itoa(n)+` FOR UPDATE SKIP LOCKED`, append(append([]any{cl.Queue}, args...), closedArgs...)...)
+		if err != nil {
+			return nil, err
+		}
+		return scanIDs(rows)
+	}
+	return c.s.claim(ctx, func(tx *sql.Tx) ([]int64, error) {
+		from := cl.From
+		if from == nil {
+			return pick(tx, cl.N, "")
+		}
+		at := mysqlTime(from.RunAt)
+		var ids []int64
+		for _, part := range []struct {
+			skip  bool
+			where string
+			args  []any
+		}{
+			{!cl.Higher, " AND priority > ?", []any{from.Priority}},
+			{false, " AND priority = ? AND (run_at > ? OR (run_at = ? AND id > ?))", []any{from.Priority, at, at, from.ID}},
+			{false, " AND priority < ?", []any{from.Priority}},
+		} {
+			if part.skip || len(ids) == cl.N {
+				continue
+			}
+			more, err := pick(tx, cl.N-len(ids), part.where, part.args...)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, more...)
+		}
+		return ids, nil
+	}, `status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = `+mysqlNow+`,
 		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
 		cl.Lease.Microseconds(), cl.Runner)
 }
@@ -51,23 +87,24 @@ func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
 func (c mysqlConn) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
 	qs, args := placeholders(queues)
 	closed, closedArgs := notIn("kind", closedKinds)
-	return c.s.claim(ctx, `SELECT id FROM sheaf_jobs
-		WHERE status = 'QUEUED' AND rescues > 0 AND queue IN (`+qs+`) AND run_at <= `+mysqlNow+closed+`
-		ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, append(args, closedArgs...),
-		`status = 'PROCESSING', claims = claims + 1, started_at = NULL,
+	return c.s.claim(ctx, func(tx *sql.Tx) ([]int64, error) {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs
+			WHERE status = 'QUEUED' AND rescues > 0 AND queue IN (`+qs+`) AND run_at <= `+mysqlNow+closed+`
+			ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, append(args, closedArgs...)...)
+		if err != nil {
+			return nil, err
+		}
+		return scanIDs(rows)
+	}, `status = 'PROCESSING', claims = claims + 1, started_at = NULL,
 		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
 		lease.Microseconds(), runner)
 }
 
 // claim locks the IDs pick selects, sets set on them and reads them back,
 // in one transaction.
-func (s *mysql) claim(ctx context.Context, pick string, pickArgs []any, set string, setArgs ...any) (out []Claimed, err error) {
+func (s *mysql) claim(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), set string, setArgs ...any) (out []Claimed, err error) {
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, pick, pickArgs...)
-		if err != nil {
-			return err
-		}
-		ids, err := scanIDs(rows)
+		ids, err := pick(tx)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -75,7 +112,7 @@ func (s *mysql) claim(ctx context.Context, pick string, pickArgs []any, set stri
 		if _, err := tx.ExecContext(ctx, "UPDATE sheaf_jobs SET "+set+" WHERE id IN ("+list+")", setArgs...); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
+		rows, err := tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
 		if err != nil {
 			return err
 		}
@@ -286,50 +323,62 @@ func (c mysqlConn) PutBack(ctx context.Context, keys []int64, runner string) (ou
 
 // Requeue puts claims back in the queue, uncounting the attempts counted:
 // first those whose rows no other transaction holds, at once, then the
-// others, waiting for their rows until ctx ends (see requeueSQL), or for
-// at most lockWait: MariaDB does not end a statement whose client has gone,
-// so a wait the server is not told the end of lasts as long as its lock
-// wait timeout, holding the connection.
+// others as their rows come free, until ctx ends (see requeueSQL). It
+// looks for them again and again (SKIP LOCKED), rather than waiting in
+// the server for a row lock: MariaDB does not end a statement whose client
+// has gone (go-sql-driver/mysql closes the connection when ctx ends), so a
+// statement left waiting would hold a server thread, and then the row, up
+// to its lock wait timeout after the put-back gave up.
 func (s *mysql) Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error) {
-	out, err := s.requeue(ctx, ids, keys, counted, " SKIP LOCKED")
-	if err != nil || len(out) == len(ids) {
-		return out, err
-	}
-	done := map[int64]bool{}
-	for _, id := range out {
-		done[id] = true
-	}
-	var restIDs, restKeys []int64
-	var restCounted []bool
-	for i, id := range ids {
-		if !done[id] {
-			restIDs, restKeys, restCounted = append(restIDs, id), append(restKeys, keys[i]), append(restCounted, counted[i])
+	var out []int64
+	for pause := requeuePause; ; pause = min(2*pause, requeuePauseMax) {
+		put, err := s.requeue(ctx, ids, keys, counted)
+		out = append(out, put...)
+		if err != nil || len(put) == len(ids) {
+			return out, err
+		}
+		// The rest are held by another transaction, or no longer the
+		// claims' (completed, cancelled, rescued): wait for the held ones,
+		// those the last commit shows still the claims' (those put back
+		// are QUEUED).
+		held, err := s.ids(ctx, "SELECT id FROM sheaf_jobs WHERE "+guard(ids, keys)+" AND status = 'PROCESSING'")
+		if err != nil || len(held) == 0 {
+			return out, err
+		}
+		var heldIDs, heldKeys []int64
+		var heldCounted []bool
+		for i, id := range ids {
+			if slices.Contains(held, id) {
+				heldIDs, heldKeys, heldCounted = append(heldIDs, id), append(heldKeys, keys[i]), append(heldCounted, counted[i])
+			}
+		}
+		ids, keys, counted = heldIDs, heldKeys, heldCounted
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, ctx.Err()
+		case <-t.C:
 		}
 	}
-	more, err := s.requeue(ctx, restIDs, restKeys, restCounted, " WAIT "+strconv.Itoa(lockWait(ctx)))
-	return append(out, more...), err
 }
 
-// lockWaitMax is how long, in seconds, a put-back waits for held rows at
-// most.
-const lockWaitMax = 5
+// requeuePause is how long Requeue first waits before it looks again for
+// rows another transaction held; it doubles up to requeuePauseMax. Rows
+// are held for the length of a transaction that completes or cancels the
+// job, mostly milliseconds.
+const (
+	requeuePause    = 5 * time.Millisecond
+	requeuePauseMax = 200 * time.Millisecond
+)
 
-// lockWait is how long, in whole seconds, a statement may wait for a row
-// lock within ctx's deadline, and at most lockWaitMax.
-func lockWait(ctx context.Context) int {
-	if d, ok := ctx.Deadline(); ok {
-		return max(min(int(time.Until(d).Seconds()+0.999), lockWaitMax), 1)
-	}
-	return lockWaitMax
-}
-
-// requeue is one pass of Requeue; wait says how it waits for held rows:
-// SKIP LOCKED passes them by.
-func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool, wait string) (out []int64, err error) {
+// requeue is one pass of Requeue: it puts back the claims' jobs that no
+// other transaction holds.
+func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool) (out []int64, err error) {
 	var back []due
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT id, queue, priority, run_at, rescues FROM sheaf_jobs WHERE "+guard(ids, keys)+
-			" AND status = 'PROCESSING' FOR UPDATE"+wait)
+			" AND status = 'PROCESSING' FOR UPDATE SKIP LOCKED")
 		if err != nil {
 			return err
 		}
