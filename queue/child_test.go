@@ -232,7 +232,7 @@ func pruneChild(db *gorm.DB, reg *queue.Registry, stall string) {
 		}
 		return nil
 	}
-	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)), queue.WithRetention(queue.Retention{Archive: archive}))
+	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)), queue.WithRetention(queue.Retention{Archive: archive, HourlyHistory: dayOfHours}))
 	must(err)
 	fmt.Println("ready")
 	_, err = c.Prune(context.Background())

@@ -562,6 +562,7 @@ func TestStats(t *testing.T) {
 func TestStatsCountPrunedJobsFromTheRollups(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
+	e.client = dayOfHoursClient(t, e)
 	ctx := context.Background()
 	old, lately, now := time.Now().AddDate(0, 0, -40), time.Now().AddDate(0, 0, -2), time.Now()
 	for range 3 {

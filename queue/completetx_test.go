@@ -394,13 +394,7 @@ func TestCompleteTxSurvivesACrash(t *testing.T) {
 				require.Zero(t, rows())
 			}
 
-			// The dead runner's leases (its jobs', and the maintenance's
-			// leadership) would run out in their time; end them now, for
-			// another runner to lead and rescue at once.
-			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE locked_by = ? AND status = 'PROCESSING'",
-				e.db.Time(e.db.Now(t).Add(-time.Second)), runner).Error)
-			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_leader SET expires_at = ? WHERE holder = ?",
-				e.db.Time(e.db.Now(t).Add(-time.Second)), runner).Error)
+			e.expireRunner(t, runner)
 			e.runner(t, queue.WithRescueInterval(10*time.Millisecond))
 			if !tc.committed {
 				e.events.Wait(t, queue.EventRescued, id, 1)

@@ -129,6 +129,17 @@ func (e *env) expireLease(t *testing.T, id int64) {
 		e.db.Time(e.db.Now(t).Add(-time.Second)), id).Error)
 }
 
+// expireRunner ends a dead runner's leases a second ago by the database's
+// clock: its jobs' and its maintenance leadership's, which would run out in
+// their time; for another runner to lead, and rescue its jobs, at once.
+func (e *env) expireRunner(t *testing.T, runner string) {
+	t.Helper()
+	past := e.db.Time(e.db.Now(t).Add(-time.Second))
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE locked_by = ? AND status = 'PROCESSING'",
+		past, runner).Error)
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_leader SET expires_at = ? WHERE holder = ?", past, runner).Error)
+}
+
 func (e *env) status(t *testing.T, id int64) queue.Status {
 	t.Helper()
 	rec, err := e.client.Get(context.Background(), id)

@@ -35,11 +35,7 @@ func workInChildren(t *testing.T, e *env, ids []int64) (deaths int) {
 		case <-c.exited():
 			deaths++
 			require.Less(t, deaths, 20, "the poison job never ran out of attempts")
-			// The dead runner's leases would run out in their time; end
-			// them now, as that time passing would, for the next runner's
-			// rescue to find at once.
-			require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET locked_until = ? WHERE locked_by = ? AND status = 'PROCESSING'",
-				e.db.Time(e.db.Now(t).Add(-time.Second)), id).Error)
+			e.expireRunner(t, id)
 		case err := <-final:
 			require.NoError(t, err)
 			require.NoError(t, c.stdin.Close()) // stop gracefully

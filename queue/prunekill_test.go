@@ -18,6 +18,7 @@ import (
 func TestKilledPruneDeletesWholeBatchesOrNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
+	e.client = dayOfHoursClient(t, e)
 	const n = 1_500 // a batch of 1,000, then the one the process dies in
 	jobTarget := "jsonb_build_object('job', id)"
 	if pgtest.Store() != "postgres" {

@@ -101,7 +101,7 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	// A failure on night 30 that operators still need: kept 30 days.
 	s, c := nightOf(30).Add(30*time.Minute), nightOf(30).Add(30*time.Minute+time.Second)
 	failed := insertJob(t, e, "county_weekly", "FAILED", "", "", 3, &s, &c, "upstream returned 503 for request 0x1f")
-	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{Completed: time.Hour}))
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{Completed: time.Hour, HourlyHistory: dayOfHours}))
 	require.NoError(t, err)
 	now := time.Date(2025, 12, 1, 6, 0, 0, 0, time.UTC)
 	tasks := queue.Upkeep(client, func() time.Time { return now })
@@ -150,6 +150,20 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	require.Equal(t, time.Minute, rv.Slow[0].Typical)
 }
 
+// dayOfHours is the hourly history of the tests that prune jobs finished
+// a month or more ago, and read no hour roll-ups: the hour roll-up then
+// makes 24 hours final rather than the default's 720, one transaction each.
+const dayOfHours = 24 * time.Hour
+
+// dayOfHoursClient is e's client with an hourly history of dayOfHours.
+func dayOfHoursClient(t *testing.T, e *env) *queue.Client {
+	t.Helper()
+	c, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithObserver(e.events),
+		queue.WithRetention(queue.Retention{HourlyHistory: dayOfHours}))
+	require.NoError(t, err)
+	return c
+}
+
 func jobIDsOf(t *testing.T, e *env, query string) []int64 {
 	t.Helper()
 	var out []int64
@@ -171,6 +185,7 @@ func TestRetainAndArchive(t *testing.T) {
 	var archived []queue.JobRecord
 	fail := true
 	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{
+		HourlyHistory: dayOfHours,
 		Archive: func(_ context.Context, jobs []queue.JobRecord) error {
 			if fail {
 				return errors.New("bucket unreachable")
@@ -221,6 +236,7 @@ func TestHistoryRefusesBadQueries(t *testing.T) {
 func TestClientPrune(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
+	e.client = dayOfHoursClient(t, e)
 	old := time.Now().AddDate(0, 0, -40)
 	for range 3 {
 		insertJob(t, e, "report", "COMPLETED", "", "", 1, &old, &old, "")
