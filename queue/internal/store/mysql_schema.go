@@ -282,6 +282,12 @@ CREATE TABLE sheaf_hours_final (
 	final_before DATETIME(6) NOT NULL
 ) ENGINE = InnoDB;
 `,
+	19: `
+-- A run's latest finish, as on PostgreSQL.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);
+UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

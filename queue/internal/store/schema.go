@@ -423,10 +423,19 @@ CREATE TABLE sheaf_hours_final (
 	final_before timestamptz NOT NULL
 );
 `,
+	// Versions 16 to 18 are reserved.
+	19: `
+-- When a run's latest job finished, kept by the runs roll-up with its
+-- counts, so that a run's wall time outlives its pruned jobs; the runs
+-- already counted get theirs from the jobs that are left.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished timestamptz;
+UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 15
+const SchemaVersion = 19
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

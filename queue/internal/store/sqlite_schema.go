@@ -293,6 +293,12 @@ CREATE TABLE sheaf_hours_final (
 	final_before TIMESTAMP NOT NULL
 );
 `,
+	19: `
+-- A run's latest finish, as on PostgreSQL.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;
+UPDATE sheaf_runs SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = sheaf_runs.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
