@@ -338,9 +338,10 @@ func TestRunsSayHowLongTheyTook(t *testing.T) {
 	done := e.enqueue(t, report{County: "done"}, queue.InRun(tonight))
 	e.work(t, done)
 	e.enqueue(t, report{County: "later"}, queue.InRun(tonight), queue.RunAt(time.Now().Add(time.Hour)))
+	e.setTime(t, done, "completed_at", night(9).Add(30*time.Minute))
 	e.setRunStart(t, tonight, night(9))
 	require.Contains(t, e.page(t, "/", http.StatusOK),
-		`<p class="wall" data-wall>Not finished yet; the run before took <span data-took-previous>2 h 10 min</span>; `+
+		`<p class="wall" data-wall>Not finished yet: its latest job to finish did at <time datetime="2025-12-09T23:30:00Z" data-local="hm">23:30 UTC</time>, 30 min after the run started; the run before took <span data-took-previous>2 h 10 min</span>; `+
 			`usually <span data-took-usual>2 h</span>, the median of 4 earlier runs.</p>`)
 }
 

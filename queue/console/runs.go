@@ -49,6 +49,15 @@ func (r runView) Took() time.Duration {
 	if !r.Done() {
 		return 0
 	}
+	return r.SoFar()
+}
+
+// SoFar is the time from the run's first job's creation to its latest
+// job's finish, finished or not; 0 before any job has finished.
+func (r runView) SoFar() time.Duration {
+	if r.LastFinishedAt == nil {
+		return 0
+	}
 	return r.LastFinishedAt.Sub(r.FirstCreatedAt)
 }
 
