@@ -73,7 +73,9 @@ func registry() (*queue.Registry, error) {
 			}
 			return j.SetOutput(ctx, map[string]string{"summary": j.Args.County + " County, " + j.Args.Date + ": all entries in"})
 		})),
-		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500)),
+		// At most two exports at once, across every runner.
+		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500),
+			queue.KindLimit(queue.Limits{Concurrency: 2})),
 	)
 	if err != nil {
 		return nil, err
