@@ -112,7 +112,7 @@ func scheduleOf(runID string) string {
 // nightRuns runs, at most maxNights schedules), newest first, the run
 // before it, and the median of the runs before it.
 func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
-	runs, err := c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
+	runs, err := c.recentRuns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func against(runs []queue.RunSummary, i int) nightView {
 // runTiming is run beside its schedule's runs before it, as the overview
 // shows the latest: nil when the run is not among the newest nightRuns.
 func (c *console) runTiming(ctx context.Context, run string) (*nightView, error) {
-	runs, err := c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
+	runs, err := c.recentRuns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +207,15 @@ func runOf(s queue.RunSummary) runView {
 		v.LastFinishedAt = &s.LastFinished
 	}
 	return v
+}
+
+// recentRuns reads the newest nightRuns runs, reused as long as the
+// counts.
+func (c *console) recentRuns(ctx context.Context) ([]queue.RunSummary, error) {
+	runs, _, err := c.recent.get(ctx, c.cfg.countsTTL, func(ctx context.Context) ([]queue.RunSummary, error) {
+		return c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
+	})
+	return runs, err
 }
 
 // nights is the overview's last night, reused as long as the counts.
