@@ -479,8 +479,8 @@
 //   - sheaf_runners: the runners that are up ([Client.Runners]).
 //   - sheaf_audit: the audit log ([Client.RecordAudit]).
 //   - sheaf_runs: one row per run; the leader keeps a finished run's
-//     counts there, so [Client.Runs] reads a page, not every job, and a
-//     run outlives its pruned jobs.
+//     counts and finish there, so [Client.Runs] reads a page, not every
+//     job, and a run outlives its pruned jobs.
 //   - sheaf_leader: the maintenance leader and its lease.
 //   - sheaf_history, sheaf_rollup: the day roll-ups, and the first day not
 //     yet final.

@@ -57,6 +57,11 @@ type RunSummary struct {
 	// FirstCreated and LastCreated are when the run's first and latest
 	// jobs were created.
 	FirstCreated, LastCreated time.Time
+	// LastFinished is when the run's latest job to finish (complete, fail
+	// for good or be cancelled) did; zero if none has. Once no job of the
+	// run is queued or running, it is the run's finish, which outlives the
+	// jobs that retention prunes (it is kept with the run's counts).
+	LastFinished time.Time
 }
 
 // Runs lists runs, newest first (by when their first job was created, then

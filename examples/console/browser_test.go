@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"testing"
@@ -12,6 +13,10 @@ import (
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/internal/browsertest"
 )
+
+// wallSays is how last night's wall time reads on the overview.
+var wallSays = regexp.MustCompile(`^Not finished yet: its latest job to finish did at \d\d:\d\d, (\d+ h )?\d+ min after the run started; ` +
+	`the run before took (\d+ h )?\d+ min\.$`)
 
 // TestBrowserDemo opens every page of the demo's dashboard in Chromium,
 // once its night has run, and saves a screenshot of each: with
@@ -33,10 +38,20 @@ func TestBrowserDemo(t *testing.T) {
 	b.Wait(t, `document.querySelector('#totals td[data-status="COMPLETED"]').textContent.trim() === "`+
 		strconv.Itoa(completed)+`" && document.querySelector('#totals td[data-status="PROCESSING"]').textContent.trim() === "0"`)
 	b.Screenshot(t, "overview")
-	var verdict string
-	b.Run(t, chromedp.Text(`#night [data-schedule="nightly"] [data-verdict]`, &verdict))
+	var verdict, wall, when string
+	b.Run(t, chromedp.Text(`#night [data-schedule="nightly"] [data-verdict]`, &verdict),
+		chromedp.Text(`#night [data-schedule="nightly"] [data-wall]`, &wall),
+		chromedp.Text(`#night [data-schedule="nightly"] .night-when time`, &when))
 	if verdict != "needs a look" {
 		t.Errorf("last night's verdict: %q", verdict)
+	}
+	// Last night ran from 23:00 UTC, and is not finished: a report waits
+	// for its retry.
+	if !wallSays.MatchString(wall) {
+		t.Errorf("last night's wall time: %q", wall)
+	}
+	if when == "just now" || when == "in a moment" {
+		t.Errorf("last night started %q", when)
 	}
 
 	var failed int
@@ -73,9 +88,12 @@ func TestBrowserDemo(t *testing.T) {
 		chromedp.Navigate(base+"/audit"), chromedp.WaitReady(`tr[data-audit]`))
 	b.Screenshot(t, "audit")
 
+	b.Run(t, chromedp.Navigate(base+"/limits"), chromedp.WaitReady(`tr[data-limit="kind export"]`))
+	b.Screenshot(t, "limits")
+
 	phone := browsertest.New(t, 390, 844)
 	phone.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitReady("#night"))
-	phone.Screenshot(t, "phone-overview")
+	phone.ScreenshotWindow(t, "phone-overview")
 	phone.Run(t, chromedp.Navigate(base+"/jobs"), chromedp.WaitReady("#jobs-region"))
-	phone.Screenshot(t, "phone-jobs")
+	phone.ScreenshotWindow(t, "phone-jobs")
 }

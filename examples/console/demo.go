@@ -8,8 +8,11 @@ import (
 	"iter"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 const (
@@ -70,7 +73,9 @@ func registry() (*queue.Registry, error) {
 			}
 			return j.SetOutput(ctx, map[string]string{"summary": j.Args.County + " County, " + j.Args.Date + ": all entries in"})
 		})),
-		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500)),
+		// At most two exports at once, across every runner.
+		queue.RegisterChunked[Export, int64](reg, exporter{}, queue.OnQueue(exportQueue), queue.ChunkSize(500),
+			queue.KindLimit(queue.Limits{Concurrency: 2})),
 	)
 	if err != nil {
 		return nil, err
@@ -186,4 +191,112 @@ func fill(ctx context.Context, c *queue.Client) (int, error) {
 		return 0, err
 	}
 	return len(jobs), nil
+}
+
+// nightScale is how many times longer the demo's nights look than they
+// took: a night of reports runs here in seconds, and reads as a night's
+// hour or two.
+const nightScale = 2000
+
+// backdate waits for the two nights' jobs to have run (last night's
+// retrying report to have failed its first attempt), then moves each
+// night to when the schedule's tick would have run it: its times, from
+// the night's first due job on, stretched nightScale times from 23:00 UTC.
+// The pages then read as they would the morning after, "finished 01:12,
+// took 1 h 50 min". It writes the queue's tables directly, which only a
+// demo has reason to do.
+func backdate(ctx context.Context, c *queue.Client, db *gorm.DB) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	night := lastNight()
+	ticks := []time.Time{night.Add(-24 * time.Hour), night}
+	byRun := map[time.Time][]queue.JobRecord{}
+	for _, tick := range ticks {
+		for {
+			jobs, err := c.List(ctx, queue.Filter{RunID: "nightly@" + tick.Format(time.RFC3339), Limit: 100})
+			if err != nil {
+				return err
+			}
+			if nightRan(jobs) {
+				byRun[tick] = jobs
+				break
+			}
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return fmt.Errorf("waiting for the night of %s to run: %w", tick.Format(time.DateOnly), err)
+			}
+		}
+	}
+	at := func(t time.Time) any { return t }
+	if db.Dialector.Name() == "sqlite" {
+		at = func(t time.Time) any { return t.UTC().Format(sqlitedb.TimeLayout) }
+	}
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, tick := range ticks {
+			jobs := byRun[tick]
+			first := jobs[0].RunAt
+			for _, j := range jobs {
+				if j.RunAt.Before(first) {
+					first = j.RunAt
+				}
+			}
+			moved := func(t time.Time) time.Time { return tick.Add(max(0, t.Sub(first)) * nightScale) }
+			last := tick
+			for _, j := range jobs {
+				runAt := j.RunAt
+				if j.Status != queue.StatusQueued { // a retry's due time stays ahead
+					runAt = moved(j.RunAt)
+				}
+				var started, completed any
+				if j.StartedAt != nil {
+					started = at(moved(*j.StartedAt))
+				}
+				if j.CompletedAt != nil {
+					completed = at(moved(*j.CompletedAt))
+				}
+				if c := moved(j.CreatedAt); c.After(last) {
+					last = c
+				}
+				if err := tx.Exec("UPDATE sheaf_jobs SET created_at = ?, run_at = ?, started_at = ?, completed_at = ? WHERE id = ?",
+					at(moved(j.CreatedAt)), at(runAt), started, completed, j.ID).Error; err != nil {
+					return err
+				}
+				attempts, err := c.Attempts(ctx, j.ID)
+				if err != nil {
+					return err
+				}
+				for _, a := range attempts {
+					if a.FinishedAt == nil {
+						continue
+					}
+					if err := tx.Exec("UPDATE sheaf_attempts SET started_at = ?, finished_at = ? WHERE job_id = ? AND claim = ?",
+						at(moved(a.StartedAt)), at(moved(*a.FinishedAt)), j.ID, a.Number).Error; err != nil {
+						return err
+					}
+				}
+			}
+			// The run's counts, if the maintenance leader kept them, are
+			// counted again, with its new finish.
+			if err := tx.Exec("UPDATE sheaf_runs SET first_created = ?, last_created = ?, counts = NULL WHERE run_id = ?",
+				at(tick), at(last), "nightly@"+tick.Format(time.RFC3339)).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// nightRan reports whether a night's jobs have run: its reports are all
+// in, and none of its jobs is running or yet to start (a report waiting
+// for its retry has started once).
+func nightRan(jobs []queue.JobRecord) bool {
+	reports := 0
+	for _, j := range jobs {
+		if j.Kind == (CountyReport{}).Kind() {
+			reports++
+		}
+		if j.Status == queue.StatusProcessing || j.Status == queue.StatusQueued && j.Attempts == 0 {
+			return false
+		}
+	}
+	return reports == len(counties)
 }

@@ -121,6 +121,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		defer cancel()
 		err = errors.Join(err, runner.Stop(stop))
 	}()
+	if o.demo {
+		if err := backdate(ctx, client, edb.DB); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "demo: the two nights have run, and are moved back to %s and %s, 23:00 UTC\n",
+			lastNight().Add(-24*time.Hour).Format(time.DateOnly), lastNight().Format(time.DateOnly))
+	}
 
 	opts := []console.Option{console.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
 	if !o.readOnly {

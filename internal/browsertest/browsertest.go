@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -277,8 +278,34 @@ func (b *Browser) Dialogs() []string {
 // returns the first path.
 func (b *Browser) Screenshot(t testing.TB, name string) string {
 	t.Helper()
+	return b.screenshot(t, name, "document.documentElement.scrollHeight")
+}
+
+// ScreenshotWindow saves what the window shows of the page, its first
+// screen, as Screenshot saves the whole page: a phone's long page is a
+// picture too tall to look at whole.
+func (b *Browser) ScreenshotWindow(t testing.TB, name string) string {
+	t.Helper()
+	return b.screenshot(t, name, "window.innerHeight")
+}
+
+// screenshot saves the page down to height (a script's expression).
+func (b *Browser) screenshot(t testing.TB, name, height string) string {
+	t.Helper()
 	var png []byte
-	b.Run(t, chromedp.FullScreenshot(&png, 100))
+	// As wide as the window: without the scrollbar, as a phone draws the
+	// page, and clipped to the page's size as laid out then (a capture
+	// left to size itself is as wide as the page was with its scrollbar,
+	// and cuts off the right edge of what is laid out without).
+	var size []float64
+	b.Run(t, emulation.SetScrollbarsHidden(true),
+		chromedp.Evaluate(`[Math.max(window.innerWidth, document.documentElement.scrollWidth), `+height+`]`, &size),
+		chromedp.ActionFunc(func(ctx context.Context) (err error) {
+			png, err = page.CaptureScreenshot().WithCaptureBeyondViewport(true).WithFromSurface(true).
+				WithClip(&page.Viewport{Width: size[0], Height: size[1], Scale: 1}).Do(ctx)
+			return err
+		}),
+		emulation.SetScrollbarsHidden(false))
 	path := filepath.Join(b.dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)

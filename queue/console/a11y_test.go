@@ -70,7 +70,8 @@ func TestBrowserPagesAreAccessible(t *testing.T) {
 	ok := e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
 	e.work(t, bad, ok)
 	e.do(t, "POST", "/api/queues/default/pause", "")
-	pages := []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/" + run, "/schedules", "/audit", "/nowhere"}
+	e.do(t, "POST", "/api/limits", `{"scope":"kind","target":"report","concurrency":5,"rate":100,"per_seconds":60}`)
+	pages := []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/" + run, "/schedules", "/audit", "/limits", "/nowhere"}
 
 	b := browsertest.New(t, desktopW, desktopH)
 	for _, scheme := range []string{"light", "dark"} {

@@ -359,8 +359,12 @@ func TestBrowserPagesFitAPhone(t *testing.T) {
 	e := newEnv(t, console.WithAuthorizer(allowAll))
 	bad := e.enqueue(t, report{County: "a county with a rather long name", Fail: true}, queue.InRun("night"))
 	e.work(t, bad)
+	// A limit, on a store that keeps them.
+	if err := e.client.SetLimit(context.Background(), queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 5, Rate: 100, Per: time.Minute}); !errors.Is(err, queue.ErrLimitsUnsupported) {
+		require.NoError(t, err)
+	}
 	b := browsertest.New(t, 390, 844)
-	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/night", "/schedules", "/audit"} {
+	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/night", "/schedules", "/audit", "/limits"} {
 		open(t, b, e, p)
 		var wide []string
 		b.Run(t, chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth ?
@@ -368,6 +372,9 @@ func TestBrowserPagesFitAPhone(t *testing.T) {
 				!(el.parentElement && el.parentElement.closest(".scroll"))).map(el => el.tagName + "." + el.className).slice(0, 5)
 				.concat(["scrollWidth " + document.documentElement.scrollWidth]) : []`, &wide))
 		require.Empty(t, wide, "%s scrolls sideways on the phone", p)
+		if p == "/limits" {
+			b.Screenshot(t, "phone-limits")
+		}
 	}
 	open(t, b, e, "/jobs")
 	// The jobs are cards, and the filters start folded.

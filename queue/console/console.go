@@ -171,8 +171,10 @@ type console struct {
 	activity [2]cached[[]queue.ActivityBucket]
 	// days is the overview's chart of days (history.go).
 	days cached[[]queue.DayStats]
-	// night is the overview's latest run of each schedule (night.go).
-	night cached[[]nightView]
+	// night is the overview's latest run of each schedule (night.go);
+	// recent the newest runs, which it and a run's page compare runs with.
+	night  cached[[]nightView]
+	recent cached[[]queue.RunSummary]
 	// window is SearchWindow, but in tests.
 	window int64
 }

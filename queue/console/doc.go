@@ -112,7 +112,9 @@
 //   - / (overview): first how last night went: the latest run of each
 //     schedule (runs are named schedule@tick), its counts, failure groups,
 //     slow jobs, missed ticks, stopped chains and jobs not started, each
-//     linked to its review, beside the run before it; then jobs by queue
+//     linked to its review, beside the run before it; when it finished and
+//     how long it took ("finished 01:12, took 2 h 10 min"), beside the run
+//     before and the median of its schedule's earlier runs; then jobs by queue
 //     and status, each count a link to those
 //     jobs; each queue's oldest due job and a pause/resume button; jobs
 //     finished per minute over the last hour and per hour over the last
@@ -135,10 +137,12 @@
 //     retry does to its attempt limit, said before; who cancelled it;
 //     retry and cancel.
 //   - /limits: the limits across every runner with their use; callers
-//     allowed to pause queues suspend and resume them (POST /api/limits,
-//     which sets any limit, and /api/limits/remove), each change audited.
+//     allowed to pause queues set a limit's concurrency and rate (or a new
+//     limit) with a form, and suspend, resume and remove limits (POST
+//     /api/limits, which sets any limit, and /api/limits/remove), each
+//     change audited.
 //   - /runs, /runs/{id}: the runs of a night, and a run's morning review:
-//     its counts, failures grouped by error with their jobs, dependency
+//     its counts, its wall time as the overview says it, failures grouped by error with their jobs, dependency
 //     chains that stopped drawn as a small graph with the parent that
 //     stopped each marked (chains whose parents are still to run are
 //     called waiting), jobs waiting for a retry, slow jobs against their

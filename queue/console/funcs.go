@@ -24,6 +24,8 @@ var templateFuncs = template.FuncMap{
 	"plural":    plural,
 	"zoned":     zoned,
 	"secs":      secs,
+	"took":      took,
+	"clock":     clock,
 	"dur":       dur,
 	"num":       num,
 	"link":      link,
@@ -66,6 +68,43 @@ func when(v any) template.HTML {
 	}
 	u := t.UTC()
 	return template.HTML(`<time datetime="` + u.Format(time.RFC3339Nano) + `" data-local>` + u.Format("2006-01-02 15:04:05") + ` UTC</time>`)
+}
+
+// clock shows a time of day (time.Time or *time.Time) as a <time>
+// element, "01:12", which the page's script shows in the viewer's zone;
+// its title holds the whole time.
+func clock(v any) template.HTML {
+	t := timeOf(v)
+	if t.IsZero() {
+		return "—"
+	}
+	u := t.UTC()
+	return template.HTML(`<time datetime="` + u.Format(time.RFC3339Nano) + `" data-local="hm">` + u.Format("15:04") + ` UTC</time>`)
+}
+
+// took says a wall time in words, to the minute from a minute on:
+// "45 s", "12 min", "2 h 10 min", "1 day 3 h".
+func took(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Round(time.Second).Seconds())) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Round(time.Minute).Minutes())) + " min"
+	case d < 24*time.Hour:
+		d = d.Round(time.Minute)
+		h, m := int(d.Hours()), int(d.Minutes())%60
+		if m == 0 {
+			return strconv.Itoa(h) + " h"
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+	d = d.Round(time.Hour)
+	days, h := int(d.Hours())/24, int(d.Hours())%24
+	s := plural(days, "day", "days")
+	if h > 0 {
+		s += " " + strconv.Itoa(h) + " h"
+	}
+	return s
 }
 
 // rel shows a time relative to now ("in 57 min", "3 h ago") as a <time>

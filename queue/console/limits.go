@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
@@ -25,6 +26,24 @@ type limitView struct {
 	Use string `json:"use"`
 }
 
+// Request is the body that sets the limit as it is, which the page's
+// form starts from to change it.
+func (v limitView) Request() limitRequest { return v.limitRequest }
+
+// Period says the rate's period in words: "minute", "hour", "1m30s".
+func (v limitView) Period() string {
+	per := time.Duration(v.PerSeconds * float64(time.Second))
+	for _, u := range []struct {
+		d    time.Duration
+		word string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
+		if per == u.d {
+			return u.word
+		}
+	}
+	return dur(per)
+}
+
 type limitsResponse struct {
 	Limits []limitView `json:"limits"`
 }
@@ -35,8 +54,10 @@ type limitRequest struct {
 	Target      string           `json:"target"`
 	Concurrency int              `json:"concurrency"`
 	Rate        int              `json:"rate"`
-	PerSeconds  float64          `json:"per_seconds"`
-	Suspended   bool             `json:"suspended"`
+	// PerSeconds is the rate's period; it counts only with a rate, so a
+	// form may leave it filled in when it sets none.
+	PerSeconds float64 `json:"per_seconds"`
+	Suspended  bool    `json:"suspended"`
 }
 
 func (c *console) limitRoutes() []route {
@@ -46,7 +67,8 @@ func (c *console) limitRoutes() []route {
 			handle:  c.listLimits},
 		{Method: "POST", Pattern: "/api/limits", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
 			Summary: "Set a limit (scope kind, queue or key; its target, the kind or queue), replacing any, or suspend " +
-				"one (suspended: true keeps it without enforcing it). Runners everywhere apply it within a poll interval.",
+				"one (suspended: true keeps it without enforcing it); per_seconds counts only with a rate. Runners everywhere " +
+				"apply it within a poll interval.",
 			handle: c.setLimit},
 		{Method: "POST", Pattern: "/api/limits/remove", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
 			Summary: "Remove the limit of a scope and target; a runner that declares it writes it again when it starts.",
@@ -77,6 +99,9 @@ func (c *console) setLimit(r *http.Request, acc Access) (int, any, error) {
 	var req limitRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
+	}
+	if req.Rate == 0 {
+		req.PerSeconds = 0
 	}
 	ch := changeOf(r)
 	ch.action, ch.target = "limit", map[string]any{"scope": req.Scope, "target": req.Target, "concurrency": req.Concurrency,
@@ -113,8 +138,11 @@ func (c *console) removeLimit(r *http.Request, acc Access) (int, any, error) {
 // limitsData is the limits page.
 type limitsData struct {
 	Limits []limitView
-	// CanChange shows the buttons that suspend and resume limits.
+	// CanChange shows the buttons that change, suspend, resume and
+	// remove limits, and the form that sets them.
 	CanChange bool
+	// Targets are the kinds and queues the form offers.
+	Targets []string
 }
 
 func (c *console) limitsHTML(r *http.Request, acc Access) (pageBody, error) {
@@ -122,7 +150,18 @@ func (c *console) limitsHTML(r *http.Request, acc Access) (pageBody, error) {
 	if err != nil {
 		return pageBody{}, err
 	}
-	return pageBody{Title: "Limits", Data: limitsData{Limits: ls, CanChange: acc.Pause}, LiveMS: liveFast}, nil
+	d := limitsData{Limits: ls, CanChange: acc.Pause}
+	if d.CanChange {
+		d.Targets = c.reg.Kinds()
+		if qs, _, err := c.queuesCache.get(r.Context(), c.cfg.countsTTL, c.client.Queues); err == nil {
+			for _, q := range qs {
+				if !slices.Contains(d.Targets, q.Name) {
+					d.Targets = append(d.Targets, q.Name)
+				}
+			}
+		}
+	}
+	return pageBody{Title: "Limits", Data: d, LiveMS: liveFast}, nil
 }
 
 // limitsHolding says which limits hold QUEUED job j back now.

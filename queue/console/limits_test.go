@@ -2,12 +2,17 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/browsertest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
 )
@@ -76,4 +81,97 @@ func TestLimitsThroughTheConsole(t *testing.T) {
 	readOnly := newEnv(t)
 	require.Equal(t, http.StatusForbidden, readOnly.do(t, "POST", "/api/limits", `{"scope":"kind","target":"report","concurrency":1}`).status)
 	require.NotContains(t, readOnly.page(t, "/limits", http.StatusOK), "<th scope=\"col\">Change</th>")
+}
+
+// An operator creates a limit with the page's form, changes its N and R
+// through its Change button, and removes it; each change reaches the
+// runners' limits (Client.Limits) and the audit log, and a refused one
+// says why on the page.
+func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	limitsOrSkip(t, e)
+	e.enqueue(t, report{County: "Harris"}, queue.OnQueue("exports"))
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/limits")
+	require.ElementsMatch(t, []string{"report", "exports"}, attrs(t, b, "#limit-targets option", "value"))
+
+	b.Run(t, chromedp.SetValue(`#limit-form select[name="scope"]`, "kind"),
+		chromedp.SendKeys(`#limit-form input[name="target"]`, "report"),
+		chromedp.SetValue(`#limit-form input[name="concurrency"]`, "3"),
+		chromedp.Click(`#limit-form button[type="submit"]`))
+	b.Wait(t, `document.querySelector('tr[data-limit="kind report"]') !== null`)
+	require.Equal(t, []string{"Limit set: kind report."}, texts(t, b, "#flash"))
+	require.Equal(t, []string{"3"}, texts(t, b, `tr[data-limit="kind report"] td[data-col="concurrency"]`))
+	ls, err := e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	require.Equal(t, queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 3, By: "tester"}, ls[0].Limit)
+
+	// Change fills the form with the limit; the operator raises N and adds
+	// a rate.
+	b.Run(t, chromedp.Click(`tr[data-limit="kind report"] button[data-edit-limit]`))
+	b.Wait(t, `document.querySelector('#limit-form input[name="target"]').value === "report"`)
+	require.Equal(t, "3", value(t, b, `#limit-form input[name="concurrency"]`))
+	b.Run(t, chromedp.SetValue(`#limit-form input[name="concurrency"]`, "8"),
+		chromedp.SetValue(`#limit-form input[name="rate"]`, "100"),
+		chromedp.SetValue(`#limit-form input[name="per_seconds"]`, "60"),
+		chromedp.Click(`#limit-form button[type="submit"]`))
+	b.Wait(t, `document.querySelector('tr[data-limit="kind report"] td[data-col="concurrency"]').textContent === "8"`)
+	require.Equal(t, []string{"100 per minute"}, texts(t, b, `tr[data-limit="kind report"] td[data-col="rate"]`))
+	ls, err = e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 8, Rate: 100, Per: time.Minute, By: "tester"}, ls[0].Limit)
+	b.Screenshot(t, "limits-changed")
+
+	// A limit of nothing is refused, and the page says why.
+	b.Run(t, chromedp.SendKeys(`#limit-form input[name="target"]`, "exports"),
+		chromedp.SetValue(`#limit-form select[name="scope"]`, "queue"),
+		chromedp.Click(`#limit-form button[type="submit"]`))
+	b.Wait(t, `document.getElementById("flash").classList.contains("bad")`)
+	require.Contains(t, texts(t, b, "#flash")[0], "neither a concurrency nor a rate")
+
+	b.Run(t, chromedp.Click(`tr[data-limit="kind report"] button[data-post="api/limits/remove"]`))
+	b.Wait(t, `document.getElementById("confirm").open`)
+	b.Run(t, chromedp.Click("#confirm-ok"))
+	b.Wait(t, `document.querySelector('tr[data-limit]') === null`)
+	ls, err = e.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ls)
+
+	var actions []string
+	for _, a := range e.audit(t, 10) {
+		actions = append(actions, a.Action+" "+a.Result)
+	}
+	require.Equal(t, []string{"remove limit ok", "limit invalid_option", "limit ok", "limit ok"}, actions)
+}
+
+// attrs returns the attribute name of every element sel matches.
+func attrs(t *testing.T, b *browsertest.Browser, sel, name string) []string {
+	t.Helper()
+	var out []string
+	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].map(e => e.getAttribute(`+strconv.Quote(name)+`))`, &out))
+	return out
+}
+
+// value returns the value of the form field sel matches.
+func value(t *testing.T, b *browsertest.Browser, sel string) string {
+	t.Helper()
+	var out string
+	b.Run(t, chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).value`, &out))
+	return out
+}
+
+// limitsOrSkip skips a test of the limits page on a store that keeps no
+// limits (queue.ErrLimitsUnsupported).
+func limitsOrSkip(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	err := e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "probe", Concurrency: 1})
+	if errors.Is(err, queue.ErrLimitsUnsupported) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	require.NoError(t, e.client.RemoveLimit(ctx, queue.ScopeKind, "probe"))
 }

@@ -50,25 +50,41 @@ type usualView struct {
 	// none.
 	Runs                     int
 	Total, Completed, Failed int64
+	// Took is the median wall time of the TookRuns of them that finished.
+	Took     time.Duration
+	TookRuns int
 }
 
-// usualOf is the median of runs' counts.
+// usualOf is the median of runs' counts, and of the wall times of those
+// that finished.
 func usualOf(runs []runView) usualView {
-	median := func(of func(runView) int64) int64 {
-		vs := make([]int64, len(runs))
-		for i, r := range runs {
-			vs[i] = of(r)
-		}
-		slices.Sort(vs)
-		return vs[(len(vs)-1)/2] // the lower middle: a count the schedule had
-	}
 	if len(runs) == 0 {
 		return usualView{}
 	}
-	return usualView{Runs: len(runs),
-		Total:     median(func(r runView) int64 { return r.Total }),
-		Completed: median(func(r runView) int64 { return r.Counts[queue.StatusCompleted] }),
-		Failed:    median(func(r runView) int64 { return r.Counts[queue.StatusFailed] })}
+	u := usualView{Runs: len(runs),
+		Total:     median(runs, func(r runView) int64 { return r.Total }),
+		Completed: median(runs, func(r runView) int64 { return r.Counts[queue.StatusCompleted] }),
+		Failed:    median(runs, func(r runView) int64 { return r.Counts[queue.StatusFailed] })}
+	var done []runView
+	for _, r := range runs {
+		if r.Done() {
+			done = append(done, r)
+		}
+	}
+	if u.TookRuns = len(done); u.TookRuns > 0 {
+		u.Took = median(done, runView.Took)
+	}
+	return u
+}
+
+// median is the lower middle of runs' values: one a run had.
+func median[V int64 | time.Duration](runs []runView, of func(runView) V) V {
+	vs := make([]V, len(runs))
+	for i, r := range runs {
+		vs[i] = of(r)
+	}
+	slices.Sort(vs)
+	return vs[(len(vs)-1)/2]
 }
 
 // Verdict sums the run up in a word: attention (failures, missed ticks
@@ -96,34 +112,62 @@ func scheduleOf(runID string) string {
 // nightRuns runs, at most maxNights schedules), newest first, the run
 // before it, and the median of the runs before it.
 func (c *console) latestRuns(ctx context.Context) ([]nightView, error) {
-	runs, err := c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
+	runs, err := c.recentRuns(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []nightView
-	index := map[string]int{}
-	earlier := map[string][]runView{}
-	for _, s := range runs {
+	seen := map[string]bool{}
+	for i, s := range runs {
 		name := scheduleOf(s.RunID)
-		i, seen := index[name]
-		switch {
-		case !seen && len(out) < maxNights:
-			index[name] = len(out)
-			out = append(out, nightView{Schedule: name, Run: runOf(s)})
-		case seen:
-			if out[i].Previous == nil {
-				prev := runOf(s)
-				out[i].Previous = &prev
-			}
-			if len(earlier[name]) < usualNights {
-				earlier[name] = append(earlier[name], runOf(s))
-			}
+		if seen[name] {
+			continue
 		}
-	}
-	for i := range out {
-		out[i].Usual = usualOf(earlier[out[i].Schedule])
+		if len(out) == maxNights {
+			break
+		}
+		seen[name] = true
+		out = append(out, against(runs, i))
 	}
 	return out, nil
+}
+
+// against is runs[i] beside the runs of its schedule before it in runs
+// (newest first): the one just before, and the median of at most
+// usualNights of them.
+func against(runs []queue.RunSummary, i int) nightView {
+	name := scheduleOf(runs[i].RunID)
+	n := nightView{Schedule: name, Run: runOf(runs[i])}
+	var earlier []runView
+	for _, s := range runs[i+1:] {
+		if len(earlier) == usualNights {
+			break
+		}
+		if scheduleOf(s.RunID) == name {
+			earlier = append(earlier, runOf(s))
+		}
+	}
+	if len(earlier) > 0 {
+		n.Previous = &earlier[0]
+	}
+	n.Usual = usualOf(earlier)
+	return n
+}
+
+// runTiming is run beside its schedule's runs before it, as the overview
+// shows the latest: nil when the run is not among the newest nightRuns.
+func (c *console) runTiming(ctx context.Context, run string) (*nightView, error) {
+	runs, err := c.recentRuns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range runs {
+		if s.RunID == run {
+			n := against(runs, i)
+			return &n, nil
+		}
+	}
+	return nil, nil
 }
 
 // lastNight is latestRuns with each latest run's review.
@@ -157,8 +201,21 @@ func (c *console) lastNight(ctx context.Context) ([]nightView, error) {
 
 // runOf shows a run's summary.
 func runOf(s queue.RunSummary) runView {
-	return runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
+	v := runView{RunID: s.RunID, Period: s.Period, Total: s.Total, Counts: s.Counts,
 		FirstCreatedAt: s.FirstCreated, LastCreatedAt: s.LastCreated}
+	if !s.LastFinished.IsZero() {
+		v.LastFinishedAt = &s.LastFinished
+	}
+	return v
+}
+
+// recentRuns reads the newest nightRuns runs, reused as long as the
+// counts.
+func (c *console) recentRuns(ctx context.Context) ([]queue.RunSummary, error) {
+	runs, _, err := c.recent.get(ctx, c.cfg.countsTTL, func(ctx context.Context) ([]queue.RunSummary, error) {
+		return c.client.Runs(ctx, queue.RunsQuery{Limit: nightRuns})
+	})
+	return runs, err
 }
 
 // nights is the overview's last night, reused as long as the counts.

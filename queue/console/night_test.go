@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 // The overview leads with the latest run of each schedule, against the
@@ -285,4 +287,72 @@ func TestJobTellsItsStory(t *testing.T) {
 	require.Regexp(t, `id="attempt-line">cancelled <time [^>]+>just now</time> after 0 attempts`, page)
 	require.Contains(t, page, `id="children">none yet: rule <strong>rollup</strong> creates its job once this one completes, which it will not`)
 	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", byProgram), http.StatusOK), `id="cancelled-by">Cancelled outside this console`)
+}
+
+// A run says when it finished and how long it took, beside the run before
+// it and the usual wall time of its schedule's earlier runs, on the
+// overview and on its page; one still going says it has not finished.
+func TestRunsSayHowLongTheyTook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	night := func(day int) time.Time { return time.Date(2025, 12, day, 23, 0, 0, 0, time.UTC) }
+	// The nights of the 5th to the 8th took 1 h 50, 2 h, 2 h 5 and 2 h 10.
+	tooks := map[int]time.Duration{5: 110 * time.Minute, 6: 2 * time.Hour, 7: 125 * time.Minute, 8: 130 * time.Minute}
+	jobs := map[int][2]int64{}
+	for day := 5; day <= 8; day++ {
+		run := "nightly@" + night(day).Format(time.RFC3339)
+		ids := [2]int64{e.enqueue(t, report{County: fmt.Sprint("a", day)}, queue.InRun(run)),
+			e.enqueue(t, report{County: fmt.Sprint("b", day), Fail: day == 8}, queue.InRun(run))}
+		e.work(t, ids[:]...)
+		jobs[day] = ids
+	}
+	// Their times are set once no runner is left to prune jobs that
+	// finished that long ago.
+	for day, ids := range jobs {
+		e.setTime(t, ids[0], "completed_at", night(day).Add(tooks[day]))
+		e.setTime(t, ids[1], "completed_at", night(day).Add(tooks[day]-time.Minute))
+		e.setRunStart(t, "nightly@"+night(day).Format(time.RFC3339), night(day))
+	}
+	const last = "nightly@2025-12-08T23:00:00Z"
+	want := `<p class="wall" data-wall>Finished <time datetime="2025-12-09T01:10:00Z" data-local="hm">01:10 UTC</time>, ` +
+		`took <strong data-took>2 h 10 min</strong>; the run before took <span data-took-previous>2 h 5 min</span>; ` +
+		`usually <span data-took-usual>2 h</span>, the median of 3 earlier runs.</p>`
+	require.Contains(t, e.page(t, "/", http.StatusOK), want)
+	require.Contains(t, e.page(t, "/runs/"+last, http.StatusOK), want)
+	require.Contains(t, e.page(t, "/runs/nightly@2025-12-05T23:00:00Z", http.StatusOK),
+		`<p class="wall" data-wall>Finished <time datetime="2025-12-06T00:50:00Z" data-local="hm">00:50 UTC</time>, took <strong data-took>1 h 50 min</strong>.</p>`,
+		"the first run has nothing to compare with")
+	var runs struct {
+		Runs []struct {
+			RunID          string     `json:"run_id"`
+			LastFinishedAt *time.Time `json:"last_finished_at"`
+		}
+	}
+	e.do(t, "GET", "/api/runs", "").decode(t, &runs)
+	require.Equal(t, last, runs.Runs[0].RunID)
+	require.NotNil(t, runs.Runs[0].LastFinishedAt)
+	require.True(t, runs.Runs[0].LastFinishedAt.Equal(night(8).Add(130*time.Minute)))
+
+	// Tonight's run has a job still to run.
+	const tonight = "nightly@2025-12-09T23:00:00Z"
+	done := e.enqueue(t, report{County: "done"}, queue.InRun(tonight))
+	e.work(t, done)
+	e.enqueue(t, report{County: "later"}, queue.InRun(tonight), queue.RunAt(time.Now().Add(time.Hour)))
+	e.setTime(t, done, "completed_at", night(9).Add(30*time.Minute))
+	e.setRunStart(t, tonight, night(9))
+	require.Contains(t, e.page(t, "/", http.StatusOK),
+		`<p class="wall" data-wall>Not finished yet: its latest job to finish did at <time datetime="2025-12-09T23:30:00Z" data-local="hm">23:30 UTC</time>, 30 min after the run started; the run before took <span data-took-previous>2 h 10 min</span>; `+
+			`usually <span data-took-usual>2 h</span>, the median of 4 earlier runs.</p>`)
+}
+
+// setRunStart sets when run's first job was created, as the runs list
+// orders runs by it, and drops the counts a runner's roll-up kept of it,
+// so that they are read again from its jobs, as changed.
+func (e *env) setRunStart(t *testing.T, run string, at time.Time) {
+	t.Helper()
+	var v any = at
+	if pgtest.Store() == "sqlite" {
+		v = at.UTC().Format(sqlitedb.TimeLayout)
+	}
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_runs SET first_created = ?, counts = NULL WHERE run_id = ?", v, run).Error)
 }

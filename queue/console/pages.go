@@ -454,6 +454,9 @@ type runData struct {
 	Stopped int
 	// CanRetry shows the buttons that retry the run's failed jobs.
 	CanRetry bool
+	// Timing is the run's wall time beside its schedule's earlier runs';
+	// nil for a run older than the newest nightRuns.
+	Timing *nightView
 }
 
 // groupRows is a group of failures and (the first of) its jobs.
@@ -515,6 +518,9 @@ func (c *console) runHTML(r *http.Request, acc Access) (pageBody, error) {
 	}
 	id := rq.RunID
 	d := runData{reviewView: rv, CanRetry: acc.Retry && rv.Counts[queue.StatusFailed] > 0}
+	if d.Timing, err = c.runTiming(r.Context(), id); err != nil {
+		return pageBody{}, err
+	}
 	byID := map[int64]jobView{}
 	for _, j := range rv.Failed {
 		byID[j.ID] = j

@@ -32,6 +32,33 @@ type runView struct {
 	Counts         map[queue.Status]int64 `json:"counts"`
 	FirstCreatedAt time.Time              `json:"first_created_at"`
 	LastCreatedAt  time.Time              `json:"last_created_at"`
+	// LastFinishedAt is when the run's latest job to finish did: the
+	// run's finish once none is queued or running.
+	LastFinishedAt *time.Time `json:"last_finished_at,omitempty"`
+}
+
+// Done reports whether the run has finished: it has a finish, and no job
+// queued or running.
+func (r runView) Done() bool {
+	return r.LastFinishedAt != nil && r.Counts[queue.StatusQueued]+r.Counts[queue.StatusProcessing] == 0
+}
+
+// Took is the run's wall time, from its first job's creation to its
+// latest job's finish; 0 until it is Done.
+func (r runView) Took() time.Duration {
+	if !r.Done() {
+		return 0
+	}
+	return r.SoFar()
+}
+
+// SoFar is the time from the run's first job's creation to its latest
+// job's finish, finished or not; 0 before any job has finished.
+func (r runView) SoFar() time.Duration {
+	if r.LastFinishedAt == nil {
+		return 0
+	}
+	return r.LastFinishedAt.Sub(r.FirstCreatedAt)
 }
 
 type runsResponse struct {

@@ -18,6 +18,7 @@ type RunSummary[S ~string] struct {
 	Total                     int64
 	Counts                    map[S]int64
 	FirstCreated, LastCreated time.Time
+	LastFinished              time.Time
 }
 
 // Runs lists the runs q selects, newest first.
@@ -39,6 +40,9 @@ func Runs[S ~string](ctx context.Context, st store.Store, db *gorm.DB, q store.R
 		}
 		if rc.Last.After(s.LastCreated) {
 			s.LastCreated = rc.Last
+		}
+		if rc.Finished.After(s.LastFinished) {
+			s.LastFinished = rc.Finished
 		}
 	}
 	return out, nil

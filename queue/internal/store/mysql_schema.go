@@ -286,6 +286,13 @@ CREATE TABLE sheaf_hours_final (
 -- As on PostgreSQL, though MariaDB and MySQL do not enforce limits yet.
 ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 `,
+	// Versions 17 and 18 are reserved.
+	19: `
+-- A run's latest finish, as on PostgreSQL.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);
+UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

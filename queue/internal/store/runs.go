@@ -29,12 +29,14 @@ type RunsQuery struct {
 }
 
 // RunCount is how many jobs of a run have a status, with the run's first
-// job's creation (the listing's order) and its latest job's of that status.
+// job's creation (the listing's order), its latest job's of that status,
+// and when the latest of them finished (zero if none has).
 type RunCount struct {
 	RunID, Status string
 	Period        sql.NullString
 	N             int64
 	First, Last   time.Time
+	Finished      time.Time
 }
 
 // RunsTable holds one row per run: see schema version 12.
@@ -48,7 +50,7 @@ const RunsTable = "sheaf_runs"
 // cost follows the page and the runs still going, not the table.
 func Runs(ctx context.Context, s Store, db *gorm.DB, q RunsQuery) ([]RunCount, error) {
 	at := timeArg(s)
-	page := db.WithContext(ctx).Table(RunsTable).Select("run_id, period, first_created, last_created, max_id, counts")
+	page := db.WithContext(ctx).Table(RunsTable).Select("run_id, period, first_created, last_created, max_id, counts, last_finished")
 	if q.Period != "" {
 		page = page.Where("period = ?", q.Period)
 	}
@@ -68,7 +70,7 @@ func Runs(ctx context.Context, s Store, db *gorm.DB, q RunsQuery) ([]RunCount, e
 	var runs []runRow
 	for rows.Next() {
 		var r runRow
-		if err := rows.Scan(&r.RunID, &r.Period, &r.FirstCreated, &r.LastCreated, &r.MaxID, &r.Counts); err != nil {
+		if err := rows.Scan(&r.RunID, &r.Period, &r.FirstCreated, &r.LastCreated, &r.MaxID, &r.Counts, &r.LastFinished); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -109,9 +111,11 @@ type runRow struct {
 	LastCreated  sqlTime
 	MaxID        sql.NullInt64
 	Counts       sql.NullString
+	LastFinished sqlTime
 }
 
-// kept returns the counts kept in r, by status in order.
+// kept returns the counts kept in r, by status in order; the run's latest
+// finish goes with each (it is kept for the run, not by status).
 func (r runRow) kept() ([]RunCount, error) {
 	var n map[string]int64
 	if err := json.Unmarshal([]byte(r.Counts.String), &n); err != nil {
@@ -119,7 +123,7 @@ func (r runRow) kept() ([]RunCount, error) {
 	}
 	out := make([]RunCount, 0, len(n))
 	for _, status := range slices.Sorted(maps.Keys(n)) {
-		out = append(out, RunCount{RunID: r.RunID, Status: status, Period: r.Period, N: n[status], Last: r.LastCreated.t})
+		out = append(out, RunCount{RunID: r.RunID, Status: status, Period: r.Period, N: n[status], Last: r.LastCreated.t, Finished: r.LastFinished.t})
 	}
 	return out, nil
 }
@@ -160,7 +164,7 @@ func countRuns(ctx context.Context, db *gorm.DB, runs []string) (map[string][]Ru
 		return byRun, nil
 	}
 	counts, err := db.WithContext(ctx).Table(JobsTable).
-		Select("run_id, status, count(*) AS n, max(period) AS period, max(created_at) AS last_at").
+		Select("run_id, status, count(*) AS n, max(period) AS period, max(created_at) AS last_at, max(completed_at) AS finished_at").
 		Where("run_id IN ?", runs).Group("run_id, status").Order("run_id, status").Rows()
 	if err != nil {
 		return nil, err
@@ -168,11 +172,11 @@ func countRuns(ctx context.Context, db *gorm.DB, runs []string) (map[string][]Ru
 	defer counts.Close()
 	for counts.Next() {
 		var c RunCount
-		var last sqlTime
-		if err := counts.Scan(&c.RunID, &c.Status, &c.N, &c.Period, &last); err != nil {
+		var last, finished sqlTime
+		if err := counts.Scan(&c.RunID, &c.Status, &c.N, &c.Period, &last, &finished); err != nil {
 			return nil, err
 		}
-		c.Last = last.t
+		c.Last, c.Finished = last.t, finished.t
 		byRun[c.RunID] = append(byRun[c.RunID], c)
 	}
 	return byRun, counts.Err()
@@ -226,19 +230,20 @@ func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, 
 	if s.Dialect() == "sqlite" {
 		agg = "coalesce(json_group_object(status, n), '{}')"
 	}
-	keep := `UPDATE ` + RunsTable + ` SET (counts, last_created, max_id) = (
-	SELECT ` + agg + `, max(last), coalesce(max(newest), 0) FROM (
-		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest
+	keep := `UPDATE ` + RunsTable + ` SET (counts, last_created, max_id, last_finished) = (
+	SELECT ` + agg + `, max(last), coalesce(max(newest), 0), max(finished) FROM (
+		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest, max(completed_at) AS finished
 		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s)
 WHERE run_id = @run AND counts IS NULL
 	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
 	if s.Dialect() == "mysql" {
 		// MariaDB assigns no row of values: the counts join as a table.
 		keep = `UPDATE ` + RunsTable + ` r JOIN (
-	SELECT coalesce(JSON_OBJECTAGG(status, n), '{}') AS counts, max(last) AS last, coalesce(max(newest), 0) AS newest FROM (
-		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest
+	SELECT coalesce(JSON_OBJECTAGG(status, n), '{}') AS counts, max(last) AS last, coalesce(max(newest), 0) AS newest,
+		max(finished) AS finished FROM (
+		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest, max(completed_at) AS finished
 		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s) a
-SET r.counts = a.counts, r.last_created = a.last, r.max_id = a.newest
+SET r.counts = a.counts, r.last_created = a.last, r.max_id = a.newest, r.last_finished = a.finished
 WHERE r.run_id = @run AND r.counts IS NULL
 	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
 	}

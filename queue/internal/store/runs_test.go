@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
 // runTotals is what Runs says of each run: its counts by status, by run.
@@ -134,4 +135,52 @@ func TestRunCountsWaitForARetry(t *testing.T) {
 	require.Zero(t, <-kept)
 	_, counts := runTotals(t, st, db)
 	require.Equal(t, map[string]int64{"QUEUED": 1}, counts[run])
+}
+
+// A run's latest finish is read from its jobs while it goes, kept with its
+// counts once it has finished, and outlives its pruned jobs.
+func TestRunsKeepTheirLatestFinish(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		run := "night"
+		var dest []struct{ ID int64 }
+		job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run}
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job, job, job}, &dest))
+		at := func(t time.Time) any {
+			if st.Dialect() == "sqlite" {
+				return t.UTC().Format(sqlitedb.TimeLayout)
+			}
+			return t
+		}
+		night := time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC)
+		finish := func(id int64, status string, after time.Duration) {
+			require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = ?, started_at = ?, completed_at = ? WHERE id = ?",
+				status, at(night), at(night.Add(after)), id).Error)
+		}
+		finished := func() time.Time {
+			t.Helper()
+			rows, err := store.Runs(ctx, st, db, store.RunsQuery{Limit: 10})
+			require.NoError(t, err)
+			var latest time.Time
+			for _, r := range rows {
+				if r.Finished.After(latest) {
+					latest = r.Finished
+				}
+			}
+			return latest
+		}
+		require.True(t, finished().IsZero(), "nothing has finished")
+		finish(dest[0].ID, "COMPLETED", 2*time.Hour)
+		finish(dest[1].ID, "FAILED", 3*time.Hour)
+		require.True(t, finished().Equal(night.Add(3*time.Hour)), "so far: %v", finished())
+
+		finish(dest[2].ID, "CANCELLED", time.Hour)
+		kept, err := store.KeepRunCounts(ctx, st, db, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, kept)
+		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = ?", run).Error)
+		require.True(t, finished().Equal(night.Add(3*time.Hour)), "kept: %v", finished())
+	})
 }

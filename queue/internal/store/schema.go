@@ -427,6 +427,15 @@ CREATE TABLE sheaf_hours_final (
 	// edit it once shipped (TestClaimFunctionsShipped pins its text): a
 	// change to the claims installs them again in a version of its own.
 	16: fairShareSQL + claimFunctionsSQL,
+	// Versions 17 and 18 are reserved.
+	19: `
+-- When a run's latest job finished, kept by the runs roll-up with its
+-- counts, so that a run's wall time outlives its pruned jobs; the runs
+-- already counted get theirs from the jobs that are left.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished timestamptz;
+UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 // fairShareSQL is schema version 16's fair share: a ScopeKey limit may
@@ -439,7 +448,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 16
+const SchemaVersion = 19
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -299,6 +299,13 @@ ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run_at, id)
 	WHERE status = 'QUEUED' AND limit_key IS NOT NULL;
 `,
+	// Versions 17 and 18 are reserved.
+	19: `
+-- A run's latest finish, as on PostgreSQL.
+ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;
+UPDATE sheaf_runs SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = sheaf_runs.run_id)
+	WHERE counts IS NOT NULL;
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -208,6 +208,38 @@
     }
   });
 
+  // A limit's Change button fills the limit form with it.
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-edit-limit]");
+    const form = document.getElementById("limit-form");
+    if (!b || !form) return;
+    const l = JSON.parse(b.dataset.editLimit);
+    for (const [name, v] of Object.entries(l)) {
+      if (form.elements[name]) form.elements[name].value = name === "per_seconds" && !v ? 60 : String(v);
+    }
+    form.scrollIntoView({ block: "nearest" });
+    form.elements.concurrency.focus();
+  });
+
+  // A form with data-api posts its fields to the API as JSON: numbers
+  // as numbers, data-type="bool" fields as booleans.
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target;
+    if (!form.matches("form[data-api]")) return;
+    ev.preventDefault();
+    const body = {};
+    for (const el of form.elements) {
+      if (!el.name) continue;
+      body[el.name] = el.type === "number" ? Number(el.value || 0) : el.dataset.type === "bool" ? el.value === "true" : el.value;
+    }
+    act(form.querySelector('button[type="submit"]'), async () => {
+      await api("POST", form.dataset.api, body);
+      say(form.dataset.done + ": " + body.scope + " " + body.target + ".");
+      form.reset();
+      form.querySelectorAll('[data-type="bool"]').forEach((el) => { el.value = "false"; });
+    });
+  });
+
   document.addEventListener("change", (ev) => {
     if (ev.target.matches("input[data-select-all]")) {
       document.querySelectorAll('input[name="id"]').forEach((c) => { c.checked = ev.target.checked; });
