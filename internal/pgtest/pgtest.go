@@ -85,7 +85,7 @@ func newOn(t testing.TB, base string) *DB {
 			t.Errorf("pgtest: drop schema %s: %v", schema, err)
 		}
 	})
-	dsn, gdb, sqlDB, err := open(base, schema)
+	dsn, gdb, sqlDB, err := open(ctx, base, schema)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -100,12 +100,23 @@ func createSchema(ctx context.Context, admin *pgx.Conn, prefix string) (string, 
 	return schema, err
 }
 
-// open opens gorm on schema of the server of base.
-func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err error) {
+// open opens gorm on schema of the server of base, waiting as connect does
+// while the server is full (gorm.Open connects once to ping).
+func open(ctx context.Context, base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err error) {
 	if dsn, err = WithSearchPath(base, schema); err != nil {
 		return "", nil, nil, err
 	}
-	if gdb, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard}); err != nil {
+	for {
+		gdb, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+		if err == nil || !serverFull(err) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
+		}
+	}
+	if err != nil {
 		return "", nil, nil, fmt.Errorf("open gorm: %w", err)
 	}
 	if sqlDB, err = gdb.DB(); err != nil {
@@ -157,8 +168,7 @@ func WithSearchPath(dsn, schema string) (string, error) {
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	for {
 		conn, err := pgx.Connect(ctx, dsn)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" { // too_many_connections
+		if err == nil || !serverFull(err) {
 			return conn, err
 		}
 		select {
@@ -167,6 +177,13 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
 		}
 	}
+}
+
+// serverFull reports whether err is the server refusing a connection
+// because it has as many as it allows.
+func serverFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300" // too_many_connections
 }
 
 func unreachable(t testing.TB, dsn string, err error) {

@@ -130,7 +130,7 @@ func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
 		chromedp.SetValue(`#limit-form select[name="scope"]`, "queue"),
 		chromedp.Click(`#limit-form button[type="submit"]`))
 	b.Wait(t, `document.getElementById("flash").classList.contains("bad")`)
-	require.Contains(t, texts(t, b, "#flash")[0], "neither a concurrency nor a rate")
+	require.Contains(t, texts(t, b, "#flash")[0], "sets neither a concurrency")
 
 	b.Run(t, chromedp.Click(`tr[data-limit="kind report"] button[data-post="api/limits/remove"]`))
 	b.Wait(t, `document.getElementById("confirm").open`)
