@@ -13,7 +13,9 @@
 // [WithStarted], each claim writes a [Started] event, the attempt it
 // begins in its data. The rows are written by database triggers that exist only while
 // the outbox is on, so a queue without a bridge pays nothing; [Disable]
-// drops them. The outbox needs schema version 13.
+// drops them. On PostgreSQL the triggers are statement-level: a claim, a
+// completion or a bulk insert writes the events of all its jobs in one
+// statement. The outbox needs schema version 13.
 //
 // # The relay
 //
@@ -21,7 +23,11 @@
 // queue.WithMaintenance, and the one that leads the maintenance publishes
 // the outbox, so one relay publishes at a time. It reads the events in
 // order, a batch at a time ([WithBatch]), publishes them through a
-// [Publisher] and deletes each once the broker acknowledged it. Delivery
+// [Publisher] and deletes each once the broker acknowledged it. It reads
+// on from the events it has not deleted, not from the start of the
+// outbox, which the deleted rows clutter until the table is vacuumed; on
+// PostgreSQL it passes an event's ID only once every transaction that
+// could still commit an event below it has ended. Delivery
 // is at least once: a relay that dies between the broker's
 // acknowledgement and the delete sends the event again, with the same ID.
 // A job's events are published in order: each only after every earlier
