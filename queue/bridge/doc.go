@@ -70,4 +70,21 @@
 // too many of its jobs are queued. Package queue/bridge/kafka has a
 // consumer-group consumer, queue/bridge/nats a JetStream one; a message's traceparent and tracestate headers
 // become its job's trace context.
+//
+// # Cost
+//
+// A queue that enqueues no-op jobs 5,000 at a time and works them as fast
+// as it can worked 0.83 and 0.86 times as many a second with a relay on as
+// without, in two runs (each the median of the ratios of 9 rounds, the
+// queues taking turns; a second queue without the outbox, the control,
+// was 1.00 and 1.03 of the first). Per job, the outbox cost the database
+// 16 µs of CPU more (the triggers' rows, the relay's reads and deletes:
+// 53 µs instead of 38) and the runner's process 8 µs more (the relay's
+// reading and encoding: 32 instead of 25); the relay published some 800
+// events at once. Asked for 5,000 jobs/s, the queue reached 3,500, and an
+// event reached the broker 21 ms (p50) and 76 ms (p99) after its change.
+// The machine had 2 cores, shared with other work, and PostgreSQL 15.
+//
+//	go test -run '^$' -bench BridgeCost -benchtime 9x ./queue/bridge/
+//	go test -run '^$' -bench BridgeDelivery -benchtime 3x ./queue/bridge/
 package bridge
