@@ -74,10 +74,11 @@
 // # Cost
 //
 // A queue that enqueues no-op jobs 5,000 at a time and works them as fast
-// as it can worked 0.83 and 0.86 times as many a second with a relay on as
-// without, in two runs (each the median of the ratios of 9 rounds, the
-// queues taking turns; a second queue without the outbox, the control,
-// was 1.00 and 1.03 of the first). Per job, the outbox cost the database
+// as it can works fewer a second with a relay on than without: 0.76 times
+// as many, the median of seven runs (0.66 to 0.95; each run's figure is
+// the median of the ratios of its 7 or 9 rounds, the queues taking turns;
+// a second queue without the outbox, the control, measured the noise: it
+// came within 0.75 to 1.14 of the first). In one run, per job, the outbox cost the database
 // 16 µs of CPU more (the triggers' rows, the relay's reads and deletes:
 // 53 µs instead of 38) and the runner's process 8 µs more (the relay's
 // reading and encoding: 32 instead of 25); the relay published some 800
