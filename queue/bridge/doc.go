@@ -13,7 +13,9 @@
 // [WithStarted], each claim writes a [Started] event, the attempt it
 // begins in its data. The rows are written by database triggers that exist only while
 // the outbox is on, so a queue without a bridge pays nothing; [Disable]
-// drops them. The outbox needs schema version 13.
+// drops them. On PostgreSQL the triggers are statement-level: a claim, a
+// completion or a bulk insert writes the events of all its jobs in one
+// statement. The outbox needs schema version 13.
 //
 // # The relay
 //
@@ -21,7 +23,11 @@
 // queue.WithMaintenance, and the one that leads the maintenance publishes
 // the outbox, so one relay publishes at a time. It reads the events in
 // order, a batch at a time ([WithBatch]), publishes them through a
-// [Publisher] and deletes each once the broker acknowledged it. Delivery
+// [Publisher] and deletes each once the broker acknowledged it. It reads
+// on from the events it has not deleted, not from the start of the
+// outbox, which the deleted rows clutter until the table is vacuumed; on
+// PostgreSQL it passes an event's ID only once every transaction that
+// could still commit an event below it has ended. Delivery
 // is at least once: a relay that dies between the broker's
 // acknowledgement and the delete sends the event again, with the same ID.
 // A job's events are published in order: each only after every earlier
@@ -64,4 +70,22 @@
 // too many of its jobs are queued. Package queue/bridge/kafka has a
 // consumer-group consumer, queue/bridge/nats a JetStream one; a message's traceparent and tracestate headers
 // become its job's trace context.
+//
+// # Cost
+//
+// A queue that enqueues no-op jobs 5,000 at a time and works them as fast
+// as it can works fewer a second with a relay on than without: 0.76 times
+// as many, the median of seven runs (0.66 to 0.95; each run's figure is
+// the median of the ratios of its 7 or 9 rounds, the queues taking turns;
+// a second queue without the outbox, the control, measured the noise: it
+// came within 0.75 to 1.14 of the first). In one run, per job, the outbox cost the database
+// 16 µs of CPU more (the triggers' rows, the relay's reads and deletes:
+// 53 µs instead of 38) and the runner's process 8 µs more (the relay's
+// reading and encoding: 32 instead of 25); the relay published some 800
+// events at once. Asked for 5,000 jobs/s, the queue reached 3,500, and an
+// event reached the broker 21 ms (p50) and 76 ms (p99) after its change.
+// The machine had 2 cores, shared with other work, and PostgreSQL 15.
+//
+//	go test -run '^$' -bench BridgeCost -benchtime 9x ./queue/bridge/
+//	go test -run '^$' -bench BridgeDelivery -benchtime 3x ./queue/bridge/
 package bridge

@@ -241,3 +241,26 @@ func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
 		return len(round()) == 0
 	}, 30*time.Second, 10*time.Millisecond, "the cursor reads from past the deleted events")
 }
+
+// Deleting events deletes those named and no other, whether their IDs
+// are a run or have gaps.
+func TestDeleteOutboxDeletesOnlyThoseNamed(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.NoError(t, store.EnableOutbox(ctx, st, db, false))
+		var dest []row
+		job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job, job, job, job, job, job}, &dest))
+		_, ids := outboxed(t, db, nil)
+		require.Len(t, ids, 6)
+
+		require.NoError(t, store.DeleteOutbox(ctx, st, db, []int64{ids[3], ids[0], ids[1]}), "with a gap")
+		_, left := outboxed(t, db, nil)
+		require.Equal(t, []int64{ids[2], ids[4], ids[5]}, left)
+		require.NoError(t, store.DeleteOutbox(ctx, st, db, []int64{ids[5], ids[4]}), "a run")
+		_, left = outboxed(t, db, nil)
+		require.Equal(t, []int64{ids[2]}, left)
+	})
+}
