@@ -58,6 +58,13 @@ func TestBrowserDemo(t *testing.T) {
 	b.Run(t, chromedp.Navigate(base+"/jobs?status=FAILED"), chromedp.WaitReady("#jobs-region"),
 		chromedp.Evaluate(`Number(document.querySelector("tr[data-job]").dataset.job)`, &failed))
 	b.Run(t, chromedp.Navigate(base+"/jobs"), chromedp.WaitReady("#jobs-region"))
+	// The list fits the window: no column, the errors' least of all, runs
+	// past its edge.
+	var fits bool
+	b.Run(t, chromedp.Evaluate(`(s => s.scrollWidth <= s.clientWidth)(document.querySelector("#jobs-region .scroll"))`, &fits))
+	if !fits {
+		t.Error("the jobs list is wider than a 1280 px window")
+	}
 	b.Screenshot(t, "jobs")
 	b.Run(t, chromedp.Navigate(base+fmt.Sprintf("/jobs/%d", failed)), chromedp.WaitReady("#attempts"))
 	b.Screenshot(t, "job")
