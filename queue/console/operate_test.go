@@ -226,7 +226,9 @@ func TestRunnersAndHealth(t *testing.T) {
 		e.do(t, "GET", "/api/runners", "").decode(t, &out)
 		return len(out.Runners) == 1 && out.Runners[0].Leader
 	}, 10*time.Second, 5*time.Millisecond)
-	for _, q := range []string{"", "?within=5m", "?within=1s"} {
+	// A runner writes it was seen once a poll interval; on a loaded machine
+	// its last sighting may be a few seconds old.
+	for _, q := range []string{"", "?within=5m", "?within=30s"} {
 		res = e.do(t, "GET", "/api/runners"+q, "")
 		require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
 		res.decode(t, &out)
