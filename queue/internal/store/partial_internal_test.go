@@ -33,4 +33,4 @@ func TestClaimFunctionsShipped(t *testing.T) {
 	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
 }
 
-const claimFunctionsSHA256 = "dc4d31c8b245904ef8acb63e32dcd97f249bf17426e222a19c2797c183b5cba0"
+const claimFunctionsSHA256 = "5cc09f0c5e02b318ec68cb521f5b95fe1084da37173e0bbac0a66210ceb5c1bc"
