@@ -248,16 +248,15 @@ func jsonOrNil(s *string) any {
 }
 
 // Analyze refreshes the statistics the claims' plans rest on: the table's
-// size, and the columns a claim filters and sorts on (locked_until for the
-// limited claims' count of the jobs running, which without it read the
-// whole table), from a sample of analyzeTarget × 300 rows. A full ANALYZE (every column, 30,000 rows)
+// size, and the columns a claim filters and sorts on, from a sample of
+// analyzeTarget × 300 rows. A full ANALYZE (every column, 30,000 rows)
 // cost a 100,000-job bulk a quarter of its time. A list of columns leaves
 // autovacuum's count of changes alone, so autovacuum still analyzes the
 // whole table soon after. The statements are one query string, so that
 // they run as one transaction, which SET LOCAL lasts for.
 func (s *postgres) Analyze(ctx context.Context) error {
 	return s.gdb.WithContext(ctx).Exec(fmt.Sprintf("SET LOCAL default_statistics_target = %d; "+
-		"ANALYZE sheaf_jobs (status, rescues, queue, priority, run_at, kind, locked_until)", analyzeTarget)).Error
+		"ANALYZE sheaf_jobs (status, rescues, queue, priority, run_at, kind)", analyzeTarget)).Error
 }
 
 // analyzeTarget is Analyze's statistics target: ten values of each column,

@@ -93,10 +93,15 @@ const activeLimit = `NOT suspended AND (concurrency > 0 OR rate > 0 OR fair)`
 // counts the PROCESSING jobs of each scope (and key) that has any, started
 // the starts within the period, used lists the scopes and keys in use and
 // every scope that has no keys. ago(p) is the time p milliseconds ago.
+//
+// Every job with a lease is in the lease index (locked_until is never
+// -infinity): a range on it, unlike IS NOT NULL, reads the index even
+// before the column has statistics, as after a bulk enqueue, when
+// PostgreSQL took every row for leased and read the whole table.
 func limitUse(ago func(string) string) string {
 	return `running AS (
 	SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(j.limit_key, '') ELSE '' END AS key, count(*) AS n
-	FROM lim l JOIN sheaf_jobs j ON j.locked_until IS NOT NULL AND j.status = 'PROCESSING'
+	FROM lim l JOIN sheaf_jobs j ON j.locked_until > '-infinity' AND j.status = 'PROCESSING'
 		AND (CASE WHEN l.scope = 'queue' THEN j.queue ELSE j.kind END) = l.target
 	GROUP BY l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(j.limit_key, '') ELSE '' END
 ), started AS (

@@ -33,4 +33,4 @@ func TestClaimFunctionsShipped(t *testing.T) {
 	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
 }
 
-const claimFunctionsSHA256 = "5cc09f0c5e02b318ec68cb521f5b95fe1084da37173e0bbac0a66210ceb5c1bc"
+const claimFunctionsSHA256 = "203098b72b96e34a008d2955995b60b8402eeb4734b9461d40379024fe5c432a"
