@@ -181,12 +181,23 @@
 // runner come back when its jobs are rescued, within a lease; the rate
 // counts the starts of the last Per, recorded by the claims. Claims that a
 // limit may touch take turns (on PostgreSQL, under a lock of the limits'
-// rows) so that two runners cannot both take the last slot; claims of
-// queues no limit touches run as before, at no cost. A kind or key limit
-// may touch every queue, so claims take turns wherever one is in force.
-// A binding limit leaves each slot idle between one job's completion and
-// the next one's claim: a few milliseconds, which jobs of a second or
-// more do not notice.
+// rows, taken in the claim's round trip) so that two runners cannot both
+// take the last slot; claims of queues no limit touches run as before, and
+// runners read the limits with the paused queues, at no cost. A kind or key
+// limit may touch every queue, so claims take turns wherever one is in
+// force. A binding limit leaves each slot idle between one job's
+// completion and the next one's claim: a few milliseconds, which jobs of a
+// second or more do not notice.
+//
+// # Fair share
+//
+// With Fair, a key limit makes claims take turns among the kind's keys,
+// capped or not (Limits{Fair: true} caps nothing): a claim takes first the
+// jobs of the keys with the fewest running, by priority within a key, so
+// one customer's 100,000 jobs cannot hold back another's ten. Once a key's
+// first job is claimed, its n jobs are all claimed before another key has
+// had n more, plus one claim's worth (the runner's workers). A fair claim
+// probes an index once per key with jobs waiting; other claims do not.
 //
 // # Options
 //
@@ -489,7 +500,8 @@
 //   - sheaf_alert_episodes, sheaf_alert_notices, sheaf_alert_silences: the
 //     state of package queue/alert; empty without it.
 //   - sheaf_limits, sheaf_limit_starts: the limits ([Client.Limits]),
-//     and the starts of the rate-limited ones within their period.
+//     the starts of the rate-limited ones within their period, and on
+//     PostgreSQL the functions that claim within them.
 //   - sheaf_migrations: the schema versions applied.
 //
 // # Upgrading the schema

@@ -98,9 +98,7 @@ func (u LimitUse) use() limit.Use {
 // ScopeKind). Runners write it when they start, unless SetLimit set the
 // kind's limit: then that one stands until RemoveLimit.
 func KindLimit(l Limits) RegisterOption {
-	return kindOption(func(o *jobOptions) error {
-		return o.declare(store.ScopeKind, l)
-	})
+	return kindOption(func(o *jobOptions) error { return o.declare(store.ScopeKind, l) })
 }
 
 // KeyLimit caps the kind's jobs of each partition key across every runner
@@ -148,26 +146,16 @@ var ErrNoLimit = errors.New("queue: no such limit")
 // declares it writes it again when it starts. It returns ErrNoLimit when
 // there is none.
 func (c *ops) RemoveLimit(ctx context.Context, scope LimitScope, target string) error {
-	err := c.st.RemoveLimit(ctx, c.db, string(scope), target)
-	if errors.Is(err, store.ErrNoLimit) {
-		return fmt.Errorf("%w: %s %q", ErrNoLimit, scope, target)
-	}
-	return check.Failed(fmt.Sprintf("RemoveLimit %s %q", scope, target), err)
+	return limit.Remove(ctx, c.st, c.db, string(scope), target, ErrNoLimit)
 }
 
 // Limits returns every limit with its use now, by scope and target.
 func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
-	ls, err := c.st.Limits(ctx, c.db)
-	if err != nil {
-		return nil, check.Failed("limits", err)
-	}
-	return converted(ls, func(u store.LimitUse) LimitUse {
-		out := LimitUse{Limit: Limit{Scope: LimitScope(u.Scope), Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
+	return limit.Read(ctx, c.st, c.db, func(u store.LimitUse) LimitUse {
+		return LimitUse{Limit: Limit{Scope: LimitScope(u.Scope), Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
 			Per: u.Period, Fair: u.Fair, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
-			Running: u.Running, Started: u.Started, Key: u.Key}
-		out.Keys = converted(u.Keys, func(k store.KeyUse) KeyUse { return KeyUse(k) })
-		return out
-	}), nil
+			Running: u.Running, Started: u.Started, Key: u.Key, Keys: converted(u.Keys, func(k store.KeyUse) KeyUse { return KeyUse(k) })}
+	})
 }
 
 // declareLimits writes the limits the registry's kinds declare, leaving

@@ -8,6 +8,7 @@ package limit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -112,6 +113,29 @@ func Declare(ctx context.Context, st store.Store, db *gorm.DB, kinds map[string]
 		}
 	}
 	return nil
+}
+
+// Remove removes the limit of scope and target, or returns an error
+// wrapping none when there is none.
+func Remove(ctx context.Context, st store.Store, db *gorm.DB, scope, target string, none error) error {
+	err := st.RemoveLimit(ctx, db, scope, target)
+	if errors.Is(err, store.ErrNoLimit) {
+		return fmt.Errorf("%w: %s %q", none, scope, target)
+	}
+	return check.Failed(fmt.Sprintf("RemoveLimit %s %q", scope, target), err)
+}
+
+// Read returns every limit with its use, each as out makes it.
+func Read[U any](ctx context.Context, st store.Store, db *gorm.DB, out func(store.LimitUse) U) ([]U, error) {
+	ls, err := st.Limits(ctx, db)
+	if err != nil || ls == nil {
+		return nil, check.Failed("limits", err)
+	}
+	us := make([]U, len(ls))
+	for i, l := range ls {
+		us[i] = out(l)
+	}
+	return us, nil
 }
 
 // Use is a limit with its use, as queue's LimitUse reads it.

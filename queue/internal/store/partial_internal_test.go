@@ -33,4 +33,4 @@ func TestClaimFunctionsShipped(t *testing.T) {
 	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
 }
 
-const claimFunctionsSHA256 = "dc4d31c8b245904ef8acb63e32dcd97f249bf17426e222a19c2797c183b5cba0"
+const claimFunctionsSHA256 = "203098b72b96e34a008d2955995b60b8402eeb4734b9461d40379024fe5c432a"
