@@ -39,19 +39,19 @@
 //
 // # Throughput
 //
-// On a machine of 2 CPUs shared with other work (a load average of about
-// 12), with MariaDB 10.11's default settings (innodb_flush_log_at_trx_commit=1,
+// On a machine of 2 CPUs shared with other work (a load average of 8 to
+// 10), with MariaDB 10.11's default settings (innodb_flush_log_at_trx_commit=1,
 // a 128 MB buffer pool), in a database of its own:
 //
 //	mysql -e 'CREATE DATABASE sheaf_bench'
 //	go run ./examples/queuebench -store mysql -dsn mysql://root@127.0.0.1:3306/sheaf_bench -jobs 50000
 //
-// EnqueueBulk inserts 14,000 to 30,000 jobs/s, and one runner of 100
-// workers works 3,500 to 4,000 jobs/s; the server spends about 115 µs of
+// EnqueueBulk inserts 25,000 to 56,000 jobs/s, and one runner of 100
+// workers works 4,000 to 8,500 jobs/s; the server spends about 95 µs of
 // CPU per job, inserted and worked (its process's CPU time in /proc across
-// the run). Both rates are bound by the server's CPU, not by the queue's
-// round trips or its workers: an UPDATE of a job costs the server 20 to
-// 25 µs per row, most of it rewriting the secondary indexes that hold the
-// job's status, and a job is updated twice, claimed and completed. Jobs/s
-// grow with the CPU the server gets.
+// the run). Both rates are bound by the CPU the server gets, not by the
+// queue's round trips or its workers: an UPDATE of a job costs the server
+// 20 to 25 µs per row, most of it rewriting the secondary indexes that
+// hold the job's status, and a job is updated twice, claimed and
+// completed.
 package mysqldb
