@@ -130,6 +130,7 @@ func enqueueLimited(t *testing.T, c *queue.Client, n int, args limitedJob) {
 // reaches two. Client.Limits shows the limit, then nothing running.
 func TestKeyLimitHoldsAcrossRunners(t *testing.T) {
 	t.Parallel()
+	limitsSupported(t)
 	var l spanLedger
 	e := newEnv(t, registerLimited(&l, queue.KeyLimit(limitKey, queue.Limits{Concurrency: 2})))
 	enqueueLimited(t, e.client, 30, limitedJob{Key: "a", Ms: 10})
@@ -157,6 +158,7 @@ func TestKeyLimitHoldsAcrossRunners(t *testing.T) {
 // database say, and is held back: fifteen jobs take at least two periods.
 func TestRateLimitHoldsAcrossRunners(t *testing.T) {
 	t.Parallel()
+	limitsSupported(t)
 	const per = 400 * time.Millisecond
 	var l spanLedger
 	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Rate: 5, Per: per})))
@@ -182,6 +184,7 @@ func TestRateLimitHoldsAcrossRunners(t *testing.T) {
 // one until removed.
 func TestLimitChangedAtRunTime(t *testing.T) {
 	t.Parallel()
+	limitsSupported(t)
 	ctx := context.Background()
 	var l spanLedger
 	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Concurrency: 1})))
@@ -279,6 +282,14 @@ func ledgerSpan(ctx context.Context, db *gorm.DB, j *queue.Job[limitedJob], inCh
 
 // limitLedgerEnv is an env on PostgreSQL with limitedJob registered as
 // the children register it, and the limit_ledger table.
+// limitsSupported skips a test of limits on MariaDB, which refuses them
+// (ErrLimitsUnsupported).
+func limitsSupported(t *testing.T) {
+	if pgtest.Store() == "mysql" {
+		t.Skip("MariaDB refuses limits (ErrLimitsUnsupported)")
+	}
+}
+
 func limitLedgerEnv(t *testing.T) *env {
 	t.Helper()
 	pgtest.PostgresOnly(t, "several processes share a database server")

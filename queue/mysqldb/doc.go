@@ -25,4 +25,33 @@
 //     LONGTEXT.
 //   - Migrations commit statement by statement (MariaDB commits DDL as it
 //     runs it); a named lock keeps processes from migrating at once.
+//   - EnqueueBulk streams its jobs with LOAD DATA LOCAL INFILE, in one
+//     transaction. A server that refuses local files (local_infile=OFF;
+//     MariaDB's default is ON) gets multi-row INSERTs instead, as does a
+//     load the server took only in part, so that a job it cannot store
+//     fails the call with INSERT's error and stores nothing.
+//   - A stop out of time puts back the jobs whose rows another transaction
+//     holds by looking for them again (SKIP LOCKED) until its deadline,
+//     not by waiting for the row in the server: MariaDB would go on
+//     waiting after the client gave up.
+//   - Limits (KindLimit, KeyLimit, SetLimit) are refused with
+//     queue.ErrLimitsUnsupported.
+//
+// # Throughput
+//
+// On a machine of 2 CPUs shared with other work (a load average of 8 to
+// 10), with MariaDB 10.11's default settings (innodb_flush_log_at_trx_commit=1,
+// a 128 MB buffer pool), in a database of its own:
+//
+//	mysql -e 'CREATE DATABASE sheaf_bench'
+//	go run ./examples/queuebench -store mysql -dsn mysql://root@127.0.0.1:3306/sheaf_bench -jobs 50000
+//
+// EnqueueBulk inserts 25,000 to 56,000 jobs/s, and one runner of 100
+// workers works 4,000 to 8,500 jobs/s; the server spends about 95 µs of
+// CPU per job, inserted and worked (its process's CPU time in /proc across
+// the run). Both rates are bound by the CPU the server gets, not by the
+// queue's round trips or its workers: an UPDATE of a job costs the server
+// 20 to 25 µs per row, most of it rewriting the secondary indexes that
+// hold the job's status, and a job is updated twice, claimed and
+// completed.
 package mysqldb

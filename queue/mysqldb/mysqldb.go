@@ -10,7 +10,16 @@ import (
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
+
+// The queue's bulk enqueue streams its rows to the server with LOAD DATA
+// LOCAL INFILE through readers the driver is given by name.
+func init() {
+	store.MySQLReaders.Register = gomysql.RegisterReaderHandler
+	store.MySQLReaders.Deregister = gomysql.DeregisterReaderHandler
+}
 
 // Pool sizes of the handle Open returns. MaxOpenConns leaves room in
 // MariaDB's default of 151 connections for a few processes, each a

@@ -441,3 +441,36 @@ func TestClaimFromACursor(t *testing.T) {
 			"higher first (the job put back among them), then onward and lower")
 	})
 }
+
+// A completion of many claims, one of which is no longer its claim's (put
+// back), completes the others and says which; the put-back job stays
+// QUEUED.
+func TestCompleteCompletesTheClaimsStillHeld(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		job := store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`}
+		migrateAndInsert(t, st, db, job, job, job)
+		conn := st.Hold(false)
+		defer conn.Close()
+		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 3, Lease: time.Minute, Runner: "r1"})
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		var ids, keys []int64
+		for _, j := range got {
+			ids, keys = append(ids, j.ID), append(keys, store.Key(j.ID, j.Claims))
+		}
+		put, err := st.Requeue(ctx, ids[1:2], keys[1:2], []bool{true})
+		require.NoError(t, err)
+		require.Equal(t, ids[1:2], put)
+		done, err := conn.Complete(ctx, ids, keys)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []int64{ids[0], ids[2]}, done)
+		var rows []row
+		require.NoError(t, db.Order("id").Find(&rows, ids).Error)
+		statuses := map[int64]string{}
+		for _, r := range rows {
+			statuses[r.ID] = r.Status
+		}
+		require.Equal(t, map[int64]string{ids[0]: "COMPLETED", ids[1]: "QUEUED", ids[2]: "COMPLETED"}, statuses)
+	})
+}

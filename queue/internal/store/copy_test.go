@@ -56,18 +56,32 @@ func TestCopyWritesWhatInsertWrites(t *testing.T) {
 			RunID: text("r"), Period: text("p"), RunAt: &at}
 		mixed[700].Delay = time.Hour
 		mixed[700].Queue = "later"
+		// Characters that end a field or a row of a file, or escape.
+		odd := "tab\there\nnew line\r\\N \\ backslash é"
+		mixed[2].Correlation, mixed[2].Period, mixed[2].Payload = text(odd), text(`\N`), `{"s":"a\\tb\n\\ é"}`
+		mixed[2].Metadata = []byte{0, '\t', '\n', '\\', 'N', 0xff, 0xfe}
 
-		var after int64
+		var after, loads int64
 		for _, jobs := range [][]store.NewJob{alike, mixed} {
 			n, err := st.Copy(ctx, jobs)
 			require.NoError(t, err)
 			require.Equal(t, int64(len(jobs)), n)
+			if st.Dialect() == "mysql" {
+				loads++
+				require.Equal(t, loads, store.MySQLLoads(st), "LOAD DATA stored the jobs, not the INSERT it falls back on")
+			}
 			var copied []copiedRow
 			require.NoError(t, st.Jobs(ctx, db, store.Filter{AfterID: after}, 0, &copied))
 			var inserted []copiedRow
 			require.NoError(t, st.Insert(ctx, db, jobs, &inserted))
 			after = inserted[len(inserted)-1].ID
 			requireCopied(t, jobs, copied, inserted)
+			for i := range 3 {
+				var c, in []byte
+				require.NoError(t, db.Raw("SELECT meta FROM sheaf_jobs WHERE id = ?", copied[i].ID).Row().Scan(&c))
+				require.NoError(t, db.Raw("SELECT meta FROM sheaf_jobs WHERE id = ?", inserted[i].ID).Row().Scan(&in))
+				require.Equal(t, in, c, "job %d's metadata", i)
+			}
 			// Copy's notice, then Insert's: q's top due priority each
 			// time, and none for later, whose jobs are not due.
 			for range 2 {
@@ -138,4 +152,28 @@ func requireCopied(t *testing.T, jobs []store.NewJob, copied, inserted []copiedR
 			}
 		}
 	}
+}
+
+// On MariaDB, a job the server cannot store as given fails the whole Copy
+// with INSERT's error, though LOAD DATA from a client's file would only
+// have warned and cut the value; no job of the call is stored.
+func TestCopyOnMariaDBStoresAllOrNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() != "mysql" {
+			t.Skip("MariaDB's LOAD DATA")
+		}
+		ctx := context.Background()
+		_, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		jobs := []store.NewJob{
+			{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
+			{Kind: strings.Repeat("k", 300), Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
+		}
+		_, err = st.Copy(ctx, jobs)
+		require.ErrorContains(t, err, "Data too long")
+		var n int64
+		require.NoError(t, db.Raw("SELECT count(*) FROM sheaf_jobs").Scan(&n).Error)
+		require.Zero(t, n)
+		require.Zero(t, store.MySQLLoads(st))
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -44,6 +45,10 @@ type mysql struct {
 	gdb *gorm.DB
 	db  *sql.DB
 	hub *hub
+	// noInfile is set once the server refused a local file: Copy inserts.
+	noInfile atomic.Bool
+	// loads counts Copy's calls that LOAD DATA stored, which tests read.
+	loads atomic.Int64
 }
 
 var (

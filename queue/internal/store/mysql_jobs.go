@@ -406,33 +406,51 @@ func (s *mysql) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, erro
 	return Child{JobRef: JobRef{ID: ids[0], Kind: j.Kind, Queue: j.Queue}, Priority: j.Priority, RunID: j.RunID}, nil
 }
 
-// Copy inserts jobs in multi-row INSERTs of mysqlCopyBatch rows, in one
-// transaction.
+// Copy loads jobs with LOAD DATA LOCAL INFILE (see load), in one
+// transaction, or, where the driver's readers are not registered or the
+// server refuses the load, inserts them in multi-row INSERTs of
+// mysqlCopyBatch rows.
 func (s *mysql) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 	for _, j := range jobs {
 		if j.Key != nil {
 			return 0, fmt.Errorf("%w: Copy takes no idempotency keys", ErrUnsupported)
 		}
 	}
-	var n int64
-	err := s.sqlTx(ctx, func(tx *sql.Tx) error {
-		for chunk := range slices.Chunk(jobs, mysqlCopyBatch) {
-			args := make([]any, 0, 15*len(chunk))
-			for _, j := range chunk {
-				args = mysqlInsertArgs(args, j, nil)
-			}
-			res, err := tx.ExecContext(ctx, mysqlInsertColumns+strings.Repeat(mysqlInsertRow+", ", len(chunk)-1)+mysqlInsertRow, args...)
-			if err != nil {
+	n, err := int64(0), errors.New("not loaded")
+	if MySQLReaders.Register != nil && !s.noInfile.Load() {
+		err = s.sqlTx(ctx, func(tx *sql.Tx) error {
+			if err := s.load(ctx, tx, jobs); err != nil {
 				return err
 			}
-			c, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			n += c
+			return runsSeenMySQL(ctx, tx, jobs)
+		})
+		if err == nil {
+			n = int64(len(jobs))
+			s.loads.Add(1)
+		} else if ctx.Err() != nil {
+			return 0, err
 		}
-		return runsSeenMySQL(ctx, tx, jobs)
-	})
+	}
+	if err != nil {
+		err = s.sqlTx(ctx, func(tx *sql.Tx) error {
+			for chunk := range slices.Chunk(jobs, mysqlCopyBatch) {
+				args := make([]any, 0, 15*len(chunk))
+				for _, j := range chunk {
+					args = mysqlInsertArgs(args, j, nil)
+				}
+				res, err := tx.ExecContext(ctx, mysqlInsertColumns+strings.Repeat(mysqlInsertRow+", ", len(chunk)-1)+mysqlInsertRow, args...)
+				if err != nil {
+					return err
+				}
+				c, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				n += c
+			}
+			return runsSeenMySQL(ctx, tx, jobs)
+		})
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -143,7 +144,29 @@ func guard(ids, keys []int64) string {
 	return "id IN (" + ints(ids) + ") AND " + mysqlKey + " IN (" + ints(keys) + ")"
 }
 
+// Complete completes the jobs still under the claims. Most often all are,
+// and one UPDATE, whose count of rows found says so (a key is one job's),
+// is all it takes. When it found fewer, it is rolled back, and the rows are
+// locked first, to learn which the UPDATE changes.
 func (c mysqlConn) Complete(ctx context.Context, ids, keys []int64) (out []int64, err error) {
+	const set = `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = ` + mysqlNow + `, locked_until = NULL, rescues = 0 WHERE `
+	err = c.s.sqlTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, set+guard(ids, keys)+" AND status = 'PROCESSING'")
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
+			return cmp.Or(err, errSomeNotFound)
+		}
+		out = slices.Clone(ids)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return out, nil
+	case !errors.Is(err, errSomeNotFound):
+		return nil, err
+	}
 	err = c.s.sqlTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT id FROM sheaf_jobs WHERE "+guard(ids, keys)+" AND status = 'PROCESSING' FOR UPDATE")
 		if err != nil {
@@ -152,8 +175,7 @@ func (c mysqlConn) Complete(ctx context.Context, ids, keys []int64) (out []int64
 		if out, err = scanIDs(rows); err != nil || len(out) == 0 {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE sheaf_jobs SET status = 'COMPLETED', completed_at = `+mysqlNow+`, locked_until = NULL,
-			rescues = 0 WHERE id IN (`+ints(out)+`)`)
+		_, err = tx.ExecContext(ctx, set+"id IN ("+ints(out)+")")
 		return err
 	})
 	if err != nil {
@@ -161,6 +183,9 @@ func (c mysqlConn) Complete(ctx context.Context, ids, keys []int64) (out []int64
 	}
 	return out, nil
 }
+
+// errSomeNotFound rolls back a write that found fewer rows than it meant to.
+var errSomeNotFound = errors.New("some rows not found")
 
 func (c mysqlConn) CompleteLanded(ctx context.Context, ids, keys []int64) ([]int64, error) {
 	return c.s.ids(ctx, "SELECT id FROM sheaf_jobs WHERE "+guard(ids, keys)+" AND status = 'COMPLETED'")

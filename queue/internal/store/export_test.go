@@ -1,0 +1,10 @@
+package store
+
+// MySQLLoads is how many of st's Copy calls LOAD DATA stored, if st is the
+// MariaDB store.
+func MySQLLoads(st Store) int64 {
+	if s, ok := st.(*mysql); ok {
+		return s.loads.Load()
+	}
+	return 0
+}
