@@ -56,7 +56,7 @@ func TestLimitsThroughTheConsole(t *testing.T) {
 	res.decode(t, &got)
 	require.Len(t, got.Limits, 1)
 	require.Equal(t, "tester", got.Limits[0].By)
-	require.Equal(t, "limit kind report in use (0 of 5 running, 0 of 100 started in 1m0s)", got.Limits[0].Use)
+	require.Equal(t, "limit kind report in use (0 of 5 running, 0 of 100 started in 1m)", got.Limits[0].Use)
 	page := e.page(t, "/limits", http.StatusOK)
 	require.Contains(t, page, `data-limit="kind report"`)
 	require.Contains(t, page, ">Suspend</button>")

@@ -171,10 +171,23 @@ func (u Use) String() string {
 		use = append(use, fmt.Sprintf("%d of %d running", u.Running, u.Concurrency))
 	}
 	if u.Rate > 0 {
-		use = append(use, fmt.Sprintf("%d of %d started in %v", u.Started, u.Rate, u.Per))
+		use = append(use, fmt.Sprintf("%d of %d started in %s", u.Started, u.Rate, period(u.Per)))
 	}
 	if u.Fair {
 		use = append(use, fmt.Sprintf("fair share, %d running", u.Running))
 	}
 	return "limit " + target + " " + state + " (" + strings.Join(use, ", ") + ")"
+}
+
+// period writes d as a person would say it: 1m, not 1m0s; 1h30m, not
+// 1h30m0s.
+func period(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

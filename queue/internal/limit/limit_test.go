@@ -46,10 +46,10 @@ func TestCheck(t *testing.T) {
 func TestUseString(t *testing.T) {
 	u := Use{Scope: "key", Target: "mail", Key: "acme", Concurrency: 2, Rate: 10, Per: time.Minute, Running: 2, Started: 3}
 	require.True(t, u.Reached())
-	require.Equal(t, `limit key mail key "acme" reached (2 of 2 running, 3 of 10 started in 1m0s)`, u.String())
+	require.Equal(t, `limit key mail key "acme" reached (2 of 2 running, 3 of 10 started in 1m)`, u.String())
 	u.Suspended = true
 	require.False(t, u.Reached())
-	require.Equal(t, `limit key mail key "acme" suspended (2 of 2 running, 3 of 10 started in 1m0s)`, u.String())
+	require.Equal(t, `limit key mail key "acme" suspended (2 of 2 running, 3 of 10 started in 1m)`, u.String())
 }
 
 func TestKeyOf(t *testing.T) {
@@ -65,4 +65,13 @@ func TestKeyOf(t *testing.T) {
 	none, err := Key(nil).Of([]byte(`{}`))
 	require.NoError(t, err)
 	require.Nil(t, none)
+}
+
+func TestPeriodReadsAsSaid(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute: "1m", time.Hour: "1h", 90 * time.Minute: "1h30m", 90 * time.Second: "1m30s",
+		30 * time.Second: "30s", 24 * time.Hour: "24h", 500 * time.Millisecond: "500ms",
+	} {
+		require.Equal(t, want, period(d), d)
+	}
 }
