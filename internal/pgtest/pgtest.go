@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -105,7 +107,7 @@ func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err err
 	if dsn, err = WithSearchPath(base, schema); err != nil {
 		return "", nil, nil, err
 	}
-	if gdb, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard}); err != nil {
+	if gdb, err = openPostgres(dsn, &gorm.Config{Logger: logger.Discard}); err != nil {
 		return "", nil, nil, fmt.Errorf("open gorm: %w", err)
 	}
 	if sqlDB, err = gdb.DB(); err != nil {
@@ -155,15 +157,53 @@ func WithSearchPath(dsn, schema string) (string, error) {
 // connect connects, waiting for a free connection slot while the server is
 // full: parallel test packages share its connection limit.
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	return whileFull(ctx, func() (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) })
+}
+
+// openPostgres opens gorm on dsn, as postgres.Open does, but its pool
+// waits for a free connection slot, as connect does, while the server is
+// full: the test packages that go test runs at once, and their child
+// processes, share the server's connection limit, and a test that meets
+// it for a moment would otherwise fail on a connection it would have got
+// a little later.
+func openPostgres(dsn string, config ...gorm.Option) (*gorm.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open gorm: %w", err)
+	}
+	pool := sql.OpenDB(patient{stdlib.GetConnector(*cfg)})
+	gdb, err := gorm.Open(postgres.New(postgres.Config{Conn: pool}), config...)
+	if err != nil {
+		_ = pool.Close()
+	}
+	return gdb, err
+}
+
+// patient is a connector that waits, for up to fullWait, for a free
+// connection slot while the server is full.
+type patient struct{ driver.Connector }
+
+// fullWait bounds patient's wait for a free connection slot.
+const fullWait = 30 * time.Second
+
+func (p patient) Connect(ctx context.Context) (driver.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, fullWait)
+	defer cancel()
+	return whileFull(ctx, func() (driver.Conn, error) { return p.Connector.Connect(ctx) })
+}
+
+// whileFull calls open until the server it connects to is no longer full
+// (too_many_connections), or ctx ends, and returns what the last call did.
+func whileFull[C any](ctx context.Context, open func() (C, error)) (C, error) {
 	for {
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := open()
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" { // too_many_connections
 			return conn, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return conn, err
 		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
 		}
 	}
