@@ -48,7 +48,7 @@ func (e *Examples) Open() (*gorm.DB, error) {
 	e.mu.Lock()
 	e.schemas = append(e.schemas, schema)
 	e.mu.Unlock()
-	_, gdb, sqlDB, err := open(ctx, base, schema)
+	_, gdb, sqlDB, err := open(base, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -85,7 +87,7 @@ func newOn(t testing.TB, base string) *DB {
 			t.Errorf("pgtest: drop schema %s: %v", schema, err)
 		}
 	})
-	dsn, gdb, sqlDB, err := open(ctx, base, schema)
+	dsn, gdb, sqlDB, err := open(base, schema)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -100,23 +102,12 @@ func createSchema(ctx context.Context, admin *pgx.Conn, prefix string) (string, 
 	return schema, err
 }
 
-// open opens gorm on schema of the server of base, waiting as connect does
-// while the server is full (gorm.Open connects once to ping).
-func open(ctx context.Context, base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err error) {
+// open opens gorm on schema of the server of base.
+func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err error) {
 	if dsn, err = WithSearchPath(base, schema); err != nil {
 		return "", nil, nil, err
 	}
-	for {
-		gdb, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-		if err == nil || !serverFull(err) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
-		}
-	}
-	if err != nil {
+	if gdb, err = openPostgres(dsn, &gorm.Config{Logger: logger.Discard}); err != nil {
 		return "", nil, nil, fmt.Errorf("open gorm: %w", err)
 	}
 	if sqlDB, err = gdb.DB(); err != nil {
@@ -166,24 +157,56 @@ func WithSearchPath(dsn, schema string) (string, error) {
 // connect connects, waiting for a free connection slot while the server is
 // full: parallel test packages share its connection limit.
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	return whileFull(ctx, func() (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) })
+}
+
+// openPostgres opens gorm on dsn, as postgres.Open does, but its pool
+// waits for a free connection slot, as connect does, while the server is
+// full: the test packages that go test runs at once, and their child
+// processes, share the server's connection limit, and a test that meets
+// it for a moment would otherwise fail on a connection it would have got
+// a little later.
+func openPostgres(dsn string, config ...gorm.Option) (*gorm.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open gorm: %w", err)
+	}
+	pool := sql.OpenDB(patient{stdlib.GetConnector(*cfg)})
+	gdb, err := gorm.Open(postgres.New(postgres.Config{Conn: pool}), config...)
+	if err != nil {
+		_ = pool.Close()
+	}
+	return gdb, err
+}
+
+// patient is a connector that waits, for up to fullWait, for a free
+// connection slot while the server is full.
+type patient struct{ driver.Connector }
+
+// fullWait bounds patient's wait for a free connection slot.
+const fullWait = 30 * time.Second
+
+func (p patient) Connect(ctx context.Context) (driver.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, fullWait)
+	defer cancel()
+	return whileFull(ctx, func() (driver.Conn, error) { return p.Connector.Connect(ctx) })
+}
+
+// whileFull calls open until the server it connects to is no longer full
+// (too_many_connections), or ctx ends, and returns what the last call did.
+func whileFull[C any](ctx context.Context, open func() (C, error)) (C, error) {
 	for {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err == nil || !serverFull(err) {
+		conn, err := open()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" { // too_many_connections
 			return conn, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return conn, err
 		case <-time.After(100 * time.Millisecond): // a pause before asking again, not synchronisation
 		}
 	}
-}
-
-// serverFull reports whether err is the server refusing a connection
-// because it has as many as it allows.
-func serverFull(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "53300" // too_many_connections
 }
 
 func unreachable(t testing.TB, dsn string, err error) {

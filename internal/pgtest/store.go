@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -102,7 +101,7 @@ func OpenDSN(dsn string, config ...gorm.Option) (*gorm.DB, error) {
 	if strings.HasPrefix(dsn, "mysql://") {
 		return mysqldb.Open(dsn, config...)
 	}
-	return gorm.Open(postgres.Open(dsn), config...)
+	return openPostgres(dsn, config...)
 }
 
 // isSQLite reports whether db is an SQLite file (NewSQLite) rather than a

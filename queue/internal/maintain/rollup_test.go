@@ -36,9 +36,12 @@ func TestRollupOfALongHistory(t *testing.T) {
 			require.NoError(t, err)
 			first := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC)
 			// Day 0: twenty completed jobs of 1s to 20s, and 22 failures of
-			// as many shapes; days 1 to 39: one completed job each.
+			// as many shapes; days 1 to 39: one completed job each. In one
+			// transaction: 314 commits of their own took seconds.
+			tx := db.Gorm.Begin()
+			require.NoError(t, tx.Error)
 			add := func(status string, start time.Time, took time.Duration, lastErr any) {
-				require.NoError(t, db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, status, attempts, started_at, completed_at, last_error, payload)
+				require.NoError(t, tx.Exec(`INSERT INTO sheaf_jobs (kind, status, attempts, started_at, completed_at, last_error, payload)
 					VALUES ('k', ?, 1, ?, ?, ?, '{}')`, status, db.Time(start), db.Time(start.Add(took)), lastErr).Error)
 			}
 			for i := 1; i <= 20; i++ {
@@ -53,7 +56,8 @@ func TestRollupOfALongHistory(t *testing.T) {
 				add("COMPLETED", first.AddDate(0, 0, d).Add(time.Hour), time.Second, nil)
 			}
 			add("COMPLETED", first.AddDate(0, 0, 40), time.Second, nil) // today's: kept
-			now := first.AddDate(0, 0, 40).Add(time.Hour)               // day 40, 01:00
+			require.NoError(t, tx.Commit().Error)
+			now := first.AddDate(0, 0, 40).Add(time.Hour) // day 40, 01:00
 			counted := &countingStore{Store: st}
 			prune := &maintain.Prune{Store: counted, Now: func() time.Time { return now }, Batch: 10,
 				Rules: func() []maintain.Keep { return []maintain.Keep{{Status: "COMPLETED", For: time.Hour}} }}
@@ -97,11 +101,16 @@ func TestRollupOfALongHistory(t *testing.T) {
 			_, err = prune.Run(ctx)
 			require.NoError(t, err)
 			require.EqualValues(t, 20+253+40, db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "no hour is rolled up yet")
-			hours := &maintain.HourRollup{Store: st, Keep: 35 * 24 * time.Hour, Now: func() time.Time { return now }}
-			for next = 0; next == 0; {
+			// Three days of hours: two Runs, the first of which asks for
+			// more, and 72 hours made final rather than the 840 of the
+			// days' Keep, each a transaction.
+			hours := &maintain.HourRollup{Store: st, Keep: 3 * 24 * time.Hour, Now: func() time.Time { return now }}
+			runs := 0
+			for next = 0; next == 0; runs++ {
 				next, err = hours.Run(ctx)
 				require.NoError(t, err)
 			}
+			require.Equal(t, 2, runs)
 			counted.finalBefore = 0
 			batches := 0
 			for range 10 {
