@@ -83,7 +83,7 @@ type EnqueueJob struct {
 // EnqueueResult is the result of an enqueue call, for Hooks.Enqueue.
 type EnqueueResult struct {
 	// Enqueued is what Enqueue, EnqueueRaw or EnqueueMany returns; nil
-	// for EnqueueBulk.
+	// for EnqueueBulk and EnqueueRawKeyed.
 	Enqueued []Enqueued
 	// Created counts the jobs created: those enqueued, less duplicates.
 	Created int64
