@@ -29,6 +29,14 @@ func Quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // on.
 func NewQueue(t testing.TB) *queue.Client {
 	t.Helper()
+	c, _ := NewQueueDB(t)
+	return c
+}
+
+// NewQueueDB is NewQueue, with the database, whose server a benchmark
+// measures the CPU time of.
+func NewQueueDB(t testing.TB) (*queue.Client, *pgtest.DB) {
+	t.Helper()
 	db := pgtest.NewDB(t)
 	reg := queue.NewRegistry()
 	must(t, queue.Register(reg, queue.HandlerFunc[Report](func(context.Context, *queue.Job[Report]) error { return nil })))
@@ -36,7 +44,7 @@ func NewQueue(t testing.TB) *queue.Client {
 	must(t, err)
 	must(t, c.Migrate(context.Background()))
 	must(t, bridge.Enable(context.Background(), c))
-	return c
+	return c, db
 }
 
 // Cancelled enqueues n jobs and cancels them, two events each, and
