@@ -62,7 +62,8 @@ func WithHooks(h Hooks) InstrumentOption {
 // EnqueueCall describes an enqueue call to Hooks.Enqueue.
 type EnqueueCall struct {
 	// Operation names the method: "enqueue" (Enqueue and EnqueueRaw),
-	// "enqueue_many" or "enqueue_bulk"; or "schedule" for a schedule's tick.
+	// "enqueue_many" (EnqueueMany, EnqueueRawMany and EnqueueRawKeyed) or
+	// "enqueue_bulk"; or "schedule" for a schedule's tick.
 	Operation string
 	// Schedule names the schedule whose tick enqueues the jobs; empty for
 	// the other operations.
