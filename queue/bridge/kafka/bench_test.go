@@ -64,16 +64,7 @@ func BenchmarkConsumer(b *testing.B) {
 	if err := k.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		got, err := c.Count(context.Background(), queue.Filter{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got == int64(len(recs)) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // a benchmark's poll of the table
-	}
+	bridgetest.AwaitJobs(b, c, len(recs))
 	b.StopTimer()
 	cpu.Stop().PerJob(b, len(recs))
 	b.ReportMetric(float64(len(recs))/b.Elapsed().Seconds(), "jobs/s")

@@ -108,3 +108,17 @@ func must(t testing.TB, err error) {
 		t.Fatalf("bridgetest: %v", err)
 	}
 }
+
+// AwaitJobs returns once c has n jobs, looking every 50 ms: a benchmark's
+// poll of the table, which a consumer fills from elsewhere.
+func AwaitJobs(t testing.TB, c *queue.Client, n int) {
+	t.Helper()
+	for {
+		got, err := c.Count(context.Background(), queue.Filter{})
+		must(t, err)
+		if got == int64(n) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
