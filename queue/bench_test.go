@@ -152,15 +152,18 @@ func countCompletions(n int) (queue.InstrumentOption, <-chan struct{}) {
 // BenchmarkQueueEnqueueBulk times one EnqueueBulk of b.N jobs into an
 // empty, migrated queue under default options, the ANALYZE that follows a
 // large bulk included, and reports jobs/s and CPU per job: of no-op jobs,
-// all alike (alike), and of report jobs, each with a payload of its own
-// (distinct).
+// all alike (alike), of report jobs, each with a payload of its own
+// (distinct), and of those with an idempotency key each (keyed), which
+// cannot be copied and are inserted in slices.
 func BenchmarkQueueEnqueueBulk(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		args func(i int) queue.Args
+		name  string
+		args  func(i int) queue.Args
+		keyed bool
 	}{
-		{"alike", func(int) queue.Args { return noop{} }},
-		{"distinct", func(i int) queue.Args { return report{County: strconv.Itoa(i)} }},
+		{"alike", func(int) queue.Args { return noop{} }, false},
+		{"distinct", func(i int) queue.Args { return report{County: strconv.Itoa(i)} }, false},
+		{"keyed", func(i int) queue.Args { return report{County: strconv.Itoa(i)} }, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnvB(b, func(r *queue.Registry) {
@@ -173,6 +176,9 @@ func BenchmarkQueueEnqueueBulk(b *testing.B) {
 			jobs := make([]queue.Params, b.N)
 			for i := range jobs {
 				jobs[i] = queue.Params{Args: c.args(i)}
+				if c.keyed {
+					jobs[i].Options = []queue.EnqueueOption{queue.IdempotencyKey(strconv.Itoa(i))}
+				}
 			}
 			b.ResetTimer()
 			cpu := pgtest.StartCPU(e.db)

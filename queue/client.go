@@ -186,6 +186,44 @@ func (e *JobError) Unwrap() error { return e.Err }
 // *JobError that names it, wrapping the error EnqueueRaw would return, and
 // nothing is stored.
 func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued, error) {
+	rows, err := c.prepareRawAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return c.insertHooked(ctx, opEnqueueMany, rows)
+}
+
+// EnqueueRawKeyed stores jobs as EnqueueRawMany does, in one statement,
+// but reads none of them back: it returns only the places in jobs, in
+// order, of the duplicates, the jobs whose idempotency key was taken (by
+// an existing job, or an earlier one of jobs), which created nothing. It
+// is for a consumer of a broker's messages, each keyed by its identity,
+// that needs to know only that the jobs are stored before it acknowledges
+// them, and would throw the rows away.
+// Errors are as for EnqueueRawMany. The Enqueue hooks see an
+// EnqueueResult without Enqueued, as for EnqueueBulk.
+func (c *ops) EnqueueRawKeyed(ctx context.Context, jobs []RawParams) (duplicates []int, err error) {
+	rows, err := c.prepareRawAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	insert := func(ctx context.Context) EnqueueResult {
+		duplicates, err = c.st.InsertKeyed(ctx, c.db, rows)
+		if err != nil {
+			return EnqueueResult{Err: check.Failed("enqueue", err)}
+		}
+		return EnqueueResult{Created: int64(len(rows) - len(duplicates))}
+	}
+	if len(c.cfg.hooks) == 0 {
+		return duplicates, insert(ctx).Err
+	}
+	res := c.hooked(ctx, opEnqueueMany, rows, insert)
+	return duplicates, res.Err
+}
+
+// prepareRawAll checks and prepares the jobs of EnqueueRawMany: the first
+// that fails fails them all, with a *JobError.
+func (c *ops) prepareRawAll(jobs []RawParams) ([]newJob, error) {
 	if len(jobs) == 0 {
 		return nil, check.Invalid("no jobs")
 	}
@@ -196,7 +234,7 @@ func (c *ops) EnqueueRawMany(ctx context.Context, jobs []RawParams) ([]Enqueued,
 			return nil, &JobError{Index: i, Err: err}
 		}
 	}
-	return c.insertHooked(ctx, opEnqueueMany, rows)
+	return rows, nil
 }
 
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
@@ -457,10 +495,10 @@ func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
 }
 
 func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
+	// A bulk returns only a count: its slices of keyed jobs read no row back.
 	return enqueue.Bulk(ctx, c.st, c.db, rows, c.tx, c.cfg.logger, func(tx *gorm.DB, part []newJob) (int64, error) {
-		in := c.in(tx)
-		res := in.inserted(ctx, part)
-		return res.Created, res.Err
+		skipped, err := c.st.InsertKeyed(ctx, tx, part)
+		return int64(len(part) - len(skipped)), check.Failed("enqueue", err)
 	})
 }
 

@@ -226,6 +226,59 @@ func TestEnqueueRawManyNamesTheJobThatFails(t *testing.T) {
 	require.Equal(t, int64(2), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
 }
 
+// EnqueueRawKeyed fails as EnqueueRawMany does, stores the jobs of a call
+// once, names the duplicates, inside a caller's transaction stores nothing
+// unless it commits, and tells the Enqueue hooks how many it created, with
+// their metadata stored.
+func TestEnqueueRawKeyedNamesTheDuplicates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	var created []int64
+	hooked, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithHooks(queue.Hooks{
+		Enqueue: func(ctx context.Context, call *queue.EnqueueCall) (context.Context, func(queue.EnqueueResult)) {
+			require.Equal(t, "enqueue_many", call.Operation)
+			call.Metadata = map[string]string{"by": "hook"}
+			return ctx, func(r queue.EnqueueResult) {
+				require.Nil(t, r.Enqueued)
+				created = append(created, r.Created)
+			}
+		}}))
+	require.NoError(t, err)
+	raw := func(key string) queue.RawParams {
+		return queue.RawParams{Kind: "report", Payload: json.RawMessage(`{"county": "Kent"}`),
+			Options: []queue.EnqueueOption{queue.IdempotencyKey(key)}}
+	}
+	bad := queue.RawParams{Kind: "nope", Payload: json.RawMessage(`{}`)}
+	_, err = hooked.EnqueueRawKeyed(ctx, []queue.RawParams{raw("a"), bad})
+	var je *queue.JobError
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, 1, je.Index)
+	_, err = hooked.EnqueueRawKeyed(ctx, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+
+	dups, err := hooked.EnqueueRawKeyed(ctx, []queue.RawParams{raw("a"), raw("b"), raw("a")})
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, dups)
+	dups, err = hooked.EnqueueRawKeyed(ctx, []queue.RawParams{raw("c"), raw("b")})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, dups)
+	require.Equal(t, []int64{2, 1}, created)
+	require.Equal(t, int64(3), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+	jobs, err := e.client.List(ctx, queue.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, queue.Metadata{"by": "hook"}, jobs[0].Metadata)
+
+	err = e.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		dups, err := e.client.Tx(tx).EnqueueRawKeyed(ctx, []queue.RawParams{raw("d"), raw("c")})
+		require.NoError(t, err)
+		require.Equal(t, []int{1}, dups)
+		return errors.New("roll back")
+	})
+	require.Error(t, err)
+	require.Equal(t, int64(3), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "rolled back")
+}
+
 func TestIdempotencyKeyReturnsTheExistingJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, basic(t))

@@ -231,7 +231,9 @@
 // ([ErrUnknownKind]), a payload that does not encode or decode into the
 // kind's type ([ErrInvalidPayload]), an option out of range
 // ([ErrInvalidOption]). A duplicate idempotency key returns the existing
-// job, marked Duplicate.
+// job, marked Duplicate; EnqueueRawKeyed, for a consumer of a broker's
+// messages that needs only to know they are stored, returns only which
+// jobs were duplicates, and reads no job back.
 //
 // What is stored is what was given. PostgreSQL refuses NUL bytes and bytes
 // that are not UTF-8 in text, and \u0000, unpaired surrogates and numbers

@@ -62,7 +62,8 @@ func WithHooks(h Hooks) InstrumentOption {
 // EnqueueCall describes an enqueue call to Hooks.Enqueue.
 type EnqueueCall struct {
 	// Operation names the method: "enqueue" (Enqueue and EnqueueRaw),
-	// "enqueue_many" or "enqueue_bulk"; or "schedule" for a schedule's tick.
+	// "enqueue_many" (EnqueueMany, EnqueueRawMany and EnqueueRawKeyed) or
+	// "enqueue_bulk"; or "schedule" for a schedule's tick.
 	Operation string
 	// Schedule names the schedule whose tick enqueues the jobs; empty for
 	// the other operations.
@@ -83,7 +84,7 @@ type EnqueueJob struct {
 // EnqueueResult is the result of an enqueue call, for Hooks.Enqueue.
 type EnqueueResult struct {
 	// Enqueued is what Enqueue, EnqueueRaw or EnqueueMany returns; nil
-	// for EnqueueBulk.
+	// for EnqueueBulk and EnqueueRawKeyed.
 	Enqueued []Enqueued
 	// Created counts the jobs created: those enqueued, less duplicates.
 	Created int64

@@ -71,6 +71,22 @@
 // consumer-group consumer, queue/bridge/nats a JetStream one; a message's traceparent and tracestate headers
 // become its job's trace context.
 //
+// A batch is one INSERT that skips the keys already taken and returns only
+// which those were (queue.Client.EnqueueRawKeyed): nothing of the jobs
+// comes back to the consumer, which has no use for it. A Kafka consumer
+// (batches of 5,000, from franz-go's in-process kfake broker) turned
+// 40,000 requests into jobs at 39,000 jobs/s from its start, joining the
+// group included (48,000 a second once it had joined), the median of
+// seven runs (36,000 to 53,000); per job it cost its process 5.5 µs of
+// CPU, the broker's work included, and PostgreSQL 13 µs. A JetStream
+// consumer (batches of 1,000, NATS on the same machine) made 19,000
+// jobs/s (12,000 to 22,000 over seven runs), at 11 µs of its own CPU and
+// 17 µs of the database's per job. The machine had 2 cores, shared with
+// other work, and PostgreSQL 15.
+//
+//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 7 ./queue/bridge/kafka/
+//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 7 ./queue/bridge/nats/
+//
 // # Cost
 //
 // A queue that enqueues no-op jobs 5,000 at a time and works them as fast

@@ -111,7 +111,7 @@ func (s *Submitter) Submit(ctx context.Context, subs []Submission) ([]Rejected, 
 		}
 	}
 	for len(params) > 0 {
-		_, err := s.client.EnqueueRawMany(ctx, params)
+		_, err := s.client.EnqueueRawKeyed(ctx, params)
 		var je *queue.JobError
 		if !errors.As(err, &je) {
 			if err != nil {

@@ -9,18 +9,21 @@ import (
 
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
 	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 // A batch of submissions becomes jobs in one go, each keyed by its
-// message; the malformed are rejected with their reason and the rest
-// stored; a message delivered again makes no second job.
+// message, each with its created event in the outbox; the malformed are
+// rejected with their reason and the rest stored; a message delivered
+// again makes no second job, and no second event.
 func TestSubmitStoresTheGoodAndRejectsTheRest(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	s, err := bridge.NewSubmitter(c, 0, 0)
 	require.NoError(t, err)
 	ctx := context.Background()
+	require.NoError(t, bridge.Enable(ctx, c))
 	subs := []bridge.Submission{
 		{Key: "t/0/0", Value: []byte(`{"kind": "report", "payload": {}, "priority": 7}`), Headers: map[string]string{"traceparent": traceparent}},
 		{Key: "t/0/1", Value: []byte(`{"kind": "report", "payload": {}`)},
@@ -54,6 +57,9 @@ func TestSubmitStoresTheGoodAndRejectsTheRest(t *testing.T) {
 	n, err := c.Count(ctx, queue.Filter{})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "delivered again: no second job")
+	pub := &broker{}
+	bridgetest.Run(t, c, pub)
+	require.Equal(t, map[int64][]string{jobs[0].ID: {"created"}, jobs[1].ID: {"created"}}, byJob(t, pub.messages()))
 }
 
 // Wait holds back while the submitter's maximum of its jobs are queued,

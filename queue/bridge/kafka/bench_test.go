@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
 	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
@@ -19,8 +20,10 @@ import (
 // BenchmarkConsumer publishes SHEAF_BENCH_JOBS requests (default 20000)
 // per iteration to a kfake topic, then times a consumer from its start
 // until they are all jobs, and reports jobs/s, and steady_jobs/s from the
-// first job's enqueue to the last's (the group's join left out). No runner works them, so
-// the limit on queued jobs is lifted.
+// first job's enqueue to the last's (the group's join left out), and the
+// CPU time per job of this process (the consumer and the in-process
+// broker) and of the database's server. No runner works them, so the limit
+// on queued jobs is lifted.
 func BenchmarkConsumer(b *testing.B) {
 	n := 20000
 	if v, err := strconv.Atoi(os.Getenv("SHEAF_BENCH_JOBS")); err == nil {
@@ -31,7 +34,7 @@ func BenchmarkConsumer(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer kc.Close()
-	c := bridgetest.NewQueue(b)
+	c, db := bridgetest.NewQueueDB(b)
 	if err := bridge.Disable(context.Background(), c); err != nil { // the consumer alone
 		b.Fatal(err)
 	}
@@ -57,20 +60,13 @@ func BenchmarkConsumer(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	cpu := pgtest.StartCPU(db)
 	if err := k.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		got, err := c.Count(context.Background(), queue.Filter{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got == int64(len(recs)) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // a benchmark's poll of the table
-	}
+	bridgetest.AwaitJobs(b, c, len(recs))
 	b.StopTimer()
+	cpu.Stop().PerJob(b, len(recs))
 	b.ReportMetric(float64(len(recs))/b.Elapsed().Seconds(), "jobs/s")
 	// From the first job's enqueue to the last's: without the group's
 	// join, and without the poll's lag.

@@ -38,7 +38,7 @@ var streams atomic.Int64
 
 // connect connects to url, skipping the test (failing it under CI) when
 // no server answers.
-func connect(t *testing.T, url string, opts ...natsgo.Option) (*natsgo.Conn, jetstream.JetStream) {
+func connect(t testing.TB, url string, opts ...natsgo.Option) (*natsgo.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := natsgo.Connect(url, opts...)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,10 +33,29 @@ type NewJob struct {
 // key, and notifies runners of the queues that got jobs due now, all in one
 // statement; insertRunSQL records the jobs' runs too (runsSeen), for jobs
 // that have any.
-var insertSQL, insertRunSQL = insertJobs(""), insertJobs(", " + runsSeen("ins"))
+var insertSQL, insertRunSQL = insertJobs("*", "", insertRead), insertJobs("*", ", "+runsSeen("ins"), insertRead)
 
-// insertJobs is insertSQL with more WITH items.
-func insertJobs(with string) string {
+// insertRead reads the inserted rows back, for Insert.
+var insertRead = `SELECT ` + pgJobColumns + ` FROM ins, notified ORDER BY id`
+
+// insertKeyedSQL and insertKeyedRunSQL are insertSQL and insertRunSQL
+// that read no row back: the inserted rows return only what notifyDue and
+// runsSeen need, and the statement returns one row, the notifications'
+// count and the ordinals (from 1) of the jobs whose key was taken. Reading
+// notified makes it run, even when nothing is skipped.
+var insertKeyedSQL, insertKeyedRunSQL = insertJobs(insertKeyedCols, "", insertKeyedRead),
+	insertJobs(insertKeyedCols, ", "+runsSeen("ins"), insertKeyedRead)
+
+const (
+	insertKeyedCols = "idempotency_key, queue, priority, status, run_at, rescues, run_id, period, created_at"
+	insertKeyedRead = `SELECT notified, array(SELECT ord FROM input
+	WHERE idempotency_key IS NOT NULL AND NOT EXISTS (SELECT FROM ins WHERE ins.idempotency_key = input.idempotency_key)
+	ORDER BY ord) FROM notified`
+)
+
+// insertJobs is an insert of jobs from arrays that returns the columns
+// returning of the inserted rows, with more WITH items, and then read.
+func insertJobs(returning, with, read string) string {
 	return `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[],
@@ -52,15 +70,14 @@ WITH input AS (
 	       run_id, period, meta, limit_key
 	FROM input ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING *
+	RETURNING ` + returning + `
 ), notified AS (` + notifyDue("ins") + `)` + with + `
-SELECT ` + pgJobColumns + ` FROM ins, notified ORDER BY id`
+` + read
 }
 
-// Insert inserts jobs (in order; one with an idempotency key already taken
-// is skipped), notifies runners of the queues that got jobs due now, and
-// scans the inserted rows, in ID order, into dest, a gorm model slice.
-func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
+// insertArgs returns the arrays insertJobs takes, of jobs, and whether any
+// job is in a run.
+func insertArgs(jobs []NewJob) (args []any, runs bool) {
 	n := len(jobs)
 	kinds, queues, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, attempts := make([]int32, n), make([]int32, n)
@@ -73,13 +90,46 @@ func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest an
 		keys[i], corrs[i], backoffs[i], auths[i] = r.Key, r.Correlation, r.Backoff, r.Auth
 		runIDs[i], periods[i], metas[i] = r.RunID, r.Period, r.Metadata
 		runAts[i], delays[i], limitKeys[i] = r.RunAt, r.Delay.Microseconds(), r.LimitKey
+		runs = runs || r.RunID != nil
 	}
+	return []any{kinds, queues, prios, payloads, keys, corrs,
+		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas, limitKeys}, runs
+}
+
+// Insert inserts jobs (in order; one with an idempotency key already taken
+// is skipped), notifies runners of the queues that got jobs due now, and
+// scans the inserted rows, in ID order, into dest, a gorm model slice.
+func (*postgres) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
+	args, runs := insertArgs(jobs)
 	query := insertSQL
-	if slices.ContainsFunc(jobs, func(j NewJob) bool { return j.RunID != nil }) {
+	if runs {
 		query = insertRunSQL
 	}
-	return db.WithContext(ctx).Raw(query, kinds, queues, prios, payloads, keys, corrs,
-		attempts, backoffs, runAts, delays, auths, runIDs, periods, metas, limitKeys).Scan(dest).Error
+	return db.WithContext(ctx).Raw(query, args...).Scan(dest).Error
+}
+
+// InsertKeyed inserts jobs as Insert does, in one statement, and returns
+// the places in jobs of those it skipped. The statement goes to the
+// driver as it is: gorm would scan nothing here, and only spend time on
+// its arrays of arguments.
+func (*postgres) InsertKeyed(ctx context.Context, db *gorm.DB, jobs []NewJob) ([]int, error) {
+	args, runs := insertArgs(jobs)
+	query := insertKeyedSQL
+	if runs {
+		query = insertKeyedRunSQL
+	}
+	var notified int64
+	var ords idList
+	if err := db.Statement.ConnPool.QueryRowContext(ctx, query, args...).Scan(&notified, &ords); err != nil {
+		return nil, err
+	}
+	// A key taken by an earlier job of jobs is taken by a row of ins, so
+	// the statement does not name its later jobs.
+	skipped := make([]bool, len(jobs))
+	for _, o := range ords {
+		skipped[o-1] = true
+	}
+	return skippedOf(jobs, func(i int, first bool) bool { return skipped[i] || !first }), nil
 }
 
 // insertChildSQL inserts a dependency rule's child, unless its idempotency
@@ -263,3 +313,50 @@ func (s *postgres) Analyze(ctx context.Context) error {
 // enough for a claim to tell a small table from a large one and QUEUED
 // from the rest.
 const analyzeTarget = 10
+
+// skippedOf returns, in order, the places in jobs of the jobs with an
+// idempotency key for which skip(i, first) is true, first telling whether
+// job i is the first of jobs with its key.
+func skippedOf(jobs []NewJob, skip func(i int, first bool) bool) []int {
+	var out []int
+	seen := make(map[string]bool, len(jobs))
+	for i, j := range jobs {
+		if j.Key == nil {
+			continue
+		}
+		first := !seen[*j.Key]
+		seen[*j.Key] = true
+		if skip(i, first) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// insertKeyed is InsertKeyed through a store's Insert, which reads the
+// inserted rows back: their keys tell which jobs were skipped.
+func insertKeyed(ctx context.Context, db *gorm.DB, jobs []NewJob, insert func(context.Context, *gorm.DB, []NewJob, any) error) ([]int, error) {
+	var rows []struct{ IdempotencyKey *string }
+	if err := insert(ctx, db, jobs, &rows); err != nil {
+		return nil, err
+	}
+	inserted := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		if r.IdempotencyKey != nil {
+			inserted[*r.IdempotencyKey] = true
+		}
+	}
+	return skippedOf(jobs, func(i int, first bool) bool { return !first || !inserted[*jobs[i].Key] }), nil
+}
+
+// InsertKeyed inserts jobs as Insert does, and returns the places in jobs
+// of those it skipped.
+func (s *sqlite) InsertKeyed(ctx context.Context, db *gorm.DB, jobs []NewJob) ([]int, error) {
+	return insertKeyed(ctx, db, jobs, s.Insert)
+}
+
+// InsertKeyed inserts jobs as Insert does, and returns the places in jobs
+// of those it skipped.
+func (s *mysql) InsertKeyed(ctx context.Context, db *gorm.DB, jobs []NewJob) ([]int, error) {
+	return insertKeyed(ctx, db, jobs, s.Insert)
+}

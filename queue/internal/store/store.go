@@ -39,6 +39,11 @@ type Store interface {
 	// scans the inserted rows, in ID order, into dest, a gorm model slice.
 	// db may be a transaction.
 	Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error
+	// InsertKeyed inserts jobs as Insert does but reads no row back: it
+	// returns the places in jobs, in order, of those it skipped, their
+	// idempotency key taken by an existing job or an earlier one of jobs.
+	// It is for callers that need to know only that the jobs are stored.
+	InsertKeyed(ctx context.Context, db *gorm.DB, jobs []NewJob) (skipped []int, err error)
 	// Copy inserts jobs, none with an idempotency key, the fastest way the
 	// database has, and returns how many it inserted.
 	Copy(ctx context.Context, jobs []NewJob) (int64, error)

@@ -29,6 +29,14 @@ func Quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // on.
 func NewQueue(t testing.TB) *queue.Client {
 	t.Helper()
+	c, _ := NewQueueDB(t)
+	return c
+}
+
+// NewQueueDB is NewQueue, with the database, whose server a benchmark
+// measures the CPU time of.
+func NewQueueDB(t testing.TB) (*queue.Client, *pgtest.DB) {
+	t.Helper()
 	db := pgtest.NewDB(t)
 	reg := queue.NewRegistry()
 	must(t, queue.Register(reg, queue.HandlerFunc[Report](func(context.Context, *queue.Job[Report]) error { return nil })))
@@ -36,7 +44,7 @@ func NewQueue(t testing.TB) *queue.Client {
 	must(t, err)
 	must(t, c.Migrate(context.Background()))
 	must(t, bridge.Enable(context.Background(), c))
-	return c
+	return c, db
 }
 
 // Cancelled enqueues n jobs and cancels them, two events each, and
@@ -98,5 +106,19 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("bridgetest: %v", err)
+	}
+}
+
+// AwaitJobs returns once c has n jobs, looking every 50 ms: a benchmark's
+// poll of the table, which a consumer fills from elsewhere.
+func AwaitJobs(t testing.TB, c *queue.Client, n int) {
+	t.Helper()
+	for {
+		got, err := c.Count(context.Background(), queue.Filter{})
+		must(t, err)
+		if got == int64(n) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
