@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -244,10 +245,15 @@ func TestReviewSaysWhyJobsWait(t *testing.T) {
 	held := e.enqueue(t, report{County: "B"}, run, queue.OnQueue("held"))
 	night := e.enqueue(t, report{County: "C"}, run, queue.OnQueue("night"))
 	due := e.enqueue(t, report{County: "D"}, run)
-	require.NoError(t, e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeQueue, Target: "capped", Concurrency: 1}))
-	busy := e.enqueue(t, report{County: "E"}, queue.OnQueue("capped"))
-	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'PROCESSING', locked_until = run_at WHERE id = ?", busy).Error)
-	capped := e.enqueue(t, report{County: "F"}, run, queue.OnQueue("capped"))
+	want := map[int64][]string{later: {"scheduled_later"}, held: {"queue_paused"}, night: {"window_closed"}, due: {"due"}}
+	// A store that keeps no limits (MariaDB) has no job a limit holds back.
+	err = e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeQueue, Target: "capped", Concurrency: 1})
+	if !errors.Is(err, queue.ErrLimitsUnsupported) {
+		require.NoError(t, err)
+		busy := e.enqueue(t, report{County: "E"}, queue.OnQueue("capped"))
+		require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'PROCESSING', locked_until = run_at WHERE id = ?", busy).Error)
+		want[e.enqueue(t, report{County: "F"}, run, queue.OnQueue("capped"))] = []string{"limit_reached"}
+	}
 
 	var rv struct {
 		Review struct {
@@ -270,8 +276,7 @@ func TestReviewSaysWhyJobsWait(t *testing.T) {
 			require.NotEmpty(t, r.Detail)
 		}
 	}
-	require.Equal(t, map[int64][]string{later: {"scheduled_later"}, held: {"queue_paused"}, night: {"window_closed"}, due: {"due"},
-		capped: {"limit_reached"}}, got)
+	require.Equal(t, want, got)
 }
 
 // A review reads a bounded number of distinct errors (2,000 error and
@@ -292,8 +297,13 @@ func TestReviewFoldsTheRestIntoOther(t *testing.T) {
 	// Every job failed with an error of its own; the numbers make them
 	// one shape, "feed <n> is offline", once the database has grouped
 	// them by their text.
+	// MariaDB reads || as OR, not as concatenation.
+	lastError := `'feed ' || id || ' is offline'`
+	if e.db.Gorm.Dialector.Name() == "mysql" {
+		lastError = `CONCAT('feed ', id, ' is offline')`
+	}
 	require.NoError(t, e.db.Gorm.Exec(`UPDATE sheaf_jobs SET status = 'FAILED', attempts = 1, claims = 1,
-		started_at = created_at, completed_at = created_at, last_error = 'feed ' || id || ' is offline'`).Error)
+		started_at = created_at, completed_at = created_at, last_error = `+lastError).Error)
 
 	var got struct {
 		Review struct {
