@@ -70,8 +70,8 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 		qs, args := placeholders(queues)
 		where, whereArgs = `rescues > 0 AND queue IN (`+qs+`)`, args
 	}
+	applies, appliesArgs := mysqlLimitsFor(queues)
 	return s.claimThen(ctx, func(tx *sql.Tx) ([]int64, error) {
-		applies, appliesArgs := mysqlLimitsFor(queues)
 		rows, err := tx.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+applies+
 			` ORDER BY scope, target FOR UPDATE`, appliesArgs...)
 		if err != nil {
@@ -114,14 +114,17 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 			}
 		}
 		return mysqlPick(cands, lims, room, fair, c.N), nil
-	}, mysqlStarts, set, setArgs...)
+	}, func(ctx context.Context, tx *sql.Tx, list string) error {
+		return mysqlStarts(ctx, tx, list, applies, appliesArgs)
+	}, set, setArgs...)
 }
 
 // mysqlStarts records the starts of the claimed jobs list in their
 // rate-limited scopes at their started_at, the time the rate limits are
 // measured by (a suspect's is its claim's), and deletes the starts that
-// fell out of their period.
-func mysqlStarts(ctx context.Context, tx *sql.Tx, list string) error {
+// fell out of their period of the limits that apply (the claim's, whose
+// rows it has locked: claims under other limits do not meet on theirs).
+func mysqlStarts(ctx context.Context, tx *sql.Tx, list, applies string, args []any) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sheaf_limit_starts (scope, target, `+"`key`"+`, at)
 		SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, coalesce(c.started_at, `+mysqlNow+`)
 		FROM sheaf_jobs c JOIN sheaf_limits l ON NOT l.suspended AND l.rate > 0
@@ -129,8 +132,9 @@ func mysqlStarts(ctx context.Context, tx *sql.Tx, list string) error {
 		WHERE c.id IN (`+list+`)`); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `DELETE s FROM sheaf_limit_starts s JOIN sheaf_limits l ON l.scope = s.scope AND l.target = s.target
-		WHERE s.at <= `+mysqlAgo("l.period_ms"))
+	_, err := tx.ExecContext(ctx, `DELETE s FROM sheaf_limit_starts s
+		JOIN (SELECT scope, target, period_ms FROM sheaf_limits WHERE `+applies+`) l ON l.scope = s.scope AND l.target = s.target
+		WHERE s.at <= `+mysqlAgo("l.period_ms"), args...)
 	return err
 }
 
