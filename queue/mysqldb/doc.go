@@ -37,7 +37,8 @@
 //   - A claim that limits (KindLimit, KeyLimit, SetLimit) apply to locks
 //     the limits' rows, counts their use and locks its candidates in
 //     statements of one transaction, and picks among them in the client;
-//     from a cursor it reads the queue from its start.
+//     from a cursor it reads the queue from its start, and a fair claim
+//     reads every queued job of its fair kinds to find each key's first.
 //
 // # Throughput
 //
