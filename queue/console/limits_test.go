@@ -23,7 +23,6 @@ func TestJobPageSaysWhichLimitHoldsItBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
-	limitsOrSkip(t, e)
 	require.NoError(t, e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 1}))
 	running := e.enqueue(t, report{County: "Harris"})
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET status = 'PROCESSING', locked_until = run_at WHERE id = ?", running).Error)
@@ -42,7 +41,6 @@ func TestLimitsThroughTheConsole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
-	limitsOrSkip(t, e)
 	require.Contains(t, e.page(t, "/limits", http.StatusOK), "No limit is set.")
 
 	res := e.do(t, "POST", "/api/limits", `{"scope":"kind","target":"report","concurrency":5,"rate":100,"per_seconds":60}`)

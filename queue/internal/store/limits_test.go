@@ -184,8 +184,7 @@ func keyed(kind, key string, p, n int) []store.NewJob {
 	return jobs
 }
 
-// insertKeyed migrates st, skipping MariaDB, where limits are not
-// enforced, and inserts the jobs.
+// insertKeyed migrates st and inserts the jobs.
 func insertKeyed(t *testing.T, st store.Store, db *gorm.DB, jobs ...[]store.NewJob) {
 	t.Helper()
 	ctx := context.Background()
