@@ -326,10 +326,8 @@
 // github.com/sheaf-dev/sheaf/queue/mysqldb (pure Go), which alone links
 // the MySQL driver. Claims take jobs with SKIP LOCKED, as on PostgreSQL;
 // MariaDB has no notifications, so runners in other processes find new
-// jobs and cancellations when they poll and renew their leases. Limits
-// across runners are not enforced there yet: SetLimit, and a runner whose
-// kinds declare limits, return ErrLimitsUnsupported. That package's
-// documentation says what else differs.
+// jobs and cancellations when they poll and renew their leases. That
+// package's documentation says what else differs.
 //
 // # Schedules
 //

@@ -135,8 +135,9 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 }
 
 // ErrLimitsUnsupported is returned by SetLimit, and by a runner's Start
-// when its kinds declare limits, on a database that does not enforce them:
-// MariaDB and MySQL, for now.
+// when its kinds declare limits, on a database that does not enforce
+// them. Every store the queue opens enforces them now; it is kept for
+// programs that test for it.
 var ErrLimitsUnsupported = store.ErrLimitsUnsupported
 
 // ErrNoLimit is returned by RemoveLimit for a limit that does not exist.

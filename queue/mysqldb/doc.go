@@ -34,8 +34,11 @@
 //     holds by looking for them again (SKIP LOCKED) until its deadline,
 //     not by waiting for the row in the server: MariaDB would go on
 //     waiting after the client gave up.
-//   - Limits (KindLimit, KeyLimit, SetLimit) are refused with
-//     queue.ErrLimitsUnsupported.
+//   - A claim that limits (KindLimit, KeyLimit, SetLimit) apply to locks
+//     the limits' rows, counts their use and locks its candidates in
+//     statements of one transaction, and picks among them in the client;
+//     from a cursor it reads the queue from its start, and a fair claim
+//     reads every queued job of its fair kinds to find each key's first.
 //
 // # Throughput
 //

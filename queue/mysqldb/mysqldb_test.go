@@ -75,9 +75,8 @@ func TestTheQueueRefusesAConnectionOutOfUTC(t *testing.T) {
 	require.NoError(t, c.Migrate(context.Background()))
 }
 
-// Limits are not enforced on MariaDB yet: setting one is refused, saying
-// so, and nothing is listed.
-func TestLimitsAreRefusedOnMariaDB(t *testing.T) {
+// A limit set on MariaDB is kept and listed with its use.
+func TestLimitsOnMariaDB(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewMySQL(t)
 	c, err := queue.NewClient(db.Gorm, queue.NewRegistry())
@@ -85,8 +84,9 @@ func TestLimitsAreRefusedOnMariaDB(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, c.Migrate(ctx))
 	err = c.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 2})
-	require.ErrorIs(t, err, queue.ErrLimitsUnsupported)
+	require.NoError(t, err)
 	ls, err := c.Limits(ctx)
 	require.NoError(t, err)
-	require.Empty(t, ls)
+	require.Len(t, ls, 1)
+	require.Equal(t, []any{queue.ScopeKind, "report", 2, 0}, []any{ls[0].Scope, ls[0].Target, ls[0].Concurrency, ls[0].Running})
 }

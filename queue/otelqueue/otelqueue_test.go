@@ -460,10 +460,7 @@ func TestGauges(t *testing.T) {
 	_, err := h.client.EnqueueMany(context.Background(), []queue.Params{{Args: report{}}, {Args: report{}, Options: []queue.EnqueueOption{queue.OnQueue("slow")}}})
 	require.NoError(t, err)
 	require.NoError(t, h.client.PauseQueue(context.Background(), "slow"))
-	limits := pgtest.Store() != "mysql" // MariaDB refuses limits (ErrLimitsUnsupported)
-	if limits {
-		require.NoError(t, h.client.SetLimit(context.Background(), queue.Limit{Scope: queue.ScopeQueue, Target: "slow", Concurrency: 4}))
-	}
+	require.NoError(t, h.client.SetLimit(context.Background(), queue.Limit{Scope: queue.ScopeQueue, Target: "slow", Concurrency: 4}))
 
 	gauge := func(ms map[string]metricdata.Metrics, name string, attrs ...attribute.KeyValue) int64 {
 		for _, dp := range ms[name].Data.(metricdata.Gauge[int64]).DataPoints {
@@ -483,12 +480,10 @@ func TestGauges(t *testing.T) {
 	require.Equal(t, int64(0), gauge(ms, "sheaf.queue.paused", onDefault))
 	require.Equal(t, int64(2), gauge(ms, "sheaf.queue.dependency.pending", otelqueue.AttrRule.String("summarise")))
 	require.Len(t, ms["sheaf.queue.oldest_due.age"].Data.(metricdata.Gauge[float64]).DataPoints, 2)
-	if limits {
-		limit := ms["sheaf.queue.limit.use"].Data.(metricdata.Gauge[float64]).DataPoints
-		require.Len(t, limit, 1)
-		require.True(t, has(limit[0].Attributes, []attribute.KeyValue{otelqueue.AttrLimit.String("queue slow")}))
-		require.Zero(t, limit[0].Value, "nothing runs")
-	}
+	limit := ms["sheaf.queue.limit.use"].Data.(metricdata.Gauge[float64]).DataPoints
+	require.Len(t, limit, 1)
+	require.True(t, has(limit[0].Attributes, []attribute.KeyValue{otelqueue.AttrLimit.String("queue slow")}))
+	require.Zero(t, limit[0].Value, "nothing runs")
 
 	_, err = h.client.Enqueue(context.Background(), report{})
 	require.NoError(t, err)

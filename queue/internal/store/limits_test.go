@@ -79,9 +79,6 @@ func TestClaimWithinLimits(t *testing.T) {
 // lets more start once the period has passed.
 func TestClaimWithinRate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
-		if st.Dialect() == "mysql" {
-			t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
-		}
 		ctx := context.Background()
 		_, err := st.Migrate(ctx)
 		require.NoError(t, err)
@@ -125,14 +122,11 @@ func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
 		require.Empty(t, limits)
 
 		require.NoError(t, st.SetPaused(ctx, db, "q", true))
-		var want []store.Limit
-		if st.Dialect() != "mysql" {
-			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "report", Concurrency: 3})
-			require.NoError(t, err)
-			_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeQueue, Target: "q", Concurrency: 1, Suspended: true})
-			require.NoError(t, err)
-			want = []store.Limit{{Scope: store.ScopeKind, Target: "report", Concurrency: 3}}
-		}
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "report", Concurrency: 3})
+		require.NoError(t, err)
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeQueue, Target: "q", Concurrency: 1, Suspended: true})
+		require.NoError(t, err)
+		want := []store.Limit{{Scope: store.ScopeKind, Target: "report", Concurrency: 3}}
 		paused, limits, err = conn.Holds(ctx)
 		require.NoError(t, err)
 		require.Equal(t, []string{"q"}, paused)
@@ -190,13 +184,9 @@ func keyed(kind, key string, p, n int) []store.NewJob {
 	return jobs
 }
 
-// insertKeyed migrates st, skipping MariaDB, where limits are not
-// enforced, and inserts the jobs.
+// insertKeyed migrates st and inserts the jobs.
 func insertKeyed(t *testing.T, st store.Store, db *gorm.DB, jobs ...[]store.NewJob) {
 	t.Helper()
-	if st.Dialect() == "mysql" {
-		t.Skip("limits are not enforced on MariaDB yet: SetLimit refuses them")
-	}
 	ctx := context.Background()
 	_, err := st.Migrate(ctx)
 	require.NoError(t, err)

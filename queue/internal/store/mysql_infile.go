@@ -29,7 +29,7 @@ var infileSeq atomic.Int64
 // meta in hexadecimal.
 const mysqlLoadJobs = `LOAD DATA LOCAL INFILE 'Reader::%s' INTO TABLE sheaf_jobs CHARACTER SET utf8mb4
 	FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n'
-	(kind, queue, priority, payload, correlation_id, max_attempts, backoff, @run_at, @delay, auth, run_id, period, @meta)
+	(kind, queue, priority, payload, correlation_id, max_attempts, backoff, @run_at, @delay, auth, run_id, period, @meta, limit_key)
 	SET run_at = coalesce(@run_at, ` + mysqlNow + ` + INTERVAL @delay MICROSECOND), created_at = ` + mysqlNow + `,
 		meta = UNHEX(@meta)`
 
@@ -98,7 +98,7 @@ func (r *infileRows) row(j *NewJob) {
 	}
 	for i, v := range [...]any{j.Kind, j.Queue, infileRaw(strconv.Itoa(j.Priority)), j.Payload, j.Correlation,
 		infileRaw(strconv.Itoa(j.Attempts)), j.Backoff, runAt, infileRaw(strconv.FormatInt(j.Delay.Microseconds(), 10)),
-		j.Auth, j.RunID, j.Period, meta} {
+		j.Auth, j.RunID, j.Period, meta, j.LimitKey} {
 		if i > 0 {
 			b.WriteByte('\t')
 		}

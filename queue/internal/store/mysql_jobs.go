@@ -17,13 +17,13 @@ import (
 // on MariaDB.
 
 const mysqlInsertColumns = `INSERT INTO sheaf_jobs (kind, queue, priority, payload, idempotency_key, correlation_id,
-	max_attempts, backoff, run_at, created_at, auth, run_id, period, parent_ids, meta) VALUES `
+	max_attempts, backoff, run_at, created_at, auth, run_id, period, parent_ids, meta, limit_key) VALUES `
 
 // mysqlInsertRow is one row of mysqlInsertColumns: run_at is the row's,
 // or now plus its delay, by the server's clock.
-const mysqlInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, " + mysqlNow + " + INTERVAL ? MICROSECOND), " + mysqlNow + ", ?, ?, ?, ?, ?)"
+const mysqlInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, " + mysqlNow + " + INTERVAL ? MICROSECOND), " + mysqlNow + ", ?, ?, ?, ?, ?, ?)"
 
-// mysqlInsertBatch is how many rows one INSERT writes: 15 parameters each,
+// mysqlInsertBatch is how many rows one INSERT writes: 16 parameters each,
 // well within the protocol's 65,535.
 const mysqlInsertBatch = 2000
 
@@ -37,7 +37,7 @@ func mysqlInsertArgs(args []any, j NewJob, parents any) []any {
 		meta = j.Metadata
 	}
 	return append(args, j.Kind, j.Queue, j.Priority, j.Payload, j.Key, j.Correlation, j.Attempts, j.Backoff,
-		at, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, parents, meta)
+		at, j.Delay.Microseconds(), j.Auth, j.RunID, j.Period, parents, meta, j.LimitKey)
 }
 
 func (s *mysql) Insert(ctx context.Context, db *gorm.DB, jobs []NewJob, dest any) error {
@@ -73,7 +73,7 @@ func (s *mysql) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, er
 		var back []due
 		err = tx.Transaction(func(tx *gorm.DB) error {
 			for chunk := range slices.Chunk(todo, mysqlInsertBatch) {
-				args := make([]any, 0, 15*len(chunk))
+				args := make([]any, 0, 16*len(chunk))
 				for _, j := range chunk {
 					args = mysqlInsertArgs(args, j, parentList)
 				}
@@ -434,7 +434,7 @@ func (s *mysql) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 	if err != nil {
 		err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 			for chunk := range slices.Chunk(jobs, mysqlCopyBatch) {
-				args := make([]any, 0, 15*len(chunk))
+				args := make([]any, 0, 16*len(chunk))
 				for _, j := range chunk {
 					args = mysqlInsertArgs(args, j, nil)
 				}

@@ -44,6 +44,9 @@ func notIn(col string, l []string) (string, []any) {
 // the start steps over every one; on a busy queue that cost more than the
 // claim's update.
 func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
+	if cl.Limited {
+		return c.s.claimLimited(ctx, cl, false, []string{cl.Queue})
+	}
 	closed, closedArgs := notIn("kind", cl.ClosedKinds)
 	pick := func(tx *sql.Tx, n int, where string, args ...any) ([]int64, error) {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_claim)
@@ -80,10 +83,17 @@ func (c mysqlConn) Claim(ctx context.Context, cl Claim) ([]Claimed, error) {
 			ids = append(ids, more...)
 		}
 		return ids, nil
-	}, `status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = `+mysqlNow+`,
-		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
-		cl.Lease.Microseconds(), cl.Runner)
+	}, mysqlClaimSet, cl.Lease.Microseconds(), cl.Runner)
 }
+
+// mysqlClaimSet and mysqlClaimSuspectSet are what a claim and a suspect's
+// claim set on their jobs; they take the lease (µs) and the runner.
+const (
+	mysqlClaimSet = `status = 'PROCESSING', attempts = attempts + 1, claims = claims + 1, started_at = ` + mysqlNow + `,
+		locked_until = ` + mysqlNow + ` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`
+	mysqlClaimSuspectSet = `status = 'PROCESSING', claims = claims + 1, started_at = NULL,
+		locked_until = ` + mysqlNow + ` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`
+)
 
 func (c mysqlConn) ClaimSuspect(ctx context.Context, queues []string, lease time.Duration, runner string, closedKinds []string) ([]Claimed, error) {
 	qs, args := placeholders(queues)
@@ -96,14 +106,19 @@ func (c mysqlConn) ClaimSuspect(ctx context.Context, queues []string, lease time
 			return nil, err
 		}
 		return scanIDs(rows)
-	}, `status = 'PROCESSING', claims = claims + 1, started_at = NULL,
-		locked_until = `+mysqlNow+` + INTERVAL ? MICROSECOND, locked_by = ?, output = NULL`,
-		lease.Microseconds(), runner)
+	}, mysqlClaimSuspectSet, lease.Microseconds(), runner)
 }
 
 // claim locks the IDs pick selects, sets set on them and reads them back,
 // in one transaction.
 func (s *mysql) claim(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), set string, setArgs ...any) (out []Claimed, err error) {
+	return s.claimThen(ctx, pick, nil, set, setArgs...)
+}
+
+// claimThen is claim, calling then, if not nil, with the list of the IDs
+// once set is set on them.
+func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), then func(ctx context.Context, tx *sql.Tx, list string) error,
+	set string, setArgs ...any) (out []Claimed, err error) {
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		ids, err := pick(tx)
 		if err != nil || len(ids) == 0 {
@@ -112,6 +127,11 @@ func (s *mysql) claim(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error
 		list := ints(ids)
 		if _, err := tx.ExecContext(ctx, "UPDATE sheaf_jobs SET "+set+" WHERE id IN ("+list+")", setArgs...); err != nil {
 			return err
+		}
+		if then != nil {
+			if err := then(ctx, tx, list); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
 		if err != nil {
