@@ -134,12 +134,6 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 	return check.Failed(fmt.Sprintf("SetLimit %s %q", l.Scope, l.Target), err)
 }
 
-// ErrLimitsUnsupported is returned by SetLimit, and by a runner's Start
-// when its kinds declare limits, on a database that does not enforce
-// them. Every store the queue opens enforces them now; it is kept for
-// programs that test for it.
-var ErrLimitsUnsupported = store.ErrLimitsUnsupported
-
 // ErrNoLimit is returned by RemoveLimit for a limit that does not exist.
 var ErrNoLimit = errors.New("queue: no such limit")
 

@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -91,7 +90,6 @@ func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
-	limitsOrSkip(t, e)
 	e.enqueue(t, report{County: "Harris"}, queue.OnQueue("exports"))
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/limits")
@@ -161,17 +159,4 @@ func value(t *testing.T, b *browsertest.Browser, sel string) string {
 	var out string
 	b.Run(t, chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).value`, &out))
 	return out
-}
-
-// limitsOrSkip skips a test of the limits page on a store that keeps no
-// limits (queue.ErrLimitsUnsupported).
-func limitsOrSkip(t *testing.T, e *env) {
-	t.Helper()
-	ctx := context.Background()
-	err := e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "probe", Concurrency: 1})
-	if errors.Is(err, queue.ErrLimitsUnsupported) {
-		t.Skip(err)
-	}
-	require.NoError(t, err)
-	require.NoError(t, e.client.RemoveLimit(ctx, queue.ScopeKind, "probe"))
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -19,11 +18,6 @@ import (
 // them in Go as limitPick does: MariaDB has no UPDATE ... RETURNING and
 // locks no rows in a WITH item. At READ COMMITTED each statement after the
 // lock sees what the claims it waited for committed.
-
-// ErrLimitsUnsupported is returned for a limit set on a database that does
-// not enforce limits. No store returns it now; it is kept for callers that
-// test for it.
-var ErrLimitsUnsupported = errors.New("limits across runners are not supported on this database")
 
 // mysqlAgo is the time p milliseconds ago.
 func mysqlAgo(p string) string { return mysqlNow + ` - INTERVAL (` + p + `) * 1000 MICROSECOND` }
