@@ -24,6 +24,7 @@ type ChunkTimes struct {
 
 // add records a chunk that took d.
 func (t *ChunkTimes) add(d time.Duration) {
+	d = d.Truncate(time.Microsecond) // as stored, so the sum is of what is shown
 	if t.Count == 0 || d < t.Min {
 		t.Min = d
 	}
