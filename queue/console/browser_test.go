@@ -316,7 +316,7 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	// Each chunk's time: a bar each, newest first in the table, with no
 	// accessibility violation once the table is open.
 	b.Wait(t, `document.querySelectorAll("#chunk-spark rect").length === 4`)
-	require.Regexp(t, `^Latest .+, slowest .+, fastest .+, .+ on average over 4 chunks \(this attempt's\)\.$`, texts(t, b, "#chunk-times")[0])
+	require.Regexp(t, `^Latest .+, slowest .+, fastest .+, .+ on average over 4 chunks \(the latest attempt's\)\.$`, texts(t, b, "#chunk-times")[0])
 	b.Run(t, chromedp.Evaluate(`document.getElementById("chunk-table").open = true`, nil))
 	require.Equal(t, []string{"4", "3", "2", "1"}, texts(t, b, "#chunk-table tbody td:first-child"))
 	require.Len(t, texts(t, b, "#chunk-spark rect.slowest"), 1)

@@ -471,7 +471,7 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 
 	page := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
 	require.Regexp(t, `<p class="note" id="chunks">In chunks of 2 records: 3 of 3 done, [^<]+ a chunk on average\.</p>`, page)
-	require.Regexp(t, `<p id="chunk-times">Latest [^,]+, slowest [^,]+, fastest [^,]+, [^<]+ on average over 3 chunks \(this attempt's\)\.</p>`, page)
+	require.Regexp(t, `<p id="chunk-times">Latest [^,]+, slowest [^,]+, fastest [^,]+, [^<]+ on average over 3 chunks \(the latest attempt's\)\.</p>`, page)
 	require.Regexp(t, `<svg class="spark" id="chunk-spark" [^>]*aria-label="Times of chunks 1 to 3, oldest on the left: the slowest, chunk [123], took [^"]+">`, page)
 	require.Equal(t, 3, strings.Count(page, `<rect class="bar`))
 	require.Equal(t, 1, strings.Count(page, `<rect class="bar slowest"`))
