@@ -2,11 +2,14 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"iter"
+	"time"
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // Chunked works a job as a stream of records cut into chunks, on sheaf's
@@ -73,4 +76,43 @@ func RegisterChunked[A Args, R any](r *Registry, c Chunked[A, R], opts ...Chunke
 // call returns fewer than size records, and yields them one by one.
 func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context, offset, limit int) ([]R, error)) iter.Seq2[R, error] {
 	return runner.Pages(ctx, size, fetch, check.Invalid("page size %d < 1", size))
+}
+
+// ChunkTimes is how long the chunks of a chunked job's latest attempt
+// took, each measured around its ProcessChunk. The runner saves it with the
+// job's progress after every chunk, in the same statement; a job that is
+// not chunked, or whose attempt has not finished a chunk, has none.
+type ChunkTimes struct {
+	// Count is the chunks timed; Min, Max and Sum cover them all.
+	Count         int64
+	Min, Max, Sum time.Duration
+	// Recent are the latest chunks' durations, oldest first: at most
+	// ChunkTimesKept.
+	Recent []time.Duration
+}
+
+// ChunkTimesKept is how many of the latest chunks' durations ChunkTimes
+// keeps.
+const ChunkTimesKept = runner.ChunkTimesKept
+
+// Mean is the average time a chunk took; 0 for none.
+func (t ChunkTimes) Mean() time.Duration {
+	if t.Count == 0 {
+		return 0
+	}
+	return t.Sum / time.Duration(t.Count)
+}
+
+// ChunkTimes returns the chunk times of job id's latest attempt (see
+// ChunkTimes), or ErrNotFound. It reads one column of one row.
+func (c *ops) ChunkTimes(ctx context.Context, id int64) (ChunkTimes, error) {
+	text, found, err := store.ChunkTimes(ctx, c.db, id)
+	switch {
+	case err != nil:
+		return ChunkTimes{}, fmt.Errorf("queue: chunk times of %d: %w", id, err)
+	case !found:
+		return ChunkTimes{}, fmt.Errorf("%w: %d", ErrNotFound, id)
+	}
+	t, err := runner.ParseChunkTimes(text)
+	return ChunkTimes(t), err
 }

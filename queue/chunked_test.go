@@ -140,6 +140,16 @@ func TestChunkedJobWritesEveryRecordWithProgress(t *testing.T) {
 	require.Len(t, w.chunks[2].Items, 500)
 	require.Equal(t, 1, w.finished)
 	require.Zero(t, w.cleanups)
+
+	times, err := e.client.ChunkTimes(context.Background(), id)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, times.Count)
+	require.Len(t, times.Recent, 3)
+	require.Equal(t, slices.Max(times.Recent), times.Max)
+	require.Equal(t, slices.Min(times.Recent), times.Min)
+	require.Equal(t, times.Recent[0]+times.Recent[1]+times.Recent[2], times.Sum)
+	_, err = e.client.ChunkTimes(context.Background(), id+1000)
+	require.ErrorIs(t, err, queue.ErrNotFound)
 }
 
 func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
@@ -183,6 +193,9 @@ func TestChunkedFailureCleansUpAndTheRetryWritesOnce(t *testing.T) {
 	require.Zero(t, rowsAfterFailure, "the failed attempt's two chunks were cleaned up")
 	require.Equal(t, int64(4200), e.outputRows(t, id), "the retry wrote every record, once")
 	require.Equal(t, 2, w.cleanups, "after the failure, and again before the retry in case a crash left output")
+	times, err := e.client.ChunkTimes(context.Background(), id)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, times.Count, "the retry's chunks only: an attempt starts without the failed one's")
 }
 
 func TestChunkedCancelMidRunCleansUp(t *testing.T) {

@@ -130,7 +130,12 @@
 // [Chunked] handler that returns the job's record count and an iterator (or
 // [Pages] over a fetch-by-offset function) and writes one chunk per call,
 // with progress saved after each; its Cleanup removes a failed attempt's
-// output.
+// output. The same update saves how long each chunk's ProcessChunk took:
+// the count, shortest, longest and sum of the attempt's chunks and the
+// latest [ChunkTimesKept] durations, so that a job that slowed down midway
+// shows it without a write of its own. [Client.ChunkTimes] reads them, and
+// the console's job page draws them; a new attempt starts without its
+// predecessor's.
 //
 // # Exactly-once effects: completing in the handler's transaction
 //

@@ -279,6 +279,7 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	b.Wait(t, `Number(document.getElementById("progress")?.value) === 1`)
 	require.Equal(t, []string{"1 of 4 (25%)"}, texts(t, b, "#progress-text"))
+	b.Wait(t, `document.getElementById("chunk-times")?.textContent.endsWith("over 1 chunk.")`)
 	b.Screenshot(t, "progress")
 
 	// While the tab is hidden the page asks the server nothing, though its
@@ -312,6 +313,15 @@ func TestBrowserProgressBarMoves(t *testing.T) {
 	require.Equal(t, []string{"3 of 4 (75%)"}, texts(t, b, "#progress-text"))
 	gate <- struct{}{}
 	b.Wait(t, `document.getElementById("status").textContent === "COMPLETED"`)
+	// Each chunk's time: a bar each, newest first in the table, with no
+	// accessibility violation once the table is open.
+	b.Wait(t, `document.querySelectorAll("#chunk-spark rect").length === 4`)
+	require.Regexp(t, `^Latest .+, slowest .+, fastest .+, .+ on average over 4 chunks \(the latest attempt's\)\.$`, texts(t, b, "#chunk-times")[0])
+	b.Run(t, chromedp.Evaluate(`document.getElementById("chunk-table").open = true`, nil))
+	require.Equal(t, []string{"4", "3", "2", "1"}, texts(t, b, "#chunk-table tbody td:first-child"))
+	require.Len(t, texts(t, b, "#chunk-spark rect.slowest"), 1)
+	b.Screenshot(t, "chunk-times")
+	require.Empty(t, axe(t, b))
 	_ = r
 }
 

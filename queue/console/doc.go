@@ -128,7 +128,9 @@
 //     job that matches, after an in-page dialog that says which jobs in
 //     words, how many, and shows the first.
 //   - /jobs/{id}: a job's status, arguments (through the formatter), the
-//     progress bar of a chunked job, which moves while it runs, the
+//     progress bar of a chunked job, which moves while it runs, and its
+//     chunk times (the latest, slowest, fastest and average, the latest
+//     50 drawn as bars with the slowest apart, and a table of them), the
 //     timeline of its attempts with runners and errors, parents and
 //     children as links (or the rules it holds up), output, correlation
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a

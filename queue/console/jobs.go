@@ -153,6 +153,13 @@ func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, e
 	if len(rec.Output) > 0 {
 		v.Output = rec.Output
 	}
+	if _, chunked := c.reg.ChunkSize(rec.Kind); chunked {
+		times, err := c.client.ChunkTimes(ctx, id)
+		if err != nil {
+			return jobDetailResponse{}, err
+		}
+		v.Progress.SetChunkTimes(times)
+	}
 	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts)}, nil
 }
 

@@ -429,6 +429,14 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 				Chunks       *int64   `json:"chunks"`
 				ChunksDone   int64    `json:"chunks_done"`
 				ChunkSeconds *float64 `json:"chunk_seconds"`
+				ChunkTimes   *struct {
+					Count       int64     `json:"count"`
+					Min         float64   `json:"min_seconds"`
+					Max         float64   `json:"max_seconds"`
+					Mean        float64   `json:"mean_seconds"`
+					Recent      []float64 `json:"recent_seconds"`
+					FirstRecent int64     `json:"first_recent"`
+				} `json:"chunk_times"`
 			} `json:"progress"`
 		} `json:"job"`
 	}
@@ -437,6 +445,7 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 	require.Equal(t, 2, p.ChunkSize)
 	require.Nil(t, p.Chunks, "the total is known once the attempt starts")
 	require.Nil(t, p.ChunkSeconds)
+	require.Nil(t, p.ChunkTimes, "no chunk has run")
 
 	e.work(t, id, plain)
 	e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", id), "").decode(t, &got)
@@ -450,9 +459,24 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.InDelta(t, rec.CompletedAt.Sub(*rec.StartedAt).Seconds()/3, *p.ChunkSeconds, 1e-6, "the attempt's time over its chunks")
+	// Each chunk's own time, as the runner saved it with the progress.
+	ct := p.ChunkTimes
+	require.NotNil(t, ct)
+	require.EqualValues(t, 3, ct.Count)
+	require.EqualValues(t, 1, ct.FirstRecent)
+	require.Len(t, ct.Recent, 3)
+	require.Equal(t, slices.Max(ct.Recent), ct.Max)
+	require.Equal(t, slices.Min(ct.Recent), ct.Min)
+	require.InDelta(t, (ct.Recent[0]+ct.Recent[1]+ct.Recent[2])/3, ct.Mean, 1e-6)
 
 	page := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
 	require.Regexp(t, `<p class="note" id="chunks">In chunks of 2 records: 3 of 3 done, [^<]+ a chunk on average\.</p>`, page)
+	require.Regexp(t, `<p id="chunk-times">Latest [^,]+, slowest [^,]+, fastest [^,]+, [^<]+ on average over 3 chunks \(the latest attempt's\)\.</p>`, page)
+	require.Regexp(t, `<svg class="spark" id="chunk-spark" [^>]*aria-label="Times of chunks 1 to 3, oldest on the left: the slowest, chunk [123], took [^"]+">`, page)
+	require.Equal(t, 3, strings.Count(page, `<rect class="bar`))
+	require.Equal(t, 1, strings.Count(page, `<rect class="bar slowest"`))
+	require.Regexp(t, `(?s)<tbody><tr[^>]*><td>3</td>.*<td>2</td>.*<td>1</td>.*</tbody>`, page, "newest first")
+	require.NotContains(t, string(e.do(t, "GET", "/api/jobs?kind=county_export", "").body), "chunk_times", "not in lists")
 	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", plain), http.StatusOK), `id="chunks"`)
 	require.NotContains(t, string(e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", plain), "").body), "chunk_size")
 }

@@ -57,13 +57,47 @@ type Progress struct {
 	// For a chunked kind: its records per chunk, the attempt's chunks
 	// (once it knows its total) and those done, and the seconds a chunk
 	// took on average, from the attempt's start to its end (or to now,
-	// while it runs). The runner keeps no time per chunk: Hooks.Chunk
-	// sees each one.
+	// while it runs).
 	ChunkSize    int      `json:"chunk_size,omitempty"`
 	Chunks       *int64   `json:"chunks,omitempty"`
 	ChunksDone   int64    `json:"chunks_done,omitempty"`
 	ChunkSeconds *float64 `json:"chunk_seconds,omitempty"`
+	// ChunkTimes is how long each chunk of the latest attempt took, shown
+	// for one job, not in lists; absent before its first chunk.
+	ChunkTimes *ChunkTimes `json:"chunk_times,omitempty"`
 }
+
+// ChunkTimes is how long the chunks of a chunked job's latest attempt
+// took, in seconds, each measured around its ProcessChunk: the count,
+// shortest, longest and average of all of them, and the latest ones.
+type ChunkTimes struct {
+	Count       int64   `json:"count"`
+	MinSeconds  float64 `json:"min_seconds"`
+	MaxSeconds  float64 `json:"max_seconds"`
+	MeanSeconds float64 `json:"mean_seconds"`
+	// RecentSeconds are the latest chunks' times (at most 50), oldest
+	// first; the last is chunk Count's, the first chunk FirstRecent's.
+	RecentSeconds []float64 `json:"recent_seconds"`
+	FirstRecent   int64     `json:"first_recent"`
+}
+
+// SetChunkTimes fills in p's chunk times from t; none before a chunk.
+func (p *Progress) SetChunkTimes(t queue.ChunkTimes) {
+	if t.Count == 0 || len(t.Recent) == 0 {
+		p.ChunkTimes = nil
+		return
+	}
+	v := &ChunkTimes{Count: t.Count, MinSeconds: t.Min.Seconds(), MaxSeconds: t.Max.Seconds(),
+		MeanSeconds: t.Mean().Seconds(), RecentSeconds: make([]float64, len(t.Recent)),
+		FirstRecent: t.Count - int64(len(t.Recent)) + 1}
+	for i, d := range t.Recent {
+		v.RecentSeconds[i] = d.Seconds()
+	}
+	p.ChunkTimes = v
+}
+
+// Latest is the time the latest chunk took.
+func (t *ChunkTimes) Latest() float64 { return t.RecentSeconds[len(t.RecentSeconds)-1] }
 
 // SetChunks fills in p's chunks, for a chunked kind of size records per
 // chunk whose attempt ran from started to finished (nil: still running).

@@ -51,3 +51,17 @@ func TestAttempts(t *testing.T) {
 	require.Nil(t, got[1].StartedAt, "claimed, not started")
 	require.Nil(t, got[1].FinishedAt)
 }
+
+// Chunk times are shown in seconds, with the number of the first chunk
+// kept; a job with no chunk timed shows none.
+func TestSetChunkTimes(t *testing.T) {
+	t.Parallel()
+	var p Progress
+	p.SetChunkTimes(queue.ChunkTimes{})
+	require.Nil(t, p.ChunkTimes)
+	p.SetChunkTimes(queue.ChunkTimes{Count: 60, Min: time.Second, Max: 4 * time.Second, Sum: 120 * time.Second,
+		Recent: []time.Duration{3 * time.Second, 4 * time.Second}})
+	require.Equal(t, &ChunkTimes{Count: 60, MinSeconds: 1, MaxSeconds: 4, MeanSeconds: 2,
+		RecentSeconds: []float64{3, 4}, FirstRecent: 59}, p.ChunkTimes)
+	require.Equal(t, 4.0, p.ChunkTimes.Latest())
+}

@@ -44,6 +44,8 @@ type chunkProcessor[R any] struct {
 	c         Chunks[R]
 	total     int64
 	processed int64
+	times     ChunkTimes
+	text      []byte // times encoded, reused
 }
 
 func (p *chunkProcessor[R]) Process(ctx context.Context, b batch.Batch[R]) error {
@@ -55,13 +57,16 @@ func (p *chunkProcessor[R]) Process(ctx context.Context, b batch.Batch[R]) error
 }
 
 func (p *chunkProcessor[R]) process(ctx context.Context, b batch.Batch[R]) error {
+	start := time.Now()
 	if err := p.c.Process(ctx, b); err != nil {
 		return err
 	}
+	p.times.add(time.Since(start))
 	p.processed += int64(len(b.Items))
+	p.text = p.times.AppendText(p.text[:0])
 	// Saving progress also tells whether the job is still ours: a cancelled
 	// or rescued job fails here, and the engine cleans up.
-	if err := p.ex.SetProgress(ctx, p.processed, p.total); err != nil {
+	if err := p.ex.setChunkProgress(ctx, p.processed, p.total, p.text); err != nil {
 		return err
 	}
 	return context.Cause(ctx)
@@ -93,7 +98,7 @@ func RunChunked[R any](ctx context.Context, ex *Execution, c Chunks[R]) error {
 	if err != nil {
 		return err
 	}
-	if err := ex.SetProgress(ctx, 0, total); err != nil {
+	if err := ex.setChunkProgress(ctx, 0, total, nil); err != nil {
 		return err
 	}
 	proc := &chunkProcessor[R]{ex: ex, c: c, total: total}

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -70,6 +71,19 @@ func TestRunChunked(t *testing.T) {
 	require.Len(t, whole.done, 3)
 	require.Equal(t, ChunkDone{Seq: 3, Offset: 4, Records: 1, Processed: 5, Total: 5}, withoutDuration(whole.done[2]))
 
+	// The chunk times are saved with the progress: three chunks, kept on the
+	// job after it completed.
+	var id int64
+	require.NoError(t, db.Raw("SELECT id FROM sheaf_jobs WHERE kind = 'whole'").Scan(&id).Error)
+	text, found, err := store.ChunkTimes(context.Background(), db, id)
+	require.NoError(t, err)
+	require.True(t, found)
+	times, err := ParseChunkTimes(text)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, times.Count)
+	require.Len(t, times.Recent, 3)
+	require.LessOrEqual(t, times.Min, times.Max)
+
 	require.ErrorIs(t, breaks.err, boom)
 	require.Equal(t, [][]int{{0, 1}, {2, 3}}, breaks.chunks)
 	require.Equal(t, 1, breaks.cleanups)
@@ -79,4 +93,30 @@ func TestRunChunked(t *testing.T) {
 func withoutDuration(d ChunkDone) ChunkDone {
 	d.Duration = 0
 	return d
+}
+
+// ChunkTimes keeps the latest ChunkTimesKept durations and the count,
+// shortest, longest and sum of all, and reads back what it writes.
+func TestChunkTimes(t *testing.T) {
+	t.Parallel()
+	var c ChunkTimes
+	for i := 1; i <= ChunkTimesKept+10; i++ {
+		c.add(time.Duration(i) * time.Millisecond)
+	}
+	require.EqualValues(t, ChunkTimesKept+10, c.Count)
+	require.Equal(t, time.Millisecond, c.Min)
+	require.Equal(t, time.Duration(ChunkTimesKept+10)*time.Millisecond, c.Max)
+	require.Len(t, c.Recent, ChunkTimesKept)
+	require.Equal(t, 11*time.Millisecond, c.Recent[0])
+	back, err := ParseChunkTimes(string(c.AppendText(nil)))
+	require.NoError(t, err)
+	require.Equal(t, c, back)
+
+	none, err := ParseChunkTimes("")
+	require.NoError(t, err)
+	require.Zero(t, none.Count)
+	for _, bad := range []string{"1 2", "1 2 3 x", "1 -2 3 4"} {
+		_, err := ParseChunkTimes(bad)
+		require.Error(t, err, bad)
+	}
 }

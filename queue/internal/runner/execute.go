@@ -347,6 +347,14 @@ func (ex *Execution) SetProgress(ctx context.Context, processed, total int64) er
 	})
 }
 
+// setChunkProgress is SetProgress for a chunked job, saving its chunk
+// times too ("" for none: an attempt starts without its predecessors').
+func (ex *Execution) setChunkProgress(ctx context.Context, processed, total int64, times []byte) error {
+	return ex.write(ctx, func(ctx context.Context) (bool, error) {
+		return ex.r.st.SetChunkProgress(ctx, ex.row.ID, ex.row.Claims, processed, total, string(times))
+	})
+}
+
 // write runs one of the attempt's own writes (see store.SetProgress), bounded
 // like a bookkeeping statement; a write that changed nothing found the job
 // no longer this attempt's.

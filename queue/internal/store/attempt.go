@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"gorm.io/gorm"
 )
 
 // An attempt's own writes, each guarded like a result: it changes the job
@@ -13,6 +15,33 @@ import (
 // SetProgress saves a running job's progress.
 func (s *postgres) SetProgress(ctx context.Context, id int64, claims int, processed, total int64) (bool, error) {
 	return update(ctx, s.db, id, claims, "processed = $1, total = $2", processed, total)
+}
+
+// SetChunkProgress saves a chunked job's progress with its chunk times
+// (see runner.ChunkTimes; "" for none), in the one statement.
+func (s *postgres) SetChunkProgress(ctx context.Context, id int64, claims int, processed, total int64, times string) (bool, error) {
+	return update(ctx, s.db, id, claims, "processed = $1, total = $2, chunk_times = $3", processed, total, nullText(times))
+}
+
+// nullText is s, or NULL for "".
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ChunkTimes reads the chunk times a chunked job's latest attempt saved
+// ("" for none), the same on every store; found is false for no such job.
+func ChunkTimes(ctx context.Context, db *gorm.DB, id int64) (times string, found bool, err error) {
+	var rows []struct{ ChunkTimes *string }
+	if err := db.WithContext(ctx).Raw("SELECT chunk_times FROM sheaf_jobs WHERE id = ?", id).Scan(&rows).Error; err != nil || len(rows) == 0 {
+		return "", false, err
+	}
+	if rows[0].ChunkTimes != nil {
+		times = *rows[0].ChunkTimes
+	}
+	return times, true, nil
 }
 
 // SetOutput saves a running job's output, JSON.

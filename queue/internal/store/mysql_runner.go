@@ -557,6 +557,10 @@ func (s *mysql) SetProgress(ctx context.Context, id int64, claims int, processed
 	return s.update(ctx, id, claims, "processed = ?, total = ?", processed, total)
 }
 
+func (s *mysql) SetChunkProgress(ctx context.Context, id int64, claims int, processed, total int64, times string) (bool, error) {
+	return s.update(ctx, id, claims, "processed = ?, total = ?, chunk_times = ?", processed, total, nullText(times))
+}
+
 func (s *mysql) SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error) {
 	return s.update(ctx, id, claims, "output = ?", output)
 }

@@ -286,7 +286,11 @@ CREATE TABLE sheaf_hours_final (
 -- As on PostgreSQL, though MariaDB and MySQL do not enforce limits yet.
 ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 `,
-	// Versions 17 and 18 are reserved.
+	17: `
+-- Chunk times, as on PostgreSQL.
+ALTER TABLE sheaf_jobs ADD COLUMN chunk_times TEXT;
+`,
+	// Version 18 is reserved.
 	19: `
 -- A run's latest finish, as on PostgreSQL.
 ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);

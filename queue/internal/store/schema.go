@@ -427,7 +427,13 @@ CREATE TABLE sheaf_hours_final (
 	// edit it once shipped (TestClaimFunctionsShipped pins its text): a
 	// change to the claims installs them again in a version of its own.
 	16: fairShareSQL + claimFunctionsSQL,
-	// Versions 17 and 18 are reserved.
+	17: `
+-- How long a chunked job's latest attempt took over its chunks (see
+-- runner.ChunkTimes), written with its progress after every chunk; NULL
+-- for other jobs.
+ALTER TABLE sheaf_jobs ADD COLUMN chunk_times text;
+`,
+	// Version 18 is reserved.
 	19: `
 -- When a run's latest job finished, kept by the runs roll-up with its
 -- counts, so that a run's wall time outlives its pruned jobs; the runs

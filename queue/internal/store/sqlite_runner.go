@@ -415,6 +415,10 @@ func (s *sqlite) SetProgress(ctx context.Context, id int64, claims int, processe
 	return s.update(ctx, id, claims, "processed = ?3, total = ?4", processed, total)
 }
 
+func (s *sqlite) SetChunkProgress(ctx context.Context, id int64, claims int, processed, total int64, times string) (bool, error) {
+	return s.update(ctx, id, claims, "processed = ?3, total = ?4, chunk_times = ?5", processed, total, nullText(times))
+}
+
 func (s *sqlite) SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error) {
 	return s.update(ctx, id, claims, "output = ?3", []byte(output))
 }

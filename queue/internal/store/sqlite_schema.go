@@ -299,7 +299,11 @@ ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run_at, id)
 	WHERE status = 'QUEUED' AND limit_key IS NOT NULL;
 `,
-	// Versions 17 and 18 are reserved.
+	17: `
+-- Chunk times, as on PostgreSQL.
+ALTER TABLE sheaf_jobs ADD COLUMN chunk_times TEXT;
+`,
+	// Version 18 is reserved.
 	19: `
 -- A run's latest finish, as on PostgreSQL.
 ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;

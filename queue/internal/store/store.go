@@ -107,6 +107,7 @@ type Store interface {
 	Requeue(ctx context.Context, ids, keys []int64, counted []bool) ([]int64, error)
 	Rescue(ctx context.Context, runner string) ([]Rescued, error)
 	SetProgress(ctx context.Context, id int64, claims int, processed, total int64) (bool, error)
+	SetChunkProgress(ctx context.Context, id int64, claims int, processed, total int64, times string) (bool, error)
 	SetOutput(ctx context.Context, id int64, claims int, output string) (bool, error)
 	State(ctx context.Context, id int64) (status string, claims int, err error)
 	// Listen calls ready once it listens, then each for every notification
