@@ -290,8 +290,7 @@ ALTER TABLE sheaf_limits ADD COLUMN fair BOOLEAN NOT NULL DEFAULT false;
 -- Chunk times, as on PostgreSQL.
 ALTER TABLE sheaf_jobs ADD COLUMN chunk_times TEXT;
 `,
-	// Version 18 is reserved.
-	19: `
+	18: `
 -- A run's latest finish, as on PostgreSQL.
 ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)

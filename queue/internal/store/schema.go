@@ -433,8 +433,7 @@ CREATE TABLE sheaf_hours_final (
 -- for other jobs.
 ALTER TABLE sheaf_jobs ADD COLUMN chunk_times text;
 `,
-	// Version 18 is reserved.
-	19: `
+	18: `
 -- When a run's latest job finished, kept by the runs roll-up with its
 -- counts, so that a run's wall time outlives its pruned jobs; the runs
 -- already counted get theirs from the jobs that are left.
@@ -454,7 +453,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 19
+const SchemaVersion = 18
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -303,8 +303,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 -- Chunk times, as on PostgreSQL.
 ALTER TABLE sheaf_jobs ADD COLUMN chunk_times TEXT;
 `,
-	// Version 18 is reserved.
-	19: `
+	18: `
 -- A run's latest finish, as on PostgreSQL.
 ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;
 UPDATE sheaf_runs SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = sheaf_runs.run_id)
