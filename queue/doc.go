@@ -201,7 +201,8 @@
 // jobs of the keys with the fewest running, by priority within a key, so
 // one customer's 100,000 jobs cannot hold back another's ten. Once a key's
 // first job is claimed, its n jobs are all claimed before another key has
-// had n more, plus one claim's worth (the runner's workers). A fair claim
+// had n more, plus one claim's worth (up to twice the runner's workers
+// from a nearby server, more behind a far one). A fair claim
 // probes an index once per key with jobs waiting; other claims do not.
 //
 // # Options
