@@ -303,17 +303,7 @@ const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
 	applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
 ) ENGINE = InnoDB;`
 
-func (*mysql) Migrations() []string {
-	out := make([]string, 0, SchemaVersion)
-	for v := 1; v <= SchemaVersion; v++ {
-		up := mysqlMigrations[v]
-		if v == 1 {
-			up = "\n" + mysqlMigrationsTable + up
-		}
-		out = append(out, up+fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v))
-	}
-	return out
-}
+func (*mysql) Migrations() []string { return migrationList(mysqlMigrationsTable, mysqlMigrations) }
 
 // statements splits a migration into its statements, which the driver
 // runs one at a time: each ends a line with a semicolon.

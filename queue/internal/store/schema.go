@@ -466,15 +466,20 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
 // version 1 creates.
 func (*postgres) Migrations() []string { return pgMigrations() }
 
-func pgMigrations() []string {
+func pgMigrations() []string { return migrationList(createMigrationsTable, migrations) }
+
+// migrationList returns, in order, the SQL of every schema version from 1
+// to SchemaVersion of a store whose versions are ups and whose migrations
+// table table creates: version 1 creates it first, and each version
+// records itself in it.
+func migrationList(table string, ups []string) []string {
 	out := make([]string, 0, SchemaVersion)
 	for v := 1; v <= SchemaVersion; v++ {
-		up := migrations[v]
+		up := ups[v]
 		if v == 1 {
-			up = "\n" + createMigrationsTable + up
+			up = "\n" + table + up
 		}
-		up += fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v)
-		out = append(out, up)
+		out = append(out, up+fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v))
 	}
 	return out
 }

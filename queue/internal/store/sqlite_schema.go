@@ -316,17 +316,7 @@ const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
 	applied_at TIMESTAMP NOT NULL DEFAULT (` + sqliteNow + `)
 );`
 
-func (*sqlite) Migrations() []string {
-	out := make([]string, 0, SchemaVersion)
-	for v := 1; v <= SchemaVersion; v++ {
-		up := sqliteMigrations[v]
-		if v == 1 {
-			up = "\n" + sqliteMigrationsTable + up
-		}
-		out = append(out, up+fmt.Sprintf("INSERT INTO sheaf_migrations (version) VALUES (%d);\n", v))
-	}
-	return out
-}
+func (*sqlite) Migrations() []string { return migrationList(sqliteMigrationsTable, sqliteMigrations) }
 
 // Migrate applies the versions in one transaction, in the process's turn
 // to write; a process that migrates at the same time waits in SQLite's busy
