@@ -13,11 +13,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // Each migration records its own version, so a schema migrated by hand
 // says where it stands.
