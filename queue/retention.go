@@ -51,7 +51,8 @@ const (
 // target it alone, and not before every other job of its run and of its
 // period may be deleted too: dependants released later still find their
 // parents, and a run is read whole or not at all. Jobs are deleted only
-// once their day and their hour are rolled up (see History and Activity).
+// once their day and their hour are rolled up (see History and Activity),
+// and their run's counts kept (see Client.Runs).
 type Retention struct {
 	Completed, Cancelled, Failed time.Duration
 	// History is how long day roll-ups are kept (client only). Default
