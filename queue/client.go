@@ -294,15 +294,7 @@ func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j new
 			return j, err
 		}
 	}
-	if j, err = o.Row(e.Name, payload); err != nil {
-		return j, err
-	}
-	if j.LimitKey, err = o.limitKey.Of(payload); err != nil || !o.OwnBackoff {
-		return j, err
-	}
-	b, err := encodeBackoff(o.backoff)
-	j.Backoff = optional(string(b))
-	return j, err
+	return o.Row(e.Name, payload)
 }
 
 // prepareStamped prepares the jobs that build returns, as a schedule's tick
@@ -336,13 +328,10 @@ func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runI
 
 // withJobOptions returns a kind's defaults o with a job's options applied.
 func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
-	o.OwnBackoff = false
+	o.OwnBackoff = nil
 	err := check.Each("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
 	return o, err
 }
-
-// optional is enqueue.Optional.
-func optional[T comparable](v T) *T { return enqueue.Optional(v) }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))

@@ -259,10 +259,8 @@
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
 //   - [Client.Queues] and Filter.Search read whole tables: fine for
-//     dashboards, not for hot paths. [Client.Stats] counts the jobs that
-//     wait or run where they are and the finished ones from the day
-//     roll-ups (the days since the last final roll-up from the table), so
-//     its finished counts cover the history kept, pruned jobs included.
+//     dashboards, not for hot paths ([Client.Stats] reads the day roll-ups
+//     for the finished jobs).
 //
 // # Connections
 //

@@ -131,7 +131,7 @@ func WithRetention(r Retention) ClientOption {
 // and periods go whole, so a kind kept longer keeps the other jobs of its
 // runs and periods as long.
 func Retain(r Retention) RegisterOption {
-	return kindOption(func(o *jobOptions) error { return check.Set(&o.retain, r, r.check(true)) })
+	return kindOption(func(o *jobOptions) error { return check.Set(&o.Retain, r.durations(), r.check(true)) })
 }
 
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the

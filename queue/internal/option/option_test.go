@@ -10,7 +10,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,6 +91,40 @@ func TestRow(t *testing.T) {
 	require.NoError(t, r.SetQueues(names))
 	names[0] = "z"
 	require.Equal(t, []string{"a", "b"}, r.Queues)
+}
+
+// A job's own backoff and its limit key go into the row; a kind's backoff
+// does not, and a payload the key function cannot read is refused.
+func TestRowCarriesOwnBackoffAndLimitKey(t *testing.T) {
+	t.Parallel()
+	key, err := limit.KeyOf(func(a struct{ Customer string }) string { return a.Customer })
+	require.NoError(t, err)
+	o := Job{LimitKey: key}
+	j, err := o.Row("report", []byte(`{"Customer":"acme"}`))
+	require.NoError(t, err)
+	require.Nil(t, j.Backoff, "a kind's backoff stays with the kind")
+	require.Equal(t, "acme", *j.LimitKey)
+
+	o.OwnBackoff = []byte(`{"delays":[1000]}`)
+	j, err = o.Row("report", []byte(`{"Customer":"acme"}`))
+	require.NoError(t, err)
+	require.Equal(t, `{"delays":[1000]}`, *j.Backoff)
+
+	_, err = o.Row("report", []byte(`[]`))
+	require.ErrorIs(t, err, check.ErrInvalidPayload)
+	j, err = (&Job{}).Row("report", []byte(`{}`))
+	require.NoError(t, err)
+	require.Nil(t, j.LimitKey, "no key function, no key")
+}
+
+// A declared limit is kept with its scope; one that caps nothing is
+// refused.
+func TestDeclare(t *testing.T) {
+	t.Parallel()
+	var o Job
+	require.NoError(t, o.Declare(store.ScopeKey, limit.Declared{Concurrency: 2}))
+	require.Equal(t, []limit.Declared{{Scope: store.ScopeKey, Concurrency: 2}}, o.Limits)
+	require.ErrorIs(t, o.Declare(store.ScopeKind, limit.Declared{}), check.ErrInvalidOption)
 }
 
 type task string
