@@ -36,8 +36,9 @@
 //
 // [Client.Tx] returns a [TxClient] whose every call runs in a transaction
 // of yours: a job exists if and only if your own writes commit, and
-// runners hear of it at the commit (on SQLite and MariaDB, at their next
-// poll). [Client.EnqueueMany] and [Client.EnqueueBulk] enqueue many at once.
+// runners hear of it at the commit (on SQLite and MariaDB, those of other
+// processes at their next poll). [Client.EnqueueMany] and
+// [Client.EnqueueBulk] enqueue many at once.
 //
 // # Lifecycle
 //
@@ -61,9 +62,9 @@
 //   - FAILED or CANCELLED → QUEUED: [Client.Retry], or [Client.RetryFailed]
 //     for every failed job a filter selects.
 //
-// On PostgreSQL every time (created, started, completed, run times,
-// backoffs, leases) is the server's now(); on SQLite, which runs inside the
-// program, the program's clock.
+// On PostgreSQL and MariaDB every time (created, started, completed, run
+// times, backoffs, leases) is the server's; on SQLite, which runs inside
+// the program, the program's clock.
 //
 // # How a runner works
 //
@@ -76,7 +77,8 @@
 // One statement claims as many due jobs as the runner has room for (see
 // [WithWorkers]), highest priority first, then earliest run time, then lowest
 // ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP LOCKED
-// through a partial index in that order, on SQLite under the write lock.
+// through a partial index in that order (on MariaDB with SKIP LOCKED too),
+// on SQLite under the write lock.
 // Through a backlog, a claim continues where the last stopped; the runner
 // rescans at the end, when notified of a job of higher priority, and at
 // least every poll interval. On PostgreSQL a NOTIFY per enqueue statement
@@ -211,10 +213,11 @@
 // earlier claim whose attempt was given back.
 //
 // No job is lost and none is claimed twice at once: claims use row locks
-// with SKIP LOCKED on PostgreSQL and the write lock on SQLite. Tests hold
-// this with runners on separate pools and in separate processes, the
-// server restarted under a runner, a runner killed with SIGKILL mid-job,
-// and a runner cut off from the database by a network partition.
+// with SKIP LOCKED on PostgreSQL and MariaDB, the write lock on SQLite.
+// Tests hold this with runners on separate pools and in separate
+// processes, the server restarted under a runner, a runner killed with
+// SIGKILL mid-job, and a runner cut off from the database by a network
+// partition.
 //
 // Bad input is refused at the door, with nothing created: an unknown kind
 // ([ErrUnknownKind]), a payload that does not encode or decode into the
@@ -410,8 +413,8 @@
 //
 // # Tables
 //
-// The queue owns these tables, in the schema (PostgreSQL) or file (SQLite)
-// it is given; Migrate creates them:
+// The queue owns these tables, in the schema (PostgreSQL), database
+// (MariaDB) or file (SQLite) it is given; Migrate creates them:
 //
 //   - sheaf_jobs: every job, one row each ([JobRecord]).
 //   - sheaf_schedules: each schedule's last tick whose jobs were created;
@@ -442,15 +445,15 @@
 // The schema has a version, [SchemaVersion]. To upgrade, run the new
 // release's [Client.Migrate], then replace the processes. Migrate is
 // idempotent and holds a lock while it works (an advisory lock on
-// PostgreSQL, the write lock on SQLite), so processes that migrate at once
-// run one after the other. It logs a warning naming the runners of an
-// earlier release that were up (seen in the last minute): they must be
-// replaced. A runner refuses to start on an older schema (ErrNotMigrated),
-// and Migrate and Start refuse a newer one (ErrSchemaTooNew). Teams that
-// apply schema changes with their own tool (goose, golang-migrate, atlas)
-// take the SQL from [Client.Migrations]. Migrations only go forward.
-// Migrate refuses a schema that was partly dropped by hand with
-// [ErrPartialSchema], which names the way out.
+// PostgreSQL, a named lock on MariaDB, the write lock on SQLite), so
+// processes that migrate at once run one after the other. It logs a warning
+// naming the runners of an earlier release that were up (seen in the last
+// minute): they must be replaced. A runner refuses to start on an older
+// schema (ErrNotMigrated), and Migrate and Start refuse a newer one
+// (ErrSchemaTooNew). Teams that apply schema changes with their own tool
+// (goose, golang-migrate, atlas) take the SQL from [Client.Migrations].
+// Migrations only go forward. Migrate refuses a schema that was partly
+// dropped by hand with [ErrPartialSchema], which names the way out.
 //
 // The queue's own statements are not written to your gorm logger (they are
 // batches of up to thousands of IDs, and their errors are returned to you);

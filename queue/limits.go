@@ -29,9 +29,9 @@ const (
 // Limit caps the jobs of a scope across every runner and process: at most
 // Concurrency running at once, and at most Rate started in any span of
 // Per. Zero Concurrency or Rate is no limit of that sort; a Limit has at
-// least one, or Fair. Runners never claim a job a limit forbids; the others of its
-// queue are claimed past it, by priority as ever. See Limits in the
-// package documentation.
+// least one, or Fair. Runners never claim a job a limit forbids; the
+// others of its queue are claimed past it, by priority as ever. See
+// "Concurrency and rate limits" in the package documentation.
 type Limit struct {
 	Scope LimitScope
 	// Target is the kind (ScopeKind, ScopeKey) or the queue (ScopeQueue).
