@@ -1,8 +1,8 @@
-// Package queue is a job queue on PostgreSQL, SQLite or MariaDB, through gorm: jobs
-// are rows, claimed atomically by any number of runners in any number of
-// processes, retried with backoff, rescued when their runner dies, and
-// finished with exactly one completion record. Long jobs can run chunk by
-// chunk on sheaf's batch engine, with progress, cancellation and
+// Package queue is a job queue on PostgreSQL, SQLite or MariaDB, through
+// gorm: jobs are rows, claimed atomically by any number of runners in any
+// number of processes, retried with backoff, rescued when their runner dies,
+// and finished with exactly one completion record. Long jobs can run chunk
+// by chunk on sheaf's batch engine, with progress, cancellation and
 // all-or-nothing output. Schedules, batch windows, dependency rules and the
 // morning review organise nightly work on the same queue.
 //
@@ -75,14 +75,14 @@
 // workers have run what was claimed), so no goroutine outlives [Runner.Done].
 //
 // One statement claims as many due jobs as the runner has room for (see
-// [WithWorkers]), highest priority first, then earliest run time, then lowest
-// ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP LOCKED
-// through a partial index in that order (on MariaDB with SKIP LOCKED too),
-// on SQLite under the write lock.
-// Through a backlog, a claim continues where the last stopped; the runner
-// rescans at the end, when notified of a job of higher priority, and at
-// least every poll interval. On PostgreSQL a NOTIFY per enqueue statement
-// and queue, scoped to the schema, wakes an idle runner within milliseconds.
+// [WithWorkers]), highest priority first, then earliest run time, then
+// lowest ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP
+// LOCKED through a partial index in that order (on MariaDB with SKIP LOCKED
+// too), on SQLite under the write lock. Through a backlog, a claim continues
+// where the last stopped; the runner rescans at the end, when notified of a
+// job of higher priority, and at least every poll interval. On PostgreSQL a
+// NOTIFY per enqueue statement and queue, scoped to the schema, wakes an
+// idle runner within milliseconds.
 //
 // A claimed job is leased to its runner ([WithLease]), which renews the
 // leases on a connection of its own, retrying a failed renewal promptly: a
