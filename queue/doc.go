@@ -164,20 +164,20 @@
 // or set any at run time with [Client.SetLimit]; [Client.Limits] lists
 // them with their use.
 //
-// Limits hold in the claim statement itself, on every store: a
-// runner never claims what a limit forbids, and the jobs a limit holds
-// back are passed over for those behind them, by priority as ever. A
-// scope's use is the count of its PROCESSING jobs, so the slots of a dead
-// runner come back when its jobs are rescued, within a lease; the rate
-// counts the starts of the last Per, recorded by the claims. Claims that a
-// limit may touch take turns (on PostgreSQL, under a lock of the limits'
-// rows, taken in the claim's round trip) so that two runners cannot both
-// take the last slot; claims of queues no limit touches run as before, and
-// runners read the limits with the paused queues, at no cost. A kind or key
-// limit may touch every queue, so claims take turns wherever one is in
-// force. A binding limit leaves each slot idle between one job's
-// completion and the next one's claim: a few milliseconds, which jobs of a
-// second or more do not notice.
+// Limits hold in the claim itself, on every store (on MariaDB in the claim's
+// transaction, see package mysqldb): a runner never claims what a limit
+// forbids, and the jobs a limit holds back are passed over for those behind
+// them, by priority as ever. A scope's use is the count of its PROCESSING
+// jobs, so the slots of a dead runner come back when its jobs are rescued,
+// within a lease; the rate counts the starts of the last Per, recorded by
+// the claims. Claims that a limit may touch take turns (on PostgreSQL, under
+// a lock of the limits' rows, taken in the claim's round trip) so that two
+// runners cannot both take the last slot; claims of queues no limit touches
+// run as they would without limits, and runners read the limits with the
+// paused queues, at no cost. A kind or key limit may touch every queue, so
+// claims take turns wherever one is in force. A binding limit leaves each
+// slot idle between one job's completion and the next one's claim: a few
+// milliseconds, which jobs of a second or more do not notice.
 //
 // # Fair share
 //
@@ -187,8 +187,9 @@
 // one customer's 100,000 jobs cannot hold back another's ten. Once a key's
 // first job is claimed, its n jobs are all claimed before another key has
 // had n more, plus one claim's worth (up to twice the runner's workers
-// from a nearby server, more behind a far one). A fair claim
-// probes an index once per key with jobs waiting; other claims do not.
+// from a nearby server, more behind a far one). A fair claim probes an
+// index once per key with jobs waiting (on MariaDB it reads the fair kinds'
+// queued jobs); other claims do not.
 //
 // # Options
 //
