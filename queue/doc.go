@@ -377,26 +377,25 @@
 //
 // # Retention and history
 //
-// Finished jobs are deleted once old enough, so a year of nightly runs
-// does not grow the jobs table to tens of millions of rows: completed jobs
-// after [DefaultKeepCompleted], failed and cancelled ones after
-// [DefaultKeepFailed]; [WithRetention] and [Retain] change that, and
-// [Retention] says what goes with a job and when (examples/archive archives
-// each batch before it goes).
+// Finished jobs are deleted once old enough, so a year of nightly runs does
+// not grow the jobs table to tens of millions of rows: completed jobs after
+// [DefaultKeepCompleted], failed and cancelled ones after
+// [DefaultKeepFailed] and [DefaultKeepCancelled]; [WithRetention] and
+// [Retain] change that, and [Retention] says what goes with a job and when
+// (examples/archive archives each batch before it goes).
 //
 // Before they go, jobs are rolled up per UTC day, kind and queue
 // ([Client.History], [DayStats]), and per hour, per kind and queue, per
 // queue and in all ([Client.Activity] by the hour), so the review and the
-// console's charts read the same before and after pruning. The leader
-// rolls up every 10 minutes (an hour is final 5 to 15 minutes after it
-// ends, each day or hour in the transaction that records it final, so a
-// crash neither counts one twice nor skips one), and prunes only jobs
-// whose day and hour are final, in batches of 1,000 jobs, each a short
-// transaction, with a pause between them. A final day or hour is not
-// counted again: a job that failed in it and was retried by hand later
-// stays a failure there, and its new outcome counts in the day or hour it
-// finishes again. The alert state of package queue/alert goes the same
-// way (Retention.Alerts).
+// console's charts read the same before and after pruning. The leader rolls
+// up every 10 minutes (an hour is final 5 to 15 minutes after it ends, each
+// day or hour in the transaction that records it final, so a crash neither
+// counts one twice nor skips one), and prunes only jobs whose day and hour
+// are final, in batches of 1,000 jobs, each a short transaction, with a
+// pause between them. A final day or hour is not counted again: a job that
+// failed in it and was retried by hand later stays a failure there, and its
+// new outcome counts in the day or hour it finishes again. The alert state
+// of package queue/alert goes the same way (Retention.Alerts).
 //
 // # Telemetry
 //
