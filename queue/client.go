@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,7 +12,6 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
-	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -245,8 +243,7 @@ type newJob = store.NewJob
 // that fails fails them all, with its place in the message.
 func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
 	p := c.prep()
-	return registry.All(len(jobs), func(i int) (newJob, error) { return p.Args(jobs[i].Args, jobs[i].Options) },
-		func(i int, err error) error { return fmt.Errorf("job %d: %w", i, err) })
+	return registry.All(len(jobs), func(i int) (newJob, error) { return p.Args(jobs[i].Args, jobs[i].Options) }, registry.Numbered)
 }
 
 // prep checks and prepares jobs of the client's kinds.
@@ -255,32 +252,12 @@ func (c *ops) prep() registry.Preparer[work, childFunc, *schedule, EnqueueOption
 }
 
 // prepareStamped prepares the jobs that build returns, as a schedule's tick
-// and a dependency rule create them: stamped with the idempotency key
-// key(i), and with runID and period unless empty, over their own options.
-// A panic in build, or in a payload's Kind or MarshalJSON, is an error:
-// that is the user's code, run on a runner's goroutine.
-func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) (rows []newJob, err error) {
-	err = hook.Call(func() error {
+// and a dependency rule create them (see registry.Preparer.Stamped).
+func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) ([]newJob, error) {
+	return c.prep().Stamped(func() (int, func(int) (interface{ Kind() string }, []EnqueueOption)) {
 		jobs := build()
-		if len(jobs) == 0 {
-			return nil
-		}
-		for i := range jobs {
-			o := slices.Clip(jobs[i].Options) // not into the caller's array
-			o = append(o, IdempotencyKey(key(i)))
-			if runID != "" {
-				o = append(o, InRun(runID))
-			}
-			if period != "" {
-				o = append(o, InPeriod(period))
-			}
-			jobs[i].Options = o
-		}
-		var err error
-		rows, err = c.prepareAll(jobs)
-		return err
-	})
-	return rows, err
+		return len(jobs), func(i int) (interface{ Kind() string }, []EnqueueOption) { return jobs[i].Args, jobs[i].Options }
+	}, key, runID, period)
 }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {

@@ -115,6 +115,19 @@ func (o *Job) SetPeriod(period string) error {
 	return check.Set(&o.Period, period, check.Name("InPeriod", "period", period, 128))
 }
 
+// Stamp sets the idempotency key, and the run and period unless empty, of
+// a job that a schedule's tick or a dependency rule creates, over its own.
+func (o *Job) Stamp(key, runID, period string) error {
+	err := o.SetKey(key)
+	if err == nil && runID != "" {
+		err = o.SetRunID(runID)
+	}
+	if err == nil && period != "" {
+		err = o.SetPeriod(period)
+	}
+	return err
+}
+
 // SetTrace sets the W3C trace context of the submitting request
 // (TraceContext).
 func (o *Job) SetTrace(traceparent, tracestate string) error {

@@ -41,6 +41,7 @@ func TestSettersRefuseBadValuesAndKeepTheField(t *testing.T) {
 		{"period", func(o *Job, _ *Runner) error { return o.SetPeriod("") }, "period"},
 		{"traceparent", func(o *Job, _ *Runner) error { return o.SetTrace("", "") }, "traceparent"},
 		{"tracestate", func(o *Job, _ *Runner) error { return o.SetTrace("00-a", "\xff") }, "TraceContext"},
+		{"stamp", func(o *Job, _ *Runner) error { return o.Stamp("", "run", "period") }, "idempotency key"},
 		{"workers", func(_ *Job, r *Runner) error { return r.SetWorkers(0, 10) }, "workers 0"},
 		{"no queues", func(_ *Job, r *Runner) error { return r.SetQueues(nil) }, "at least one queue"},
 		{"bad queue", func(_ *Job, r *Runner) error { return r.SetQueues([]string{"a", ""}) }, "WithQueues"},

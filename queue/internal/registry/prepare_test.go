@@ -11,6 +11,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/option"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
+	"github.com/sheaf-dev/sheaf/worker"
 )
 
 type report struct {
@@ -96,4 +97,44 @@ func TestPrepareAll(t *testing.T) {
 
 	_, err = All(0, nil, wrap)
 	require.ErrorIs(t, err, check.ErrInvalidOption)
+}
+
+// stampedJobs returns a build function of Stamped for jobs.
+func stampedJobs(jobs ...report) func() (int, func(int) (interface{ Kind() string }, []priority)) {
+	return func() (int, func(int) (interface{ Kind() string }, []priority)) {
+		return len(jobs), func(i int) (interface{ Kind() string }, []priority) { return jobs[i], []priority{9} }
+	}
+}
+
+// The jobs a tick or a rule creates carry its key, run and period over
+// their own options; none is none; the user's panic, in the build or in a
+// payload's encoding, is an error and not the runner's end.
+func TestStamped(t *testing.T) {
+	t.Parallel()
+	p := preparer(t)
+	key := func(i int) string { return fmt.Sprintf("tick:%d", i) }
+	rows, err := p.Stamped(stampedJobs(report{County: "Travis"}, report{County: "Harris"}), key, "nightly@1", "2025-12-08")
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, "tick:1", *rows[1].Key)
+	require.Equal(t, "nightly@1", *rows[1].RunID)
+	require.Equal(t, "2025-12-08", *rows[1].Period)
+	require.Equal(t, 9, rows[1].Priority, "the job's own options hold too")
+
+	rows, err = p.Stamped(stampedJobs(report{}), key, "", "")
+	require.NoError(t, err)
+	require.Nil(t, rows[0].RunID)
+	require.Nil(t, rows[0].Period)
+
+	rows, err = p.Stamped(stampedJobs(), key, "r", "p")
+	require.NoError(t, err)
+	require.Empty(t, rows)
+
+	_, err = p.Stamped(func() (int, func(int) (interface{ Kind() string }, []priority)) { panic("the user's bug") }, key, "", "")
+	var pe *worker.PanicError
+	require.ErrorAs(t, err, &pe)
+
+	_, err = p.Stamped(stampedJobs(report{}), func(int) string { return "" }, "", "")
+	require.ErrorIs(t, err, check.ErrInvalidOption, "an empty key")
+	require.ErrorContains(t, err, "job 0: ")
 }
