@@ -444,11 +444,12 @@
 //
 // The schema has a version, [SchemaVersion]. To upgrade, run the new
 // release's [Client.Migrate], then replace the processes. Migrate is
-// idempotent and holds a lock while it works (an advisory lock on
-// PostgreSQL, a named lock on MariaDB, the write lock on SQLite), so
-// processes that migrate at once run one after the other. It logs a warning
-// naming the runners of an earlier release that were up (seen in the last
-// minute): they must be replaced. A runner refuses to start on an older
+// idempotent and holds a lock while it works (an advisory lock named after
+// the schema on PostgreSQL, a named lock on MariaDB, the write lock on
+// SQLite), so processes that migrate the same queue at once run one after
+// the other, while queues in other schemas migrate beside it. It logs a
+// warning naming the runners of an earlier release that were up (seen in
+// the last minute): they must be replaced. A runner refuses to start on an older
 // schema (ErrNotMigrated), and Migrate and Start refuse a newer one
 // (ErrSchemaTooNew). Teams that apply schema changes with their own tool
 // (goose, golang-migrate, atlas) take the SQL from [Client.Migrations].
