@@ -2,12 +2,17 @@ package store_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -192,6 +197,76 @@ func TestOutboxReplacesRowLevelTriggers(t *testing.T) {
 	require.NoError(t, err)
 	events, _ := outboxed(t, db, map[int64]string{ins[0].ID: "k"})
 	require.Equal(t, []string{"k:created", "k:started", "k:completed"}, events, "the started events kept, each event once")
+}
+
+// On PostgreSQL a connection keeps the plan of a trigger function's
+// statement from the first statement that fired it there: the plan of a
+// change of one job must not be a nested loop over the transition tables,
+// which a later change of thousands of jobs would run in quadratic time.
+// Functions an earlier release made without that setting are replaced.
+func TestOutboxPlansStayLinear(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t)
+	st, err := store.Open(pg.Gorm)
+	require.NoError(t, err)
+	ctx := context.Background()
+	jobs := make([]store.NewJob, 2000)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+	}
+	ins := migrateAndInsert(t, st, pg.Gorm, jobs...)
+	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, true))
+	// As an earlier release made the functions.
+	for _, f := range []string{"sheaf_outbox_inserted", "sheaf_outbox_updated", "sheaf_outbox_claimed"} {
+		require.NoError(t, pg.Gorm.Exec("ALTER FUNCTION "+f+"() RESET enable_nestloop").Error)
+	}
+	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, false))
+	var stale int64
+	require.NoError(t, pg.Gorm.Raw(`SELECT count(*) FROM pg_proc WHERE proname LIKE 'sheaf_outbox_%' AND proname <> 'sheaf_outbox_write'
+		AND NOT coalesce('enable_nestloop=off' = ANY(proconfig), false)`).Scan(&stale).Error)
+	require.Zero(t, stale, "every function replaced")
+	on, err := store.OutboxOn(ctx, st, pg.Gorm)
+	require.NoError(t, err)
+	require.True(t, on)
+
+	// auto_explain sends the plans of the triggers' statements to this
+	// connection.
+	var mu sync.Mutex
+	var plans []string
+	cfg, err := pgx.ParseConfig(pg.DSN)
+	require.NoError(t, err)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on", "SET client_min_messages = log"} {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'PROCESSING' WHERE id = $1", ins[0].ID)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE id = $1", ins[0].ID)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE status = 'QUEUED'")
+	require.NoError(t, err)
+	mu.Lock()
+	var joins int
+	for _, p := range plans {
+		if strings.Contains(p, "sheaf_old") {
+			joins++
+			require.NotContains(t, p, "Nested Loop", p)
+		}
+	}
+	mu.Unlock()
+	require.Equal(t, 6, joins, "each update ran the functions of its two events")
+	var events int64
+	require.NoError(t, pg.Gorm.Raw("SELECT count(*) FROM sheaf_outbox WHERE event = 'cancelled'").Scan(&events).Error)
+	require.EqualValues(t, len(jobs), events)
 }
 
 // The cursor reads on from where every event was deleted, but never passes
