@@ -9,8 +9,8 @@ package store
 // one's committed.
 
 import (
+	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"slices"
@@ -347,14 +347,20 @@ type OutboxCursor struct {
 	full       bool
 }
 
-// readOutboxSQL reads the events after $1 and the read's snapshot, in one
-// row even when there is no event.
-const readOutboxSQL = `SELECT s.xmin, s.xmax, o.id, o.job_id, o.event, o.kind, o.queue, o.attempts, o.max_attempts,
-	o.error, o.correlation_id, o.run_id, o.meta, o.at
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
-	pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
-LEFT JOIN LATERAL (SELECT * FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2) o ON true
-ORDER BY o.id`
+// outboxColumns are what a read of the outbox returns of each event, none
+// of them NULL but meta, so that they scan into plain Go values.
+const outboxColumns = `id, job_id, event, kind, queue, attempts, max_attempts,
+	coalesce(error, ''), coalesce(correlation_id, ''), coalesce(run_id, ''), meta, at`
+
+// readOutboxSQL reads the read's snapshot, in a row of its own whose ID is
+// 0, and the events after $1. The two are apart, rather than joined, so
+// that the events come in the index's order without a sort of the rows, a
+// tenth of a millisecond per hundred.
+const readOutboxSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
+	0::bigint, 0::bigint, '', '', '', 0, 0, '', '', '', NULL::bytea, now()
+FROM pg_current_snapshot() s
+UNION ALL
+(SELECT 0, 0, ` + outboxColumns + ` FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2)`
 
 // Read reads the next limit events in ID order, on db's pool (not in a
 // transaction). st may be nil for a read from the start on any store.
@@ -364,8 +370,8 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 		return nil, err
 	}
 	// The numbers are formatted in: the stores' placeholders differ.
-	q, args := fmt.Sprintf(`SELECT 0, 0, id, job_id, event, kind, queue, attempts, max_attempts,
-		error, correlation_id, run_id, meta, at FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`, c.after, limit), []any(nil)
+	q, args := fmt.Sprintf(`SELECT 0, 0, %s FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`,
+		outboxColumns, c.after, limit), []any(nil)
 	if st != nil && st.Dialect() == "postgres" {
 		q, args = readOutboxSQL, []any{c.after, limit}
 	}
@@ -374,31 +380,40 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 		return nil, err
 	}
 	defer rows.Close()
-	var out []OutboxEvent
+	out := make([]OutboxEvent, 0, min(limit, 256))
 	c.seen = c.seen[:0]
 	for rows.Next() {
-		var id, jobID, attempts, maxAttempts sql.NullInt64
-		var event, kind, queue, errText, corr, run sql.NullString
 		var e OutboxEvent
+		var xmin, xmax int64
 		var at sqlTime
-		if err := rows.Scan(&c.xmin, &c.xmax, &id, &jobID, &event, &kind, &queue, &attempts, &maxAttempts,
-			&errText, &corr, &run, &e.Meta, &at); err != nil {
+		if err := rows.Scan(&xmin, &xmax, &e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
+			&e.Error, &e.CorrelationID, &e.RunID, &e.Meta, &at); err != nil {
 			return nil, err
 		}
-		if !id.Valid {
-			continue // no event: the snapshot alone
+		if e.ID == 0 {
+			c.xmin, c.xmax = xmin, xmax // the snapshot's row
+			continue
 		}
-		e.ID, e.JobID, e.Event, e.Kind, e.Queue = id.Int64, jobID.Int64, event.String, kind.String, queue.String
-		e.Attempts, e.MaxAttempts, e.Error = int(attempts.Int64), int(maxAttempts.Int64), errText.String
-		e.CorrelationID, e.RunID, e.At = corr.String, run.String, at.t
+		e.At = at.t
 		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// UNION ALL keeps its branches' order on PostgreSQL, which SQL does
+	// not promise.
+	byID := func(a, b OutboxEvent) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(out, byID) {
+		slices.SortFunc(out, byID)
+	}
+	for _, e := range out {
 		c.seen = append(c.seen, e.ID)
 	}
 	c.full = len(out) == limit
 	if st != nil && st.Dialect() == "mysql" {
 		c.seen = c.seen[:0] // the cursor stays at the start
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Deleted tells the cursor which events of the last Read were deleted, and
