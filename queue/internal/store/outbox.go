@@ -11,12 +11,14 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -369,35 +371,22 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 	if err != nil {
 		return nil, err
 	}
-	// The numbers are formatted in: the stores' placeholders differ.
-	q, args := fmt.Sprintf(`SELECT 0, 0, %s FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`,
-		outboxColumns, c.after, limit), []any(nil)
+	var out []OutboxEvent
 	if st != nil && st.Dialect() == "postgres" {
-		q, args = readOutboxSQL, []any{c.after, limit}
-	}
-	rows, err := sqlDB.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make([]OutboxEvent, 0, min(limit, 256))
-	c.seen = c.seen[:0]
-	for rows.Next() {
-		var e OutboxEvent
-		var xmin, xmax int64
-		var at sqlTime
-		if err := rows.Scan(&xmin, &xmax, &e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
-			&e.Error, &e.CorrelationID, &e.RunID, &e.Meta, &at); err != nil {
+		out, err = c.readPostgres(ctx, sqlDB, limit)
+	} else {
+		// The numbers are formatted in: the stores' placeholders differ.
+		var rows *sql.Rows
+		rows, err = sqlDB.QueryContext(ctx, fmt.Sprintf(`SELECT 0, 0, %s FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`,
+			outboxColumns, c.after, limit))
+		if err != nil {
 			return nil, err
 		}
-		if e.ID == 0 {
-			c.xmin, c.xmax = xmin, xmax // the snapshot's row
-			continue
-		}
-		e.At = at.t
-		out = append(out, e)
+		defer rows.Close()
+		var at sqlTime
+		out, err = c.scan(rows, limit, &at, func() time.Time { return at.t })
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	// UNION ALL keeps its branches' order on PostgreSQL, which SQL does
@@ -406,6 +395,7 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 	if !slices.IsSortedFunc(out, byID) {
 		slices.SortFunc(out, byID)
 	}
+	c.seen = c.seen[:0]
 	for _, e := range out {
 		c.seen = append(c.seen, e.ID)
 	}
@@ -414,6 +404,72 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 		c.seen = c.seen[:0] // the cursor stays at the start
 	}
 	return out, nil
+}
+
+// readPostgres reads with readOutboxSQL, through pgx's own rows when the
+// driver is pgx: database/sql's turn every column into a value of its own
+// and convert that again, which cost the relay as much CPU time as the
+// rest of its work on an event.
+func (c *OutboxCursor) readPostgres(ctx context.Context, sqlDB *sql.DB, limit int) ([]OutboxEvent, error) {
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var out []OutboxEvent
+	native := false
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		native = true
+		rows, err := sc.Conn().Query(ctx, readOutboxSQL, c.after, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var at time.Time
+		out, err = c.scan(rows, limit, &at, func() time.Time { return at })
+		return err
+	})
+	if native || err != nil {
+		return out, err
+	}
+	rows, err := conn.QueryContext(ctx, readOutboxSQL, c.after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var at sqlTime
+	return c.scan(rows, limit, &at, func() time.Time { return at.t })
+}
+
+// scan reads the rows of a read of the outbox, and its snapshot's row if
+// it has one, scanning each row's time into at, which atTime reads.
+func (c *OutboxCursor) scan(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}, limit int, at any, atTime func() time.Time) ([]OutboxEvent, error) {
+	out := make([]OutboxEvent, 0, min(limit, 256))
+	var e OutboxEvent
+	var xmin, xmax int64
+	dest := []any{&xmin, &xmax, &e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
+		&e.Error, &e.CorrelationID, &e.RunID, &e.Meta, at}
+	for rows.Next() {
+		e = OutboxEvent{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		if e.ID == 0 {
+			c.xmin, c.xmax = xmin, xmax // the snapshot's row
+			continue
+		}
+		e.At = atTime()
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // Deleted tells the cursor which events of the last Read were deleted, and
