@@ -13,7 +13,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -312,41 +311,56 @@ func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, e
 	return c.Read(ctx, nil, db, limit)
 }
 
-// OutboxCursor reads the outbox from where its reader has deleted every
-// event, rather than from the start. The relay deletes from the start of
-// the outbox's ID index, and the entries of deleted rows stay in the index
-// until the table is vacuumed (once a minute at most, by default): a read
-// from the start steps over every one of them, a millisecond per ten
-// thousand, and a busy queue deletes that many in a second.
+// OutboxCursor reads the outbox on from the highest ID it has read, and
+// again only the IDs below that which may still hold an event, rather than
+// from the start. The relay deletes from the start of the outbox's ID
+// index, and the entries of deleted rows stay in the index until the table
+// is vacuumed (once a minute at most, by default): a read from the start
+// steps over every one of them, a millisecond per ten thousand, and a busy
+// queue deletes that many in a second.
 //
-// An ID is passed only once no event will ever have it but those already
+// An ID is dropped only once no event will ever have it but those already
 // deleted. Events do not commit in ID order: a transaction that took ID 5
-// may commit after one that took ID 6 was read. Passing 5 then would lose
+// may commit after one that took ID 6 was read. Dropping 5 then would lose
 // its event, and the job's next event, with a higher ID, would go out
-// first. On PostgreSQL the cursor keeps the read's snapshot: the IDs below
-// the highest it saw were all taken before it, by transactions that had
-// their transaction ID (the triggers write the events, after the job's
+// first. So an ID below the highest read that a read did not find is a
+// gap, read again by every later read until it can be dropped. On
+// PostgreSQL a gap keeps the snapshot of the read that found it: the IDs
+// below the highest it saw were all taken before it, by transactions that
+// had their transaction ID (the triggers write the events, after the job's
 // row; and the identity's sequence hands out IDs one at a time, without a
 // cache); once every transaction of that snapshot has ended (a later
-// snapshot's xmin reaches its xmax), a read sees all those IDs' events
-// that committed, and when it has seen those below a bound and they were
-// deleted, the cursor moves to the bound. SQLite commits one writer at a
-// time, so every snapshot has ended by the next read. On MariaDB, whose
-// snapshots do not tell, the cursor stays at the start.
+// snapshot's xmin reaches its xmax), a read that does not find the gap
+// either drops it. A long transaction anywhere on the server holds gaps
+// back, which then cost each read one look in the index apiece, not a walk
+// over the deleted rows. SQLite commits one writer at a time, so every
+// snapshot has ended by the next read. On MariaDB, whose snapshots do not
+// tell, the cursor stays at the start.
+//
+// An event read and not deleted (its broker did not acknowledge it) stays
+// open too, and is read again before any event above the highest ID: the
+// events held back take their place in the batch.
 //
 // The zero OutboxCursor reads from the start; it is for one reader at a
 // time.
 type OutboxCursor struct {
-	after int64 // every event with an ID up to it is deleted, or will never be
-	// Once the transactions below waitXmax have ended, the cursor may pass
-	// bound (when waiting).
-	waiting         bool
-	bound, waitXmax int64
-	// Of the last Read: its snapshot, its events' IDs, and whether it
-	// returned as many as asked for.
+	hi   int64        // every ID up to hi was deleted, or is in open
+	open []outboxSpan // IDs up to hi to read again, in order
+	// Of the last Read: its snapshot's xmin and xmax, the spans it read
+	// again and how many events it asked for above hi, and its events' IDs.
 	xmin, xmax int64
+	asked      []outboxSpan
+	above      int
 	seen       []int64
-	full       bool
+}
+
+// outboxSpan is a run of IDs to read again: an event read and not deleted
+// (held), or IDs no read found, which may yet commit until the
+// transactions below xmax have ended.
+type outboxSpan struct {
+	lo, hi int64
+	held   bool
+	xmax   int64
 }
 
 // outboxColumns are what a read of the outbox returns of each event, none
@@ -355,30 +369,53 @@ const outboxColumns = `id, job_id, event, kind, queue, attempts, max_attempts,
 	coalesce(error, ''), coalesce(correlation_id, ''), coalesce(run_id, ''), meta, at`
 
 // readOutboxSQL reads the read's snapshot, in a row of its own whose ID is
-// 0, and the events after $1. The two are apart, rather than joined, so
-// that the events come in the index's order without a sort of the rows, a
-// tenth of a millisecond per hundred.
+// 0, the events within the spans from $1 to $2 (arrays of the same length),
+// and the first $4 events after $3. They are apart, rather than joined,
+// so that the events come in the index's order without a sort of the rows,
+// a tenth of a millisecond per hundred.
 const readOutboxSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
 	0::bigint, 0::bigint, '', '', '', 0, 0, '', '', '', NULL::bytea, now()
 FROM pg_current_snapshot() s
 UNION ALL
-(SELECT 0, 0, ` + outboxColumns + ` FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2)`
+(SELECT 0, 0, o.* FROM unnest($1::bigint[], $2::bigint[]) r (lo, hi)
+	CROSS JOIN LATERAL (SELECT ` + outboxColumns + ` FROM sheaf_outbox WHERE id BETWEEN r.lo AND r.hi) o)
+UNION ALL
+(SELECT 0, 0, ` + outboxColumns + ` FROM sheaf_outbox WHERE id > $3 ORDER BY id LIMIT $4)`
 
 // Read reads the next limit events in ID order, on db's pool (not in a
-// transaction). st may be nil for a read from the start on any store.
+// transaction): those held back and in gaps below the highest ID read
+// first, then those above it. st may be nil for a read from the start on
+// any store.
 func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit int) ([]OutboxEvent, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
+	if st != nil && st.Dialect() == "mysql" {
+		c.hi, c.open = 0, nil // the cursor stays at the start
+	}
+	c.asked = append(c.asked[:0], c.open...)
+	held := 0
+	for _, sp := range c.open {
+		if sp.held {
+			held += int(sp.hi - sp.lo + 1)
+		}
+	}
+	c.above, c.xmin, c.xmax = max(0, limit-held), 0, 0
 	var out []OutboxEvent
 	if st != nil && st.Dialect() == "postgres" {
-		out, err = c.readPostgres(ctx, sqlDB, limit)
+		out, err = c.readPostgres(ctx, sqlDB)
 	} else {
-		// The numbers are formatted in: the stores' placeholders differ.
+		// Other stores delete rows for good, so a read from the first
+		// span on steps over none. The numbers are formatted in: the
+		// stores' placeholders differ.
+		after := c.hi
+		if len(c.open) > 0 {
+			after = c.open[0].lo - 1
+		}
 		var rows *sql.Rows
 		rows, err = sqlDB.QueryContext(ctx, fmt.Sprintf(`SELECT 0, 0, %s FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`,
-			outboxColumns, c.after, limit))
+			outboxColumns, after, held+c.above))
 		if err != nil {
 			return nil, err
 		}
@@ -399,10 +436,6 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 	for _, e := range out {
 		c.seen = append(c.seen, e.ID)
 	}
-	c.full = len(out) == limit
-	if st != nil && st.Dialect() == "mysql" {
-		c.seen = c.seen[:0] // the cursor stays at the start
-	}
 	return out, nil
 }
 
@@ -410,7 +443,11 @@ func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit in
 // driver is pgx: database/sql's turn every column into a value of its own
 // and convert that again, which cost the relay as much CPU time as the
 // rest of its work on an event.
-func (c *OutboxCursor) readPostgres(ctx context.Context, sqlDB *sql.DB, limit int) ([]OutboxEvent, error) {
+func (c *OutboxCursor) readPostgres(ctx context.Context, sqlDB *sql.DB) ([]OutboxEvent, error) {
+	los, his := make([]int64, len(c.asked)), make([]int64, len(c.asked))
+	for i, sp := range c.asked {
+		los[i], his[i] = sp.lo, sp.hi
+	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -424,25 +461,25 @@ func (c *OutboxCursor) readPostgres(ctx context.Context, sqlDB *sql.DB, limit in
 			return nil
 		}
 		native = true
-		rows, err := sc.Conn().Query(ctx, readOutboxSQL, c.after, limit)
+		rows, err := sc.Conn().Query(ctx, readOutboxSQL, los, his, c.hi, c.above)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		var at time.Time
-		out, err = c.scan(rows, limit, &at, func() time.Time { return at })
+		out, err = c.scan(rows, c.above, &at, func() time.Time { return at })
 		return err
 	})
 	if native || err != nil {
 		return out, err
 	}
-	rows, err := conn.QueryContext(ctx, readOutboxSQL, c.after, limit)
+	rows, err := conn.QueryContext(ctx, readOutboxSQL, los, his, c.hi, c.above)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var at sqlTime
-	return c.scan(rows, limit, &at, func() time.Time { return at.t })
+	return c.scan(rows, c.above, &at, func() time.Time { return at.t })
 }
 
 // scan reads the rows of a read of the outbox, and its snapshot's row if
@@ -472,32 +509,50 @@ func (c *OutboxCursor) scan(rows interface {
 	return out, rows.Err()
 }
 
-// Deleted tells the cursor which events of the last Read were deleted, and
-// moves it on as far as it can.
+// Deleted tells the cursor which events of the last Read were deleted: the
+// others are held, to be read again. It drops the gaps that the read did
+// not find once no transaction can fill them, and keeps the rest.
 func (c *OutboxCursor) Deleted(ids []int64) {
 	deleted := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		deleted[id] = true
 	}
-	// Every event the read saw up to bound was deleted; and up to through,
-	// every event of its snapshot was seen and deleted.
-	bound, through := c.after, int64(math.MaxInt64)
-	for _, id := range c.seen {
-		if !deleted[id] {
-			through = id - 1
-			break
+	var open []outboxSpan
+	add := func(sp outboxSpan) {
+		if n := len(open); n > 0 && open[n-1].hi+1 == sp.lo && open[n-1].held == sp.held && open[n-1].xmax == sp.xmax {
+			open[n-1].hi = sp.hi
+			return
 		}
-		bound = id
+		open = append(open, sp)
 	}
-	if c.full && len(c.seen) > 0 {
-		through = min(through, c.seen[len(c.seen)-1])
+	// each walks the span from lo to hi: a gap around each event found in
+	// it (while the gap may still fill, as settled says), and each event
+	// not deleted held.
+	each := func(lo, hi, xmax int64, settled bool) {
+		i, _ := slices.BinarySearch(c.seen, lo)
+		for ; i < len(c.seen) && c.seen[i] <= hi; i++ {
+			id := c.seen[i]
+			if lo < id && !settled {
+				add(outboxSpan{lo: lo, hi: id - 1, xmax: xmax})
+			}
+			if !deleted[id] {
+				add(outboxSpan{lo: id, hi: id, held: true})
+			}
+			lo = id + 1
+		}
+		if lo <= hi && !settled {
+			add(outboxSpan{lo: lo, hi: hi, xmax: xmax})
+		}
 	}
-	if c.waiting && c.xmin >= c.waitXmax && through >= c.bound {
-		c.after, c.waiting = max(c.after, c.bound), false
+	for _, sp := range c.asked {
+		// A held event the read did not find is gone: read no more.
+		each(sp.lo, sp.hi, sp.xmax, sp.held || c.xmin >= sp.xmax)
 	}
-	if !c.waiting && bound > c.after {
-		c.waiting, c.bound, c.waitXmax = true, bound, c.xmax
+	if n := len(c.seen); n > 0 && c.seen[n-1] > c.hi {
+		each(c.hi+1, c.seen[n-1], c.xmax, false)
+		c.hi = c.seen[n-1]
 	}
+	c.open = open
 }
 
 // DeleteOutbox deletes the events ids names: those their broker

@@ -269,17 +269,15 @@ func TestOutboxPlansStayLinear(t *testing.T) {
 	require.EqualValues(t, len(jobs), events)
 }
 
-// The cursor reads on from where every event was deleted, but never passes
-// an event that commits after a later one was read: a transaction that
-// took an ID and commits late still has its event read.
-func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
-	t.Parallel()
+// cursorRounds returns a PostgreSQL store with its outbox on, and a round
+// of a relay whose broker acknowledges everything: a cursor's next read,
+// its events deleted, and their IDs.
+func cursorRounds(t *testing.T) (store.Store, *gorm.DB, func() []int64) {
 	st, db := migratedPostgres(t)
 	ctx := context.Background()
 	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
-	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 	var cursor store.OutboxCursor
-	round := func() []int64 {
+	return st, db, func() []int64 {
 		t.Helper()
 		events, err := cursor.Read(ctx, st, db, 100)
 		require.NoError(t, err)
@@ -291,6 +289,51 @@ func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
 		cursor.Deleted(ids)
 		return ids
 	}
+}
+
+// A transaction left open elsewhere holds the cursor's gaps back, but not
+// the events it deleted: those are not read again, and a gap is, until
+// its event commits.
+func TestOutboxCursorPassesDeletedEventsBesideALongTransaction(t *testing.T) {
+	t.Parallel()
+	st, db, round := cursorRounds(t)
+	ctx := context.Background()
+	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+
+	long := db.Begin()
+	defer long.Rollback()
+	require.NoError(t, long.Exec("SELECT pg_current_xact_id()").Error) // it has a transaction ID
+	var dest []row
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{job, job, job}, &dest))
+	first := round()
+	require.Len(t, first, 3)
+	late := db.Begin()
+	defer late.Rollback()
+	require.NoError(t, st.Insert(ctx, late, []store.NewJob{job}, &dest))
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{job}, &dest))
+	require.Len(t, round(), 1, "the committed event, past the late one's gap")
+
+	// An event put by hand at a deleted ID is not read: the cursor does
+	// not read the deleted events again.
+	require.NoError(t, db.Exec(`INSERT INTO sheaf_outbox (id, job_id, event, kind, queue, attempts, max_attempts)
+		OVERRIDING SYSTEM VALUE VALUES (?, 1, 'created', 'k', 'q', 0, 1)`, first[1]).Error)
+	for range 3 {
+		require.Empty(t, round())
+	}
+	require.NoError(t, late.Commit().Error)
+	got := round()
+	require.Len(t, got, 1, "the late event is read")
+	require.Greater(t, got[0], first[2])
+}
+
+// The cursor reads on from where every event was deleted, but never passes
+// an event that commits after a later one was read: a transaction that
+// took an ID and commits late still has its event read.
+func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
+	t.Parallel()
+	st, db, round := cursorRounds(t)
+	ctx := context.Background()
+	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 
 	late := db.Begin()
 	defer late.Rollback()
