@@ -89,3 +89,46 @@ func TestNewConsumerRefusesAnIncompleteConfig(t *testing.T) {
 	_, err := nats.NewConsumer(nats.ConsumerConfig{Stream: "s"})
 	require.ErrorIs(t, err, bridge.ErrInvalid)
 }
+
+// A consumer fetches a batch while it enqueues the one before; stopped, it
+// hands the batch it fetched ahead back to the server, which delivers it
+// to the next consumer at once rather than after the ack wait.
+func TestStoppedConsumerHandsBackTheBatchFetchedAhead(t *testing.T) {
+	t.Parallel()
+	_, js := connect(t, serverURL())
+	ctx := context.Background()
+	name := fmt.Sprintf("sheaf_test_req_%d", streams.Add(1))
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	for range 20 {
+		_, err := js.PublishMsg(ctx, &natsgo.Msg{Subject: name + ".in", Data: []byte(`{"kind": "report", "payload": {}}`)})
+		require.NoError(t, err)
+	}
+	c := bridgetest.NewQueue(t)
+	consumer := func() *nats.Consumer {
+		sub, err := bridge.NewSubmitter(c, 0, 0)
+		require.NoError(t, err)
+		k, err := nats.NewConsumer(nats.ConsumerConfig{JetStream: js, Stream: name, Durable: "jobs", DeadLetterSubject: name + ".dead",
+			Submitter: sub, MaxBatch: 5, AckWait: time.Minute, Log: bridgetest.Quiet()})
+		require.NoError(t, err)
+		return k
+	}
+	killedCtx, kill := context.WithCancel(ctx)
+	dying := consumer()
+	killed := make(chan struct{})
+	nats.AfterSubmit(dying, func() { kill(); close(killed) })
+	require.NoError(t, dying.Start(killedCtx))
+	<-killed
+	require.NoError(t, dying.Stop(ctx))
+
+	// The first batch is jobs, not acknowledged; the rest come now.
+	k := consumer()
+	require.NoError(t, k.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, k.Stop(context.Background())) })
+	require.Eventually(t, func() bool {
+		n, err := c.Count(ctx, queue.Filter{})
+		require.NoError(t, err)
+		return n == 20
+	}, 20*time.Second, 5*time.Millisecond, "every request a job well within the ack wait")
+}
