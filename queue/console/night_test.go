@@ -246,7 +246,7 @@ func TestAuditReadsInWords(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/queues/q1/pause", "").status)
 
 	page := e.page(t, "/audit", http.StatusOK)
-	cells := regexp.MustCompile(`<td data-col="target">(.*?)</td>`).FindAllStringSubmatch(page, -1)
+	cells := regexp.MustCompile(`<td data-col="target" data-label="To">(.*?)</td>`).FindAllStringSubmatch(page, -1)
 	require.Len(t, cells, 4)
 	require.Equal(t, `queue <a href="jobs?queue=q1">q1</a>`, cells[0][1])
 	require.Equal(t, `<a href="jobs?q=a&amp;queue=q1&amp;status=QUEUED">queued jobs on queue q1, &#34;a&#34; in their error or arguments</a>`, cells[1][1])
