@@ -130,7 +130,9 @@
 //   - /jobs/{id}: a job's status, arguments (through the formatter), the
 //     progress bar of a chunked job, which moves while it runs, and its
 //     chunk times (the latest, slowest, fastest and average, the latest
-//     50 drawn as bars with the slowest apart, and a table of them), the
+//     50 drawn as bars with the slowest apart, and a table of them; also
+//     for a kind the console's registry does not know, as under sheaf
+//     serve, whose chunk size only the kind's registration says), the
 //     timeline of its attempts with runners and errors, parents and
 //     children as links (or the rules it holds up), output, correlation
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
