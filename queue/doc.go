@@ -402,7 +402,8 @@
 // [Client.Review] says what a run, a period or a time range did (see its
 // example): counts by status, the failed jobs with their errors and
 // attempts, the failures grouped by the shape of their error, the slow
-// ones against each kind's median of its earlier runs, the jobs that never
+// ones against each kind's median of its earlier runs (with their 95th
+// percentile and their number: [Baseline]), the jobs that never
 // ran, the schedule ticks that created no job, and the dependency chains
 // that stopped, with the parents that stopped them. The database counts,
 // groups and picks: each list holds at most ReviewQuery.Limit jobs (100 by

@@ -149,9 +149,11 @@
 //     its counts, its wall time as the overview says it, failures grouped by error with their jobs, dependency
 //     chains that stopped drawn as a small graph with the parent that
 //     stopped each marked (chains whose parents are still to run are
-//     called waiting), jobs waiting for a retry, slow jobs against their
-//     kind's median (the factor and the history adjustable, the baseline
-//     stated), jobs that never ran and why, missed ticks; retry each
+//     called waiting), jobs waiting for a retry, slow jobs beside their
+//     kind's median and 95th percentile (the factor and the history
+//     adjustable, the baseline stated with how many jobs, or days of
+//     roll-ups, it is taken over), jobs that never ran and why, missed
+//     ticks; retry each
 //     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch

@@ -97,11 +97,16 @@ type reviewView struct {
 	MoreStopped  int64 `json:"more_stopped"`
 }
 
-// typicalView is a kind's median duration; 0 seconds when no earlier job
-// of the kind is known.
+// typicalView is what a kind's jobs were compared with (queue.Baseline):
+// the median and 95th percentile run time of its earlier completed jobs,
+// and how many jobs, or days of roll-ups, they were taken over; 0 seconds
+// when no earlier job of the kind is known.
 type typicalView struct {
-	Kind    string  `json:"kind"`
-	Seconds float64 `json:"seconds"`
+	Kind       string  `json:"kind"`
+	Seconds    float64 `json:"seconds"`
+	P95Seconds float64 `json:"p95_seconds"`
+	Jobs       int     `json:"jobs"`
+	Days       int     `json:"days"`
 }
 
 type reviewResponse struct {
@@ -141,6 +146,7 @@ type slowView struct {
 	Job            jobView `json:"job"`
 	Seconds        float64 `json:"seconds"`
 	TypicalSeconds float64 `json:"typical_seconds"`
+	P95Seconds     float64 `json:"p95_seconds"`
 }
 
 type tickView struct {
@@ -261,13 +267,14 @@ func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewVie
 		SlowFactor: rv.Query.SlowFactor, History: rv.Query.History, MoreFailed: rv.MoreFailed, MoreSlow: rv.MoreSlow,
 		MoreNeverRan: rv.MoreNeverRan, MoreRetrying: rv.MoreRetrying, MoreStopped: rv.MoreStopped}
 	for _, k := range slices.Sorted(maps.Keys(rv.Typical)) {
-		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: rv.Typical[k].Seconds()})
+		b := rv.Typical[k]
+		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: b.Median.Seconds(), P95Seconds: b.P95.Seconds(), Jobs: b.Jobs, Days: b.Days})
 	}
 	if out.Waiting, err = c.waiting(ctx, rv.NeverRan); err != nil {
 		return reviewView{}, err
 	}
 	for _, s := range rv.Slow {
-		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds()})
+		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds(), P95Seconds: s.P95.Seconds()})
 	}
 	for _, t := range rv.MissedTicks {
 		out.MissedTicks = append(out.MissedTicks, tickView{Schedule: t.Schedule, At: t.At, RunID: t.RunID, Period: t.Period})
