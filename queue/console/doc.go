@@ -152,8 +152,9 @@
 //     called waiting), jobs waiting for a retry, slow jobs beside their
 //     kind's median and 95th percentile (the factor and the history
 //     adjustable, the baseline stated with how many jobs, or days of
-//     roll-ups, it is taken over), jobs that never ran and why, missed
-//     ticks; retry each
+//     roll-ups, it is taken over), jobs that never ran and why (those
+//     still due, and those cancelled before they started with who
+//     cancelled them, from the audit log), missed ticks; retry each
 //     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch

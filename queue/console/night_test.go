@@ -411,3 +411,52 @@ func TestSlowJobsAgainstTheirBaseline(t *testing.T) {
 	require.Equal(t, 330.0, rv.Review.Slow[0].TypicalSeconds)
 	require.Equal(t, 573.0, rv.Review.Slow[0].P95Seconds)
 }
+
+// The jobs of a run that were cancelled before they started are among
+// those that never ran, with who cancelled each: through the console (its
+// audit entry linked) or not.
+func TestReviewSaysWhoCancelled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	byConsole := e.enqueue(t, report{County: "Travis"}, queue.InRun(run), later)
+	byProgram := e.enqueue(t, report{County: "Harris"}, queue.InRun(run), later)
+	started := e.enqueue(t, report{County: "Bexar"}, queue.InRun(run), later)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", byConsole), "").status)
+	_, err := e.client.Cancel(context.Background(), byProgram)
+	require.NoError(t, err)
+	_, err = e.client.Cancel(context.Background(), started)
+	require.NoError(t, err)
+	e.setTime(t, started, "started_at", time.Now().Add(-time.Minute)) // cancelled as it ran
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+
+	page := e.page(t, "/runs/"+run, http.StatusOK)
+	never := regexp.MustCompile(`(?s)<section aria-labelledby="never-h".*?</section>`).FindString(page)
+	require.Regexp(t, fmt.Sprintf(`<li data-cancelled="%d"><a href="jobs/%d">#%d report</a> \(CANCELLED\): <span data-reason="cancelled">cancelled before it started, through the console by <strong>tester</strong> <time [^>]+>just now</time> \(<a href="audit#audit-%d">audit entry #%d</a>\)</span></li>`,
+		byConsole, byConsole, byConsole, entries[0].ID, entries[0].ID), never)
+	require.Contains(t, never, fmt.Sprintf(`<li data-cancelled="%d"><a href="jobs/%d">#%d report</a> (CANCELLED): <span data-reason="cancelled">cancelled before it started, outside this console`, byProgram, byProgram, byProgram))
+	require.NotContains(t, never, fmt.Sprintf(`data-cancelled="%d"`, started), "it started")
+	require.NotContains(t, never, "Every job of this run")
+
+	var rv struct {
+		Review struct {
+			Cancelled []struct {
+				Job     map[string]any `json:"job"`
+				By      string         `json:"by"`
+				AuditID int64          `json:"audit_id"`
+			} `json:"cancelled"`
+		} `json:"review"`
+	}
+	e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review", "").decode(t, &rv)
+	require.Len(t, rv.Review.Cancelled, 2)
+	byID := map[int64]string{}
+	for _, c := range rv.Review.Cancelled {
+		byID[idOf(c.Job)] = c.By
+		if c.By != "" {
+			require.Equal(t, entries[0].ID, c.AuditID)
+		}
+	}
+	require.Equal(t, map[int64]string{byConsole: "tester", byProgram: ""}, byID)
+}
