@@ -447,3 +447,31 @@ func TestBrowserRelativeTimesMoveOn(t *testing.T) {
 	b.Run(t, chromedp.Evaluate(`window.sheafSkew = 3 * 3600e3`, nil))
 	b.Wait(t, `document.querySelector("#wait time[data-rel]").textContent === "2 h ago"`)
 }
+
+// After a bulk retry, the result says what the retried jobs did: here one
+// completes on its second attempt and one fails again.
+func TestBrowserBulkRetrySaysWhatTheJobsDid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[flaky](func(_ context.Context, j *queue.Job[flaky]) error {
+		if j.Attempt == 1 {
+			return queue.Permanent(errors.New("the ledger was locked"))
+		}
+		return nil
+	})))
+	res, err := e.client.Enqueue(context.Background(), flaky{})
+	require.NoError(t, err)
+	again := e.enqueue(t, report{County: "El Paso", Fail: true})
+	e.work(t, res.Job.ID, again)
+	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/jobs?status=FAILED")
+	require.ElementsMatch(t, []int64{res.Job.ID, again}, jobIDs(t, b))
+	b.Run(t, chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(res.Job.ID, 10)+`"]`),
+		chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(again, 10)+`"]`),
+		chromedp.Click(`button[data-bulk="api/jobs/retry"]`),
+		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`))
+	b.Wait(t, `(el => el !== null && el.textContent === "Since then: 1 completed, 1 failed again.")(document.getElementById("flash-after"))`)
+	require.Contains(t, texts(t, b, "#flash")[0], "Retry: 2 jobs changed.")
+}

@@ -126,7 +126,9 @@
 //     newest first, keyset pages, with when each job is due, finished, how
 //     long it ran and its run; retry or cancel the jobs selected, or every
 //     job that matches, after an in-page dialog that says which jobs in
-//     words, how many, and shows the first.
+//     words, how many, and shows the first; a retry's result, linked to
+//     its audit entry, then says what the retried jobs (the first ten) did
+//     since: completed, failed again, still to run.
 //   - /jobs/{id}: a job's status, arguments (through the formatter), the
 //     progress bar of a chunked job, which moves while it runs, and its
 //     chunk times (the latest, slowest, fastest and average, the latest
