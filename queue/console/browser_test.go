@@ -129,9 +129,9 @@ type flaky struct{}
 
 func (flaky) Kind() string { return "flaky" }
 
-func TestBrowserRetryFromTheJobPage(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, console.WithAuthorizer(allowAll))
+// flaky registers the kind flaky and submits a job of it.
+func (e *env) flaky(t *testing.T) int64 {
+	t.Helper()
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[flaky](func(_ context.Context, j *queue.Job[flaky]) error {
 		if j.Attempt == 1 {
 			return queue.Permanent(errors.New("the ledger was locked"))
@@ -140,7 +140,13 @@ func TestBrowserRetryFromTheJobPage(t *testing.T) {
 	})))
 	res, err := e.client.Enqueue(context.Background(), flaky{})
 	require.NoError(t, err)
-	id := res.Job.ID
+	return res.Job.ID
+}
+
+func TestBrowserRetryFromTheJobPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.flaky(t)
 	e.work(t, id)
 	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
 
@@ -453,22 +459,15 @@ func TestBrowserRelativeTimesMoveOn(t *testing.T) {
 func TestBrowserBulkRetrySaysWhatTheJobsDid(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
-	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[flaky](func(_ context.Context, j *queue.Job[flaky]) error {
-		if j.Attempt == 1 {
-			return queue.Permanent(errors.New("the ledger was locked"))
-		}
-		return nil
-	})))
-	res, err := e.client.Enqueue(context.Background(), flaky{})
-	require.NoError(t, err)
+	retried := e.flaky(t)
 	again := e.enqueue(t, report{County: "El Paso", Fail: true})
-	e.work(t, res.Job.ID, again)
+	e.work(t, retried, again)
 	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?status=FAILED")
-	require.ElementsMatch(t, []int64{res.Job.ID, again}, jobIDs(t, b))
-	b.Run(t, chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(res.Job.ID, 10)+`"]`),
+	require.ElementsMatch(t, []int64{retried, again}, jobIDs(t, b))
+	b.Run(t, chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(retried, 10)+`"]`),
 		chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(again, 10)+`"]`),
 		chromedp.Click(`button[data-bulk="api/jobs/retry"]`),
 		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`))
