@@ -460,3 +460,21 @@ func TestReviewSaysWhoCancelled(t *testing.T) {
 	}
 	require.Equal(t, map[int64]string{byConsole: "tester", byProgram: ""}, byID)
 }
+
+// A job whose batch window is closed says so, and when it opens; the
+// run's review gives the same reason.
+func TestWaitingForItsWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now().UTC()
+	w, err := queue.DailyWindow(now.Add(2*time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04"), nil)
+	require.NoError(t, err)
+	e.reg.QueueWindow("night", w)
+	id := e.enqueue(t, report{County: "Travis"}, queue.OnQueue("night"), queue.InRun("nightly@1"))
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
+	require.Regexp(t, `id="wait">Due since <time [^>]+>(just now|in a moment)</time>\. Its batch window `+regexp.QuoteMeta(w.String())+
+		` is closed; it opens <time [^>]+>in (1|2) h</time>\.</p>`, page)
+	review := e.page(t, "/runs/nightly@1", http.StatusOK)
+	require.Contains(t, review, `<span data-reason="window_closed">its window `+w.String()+` is closed</span>`)
+}
