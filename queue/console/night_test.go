@@ -96,6 +96,10 @@ func TestWaitingJobIsExplained(t *testing.T) {
 	require.Contains(t, job, `id="run-now"`)
 	require.Contains(t, job, ">Retry now</button>")
 
+	// The overview does not read the waiting job as overdue, nor as nothing.
+	overview := regexp.MustCompile(`(?s)<tr data-queue="default">.*?</tr>`).FindString(e.page(t, "/", http.StatusOK))
+	require.Contains(t, overview, `data-label="Oldest due"><span class="hint" data-none-due>none due now</span></td>`)
+
 	list := e.page(t, "/jobs", http.StatusOK)
 	row := regexp.MustCompile(fmt.Sprintf(`(?s)<tr data-job="%d">.*?</tr>`, id)).FindString(list)
 	require.Regexp(t, fmt.Sprintf(`data-col="due" data-label="Due"><time [^>]*>in 57 min</time> <span class="hint">retry, attempt 2 of %d</span>`, max), row)
