@@ -353,10 +353,11 @@
 // # The morning review
 //
 // [Client.Review] says what a run, a period or a time range did: counts,
-// failures grouped by the shape of their error, slow jobs, jobs that never
-// ran, ticks that created nothing and stopped chains (see [Review]), in a
-// few aggregate statements however large the night. [Client.RetryFailed]
-// with the run's Filter is the selective retry.
+// failures grouped by the shape of their error, slow jobs against each
+// kind's baseline of earlier runs ([Baseline]), jobs that never ran, ticks
+// that created nothing and stopped chains (see [Review]), in a few
+// aggregate statements however large the night. [Client.RetryFailed] with
+// the run's Filter is the selective retry.
 //
 // # Maintenance
 //
