@@ -27,6 +27,9 @@ type retryRequest struct {
 type cancelRequest struct {
 	IDs    []int64     `json:"ids,omitempty"`
 	Filter *filterBody `json:"filter,omitempty"`
+	// Reason says why, in at most 500 characters; the audit entry records
+	// it, and the jobs' pages show it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // filterBody selects jobs in a request's body, as GET /api/jobs's
@@ -93,9 +96,11 @@ type refusedJob struct {
 
 func (c *console) actionRoutes() []route {
 	return []route{
-		{Method: "POST", Pattern: "/api/jobs/{id}/cancel", Action: ActionCancel, Response: jobResponse{},
-			Summary: "Cancel a QUEUED or PROCESSING job (409 wrong_status otherwise).",
-			handle:  c.oneJob(c.client.Cancel)},
+		{Method: "POST", Pattern: "/api/jobs/{id}/cancel", Action: ActionCancel, Body: cancelOneRequest{}, BodyOptional: true,
+			Response: jobResponse{},
+			Summary: "Cancel a QUEUED or PROCESSING job (409 wrong_status otherwise), with an optional reason " +
+				"(400 reason_too_long over 500 characters) that the audit entry records.",
+			handle: c.cancelOne},
 		{Method: "POST", Pattern: "/api/jobs/{id}/retry", Action: ActionRetry, Response: jobResponse{},
 			Summary: "Put a FAILED or CANCELLED job back in the queue (409 wrong_status otherwise).",
 			handle:  c.oneJob(c.client.Retry)},
@@ -106,7 +111,7 @@ func (c *console) actionRoutes() []route {
 			handle: c.runNow},
 		{Method: "POST", Pattern: "/api/jobs/cancel", Action: ActionCancel, Body: cancelRequest{}, Response: bulkResponse{},
 			Summary: "Cancel jobs by ID (those that cannot be are listed as refused), or every QUEUED and PROCESSING job " +
-				"a filter selects (a filter that sets no field is refused).",
+				"a filter selects (a filter that sets no field is refused), with an optional reason as for one job.",
 			handle: c.cancelMany},
 		{Method: "POST", Pattern: "/api/jobs/retry", Action: ActionRetry, Body: retryRequest{}, Response: bulkResponse{},
 			Summary: "Retry jobs by ID (those that cannot be are listed as refused), or every FAILED job a filter selects.",
@@ -146,7 +151,11 @@ func (c *console) cancelMany(r *http.Request, _ Access) (int, any, error) {
 	if req.Filter != nil && req.IDs == nil && req.Filter.empty() {
 		return 0, nil, badRequest("the filter sets no field, and would cancel every job; give at least one")
 	}
-	return c.many(r, req.IDs, req.Filter, c.client.Cancel, c.client.CancelMatching)
+	reason, err := CheckReason(req.Reason)
+	if err != nil {
+		return 0, nil, err
+	}
+	return withReason(r, reason)(c.many(r, req.IDs, req.Filter, c.client.Cancel, c.client.CancelMatching))
 }
 
 func (c *console) retryMany(r *http.Request, _ Access) (int, any, error) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +108,73 @@ func TestBulkCancelAndRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusFailed, rec.Status)
 	e.expectError(t, http.StatusBadRequest, "invalid_option", "POST", "/api/jobs/retry", `{"filter":{"queue":"a\u0000"}}`)
+}
+
+// A cancel's reason, by one job, by IDs or by filter, is recorded in its
+// audit entry and shown on the job's page, in its run's review and in the
+// audit log; one of more than 500 characters is refused before anything
+// is cancelled.
+func TestCancelWithAReason(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	one := e.enqueue(t, report{County: "Travis"}, queue.InRun(run), later)
+	byIDs := e.enqueue(t, report{County: "Harris"}, later)
+	byFilter := e.enqueue(t, report{County: "Bexar"}, queue.InRun("hourly@1"), later)
+
+	long := strings.Repeat("é", console.MaxReason+1)
+	e.expectError(t, http.StatusBadRequest, "reason_too_long", "POST", fmt.Sprintf("/api/jobs/%d/cancel", one), jsonBody(t, map[string]any{"reason": long}))
+	e.expectError(t, http.StatusBadRequest, "reason_too_long", "POST", "/api/jobs/cancel", jsonBody(t, map[string]any{"ids": []int64{byIDs}, "reason": long}))
+	e.expectError(t, http.StatusBadRequest, "unknown_field", "POST", fmt.Sprintf("/api/jobs/%d/cancel", one), `{"why":"x"}`)
+	for _, id := range []int64{one, byIDs} {
+		j, err := e.client.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, queue.StatusQueued, j.Status, "a refused reason cancels nothing")
+	}
+	_, err := console.CheckReason(long)
+	require.ErrorIs(t, err, console.ErrReasonTooLong)
+	ok, err := console.CheckReason("  " + strings.Repeat("é", console.MaxReason) + " ")
+	require.NoError(t, err)
+	require.Len(t, []rune(ok), console.MaxReason)
+
+	res := e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", one), `{"reason":" the county <b>withdrew</b> "}`)
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res = e.do(t, "POST", "/api/jobs/cancel", jsonBody(t, map[string]any{"ids": []int64{byIDs}, "reason": "duplicate of a later run"}))
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res = e.do(t, "POST", "/api/jobs/cancel", `{"filter":{"run":"hourly@1"},"reason":"hourly runs are off tonight"}`)
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+
+	var audit struct {
+		Entries []struct {
+			Target map[string]any `json:"target"`
+			Reason string         `json:"reason"`
+		} `json:"entries"`
+	}
+	e.do(t, "GET", "/api/audit?limit=3", "").decode(t, &audit)
+	require.Len(t, audit.Entries, 3)
+	require.Equal(t, []string{"hourly runs are off tonight", "duplicate of a later run", "the county <b>withdrew</b>"},
+		[]string{audit.Entries[0].Reason, audit.Entries[1].Reason, audit.Entries[2].Reason})
+	require.Equal(t, "the county <b>withdrew</b>", audit.Entries[2].Target["reason"])
+	require.Equal(t, float64(one), audit.Entries[2].Target["job"])
+
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", one), http.StatusOK),
+		`<span id="cancel-reason-given">Reason: “the county &lt;b&gt;withdrew&lt;/b&gt;”.</span>`)
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", byIDs), http.StatusOK), `Reason: “duplicate of a later run”.`)
+	require.Contains(t, e.page(t, fmt.Sprintf("/jobs/%d", byFilter), http.StatusOK), `Reason: “hourly runs are off tonight”.`)
+	page := e.page(t, "/audit", http.StatusOK)
+	require.Contains(t, page, `<span data-reason>because “the county &lt;b&gt;withdrew&lt;/b&gt;”</span>`)
+	require.Contains(t, page, `<span data-reason>because “hourly runs are off tonight”</span>`)
+	never := regexp.MustCompile(`(?s)<section aria-labelledby="never-h".*?</section>`).FindString(e.page(t, "/runs/"+run, http.StatusOK))
+	require.Contains(t, never, `, because “the county &lt;b&gt;withdrew&lt;/b&gt;”</span>`)
+	var rv struct {
+		Review struct {
+			Cancelled []struct {
+				Reason string `json:"reason"`
+			} `json:"cancelled"`
+		} `json:"review"`
+	}
+	e.do(t, "GET", "/api/runs/"+run+"/review", "").decode(t, &rv)
+	require.Len(t, rv.Review.Cancelled, 1)
+	require.Equal(t, "the county <b>withdrew</b>", rv.Review.Cancelled[0].Reason)
 }

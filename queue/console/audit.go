@@ -107,6 +107,9 @@ type auditView struct {
 	// with.
 	Result  string `json:"result"`
 	Changed int64  `json:"changed"`
+	// Reason is why, as the request gave it (a cancel's reason, also in
+	// Target); absent when it gave none.
+	Reason string `json:"reason,omitempty"`
 }
 
 type auditResponse struct {
@@ -160,7 +163,8 @@ func (c *console) auditPage(ctx context.Context, q query) (auditResponse, error)
 		out.NextCursor = encodeCursor(auditCursor{Before: entries[limit-1].ID})
 	}
 	for _, e := range entries {
-		v := auditView{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, Changed: e.Changed}
+		v := auditView{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Target: e.Target, Result: e.Result, Changed: e.Changed,
+			Reason: reasonOf(e.Target)}
 		if len(v.Target) == 0 {
 			v.Target = json.RawMessage("null")
 		}
@@ -182,6 +186,7 @@ func auditTarget(raw json.RawMessage) template.HTML {
 		Rule      *string     `json:"rule"`
 		Silence   *int64      `json:"silence"`
 		Duplicate bool        `json:"duplicate"`
+		Reason    string      `json:"reason"`
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return "—"
@@ -246,6 +251,9 @@ func auditTarget(raw json.RawMessage) template.HTML {
 	}
 	if len(parts) == 0 {
 		return template.HTML("<code>" + esc(string(raw)) + "</code>")
+	}
+	if t.Reason != "" {
+		parts = append(parts, `<span data-reason>because “`+esc(t.Reason)+`”</span>`)
 	}
 	return template.HTML(strings.Join(parts, "; "))
 }

@@ -31,13 +31,15 @@
 //   - GET /api/jobs/{id}: one job, its output, the jobs it released, its
 //     last 20 attempts (runner, start, end, outcome, error).
 //   - POST /api/jobs/{id}/cancel, /retry: cancel or retry one job (409
-//     wrong_status when it cannot be).
+//     wrong_status when it cannot be). A cancel may give a reason,
+//     {"reason":"…"}, of at most MaxReason characters (400
+//     reason_too_long, ErrReasonTooLong, past that).
 //   - POST /api/jobs/{id}/run: make a QUEUED job due later (a retry's
 //     backoff, a job submitted for later) due now; it needs the retry leave
 //     and is audited as run_now.
 //   - POST /api/jobs/cancel, /retry: in bulk, {"ids":[…]}, or
 //     {"filter":{…}} for every matching job (QUEUED and PROCESSING ones to
-//     cancel, FAILED ones to retry).
+//     cancel, FAILED ones to retry); a cancel takes a reason beside them.
 //   - GET /api/queues: each queue's jobs by status, its oldest due job's
 //     wait, whether it is paused.
 //   - POST /api/queues/{name}/pause, /resume: pause a queue in every
@@ -82,11 +84,12 @@
 // it succeeds or is answered with an error: who (Access.Actor, else the
 // request's remote address without its port), the action (submit, cancel,
 // retry, run_now, pause, resume, silence, unsilence), its target as JSON ({"job":…}, {"ids":[…]}, {"filter":{…}},
-// {"queue":…}), its result ("ok", or the error's code) and how many jobs
-// changed. Requests refused with 401 or 403 made no attempt, and are not
+// {"queue":…}; a cancel's reason beside it, {"job":…,"reason":"…"}), its
+// result ("ok", or the error's code) and how many jobs changed. Requests refused with 401 or 403 made no attempt, and are not
 // recorded. When the log cannot take an entry, the console logs the
 // failure (WithLogger) and answers the request as it went. GET /api/audit
-// reads the log, newest first.
+// reads the log, newest first, with each entry's reason as a field of its
+// own.
 //
 // # Large tables
 //
@@ -140,8 +143,9 @@
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
 //     paused queue, a closed window, "limit kind report reached (5 of 5
 //     running)") with Run now or Retry now; what a
-//     retry does to its attempt limit, said before; who cancelled it;
-//     retry and cancel.
+//     retry does to its attempt limit, said before; who cancelled it and
+//     why (the reason its audit entry records); retry and cancel (with a
+//     reason).
 //   - /limits: the limits across every runner with their use; callers
 //     allowed to pause queues set a limit's concurrency and rate (or a new
 //     limit) with a form, and suspend, resume and remove limits (POST
@@ -156,7 +160,7 @@
 //     adjustable, the baseline stated with how many jobs, or days of
 //     roll-ups, it is taken over), jobs that never ran and why (those
 //     still due, and those cancelled before they started with who
-//     cancelled them, from the audit log), missed ticks; retry each
+//     cancelled them and why, from the audit log), missed ticks; retry each
 //     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch

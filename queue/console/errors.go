@@ -49,6 +49,7 @@ var queueErrors = []struct {
 	{queue.ErrWrongStatus, http.StatusConflict, "wrong_status"},
 	{queue.ErrNotMigrated, http.StatusServiceUnavailable, "not_migrated"},
 	{queue.ErrSchemaTooNew, http.StatusServiceUnavailable, "schema_too_new"},
+	{ErrReasonTooLong, http.StatusBadRequest, "reason_too_long"},
 	{alert.ErrInvalid, http.StatusBadRequest, "invalid"},
 	{alert.ErrNotFound, http.StatusNotFound, "not_found"},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, "timeout"},

@@ -21,6 +21,7 @@ var templateFuncs = template.FuncMap{
 	"rel":        rel,
 	"errText":    errText,
 	"target":     auditTarget,
+	"reason":     reasonOf,
 	"plural":     plural,
 	"zoned":      zoned,
 	"secs":       secs,

@@ -86,7 +86,7 @@ var errorStatuses = []struct {
 	// applies says whether a route can answer with the status.
 	applies func(rt route) bool
 }{
-	{http.StatusBadRequest, "BadRequest", "A parameter or the body could not be read (invalid_param, bad_request).",
+	{http.StatusBadRequest, "BadRequest", "A parameter or the body could not be read, or a cancel's reason is too long (invalid_param, bad_request, reason_too_long).",
 		func(rt route) bool { return len(rt.Query) > 0 || rt.Body != nil || pathParam.MatchString(rt.Pattern) }},
 	{http.StatusUnauthorized, "Unauthorized", "The authorizer refused the caller (unauthorized).",
 		func(route) bool { return true }},
@@ -157,7 +157,7 @@ func (sc schemas) operation(rt route) map[string]any {
 		op["parameters"] = params
 	}
 	if rt.Body != nil {
-		op["requestBody"] = map[string]any{"required": true, "content": jsonContent(sc.of(reflect.TypeOf(rt.Body)))}
+		op["requestBody"] = map[string]any{"required": !rt.BodyOptional, "content": jsonContent(sc.of(reflect.TypeOf(rt.Body)))}
 	}
 	return op
 }

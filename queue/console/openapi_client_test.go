@@ -57,7 +57,7 @@ func run(base string) error {
 	if err != nil {
 		return err
 	}
-	kind, queue := "report", "exports"
+	kind, queue, reason := "report", "exports", "a generated client's cancel"
 	made, err := c.PostJobsWithResponse(ctx, EnqueueRequest{Kind: &kind, Queue: &queue, Args: map[string]any{"county": "Travis"}})
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func run(base string) error {
 		return err
 	}
 	show("list", list.StatusCode(), list.JSON200)
-	cancelled, err := c.PostJobsByIdCancelWithResponse(ctx, id)
+	cancelled, err := c.PostJobsByIdCancelWithResponse(ctx, id, PostJobsByIdCancelJSONRequestBody{Reason: &reason})
 	if err != nil {
 		return err
 	}
@@ -180,6 +180,9 @@ func TestOpenAPIGeneratesAWorkingClient(t *testing.T) {
 	rec, err = e.client.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, queue.StatusCancelled, rec.Status)
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"job":`+strconv.FormatInt(id, 10)+`,"reason":"a generated client's cancel"}`, string(entries[0].Target))
 	require.Equal(t, 404, steps["missing"].Status)
 	require.Contains(t, string(steps["missing"].Body), `"code":"not_found"`, "the 404 decodes as the Error schema")
 	require.Contains(t, string(steps["queues"].Body), `"name":"exports"`)

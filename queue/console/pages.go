@@ -318,27 +318,38 @@ func (c *console) cancelledBy(ctx context.Context, j jobView) (*queue.AuditEntry
 }
 
 // cancelEntry is the entry of entries, newest first, that cancelled job j:
-// one naming it, or a bulk cancel by filter made as it was cancelled.
+// one naming it, else a bulk cancel by a filter that selects it, made as it
+// was cancelled.
 func cancelEntry(entries []queue.AuditEntry, j jobView) *queue.AuditEntry {
 	at := timeOf(j.CompletedAt)
+	var byFilter *queue.AuditEntry
 	for _, e := range entries {
 		if e.Action != string(ActionCancel) || e.Result != "ok" {
 			continue
 		}
 		var t struct {
-			Job    int64           `json:"job"`
-			IDs    []int64         `json:"ids"`
-			Filter json.RawMessage `json:"filter"`
+			Job    int64       `json:"job"`
+			IDs    []int64     `json:"ids"`
+			Filter *filterBody `json:"filter"`
 		}
 		if json.Unmarshal(e.Target, &t) != nil {
 			continue
 		}
-		near := e.At.Sub(at).Abs() < 5*time.Second
-		if t.Job == j.ID || slices.Contains(t.IDs, j.ID) || (t.Filter != nil && near) {
+		if t.Job == j.ID || slices.Contains(t.IDs, j.ID) {
 			return &e
 		}
+		if byFilter == nil && t.Filter != nil && e.At.Sub(at).Abs() < 5*time.Second && selects(*t.Filter, j) {
+			byFilter = &e
+		}
 	}
-	return nil
+	return byFilter
+}
+
+// selects reports whether filter f may have selected job j: those of its
+// fields a job's view holds agree with it.
+func selects(f filterBody, j jobView) bool {
+	return (f.Run == "" || f.Run == deref(j.RunID)) && (f.Queue == "" || f.Queue == j.Queue) &&
+		(len(f.Kinds) == 0 || slices.Contains(f.Kinds, j.Kind))
 }
 
 // jobWait is why a QUEUED job waits.

@@ -18,6 +18,8 @@ type route struct {
 	// Body and Response are values of the request and response types,
 	// described in the document by their JSON fields.
 	Body, Response any
+	// BodyOptional says the request may come without a body.
+	BodyOptional bool
 	// Statuses are the success statuses; 200 when empty.
 	Statuses []int
 	handle   handlerFunc

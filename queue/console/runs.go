@@ -111,6 +111,8 @@ type cancelledView struct {
 	By      string     `json:"by,omitempty"`
 	At      *time.Time `json:"at,omitempty"`
 	AuditID int64      `json:"audit_id,omitempty"`
+	// Reason is why, as the cancel gave it; absent when it gave none.
+	Reason string `json:"reason,omitempty"`
 }
 
 // typicalView is what a kind's jobs were compared with (queue.Baseline):
@@ -333,7 +335,7 @@ func (c *console) cancelledUnstarted(ctx context.Context, rv *queue.Review) ([]c
 		}
 		v := cancelledView{Job: c.view(&jobs[i])}
 		if e := cancelEntry(entries, v.Job); e != nil {
-			v.By, v.At, v.AuditID = e.Actor, &e.At, e.ID
+			v.By, v.At, v.AuditID, v.Reason = e.Actor, &e.At, e.ID, reasonOf(e.Target)
 		}
 		out = append(out, v)
 	}

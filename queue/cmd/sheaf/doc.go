@@ -34,7 +34,8 @@
 // only the program that registers the kind knows. Retries,
 // cancellations, pauses and resumes are recorded in the queue's audit log
 // (queue.Client.AuditLog) with the actor "sheaf-cli:" and the operating
-// system's user name. No command prints a job's claims (queue.Auth).
+// system's user name; jobs cancel -reason records why, as the console's
+// cancels do (at most 500 characters). No command prints a job's claims (queue.Auth).
 //
 // serve is read-only unless $SHEAF_CONSOLE_TOKEN is set; then a request with
 // "Authorization: Bearer <token>" may also submit, cancel, retry, pause and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/console"
 	"github.com/sheaf-dev/sheaf/queue/internal/jobview"
 )
 
@@ -40,7 +41,7 @@ const jobsUsage = `Usage: sheaf jobs list|get|retry|cancel [flags] [IDs]
   list            jobs newest first, with the console's filters (sheaf jobs list -h)
   get ID          one job, with its attempts
   retry ID...     put FAILED or CANCELLED jobs back in their queues
-  cancel ID...    cancel QUEUED or PROCESSING jobs
+  cancel ID...    cancel QUEUED or PROCESSING jobs (-reason says why)
 `
 
 func isHelp(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
@@ -226,9 +227,23 @@ func jobsChange(ctx context.Context, e *env, sub string, args []string) error {
 		"cancel": "Cancels QUEUED or PROCESSING jobs; a running job's handler is told to stop.",
 	}[sub]
 	fs, dsn := e.flags("jobs "+sub, "ID... [flags]", about+" Each change is recorded in the audit log.")
+	var reason *string
+	if sub == "cancel" {
+		reason = fs.String("reason", "", "why, recorded in the audit log and shown on the jobs' pages in the console (at most 500 characters)")
+	}
 	ids, err := e.parseIDs(fs, args)
 	if err != nil {
 		return err
+	}
+	target := map[string]any{}
+	if reason != nil {
+		why, err := console.CheckReason(*reason)
+		if err != nil {
+			return fmt.Errorf("%w: jobs cancel -reason: %w", errUsage, err)
+		}
+		if why != "" {
+			target["reason"] = why
+		}
 	}
 	if len(ids) == 0 {
 		return usageError("jobs %s: want job IDs", sub)
@@ -253,8 +268,9 @@ func jobsChange(ctx context.Context, e *env, sub string, args []string) error {
 		} else {
 			fmt.Fprintf(e.stdout, "job %d: %s\n", id, r.Status)
 		}
-		target, _ := json.Marshal(map[string]int64{"job": id})
-		if _, err := client.RecordAudit(ctx, auditEntry(sub, target, result, changed)); err != nil {
+		target["job"] = id
+		raw, _ := json.Marshal(target) // IDs and a string always marshal
+		if _, err := client.RecordAudit(ctx, auditEntry(sub, raw, result, changed)); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
 	}

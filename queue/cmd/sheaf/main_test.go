@@ -146,6 +146,7 @@ func TestUsageErrorsExitWith2(t *testing.T) {
 		{[]string{"jobs", "get", "x1", "-db", f.url}, `"x1" is not a job ID`},
 		{[]string{"jobs", "get", "-db", f.url}, "want one job ID"},
 		{[]string{"jobs", "cancel", "-db", f.url}, "want job IDs"},
+		{[]string{"jobs", "cancel", "1", "-reason", strings.Repeat("é", 501), "-db", f.url}, "reason too long: 501 characters, at most 500"},
 		{[]string{"queues", "pause", "-db", f.url}, "want NAME"},
 		{[]string{"queues", "drain", "-db", f.url}, `unknown subcommand "drain"`},
 		{[]string{"migrate", "down", "-db", f.url}, `unknown subcommand "down"`},
@@ -214,9 +215,14 @@ func TestJobsAndQueues(t *testing.T) {
 	require.Len(t, lines, 4)
 	require.True(t, strings.HasPrefix(lines[1], "3 "), "newest first: %s", r.stdout)
 
-	r = sheaf(t, nil, "jobs", "cancel", "2", "-db", f.url)
+	r = sheaf(t, nil, "jobs", "cancel", "2", "-reason", " Harris county asked to hold it ", "-db", f.url)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "job 2: CANCELLED\n", r.stdout)
+	entries, err := f.client.AuditLog(ctx, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "cancel", entries[0].Action)
+	require.JSONEq(t, `{"job":2,"reason":"Harris county asked to hold it"}`, string(entries[0].Target))
 	r = sheaf(t, nil, "jobs", "cancel", "-db", f.url, "2", "999")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "job 2: queue: job is not in a status that allows this")

@@ -201,6 +201,14 @@
   // jobs counts jobs in words: "1 job", "3 jobs".
   function jobs(n) { return n + (n === 1 ? " job" : " jobs"); }
 
+  // withReason adds to body the reason typed in the field a button's
+  // data-reason names, if one is.
+  function withReason(b, body) {
+    const field = b.dataset.reason && document.getElementById(b.dataset.reason);
+    const reason = field ? field.value.trim() : "";
+    return reason ? Object.assign(body || {}, { reason }) : body;
+  }
+
   function selectedIDs() {
     return [...document.querySelectorAll('input[name="id"]:checked')].map((c) => Number(c.value));
   }
@@ -211,7 +219,7 @@
     ev.preventDefault();
     if (b.hasAttribute("data-post")) {
       if (b.dataset.confirm && !(await ask(b.dataset.confirm, "", [], b.textContent.trim()))) return;
-      const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
+      const body = withReason(b, b.dataset.body ? JSON.parse(b.dataset.body) : undefined);
       act(b, async () => {
         const out = await api("POST", b.dataset.post, body);
         sayDone(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done", out);
@@ -226,7 +234,7 @@
       if (!(await ask(verb + " " + jobs(ids.length) + "?", "The jobs selected on this page:", ids.slice(0, 10).map((id) => "#" + id)
         .concat(ids.length > 10 ? ["and " + (ids.length - 10) + " more"] : []), verb + " " + jobs(ids.length)))) return;
       act(b, async () => {
-        const out = await api("POST", b.dataset.bulk, { ids });
+        const out = await api("POST", b.dataset.bulk, withReason(b, { ids }));
         const refused = (out.refused || []).length;
         sayDone(verb + ": " + jobs(out.changed) + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : "") + ".", out);
         if (verb === "Retry") followUp(changedOf(ids, out), out.changed);
@@ -241,7 +249,7 @@
         const what = count + " " + b.dataset.what + " job" + (count === 1 ? "" : "s");
         if (!(await ask(b.dataset.verb + " " + what + "?", "It touches " + b.dataset.words + ".", first,
           b.dataset.verb + " " + what))) return;
-        const out = await api("POST", b.dataset.match, { filter: JSON.parse(b.dataset.body) });
+        const out = await api("POST", b.dataset.match, withReason(b, { filter: JSON.parse(b.dataset.body) }));
         sayDone(b.dataset.verb + ": " + jobs(out.changed) + " changed, of the " + count + " that matched" +
           (b.dataset.verb === "Retry" ? "; each runs again as its next attempt" : "") + ".", out);
         if (b.dataset.verb === "Retry") followUp(firstJobs.map((j) => j.id), out.changed);
