@@ -29,7 +29,9 @@
 //   - POST /api/jobs: submit a job (201; 200 with the existing job for a
 //     taken idempotency key).
 //   - GET /api/jobs/{id}: one job, its output, the jobs it released, its
-//     last 20 attempts (runner, start, end, outcome, error).
+//     last 20 attempts (runner, start, end, outcome, error); for a job due
+//     later that a schedule's tick made, due_on_schedule: when on that
+//     schedule's clock ("tomorrow 23:00 Asia/Kolkata").
 //   - POST /api/jobs/{id}/cancel, /retry: cancel or retry one job (409
 //     wrong_status when it cannot be). A cancel may give a reason,
 //     {"reason":"…"}, of at most MaxReason characters (400
@@ -126,8 +128,9 @@
 //     percentile), drawn as SVG charts; the runners seen in the last
 //     minute.
 //   - /jobs: every filter of GET /api/jobs as a form (folded on a phone),
-//     newest first, keyset pages, with when each job is due, finished, how
-//     long it ran and its run; retry or cancel the jobs selected, or every
+//     newest first, keyset pages, with when each job is due (a scheduled
+//     job due later also on its schedule's clock), finished, how long it
+//     ran and its run; retry or cancel the jobs selected, or every
 //     job that matches, after an in-page dialog that says which jobs in
 //     words, how many, and shows the first; a retry's result, linked to
 //     its audit entry, then says what the retried jobs (the first ten) did
@@ -140,8 +143,8 @@
 //     serve, whose chunk size only the kind's registration says), the
 //     timeline of its attempts with runners and errors, parents and
 //     children as links (or the rules it holds up), output, correlation
-//     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
-//     paused queue, a closed window, "limit kind report reached (5 of 5
+//     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", "due
+//     tomorrow 23:00 Asia/Kolkata" on its schedule's clock, a paused queue, a closed window, "limit kind report reached (5 of 5
 //     running)") with Run now or Retry now; what a
 //     retry does to its attempt limit, said before; who cancelled it and
 //     why (the reason its audit entry records); retry and cancel (with a

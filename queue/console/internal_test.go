@@ -71,3 +71,23 @@ func TestRelWords(t *testing.T) {
 	require.Equal(t, "1,204 jobs", plural(int64(1204), "job", "jobs"))
 	require.Equal(t, "0 jobs", plural(0, "job", "jobs"))
 }
+
+// A schedule's day is its own: 00:30 in Kolkata is already tomorrow
+// there while it is still today in UTC.
+func TestDayWords(t *testing.T) {
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 27, 17, 0, 0, 0, time.UTC) // 22:30 in Kolkata
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2026, 11, 27, 23, 0, 0, 0, kolkata), "today 23:00"},
+		{time.Date(2026, 11, 28, 0, 30, 0, 0, kolkata), "tomorrow 00:30"},
+		{time.Date(2026, 11, 28, 23, 0, 0, 0, kolkata), "tomorrow 23:00"},
+		{time.Date(2026, 12, 1, 23, 0, 0, 0, kolkata), "Tue 1 Dec 23:00"},
+		{time.Date(2027, 1, 4, 6, 0, 0, 0, kolkata), "Mon 4 Jan 2027 06:00"},
+	} {
+		require.Equal(t, c.want, dayWords(c.at, now), c.at)
+	}
+}

@@ -61,6 +61,9 @@ type jobResponse struct {
 type jobDetailResponse struct {
 	Job      jobView       `json:"job"`
 	Attempts []attemptView `json:"attempts"`
+	// DueOnSchedule is, for a QUEUED job due later that a schedule's
+	// tick made, when it is due on that schedule's clock; absent otherwise.
+	DueOnSchedule *dueZoned `json:"due_on_schedule,omitempty"`
 }
 
 // enqueueResponse is a submitted job, or the job that already had its
@@ -162,7 +165,7 @@ func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, e
 		}
 		v.Progress.SetChunkTimes(times)
 	}
-	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts)}, nil
+	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts), DueOnSchedule: c.dueOnSchedule(v, time.Now())}, nil
 }
 
 // jobsPage is the page of jobs that q (listParams) selects.

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -495,4 +497,52 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 	require.Zero(t, got.Job.Progress.ChunkSize)
 	require.NotNil(t, got.Job.Progress.ChunkTimes)
 	require.EqualValues(t, 3, got.Job.Progress.ChunkTimes.Count)
+}
+
+// A job due later that a schedule's tick made says when on the
+// schedule's clock, on its page, in the jobs list and in the API; a job
+// of no schedule, or one already due, does not.
+func TestDueOnTheSchedulesClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	require.NoError(t, err)
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "county-daily", Spec: queue.Daily(23, 0), Location: kolkata,
+		Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	y, m, d := time.Now().In(kolkata).Date()
+	at := time.Date(y, m, d+1, 23, 0, 0, 0, kolkata)
+	later := e.enqueue(t, report{County: "Travis"}, queue.InRun("county-daily@"+at.Format(time.RFC3339)), queue.RunAt(at))
+	due := e.enqueue(t, report{County: "Harris"}, queue.InRun("county-daily@"+at.Format(time.RFC3339)))
+	adhoc := e.enqueue(t, report{County: "Bexar"}, queue.InRun("adhoc@1"), queue.RunAt(at))
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", later), http.StatusOK)
+	require.Regexp(t, `id="wait">Due <time [^>]+>in [^<]+</time>: <span id="due-zoned">due tomorrow 23:00 Asia/Kolkata</span>, on schedule county-daily's clock, at `, page)
+	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", adhoc), http.StatusOK), `due-zoned`)
+	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", due), http.StatusOK), `due-zoned`)
+
+	list := e.page(t, "/jobs", http.StatusOK)
+	rows := regexp.MustCompile(`(?s)<tr data-job="(\d+)">.*?</tr>`).FindAllStringSubmatch(list, -1)
+	require.Len(t, rows, 3)
+	for _, row := range rows {
+		if row[1] == strconv.FormatInt(later, 10) {
+			require.Contains(t, row[0], `<span class="hint" data-zoned>due tomorrow 23:00 Asia/Kolkata</span>`)
+		} else {
+			require.NotContains(t, row[0], `data-zoned`, row[1])
+		}
+	}
+
+	var out struct {
+		Due *struct {
+			Schedule, Zone, Words string
+			At                    time.Time
+		} `json:"due_on_schedule"`
+	}
+	e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", later), "").decode(t, &out)
+	require.NotNil(t, out.Due)
+	require.Equal(t, "county-daily", out.Due.Schedule)
+	require.Equal(t, "Asia/Kolkata", out.Due.Zone)
+	require.Equal(t, "tomorrow 23:00 Asia/Kolkata", out.Due.Words)
+	require.True(t, at.Equal(out.Due.At), out.Due.At)
+	res := e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", adhoc), "")
+	require.NotContains(t, string(res.body), "due_on_schedule")
 }

@@ -102,6 +102,9 @@ type jobsData struct {
 	// RetryAll and CancelAll are the bulk actions on every job the filters
 	// select, nil when they would select none.
 	RetryAll, CancelAll *matchAction
+	// DueOnSchedule says, by job ID, when the jobs due later that a
+	// schedule's tick made are due on its clock.
+	DueOnSchedule map[int64]string
 }
 
 // jobsForm is the filter form as the caller filled it in.
@@ -144,6 +147,15 @@ func (c *console) jobsHTML(r *http.Request, _ Access) (pageBody, error) {
 		var page jobsResponse
 		page, err = c.jobsPage(r.Context(), q)
 		d.Jobs = page.Jobs
+		now := time.Now()
+		for _, j := range d.Jobs {
+			if due := c.dueOnSchedule(j, now); due != nil {
+				if d.DueOnSchedule == nil {
+					d.DueOnSchedule = map[int64]string{}
+				}
+				d.DueOnSchedule[j.ID] = due.Words
+			}
+		}
 		next := r.URL.Query()
 		next.Del("cursor")
 		d.Newest = "jobs?" + next.Encode()
