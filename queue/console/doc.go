@@ -142,7 +142,10 @@
 //     for a kind the console's registry does not know, as under sheaf
 //     serve, whose chunk size only the kind's registration says), the
 //     timeline of its attempts with runners and errors, parents and
-//     children as links (or the rules it holds up), output, correlation
+//     children as links (or the rules it holds up; for a completed parent
+//     of a many-to-one rule whose job is not created yet, "waits for
+//     parent #5" with the other parents of its period that have not
+//     completed, linked), output, correlation
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", "due
 //     tomorrow 23:00 Asia/Kolkata" on its schedule's clock, a paused queue, a closed window, "limit kind report reached (5 of 5
 //     running)") with Run now or Retry now; what a

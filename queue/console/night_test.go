@@ -482,3 +482,25 @@ func TestWaitingForItsWindow(t *testing.T) {
 	review := e.page(t, "/runs/nightly@1", http.StatusOK)
 	require.Contains(t, review, `<span data-reason="window_closed">its window `+w.String()+` is closed</span>`)
 }
+
+// A parent that completed, of a many-to-one rule whose child is not
+// created yet, says which of the other parents of its period the child
+// waits for, linked.
+func TestJobSaysWhichParentTheChildWaitsFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
+	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "summary", Parents: []string{report{}.Kind()}},
+		func([]queue.JobRecord) (countyRollup, []queue.EnqueueOption) { return countyRollup{}, nil }))
+	period := queue.InPeriod("2025-12-08")
+	done := e.enqueue(t, report{County: "Travis"}, period)
+	waited := e.enqueue(t, report{County: "Harris"}, period, queue.RunAt(time.Now().Add(time.Hour)))
+	other := e.enqueue(t, report{County: "Bexar"}, queue.InPeriod("2025-12-09"), queue.RunAt(time.Now().Add(time.Hour)))
+	e.work(t, done)
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", done), http.StatusOK)
+	require.Contains(t, page, fmt.Sprintf(`<p class="wait" data-waits-for="summary">Rule <strong>summary</strong>'s job is not created yet: it waits for parent <a href="jobs/%d">#%d report</a> (queued).</p>`, waited, waited))
+	require.NotContains(t, page, fmt.Sprintf(`#%d report`, other), "a parent of another period")
+	require.Contains(t, page, `id="children">none yet: its rules' jobs wait for other parents, as said above</dd>`)
+	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", waited), http.StatusOK), `data-waits-for`, "it is the one awaited")
+}

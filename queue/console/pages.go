@@ -309,6 +309,10 @@ type jobData struct {
 	// Rules are the dependency rules the job is a parent in: what it
 	// holds up until it completes.
 	Rules []string
+	// WaitsFor are, for a COMPLETED job with no child yet, the
+	// many-to-one rules whose child still waits for other parents of its
+	// period, and those parents.
+	WaitsFor []parentWait
 	// Cancelled is, for a CANCELLED job, the audit log's entry of the
 	// request that cancelled it, if the console made it (recently).
 	Cancelled *queue.AuditEntry
@@ -364,6 +368,45 @@ func selects(f filterBody, j jobView) bool {
 		(len(f.Kinds) == 0 || slices.Contains(f.Kinds, j.Kind))
 }
 
+// parentWait is a many-to-one rule whose child is not created yet, and
+// the parents it waits for.
+type parentWait struct {
+	Rule    string
+	Parents []jobView
+	// More is true when there are more parents than shown.
+	More bool
+}
+
+// parentsShown bounds the parents a job's page names for a rule.
+const parentsShown = 10
+
+// parentsAwaited lists, for COMPLETED job j of no child, each many-to-one
+// rule it is a parent in whose other parents of j's period have not all
+// completed, so that its child is not created yet.
+func (c *console) parentsAwaited(ctx context.Context, j jobView) ([]parentWait, error) {
+	if j.Period == nil {
+		return nil, nil
+	}
+	var out []parentWait
+	for _, ru := range c.reg.Rules() {
+		if ru.Each || !slices.Contains(ru.Parents, j.Kind) {
+			continue
+		}
+		recs, err := c.client.List(ctx, queue.Filter{Period: *j.Period, Kinds: ru.Parents, Limit: parentsShown + 1,
+			Statuses: []queue.Status{queue.StatusQueued, queue.StatusProcessing, queue.StatusFailed, queue.StatusCancelled}})
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		w := parentWait{Rule: ru.Name, More: len(recs) > parentsShown}
+		w.Parents = c.views(recs[:min(len(recs), parentsShown)])
+		out = append(out, w)
+	}
+	return out, nil
+}
+
 // jobWait is why a QUEUED job waits.
 type jobWait struct {
 	// Later is true for a job due later; Retry when that is a retry's
@@ -402,6 +445,11 @@ func (c *console) jobHTML(r *http.Request, acc Access) (pageBody, error) {
 	for _, ru := range c.reg.Rules() {
 		if slices.Contains(ru.Parents, j.Kind) {
 			jd.Rules = append(jd.Rules, ru.Name)
+		}
+	}
+	if st == queue.StatusCompleted && len(j.ChildIDs) == 0 {
+		if jd.WaitsFor, err = c.parentsAwaited(r.Context(), j); err != nil {
+			return pageBody{}, err
 		}
 	}
 	if st == queue.StatusCancelled {
