@@ -163,6 +163,25 @@ func TestBrowserRetryFromTheJobPage(t *testing.T) {
 	b.Screenshot(t, "job-retried")
 }
 
+// A job's Cancel button sends the reason typed beside it, which the job's
+// page then shows.
+func TestBrowserCancelWithAReason(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.enqueue(t, report{County: "Travis"}, queue.RunAt(time.Now().Add(time.Hour)))
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
+	b.Run(t, chromedp.SendKeys("#cancel-reason", "  the county withdrew it "), chromedp.Click("#cancel"))
+	b.Wait(t, `document.getElementById("confirm").open`)
+	b.Run(t, chromedp.Click("#confirm-ok"))
+	b.Wait(t, `document.getElementById("cancel-reason-given") !== null`)
+	require.Equal(t, []string{"Reason: “the county withdrew it”."}, texts(t, b, "#cancel-reason-given"))
+	audit, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"job":%d,"reason":"the county withdrew it"}`, id), string(audit[0].Target))
+}
+
 func TestBrowserBulkCancelByFilter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
@@ -175,7 +194,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?queue=exports")
-	b.Run(t, chromedp.Click("#cancel-matching"))
+	b.Run(t, chromedp.SendKeys("#cancel-reason", "exports wait for the new bucket"), chromedp.Click("#cancel-matching"))
 	// The page's own dialog, not the browser's: it says what the filter
 	// selects, and shows the first jobs.
 	b.Wait(t, `document.getElementById("confirm").open`)
@@ -204,6 +223,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "cancel", audit[0].Action)
 	require.EqualValues(t, 5, audit[0].Changed)
+	require.JSONEq(t, `{"filter":{"queue":"exports","statuses":["QUEUED","PROCESSING"]},"reason":"exports wait for the new bucket"}`, string(audit[0].Target))
 	b.Screenshot(t, "bulk-cancelled")
 	// The result links to its audit entry: the audit page that starts at
 	// it.
