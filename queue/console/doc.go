@@ -166,7 +166,8 @@
 //     adjustable, the baseline stated with how many jobs, or days of
 //     roll-ups, it is taken over), jobs that never ran and why (those
 //     still due, and those cancelled before they started with who
-//     cancelled them and why, from the audit log), missed ticks; retry each
+//     cancelled them and why, from the audit log, and the rules' jobs not
+//     created, "waiting for parent #5" linked), missed ticks; retry each
 //     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch

@@ -492,9 +492,10 @@ func TestJobSaysWhichParentTheChildWaitsFor(t *testing.T) {
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
 	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "summary", Parents: []string{report{}.Kind()}},
 		func([]queue.JobRecord) (countyRollup, []queue.EnqueueOption) { return countyRollup{}, nil }))
+	const run = "nightly@2025-12-08T23:00:00Z"
 	period := queue.InPeriod("2025-12-08")
-	done := e.enqueue(t, report{County: "Travis"}, period)
-	waited := e.enqueue(t, report{County: "Harris"}, period, queue.RunAt(time.Now().Add(time.Hour)))
+	done := e.enqueue(t, report{County: "Travis"}, period, queue.InRun(run))
+	waited := e.enqueue(t, report{County: "Harris"}, period, queue.InRun(run), queue.RunAt(time.Now().Add(time.Hour)))
 	other := e.enqueue(t, report{County: "Bexar"}, queue.InPeriod("2025-12-09"), queue.RunAt(time.Now().Add(time.Hour)))
 	e.work(t, done)
 
@@ -503,4 +504,8 @@ func TestJobSaysWhichParentTheChildWaitsFor(t *testing.T) {
 	require.NotContains(t, page, fmt.Sprintf(`#%d report`, other), "a parent of another period")
 	require.Contains(t, page, `id="children">none yet: its rules' jobs wait for other parents, as said above</dd>`)
 	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", waited), http.StatusOK), `data-waits-for`, "it is the one awaited")
+
+	// The run's review lists the child among what never ran, and why.
+	never := regexp.MustCompile(`(?s)<section aria-labelledby="never-h".*?</section>`).FindString(e.page(t, "/runs/"+run, http.StatusOK))
+	require.Contains(t, never, fmt.Sprintf(`<li data-not-created="summary">county_rollup of rule <strong>summary</strong> (group 2025-12-08): <span data-reason="waiting_for_parent">not created yet, waiting for parent <a href="jobs/%d">#%d report</a> (queued)</span></li>`, waited, waited))
 }
