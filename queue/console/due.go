@@ -17,24 +17,29 @@ type dueZoned struct {
 	Words string    `json:"words"`
 }
 
-// dueOnSchedule says when job j is due on the clock of the schedule whose
-// tick made its run; nil for a job not QUEUED, already due, or of no
-// registered schedule's run.
-func (c *console) dueOnSchedule(j jobView, now time.Time) *dueZoned {
+// scheduleZones are the registered schedules' time zones, by name.
+func (c *console) scheduleZones() map[string]*time.Location {
+	out := map[string]*time.Location{}
+	for _, p := range c.reg.Schedules() {
+		out[p.Name] = p.Location
+	}
+	return out
+}
+
+// dueOnSchedule says when job j is due on the clock of the schedule, of
+// zones (scheduleZones), whose tick made its run; nil for a job not
+// QUEUED, already due, or of no registered schedule's run.
+func dueOnSchedule(j jobView, now time.Time, zones map[string]*time.Location) *dueZoned {
 	if j.Status != "QUEUED" || !j.RunAt.After(now) || j.RunID == nil {
 		return nil
 	}
-	name, _, ok := strings.Cut(*j.RunID, "@")
+	name, _, _ := strings.Cut(*j.RunID, "@")
+	loc, ok := zones[name]
 	if !ok {
 		return nil
 	}
-	for _, p := range c.reg.Schedules() {
-		if p.Name == name {
-			at := j.RunAt.In(p.Location)
-			return &dueZoned{Schedule: name, Zone: p.Location.String(), At: at, Words: dayWords(at, now) + " " + p.Location.String()}
-		}
-	}
-	return nil
+	at := j.RunAt.In(loc)
+	return &dueZoned{Schedule: name, Zone: loc.String(), At: at, Words: dayWords(at, now) + " " + loc.String()}
 }
 
 // dayWords says t on its own clock against now: "today 23:00", "tomorrow

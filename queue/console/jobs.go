@@ -165,7 +165,7 @@ func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, e
 		}
 		v.Progress.SetChunkTimes(times)
 	}
-	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts), DueOnSchedule: c.dueOnSchedule(v, time.Now())}, nil
+	return jobDetailResponse{Job: v, Attempts: jobview.Attempts(attempts), DueOnSchedule: dueOnSchedule(v, time.Now(), c.scheduleZones())}, nil
 }
 
 // jobsPage is the page of jobs that q (listParams) selects.

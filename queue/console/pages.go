@@ -147,9 +147,9 @@ func (c *console) jobsHTML(r *http.Request, _ Access) (pageBody, error) {
 		var page jobsResponse
 		page, err = c.jobsPage(r.Context(), q)
 		d.Jobs = page.Jobs
-		now := time.Now()
+		now, zones := time.Now(), c.scheduleZones()
 		for _, j := range d.Jobs {
-			if due := c.dueOnSchedule(j, now); due != nil {
+			if due := dueOnSchedule(j, now, zones); due != nil {
 				if d.DueOnSchedule == nil {
 					d.DueOnSchedule = map[int64]string{}
 				}
