@@ -222,7 +222,8 @@ func TestOutboxPlansStayLinear(t *testing.T) {
 	}
 	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, false))
 	var stale int64
-	require.NoError(t, pg.Gorm.Raw(`SELECT count(*) FROM pg_proc WHERE proname LIKE 'sheaf_outbox_%' AND proname <> 'sheaf_outbox_write'
+	require.NoError(t, pg.Gorm.Raw(`SELECT count(*) FROM pg_proc WHERE pronamespace = current_schema()::regnamespace
+		AND proname LIKE 'sheaf_outbox_%' AND proname <> 'sheaf_outbox_write'
 		AND NOT coalesce('enable_nestloop=off' = ANY(proconfig), false)`).Scan(&stale).Error)
 	require.Zero(t, stale, "every function replaced")
 	on, err := store.OutboxOn(ctx, st, pg.Gorm)
