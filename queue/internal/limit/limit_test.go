@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,6 +19,7 @@ func TestCheck(t *testing.T) {
 		conc, rate int
 		per        time.Duration
 		fair       bool
+		weights    map[string]int
 		ok         bool
 	}{
 		{conc: 1, ok: true},
@@ -25,6 +27,11 @@ func TestCheck(t *testing.T) {
 		{conc: 2, rate: 5, per: time.Millisecond, ok: true},
 		{scope: "key", fair: true, ok: true},
 		{scope: "key", conc: 3, fair: true, ok: true},
+		{scope: "key", fair: true, weights: map[string]int{"acme": 3, "": 1, "big": MaxWeight}, ok: true},
+		{scope: "key", fair: true, weights: map[string]int{"acme": 0}},
+		{scope: "key", fair: true, weights: map[string]int{"acme": MaxWeight + 1}},
+		{scope: "key", fair: true, weights: map[string]int{"bad\x00key": 2}},
+		{scope: "key", conc: 3, weights: map[string]int{"acme": 2}},
 		{},
 		{conc: -1},
 		{rate: 5, per: time.Microsecond},
@@ -34,7 +41,7 @@ func TestCheck(t *testing.T) {
 		if c.scope == "" {
 			c.scope = "kind"
 		}
-		err := Check(c.scope, c.conc, c.rate, c.per, c.fair)
+		err := Check(store.Limit{Scope: c.scope, Concurrency: c.conc, Rate: c.rate, Period: c.per, Fair: c.fair, Weights: c.weights})
 		if c.ok {
 			require.NoError(t, err, "%+v", c)
 		} else {
