@@ -11,10 +11,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // recorder is a strategy that logs its calls and fails on demand.
 type recorder struct {

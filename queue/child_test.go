@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 )
 
@@ -213,7 +214,7 @@ func runChild() bool {
 		cancel()
 		out.Lock() // held until the exit: no line after this one
 		fmt.Printf("stop returned %d %d %v\n", returned.Sub(began).Microseconds(), deadline.Sub(returned).Microseconds(), err)
-		os.Exit(0)
+		testexit.Exit(0)
 	}
 	must(r.Stop(context.Background()))
 	fmt.Println("stopped")

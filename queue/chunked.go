@@ -80,8 +80,10 @@ func Pages[R any](ctx context.Context, size int, fetch func(ctx context.Context,
 
 // ChunkTimes is how long the chunks of a chunked job's latest attempt
 // took, each measured around its ProcessChunk. The runner saves it with the
-// job's progress after every chunk, in the same statement; a job that is
-// not chunked, or whose attempt has not finished a chunk, has none.
+// job's progress after every chunk, in the same statement, so a job that
+// slowed down midway shows it at no cost of its own; a new attempt starts
+// without its predecessor's, and a job that is not chunked, or whose
+// attempt has not finished a chunk, has none.
 type ChunkTimes struct {
 	// Count is the chunks timed; Min, Max and Sum cover them all.
 	Count         int64

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"reflect"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -14,8 +12,8 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/access"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
-	"github.com/sheaf-dev/sheaf/queue/internal/hook"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
@@ -122,23 +120,11 @@ func (c *ops) Enqueue(ctx context.Context, args Args, opts ...EnqueueOption) (En
 // kind's registered type, and be what jsonb stores as given (see
 // Guarantees in the package documentation). Errors are as for Enqueue.
 func (c *ops) EnqueueRaw(ctx context.Context, kind string, payload json.RawMessage, opts ...EnqueueOption) (Enqueued, error) {
-	row, err := c.prepareRaw(kind, payload, opts)
+	row, err := c.prep().Raw(kind, payload, opts)
 	if err != nil {
 		return Enqueued{}, err
 	}
 	return c.insertOne(ctx, row)
-}
-
-// prepareRaw checks and prepares a job given as JSON.
-func (c *ops) prepareRaw(kind string, payload json.RawMessage, opts []EnqueueOption) (newJob, error) {
-	e, err := c.reg.lookup(kind)
-	if err == nil {
-		err = e.CheckPayload(payload)
-	}
-	if err != nil {
-		return newJob{}, err
-	}
-	return c.prepare(e, payload, opts)
 }
 
 // insertOne inserts the row of Enqueue or EnqueueRaw.
@@ -224,17 +210,9 @@ func (c *ops) EnqueueRawKeyed(ctx context.Context, jobs []RawParams) (duplicates
 // prepareRawAll checks and prepares the jobs of EnqueueRawMany: the first
 // that fails fails them all, with a *JobError.
 func (c *ops) prepareRawAll(jobs []RawParams) ([]newJob, error) {
-	if len(jobs) == 0 {
-		return nil, check.Invalid("no jobs")
-	}
-	rows := make([]newJob, len(jobs))
-	for i, p := range jobs {
-		var err error
-		if rows[i], err = c.prepareRaw(p.Kind, p.Payload, p.Options); err != nil {
-			return nil, &JobError{Index: i, Err: err}
-		}
-	}
-	return rows, nil
+	p := c.prep()
+	return registry.All(len(jobs), func(i int) (newJob, error) { return p.Raw(jobs[i].Kind, jobs[i].Payload, jobs[i].Options) },
+		func(i int, err error) error { return &JobError{Index: i, Err: err} })
 }
 
 // insertHooked inserts rows, through the Enqueue hooks if there are any.
@@ -261,88 +239,26 @@ func (c *ops) inserted(ctx context.Context, rows []newJob) EnqueueResult {
 // newJob is a validated job ready to insert.
 type newJob = store.NewJob
 
+// prepareAll checks and prepares the jobs of an enqueue call: the first
+// that fails fails them all, with its place in the message.
 func (c *ops) prepareAll(jobs []Params) ([]newJob, error) {
-	if len(jobs) == 0 {
-		return nil, check.Invalid("no jobs")
-	}
-	rows := make([]newJob, len(jobs))
-	for i, p := range jobs {
-		if p.Args == nil || reflect.ValueOf(p.Args).Kind() == reflect.Pointer && reflect.ValueOf(p.Args).IsNil() {
-			return nil, fmt.Errorf("job %d: %w: nil args", i, ErrInvalidPayload)
-		}
-		e, err := c.reg.lookup(p.Args.Kind())
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		payload, err := e.Encode(p.Args)
-		if err == nil {
-			rows[i], err = c.prepare(e, payload, p.Options)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
-		}
-	}
-	return rows, nil
+	p := c.prep()
+	return registry.All(len(jobs), func(i int) (newJob, error) { return p.Args(jobs[i].Args, jobs[i].Options) }, registry.Numbered)
 }
 
-func (c *ops) prepare(e *kindEntry, payload []byte, opts []EnqueueOption) (j newJob, err error) {
-	// o stays on the stack, and the job points at copies of the options it
-	// has: a bulk of jobs without options then costs no allocation here.
-	o := e.Defaults
-	if len(opts) > 0 {
-		if o, err = withJobOptions(o, opts); err != nil {
-			return j, err
-		}
-	}
-	if j, err = o.Row(e.Name, payload); err != nil {
-		return j, err
-	}
-	if j.LimitKey, err = o.limitKey.Of(payload); err != nil || !o.OwnBackoff {
-		return j, err
-	}
-	b, err := encodeBackoff(o.backoff)
-	j.Backoff = optional(string(b))
-	return j, err
+// prep checks and prepares jobs of the client's kinds.
+func (c *ops) prep() registry.Preparer[work, childFunc, *schedule, EnqueueOption] {
+	return registry.Preparer[work, childFunc, *schedule, EnqueueOption]{Registry: c.reg.r, Apply: EnqueueOption.applyJob, Unknown: ErrUnknownKind}
 }
 
 // prepareStamped prepares the jobs that build returns, as a schedule's tick
-// and a dependency rule create them: stamped with the idempotency key
-// key(i), and with runID and period unless empty, over their own options.
-// A panic in build, or in a payload's Kind or MarshalJSON, is an error:
-// that is the user's code, run on a runner's goroutine.
-func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) (rows []newJob, err error) {
-	err = hook.Call(func() error {
+// and a dependency rule create them (see registry.Preparer.Stamped).
+func (c *ops) prepareStamped(build func() []Params, key func(i int) string, runID, period string) ([]newJob, error) {
+	return c.prep().Stamped(func() (int, func(int) (interface{ Kind() string }, []EnqueueOption)) {
 		jobs := build()
-		if len(jobs) == 0 {
-			return nil
-		}
-		for i := range jobs {
-			o := slices.Clip(jobs[i].Options) // not into the caller's array
-			o = append(o, IdempotencyKey(key(i)))
-			if runID != "" {
-				o = append(o, InRun(runID))
-			}
-			if period != "" {
-				o = append(o, InPeriod(period))
-			}
-			jobs[i].Options = o
-		}
-		var err error
-		rows, err = c.prepareAll(jobs)
-		return err
-	})
-	return rows, err
+		return len(jobs), func(i int) (interface{ Kind() string }, []EnqueueOption) { return jobs[i].Args, jobs[i].Options }
+	}, key, runID, period)
 }
-
-// withJobOptions returns a kind's defaults o with a job's options applied.
-func withJobOptions(o jobOptions, opts []EnqueueOption) (jobOptions, error) {
-	o.OwnBackoff = false
-	err := check.Each("EnqueueOption", opts, func(opt EnqueueOption) error { return opt.applyJob(&o) })
-	return o, err
-}
-
-// optional is enqueue.Optional.
-func optional[T comparable](v T) *T { return enqueue.Optional(v) }
 
 func (c *ops) insert(ctx context.Context, rows []newJob) ([]Enqueued, error) {
 	out := make([]Enqueued, len(rows))

@@ -1,8 +1,8 @@
-// Package queue is a job queue on PostgreSQL or SQLite, through gorm: jobs
-// are rows, claimed atomically by any number of runners in any number of
-// processes, retried with backoff, rescued when their runner dies, and
-// finished with exactly one completion record. Long jobs can run chunk by
-// chunk on sheaf's batch engine, with progress, cancellation and
+// Package queue is a job queue on PostgreSQL, SQLite or MariaDB, through
+// gorm: jobs are rows, claimed atomically by any number of runners in any
+// number of processes, retried with backoff, rescued when their runner dies,
+// and finished with exactly one completion record. Long jobs can run chunk
+// by chunk on sheaf's batch engine, with progress, cancellation and
 // all-or-nothing output. Schedules, batch windows, dependency rules and the
 // morning review organise nightly work on the same queue.
 //
@@ -35,14 +35,10 @@
 // MariaDB with package github.com/sheaf-dev/sheaf/queue/mysqldb.
 //
 // [Client.Tx] returns a [TxClient] whose every call runs in a transaction
-// of yours (see its example): a job exists if and only if your own writes
-// commit, and runners hear of it, or of a pause or cancellation, at the
-// commit (on SQLite, at their next poll or lease renewal). What does not
-// belong in a transaction is only on Client.
-//
-// [Client.EnqueueMany] enqueues several jobs in one statement, and
-// [Client.EnqueueBulk] many thousands at once (COPY on PostgreSQL, prepared
-// multi-row INSERTs on SQLite).
+// of yours: a job exists if and only if your own writes commit, and
+// runners hear of it at the commit (on SQLite and MariaDB, those of other
+// processes at their next poll). [Client.EnqueueMany] and
+// [Client.EnqueueBulk] enqueue many at once.
 //
 // # Lifecycle
 //
@@ -66,9 +62,9 @@
 //   - FAILED or CANCELLED → QUEUED: [Client.Retry], or [Client.RetryFailed]
 //     for every failed job a filter selects.
 //
-// On PostgreSQL every time (created, started, completed, run times,
-// backoffs, leases) is the server's now(); on SQLite, which runs inside the
-// program, the program's clock.
+// On PostgreSQL and MariaDB every time (created, started, completed, run
+// times, backoffs, leases) is the server's; on SQLite, which runs inside
+// the program, the program's clock.
 //
 // # How a runner works
 //
@@ -79,13 +75,14 @@
 // workers have run what was claimed), so no goroutine outlives [Runner.Done].
 //
 // One statement claims as many due jobs as the runner has room for (see
-// [WithWorkers]), highest priority first, then earliest run time, then lowest
-// ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP LOCKED
-// through a partial index in that order, on SQLite under the write lock.
-// Through a backlog, a claim continues where the last stopped; the runner
-// rescans at the end, when notified of a job of higher priority, and at
-// least every poll interval. On PostgreSQL a NOTIFY per enqueue statement
-// and queue, scoped to the schema, wakes an idle runner within milliseconds.
+// [WithWorkers]), highest priority first, then earliest run time, then
+// lowest ID, within each queue it works: on PostgreSQL with FOR UPDATE SKIP
+// LOCKED through a partial index in that order (on MariaDB with SKIP LOCKED
+// too), on SQLite under the write lock. Through a backlog, a claim continues
+// where the last stopped; the runner rescans at the end, when notified of a
+// job of higher priority, and at least every poll interval. On PostgreSQL a
+// NOTIFY per enqueue statement and queue, scoped to the schema, wakes an
+// idle runner within milliseconds.
 //
 // A claimed job is leased to its runner ([WithLease]), which renews the
 // leases on a connection of its own, retrying a failed renewal promptly: a
@@ -126,28 +123,20 @@
 // list such jobs with [Client.List], react to them with an observer
 // ([EventFailed]), and put them back with Retry or RetryFailed.
 //
-// Chunked jobs run on the batch engine: [RegisterChunked] takes a
-// [Chunked] handler that returns the job's record count and an iterator (or
-// [Pages] over a fetch-by-offset function) and writes one chunk per call,
-// with progress saved after each; its Cleanup removes a failed attempt's
-// output. The same update saves how long each chunk's ProcessChunk took:
-// the count, shortest, longest and sum of the attempt's chunks and the
-// latest [ChunkTimesKept] durations, so that a job that slowed down midway
-// shows it without a write of its own. [Client.ChunkTimes] reads them, and
-// the console's job page draws them; a new attempt starts without its
-// predecessor's.
+// Chunked jobs run on the batch engine ([RegisterChunked], [Chunked],
+// [Pages]): one chunk per call, with the job's progress and its
+// [ChunkTimes] saved after each, and Cleanup removing a failed attempt's
+// output.
 //
 // # Exactly-once effects: completing in the handler's transaction
 //
-// A handler whose effects are rows in the queue's database can make them
-// happen exactly once: it writes them and calls [Job.CompleteTx] in the same
-// transaction, last, just before the commit (see its example). The job is
-// COMPLETED if and only if the transaction commits: a process that dies
-// before the commit leaves neither the rows nor the completion, and the job
-// runs again after its lease; one that dies after leaves both. Children of
-// dependency rules are released in the same transaction; enqueue other
-// follow-up jobs in it with Client.Tx(tx). Effects outside the database
-// (HTTP calls, files, messages) cannot share it: they are at least once.
+// A handler whose effects are rows in the queue's database writes them and
+// calls [Job.CompleteTx] in the same transaction, just before the commit:
+// the job is COMPLETED if and only if the rows commit, and a process that
+// dies before the commit leaves neither (the job runs again after its
+// lease). Enqueue follow-up jobs in it with Client.Tx(tx). Effects outside
+// the database (HTTP calls, files, messages) cannot share it: they are at
+// least once.
 //
 // # Operating the queue
 //
@@ -164,43 +153,39 @@
 //
 // # Concurrency and rate limits
 //
-// A [Limit] caps the jobs of a scope across every runner and process: at
-// most Concurrency running at once, at most Rate started in any span of
-// Per, or both. Its scope is a kind ([ScopeKind]), a queue ([ScopeQueue]),
-// or each partition key of a kind ([ScopeKey]: "two reports at once per
-// customer"), the key computed from the job's args when it is enqueued and
-// stored with it. Declare a kind's at registration:
+// A [Limit] caps the jobs of a kind, a queue or each partition key of a
+// kind ("two reports at once per customer") across every runner and
+// process, by how many run at once, how many start in a span, or both.
+// Declare a kind's at registration ([KindLimit], [KeyLimit]):
 //
 //	queue.Register(reg, h, queue.KeyLimit(func(a Report) string { return a.Customer },
 //		queue.Limits{Concurrency: 2, Rate: 100, Per: time.Minute}))
 //
-// or set any at run time with [Client.SetLimit] (an operator's limit
-// stands over the declared one until [Client.RemoveLimit]); runners in every
-// process apply a change within a poll interval. [Client.Limits] lists
-// them with their use ("limit kind report reached (5 of 5 running)").
+// or set any at run time with [Client.SetLimit]; [Client.Limits] lists
+// them with their use.
 //
-// Limits hold in the claim statement itself, on every store: a
-// runner never claims what a limit forbids, and the jobs a limit holds
-// back are passed over for those behind them, by priority as ever. A
-// scope's use is the count of its PROCESSING jobs, so the slots of a dead
-// runner come back when its jobs are rescued, within a lease; the rate
-// counts the starts of the last Per, recorded by the claims. Claims that a
-// limit may touch take turns (on PostgreSQL, under a lock of the limits'
-// rows, taken in the claim's round trip) so that two runners cannot both
-// take the last slot; claims of queues no limit touches run as before, and
-// runners read the limits with the paused queues, at no cost. A kind or key
-// limit may touch every queue, so claims take turns wherever one is in
-// force. A binding limit leaves each slot idle between one job's
-// completion and the next one's claim: the completion's commit, then the
-// claim's, a few milliseconds, which jobs of a second or more do not
-// notice. Measured on PostgreSQL at a load average of 10 to 20, two
-// runners of 4 workers under a limit of 4 used 55 to 62% of it with jobs
-// of 20 ms (`go test -run '^$' -bench LimitUtilisation -benchtime 300x
-// ./queue/`, eight runs), and a limit that never binds ran 0.60 times as
-// many no-op jobs a second as none, none 13,500 to 14,000 a second
-// (`go test -run '^$' -bench LimitCost -benchtime 5000x ./queue/`, four
-// runs): a limited claim counts the scope's running jobs, and takes its
-// turn under the limits' lock.
+// Limits hold in the claim itself, on every store (on MariaDB in the claim's
+// transaction, see package mysqldb): a runner never claims what a limit
+// forbids, and the jobs a limit holds back are passed over for those behind
+// them, by priority as ever. A scope's use is the count of its PROCESSING
+// jobs, so the slots of a dead runner come back when its jobs are rescued,
+// within a lease; the rate counts the starts of the last Per, recorded by
+// the claims. Claims that a limit may touch take turns (on PostgreSQL, under
+// a lock of the limits' rows, taken in the claim's round trip) so that two
+// runners cannot both take the last slot; claims of queues no limit touches
+// run as they would without limits, and runners read the limits with the
+// paused queues, at no cost. A kind or key limit may touch every queue, so
+// claims take turns wherever one is in force. A binding limit leaves each
+// slot idle between one job's completion and the next one's claim: the
+// completion's commit, then the claim's, a few milliseconds, which jobs of
+// a second or more do not notice. Measured on PostgreSQL at a load average
+// of 10 to 20, two runners of 4 workers under a limit of 4 used 55 to 62%
+// of it with jobs of 20 ms (`go test -run '^$' -bench LimitUtilisation
+// -benchtime 300x ./queue/`, eight runs), and a limit that never binds ran
+// 0.60 times as many no-op jobs a second as none, none 13,500 to 14,000 a
+// second (`go test -run '^$' -bench LimitCost -benchtime 5000x ./queue/`,
+// four runs): a limited claim counts the scope's running jobs, and takes
+// its turn under the limits' lock.
 //
 // # Fair share
 //
@@ -210,8 +195,9 @@
 // one customer's 100,000 jobs cannot hold back another's ten. Once a key's
 // first job is claimed, its n jobs are all claimed before another key has
 // had n more, plus one claim's worth (up to twice the runner's workers
-// from a nearby server, more behind a far one). A fair claim
-// probes an index once per key with jobs waiting; other claims do not.
+// from a nearby server, more behind a far one). A fair claim probes an
+// index once per key with jobs waiting (on MariaDB it reads the fair kinds'
+// queued jobs); other claims do not.
 //
 // Weights give some keys more turns: under Limits{Fair: true, Weights:
 // map[string]int{"acme": 3}}, while keys have jobs waiting, acme has three
@@ -248,10 +234,11 @@
 // earlier claim whose attempt was given back.
 //
 // No job is lost and none is claimed twice at once: claims use row locks
-// with SKIP LOCKED on PostgreSQL and the write lock on SQLite. Tests hold
-// this with runners on separate pools and in separate processes, the
-// server restarted under a runner, a runner killed with SIGKILL mid-job,
-// and a runner cut off from the database by a network partition.
+// with SKIP LOCKED on PostgreSQL and MariaDB, the write lock on SQLite.
+// Tests hold this with runners on separate pools and in separate
+// processes, the server restarted under a runner, a runner killed with
+// SIGKILL mid-job, and a runner cut off from the database by a network
+// partition.
 //
 // Bad input is refused at the door, with nothing created: an unknown kind
 // ([ErrUnknownKind]), a payload that does not encode or decode into the
@@ -296,10 +283,8 @@
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
 //   - [Client.Queues] and Filter.Search read whole tables: fine for
-//     dashboards, not for hot paths. [Client.Stats] counts the jobs that
-//     wait or run where they are and the finished ones from the day
-//     roll-ups (the days since the last final roll-up from the table), so
-//     its finished counts cover the history kept, pruned jobs included.
+//     dashboards, not for hot paths ([Client.Stats] reads the day roll-ups
+//     for the finished jobs).
 //
 // # Connections
 //
@@ -324,36 +309,17 @@
 //
 // A program stops its runners when it is told to, with [Runner.Stop] and a
 // grace period shorter than the orchestrator's kill timeout (30 s by
-// default on Kubernetes), and then exits (see Stop's example). Stop lets
-// running jobs finish; a little before its deadline it cancels those still
-// running (cause [ErrStopping]) and puts them back in the queue with their
-// attempt uncounted, so that nothing is left PROCESSING under the runner
-// when it returns. Handlers that ignore their cancellation are not waited
-// for: what they do afterwards through their Job is refused, though their
-// own side effects are not, so a handler should return soon once its
-// context is done.
+// default on Kubernetes), and exits when Stop returns: by then no job is
+// left PROCESSING under the runner (see Stop and its example). Give
+// [Runner.Start] a context that lives as long as the runner
+// (context.WithoutCancel of a signal's context).
 //
-// Give [Runner.Start] a context that lives as long as the runner
-// (context.WithoutCancel of a signal's context): cancelling it stops the
-// runner at once, as Stop does at its deadline.
+// # Running on SQLite and MariaDB
 //
-// # Running on SQLite
-//
-// The queue runs on an SQLite file too: for a first try, for tests, for a
-// single binary that needs no server. Open the file with
-// github.com/sheaf-dev/sheaf/queue/sqlitedb (pure Go: no cgo) and hand it
-// to NewClient as you would a PostgreSQL handle; everything else is the
-// same. That package's documentation says what differs, because SQLite has
-// one writer and no server.
-//
-// # Running on MariaDB
-//
-// The queue runs on MariaDB 10.11 too: open it with
-// github.com/sheaf-dev/sheaf/queue/mysqldb (pure Go), which alone links
-// the MySQL driver. Claims take jobs with SKIP LOCKED, as on PostgreSQL;
-// MariaDB has no notifications, so runners in other processes find new
-// jobs and cancellations when they poll and renew their leases. That
-// package's documentation says what else differs.
+// Open an SQLite file with github.com/sheaf-dev/sheaf/queue/sqlitedb, or
+// MariaDB 10.11 with github.com/sheaf-dev/sheaf/queue/mysqldb (both pure
+// Go), and hand it to NewClient as you would a PostgreSQL handle. Each
+// package's documentation says what differs there.
 //
 // # Schedules
 //
@@ -373,24 +339,14 @@
 // Every runner runs the registry's schedules, and a tick creates its jobs
 // exactly once between them: it is claimed under the schedule's row lock,
 // in the transaction that creates its jobs, whose idempotency keys name
-// the tick. A tick younger than the schedule's grace ([Periodic.Grace])
-// when a runner starts fires, on a new schedule's first start too; older
-// ticks no runner fired are missed, and the schedule's [MissedPolicy] skips
-// them or fires the latest few, late. Every expected tick gets a row in the
-// tick ledger ([Client.Ticks]): fired, late or missed, with its run ID and
-// number of jobs, so [Client.ScheduleStates] and the review name a skipped
-// night. Schedules can be added, replaced and removed while runners run.
-// Each tick stamps its jobs with a run ID
-// (county-daily@2025-12-08T23:00:00+05:30) and a period (the local date).
-//
-// Registry.Schedule refuses bad preset arguments ("Daily(25, 0): hour 25
-// not in [0, 23]") and a [Cron] expression that never fires (0 0 30 2 *) or
-// names a time zone (set Location). Ticks keep their local wall-clock time
-// across daylight-saving changes: one in the hour that repeats fires once,
-// one in the gap is skipped. A tick whose jobs cannot be built (a panic in
-// Jobs or a MarshalJSON, or a job Enqueue would refuse) creates nothing, is
-// logged at Error, and the schedule moves on to its next tick; the review
-// lists it among the ticks that created nothing.
+// the tick. Missed ticks follow the schedule's [MissedPolicy]; every
+// expected tick gets a row in the tick ledger ([Client.Ticks]), so
+// [Client.ScheduleStates] and the review name a skipped night.
+// Registry.Schedule refuses a [Cron] expression that never fires
+// (0 0 30 2 *). A tick whose jobs cannot be built (a panic in Jobs or a
+// MarshalJSON, or a job Enqueue would refuse) creates nothing, is logged
+// at Error, and the schedule moves on to its next tick; the review lists
+// it among the ticks that created nothing.
 //
 // # Batch windows
 //
@@ -407,28 +363,21 @@
 //
 // # Dependencies
 //
-// A [Rule], registered with [Depend] (see its example), releases a child
-// job when its parents complete: one child per parent (one-to-one), or one
-// per period once every parent of the period completed (many-to-one). The
-// child is released exactly once, in the transaction that completes its
-// last parent, under a lock per rule and period. A rule whose child cannot
-// be built (its function or the child's MarshalJSON panics, or Enqueue
-// would refuse the child) lets the parent complete without the child,
-// logged at Error; the review lists the chain as stopped with every parent
-// complete. Cycles are refused when rules are registered.
+// A [Rule], registered with [Depend], releases a child job when its
+// parents complete, once, in the transaction that completes the last of
+// them, under a lock per rule and period. A rule whose child cannot be
+// built (its function or the child's MarshalJSON panics, or Enqueue would
+// refuse the child) lets the parent complete without the child, logged at
+// Error; the review lists the chain as stopped with every parent complete.
 //
 // # The morning review
 //
-// [Client.Review] says what a run, a period or a time range did (see its
-// example): counts by status, the failed jobs with their errors and
-// attempts, the failures grouped by the shape of their error, the slow
-// ones against each kind's median of its earlier runs, the jobs that never
-// ran, the schedule ticks that created no job, and the dependency chains
-// that stopped, with the parents that stopped them. The database counts,
-// groups and picks: each list holds at most ReviewQuery.Limit jobs (100 by
-// default) and the review counts the rest, so a night of a hundred
-// thousand jobs is reviewed in a few aggregate statements, not read.
-// [Client.RetryFailed] with the run's Filter is the selective retry.
+// [Client.Review] says what a run, a period or a time range did: counts,
+// failures grouped by the shape of their error, slow jobs against each
+// kind's baseline of earlier runs ([Baseline]), jobs that never ran, ticks
+// that created nothing and stopped chains (see [Review]), in a few
+// aggregate statements however large the night. [Client.RetryFailed] with
+// the run's Filter is the selective retry.
 //
 // # Maintenance
 //
@@ -449,42 +398,25 @@
 //
 // # Retention and history
 //
-// Finished jobs are deleted once old enough, so a year of nightly runs
-// does not grow the jobs table to tens of millions of rows: completed jobs
-// after [DefaultKeepCompleted] (7 days: a nightly shop looks back about a
-// week to see what ran), failed and cancelled ones after
-// [DefaultKeepFailed] and [DefaultKeepCancelled] (30 days: what someone
-// must look into outlasts a long weekend and a holiday). [WithRetention]
-// changes them, [Retain] for a kind; [KeepForever] keeps. A job goes with
-// its recorded attempts and the audit entries that target it alone, and
-// only once every job of its run and period may go too and its run's
-// counts are kept (see Tables). Retention.Archive sees each batch in the
-// deleting transaction; if it fails, nothing is deleted (examples/archive).
+// Finished jobs are deleted once old enough, so a year of nightly runs does
+// not grow the jobs table to tens of millions of rows: completed jobs after
+// [DefaultKeepCompleted], failed and cancelled ones after
+// [DefaultKeepFailed] and [DefaultKeepCancelled]; [WithRetention] and
+// [Retain] change that, and [Retention] says what goes with a job and when
+// (examples/archive archives each batch before it goes).
 //
-// Before they go, jobs are rolled up per UTC day, kind and queue: counts by
-// outcome, retries, median, 95th percentile and longest run time, and
-// failures by error shape, kept [DefaultKeepHistory]. [Client.History]
-// reads them; the review and the console's charts use them once the jobs
-// are pruned. Each hour that is over is rolled up too, per kind and queue,
-// per queue and in all, with what [Client.Activity] shows (counts, and
-// median and 95th percentile wait and run times), kept
-// [DefaultKeepHourlyHistory] (30 days; Retention.HourlyHistory): Activity
-// by the hour, such as the console's chart of the last day, reads them for
-// the hours they keep and the jobs for the rest, so it draws the same
-// before and after pruning; narrower buckets read only the jobs. The leader
-// rolls up every 10 minutes (an hour is final 5 to 15 minutes after it
-// ends, each day or hour in the transaction that records it final, so a
-// crash neither counts one twice nor skips one), prunes only jobs whose
-// day and hour are final, in batches of 1,000 jobs, each a short
-// transaction, with a pause between them. A final day or hour is not
-// counted again: a job that failed in it and was retried by hand later
-// stays a failure there, and its new outcome counts in the day or hour it
-// finishes again.
-//
-// The alert state of package queue/alert goes the same way: episodes that
-// ended and silences that expired [DefaultKeepAlerts] ago (90 days: this
-// month's alerts against the last ones), an episode only once all its
-// notices are sent (Retention.Alerts).
+// Before they go, jobs are rolled up per UTC day, kind and queue
+// ([Client.History], [DayStats]), and per hour, per kind and queue, per
+// queue and in all ([Client.Activity] by the hour), so the review and the
+// console's charts read the same before and after pruning. The leader rolls
+// up every 10 minutes (an hour is final 5 to 15 minutes after it ends, each
+// day or hour in the transaction that records it final, so a crash neither
+// counts one twice nor skips one), and prunes only jobs whose day and hour
+// are final, in batches of 1,000 jobs, each a short transaction, with a
+// pause between them. A final day or hour is not counted again: a job that
+// failed in it and was retried by hand later stays a failure there, and its
+// new outcome counts in the day or hour it finishes again. The alert state
+// of package queue/alert goes the same way (Retention.Alerts).
 //
 // # Telemetry
 //
@@ -495,16 +427,15 @@
 // # Testing
 //
 // Package github.com/sheaf-dev/sheaf/queue/queuetest runs a handler
-// against a Job built in memory (progress, output, auth, cancellation and
-// timeouts observable), checks what code enqueued, in a transaction too,
-// works enqueued jobs within a test, and has a simulated [Clock] for
-// schedules and windows. A Job built by hand without it works too: its
-// SetProgress, SetOutput and CompleteTx do nothing.
+// against a Job built in memory, checks what code enqueued, works enqueued
+// jobs within a test, and has a simulated [Clock]. A Job built by hand
+// without it works too: its SetProgress, SetOutput and CompleteTx do
+// nothing.
 //
 // # Tables
 //
-// The queue owns these tables, in the schema (PostgreSQL) or file (SQLite)
-// it is given; Migrate creates them:
+// The queue owns these tables, in the schema (PostgreSQL), database
+// (MariaDB) or file (SQLite) it is given; Migrate creates them:
 //
 //   - sheaf_jobs: every job, one row each ([JobRecord]).
 //   - sheaf_schedules: each schedule's last tick whose jobs were created;
@@ -535,16 +466,17 @@
 //
 // The schema has a version, [SchemaVersion]. To upgrade, run the new
 // release's [Client.Migrate], then replace the processes. Migrate is
-// idempotent and holds a lock while it works (an advisory lock on
-// PostgreSQL, the write lock on SQLite), so processes that migrate at once
-// run one after the other. It logs a warning naming the runners of an
-// earlier release that were up (seen in the last minute): they must be
-// replaced. A runner refuses to start on an older schema (ErrNotMigrated),
-// and Migrate and Start refuse a newer one (ErrSchemaTooNew). Teams that
-// apply schema changes with their own tool (goose, golang-migrate, atlas)
-// take the SQL from [Client.Migrations]. Migrations only go forward.
-// Migrate refuses a schema that was partly dropped by hand with
-// [ErrPartialSchema], which names the way out.
+// idempotent and holds a lock while it works (an advisory lock named after
+// the schema on PostgreSQL, a named lock on MariaDB, the write lock on
+// SQLite), so processes that migrate the same queue at once run one after
+// the other, while queues in other schemas migrate beside it. It logs a
+// warning naming the runners of an earlier release that were up (seen in
+// the last minute): they must be replaced. A runner refuses to start on an older
+// schema (ErrNotMigrated), and Migrate and Start refuse a newer one
+// (ErrSchemaTooNew). Teams that apply schema changes with their own tool
+// (goose, golang-migrate, atlas) take the SQL from [Client.Migrations].
+// Migrations only go forward. Migrate refuses a schema that was partly
+// dropped by hand with [ErrPartialSchema], which names the way out.
 //
 // The queue's own statements are not written to your gorm logger (they are
 // batches of up to thousands of IDs, and their errors are returned to you);

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
@@ -23,7 +24,7 @@ var examples pgtest.Examples
 
 func TestMain(m *testing.M) {
 	if runChild() { // a child process of the multi-process tests
-		return
+		testexit.Exit(0)
 	}
 	if err := pgtest.Reachable(); err != nil && os.Getenv("CI") == "" || pgtest.Store() != "postgres" {
 		// The tests skip themselves, saying why; the examples cannot, so
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	// them half idle); an explicit -parallel still wins, as the command
 	// line is parsed after this.
 	_ = flag.Set("test.parallel", "6")
-	goleak.VerifyTestMain(closingExamples{m})
+	goleak.VerifyTestMain(closingExamples{m}, testexit.Option())
 }
 
 // closingExamples runs the tests and examples, then closes what the

@@ -30,9 +30,9 @@ const (
 // Limit caps the jobs of a scope across every runner and process: at most
 // Concurrency running at once, and at most Rate started in any span of
 // Per. Zero Concurrency or Rate is no limit of that sort; a Limit has at
-// least one, or Fair. Runners never claim a job a limit forbids; the others of its
-// queue are claimed past it, by priority as ever. See Limits in the
-// package documentation.
+// least one, or Fair. Runners never claim a job a limit forbids; the
+// others of its queue are claimed past it, by priority as ever. See
+// "Concurrency and rate limits" in the package documentation.
 type Limit struct {
 	Scope LimitScope
 	// Target is the kind (ScopeKind, ScopeKey) or the queue (ScopeQueue).
@@ -80,6 +80,10 @@ type LimitUse struct {
 	Keys []KeyUse
 }
 
+func (l Limits) declared() limit.Declared {
+	return limit.Declared{Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair, Weights: maps.Clone(l.Weights)}
+}
+
 // KeyUse is the use of one partition key of a ScopeKey limit.
 type KeyUse struct {
 	Key              string
@@ -104,7 +108,7 @@ func (u LimitUse) use() limit.Use {
 // ScopeKind). Runners write it when they start, unless SetLimit set the
 // kind's limit: then that one stands until RemoveLimit.
 func KindLimit(l Limits) RegisterOption {
-	return kindOption(func(o *jobOptions) error { return o.declare(store.ScopeKind, l) })
+	return kindOption(func(o *jobOptions) error { return o.Declare(store.ScopeKind, l.declared()) })
 }
 
 // KeyLimit caps the kind's jobs of each partition key across every runner
@@ -112,17 +116,11 @@ func KindLimit(l Limits) RegisterOption {
 // it is enqueued, and is stored with it. Declared as KindLimit is.
 func KeyLimit[A Args](key func(A) string, l Limits) RegisterOption {
 	return kindOption(func(o *jobOptions) (err error) {
-		if o.limitKey, err = limit.KeyOf(key); err != nil {
+		if o.LimitKey, err = limit.KeyOf(key); err != nil {
 			return err
 		}
-		return o.declare(store.ScopeKey, l)
+		return o.Declare(store.ScopeKey, l.declared())
 	})
-}
-
-func (o *jobOptions) declare(scope string, l Limits) error {
-	o.limits = append(o.limits, limit.Declared{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair,
-		Weights: maps.Clone(l.Weights)})
-	return limit.Check(store.Limit{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per, Fair: l.Fair, Weights: l.Weights})
 }
 
 // SetLimit sets the limit of l.Scope and l.Target, replacing any; runners
@@ -165,7 +163,7 @@ func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
 func (c *ops) declareLimits(ctx context.Context) error {
 	kinds := map[string][]limit.Declared{}
 	for _, e := range c.reg.r.All {
-		kinds[e.Name] = e.Defaults.limits
+		kinds[e.Name] = e.Defaults.Limits
 	}
 	return limit.Declare(ctx, c.st, c.db, kinds)
 }

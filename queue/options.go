@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
-	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/option"
 )
 
@@ -65,15 +64,8 @@ type enqueueOption func(*jobOptions) error
 
 func (f enqueueOption) applyJob(o *jobOptions) error { return f(o) }
 
-// jobOptions are a kind's defaults, or a job's settings: those of package
-// option, and those whose types this package declares.
-type jobOptions struct {
-	option.Job
-	backoff  Backoff
-	retain   Retention        // retention.go
-	limits   []limit.Declared // limits.go
-	limitKey limit.Key        // KeyLimit's
-}
+// jobOptions are a kind's defaults, or a job's settings.
+type jobOptions = option.Job
 
 // OnQueue puts jobs on the named queue (kind or job): 1 to 128 bytes of
 // UTF-8 without NUL. Runners work the queues given to WithQueues. Default
@@ -104,12 +96,12 @@ func RetryBackoff(b Backoff) JobOption {
 			return err
 		}
 		if job {
-			if _, err := encodeBackoff(b); err != nil {
+			var err error
+			if o.OwnBackoff, err = encodeBackoff(b); err != nil {
 				return err
 			}
-			o.OwnBackoff = true
 		}
-		o.backoff = b
+		o.Backoff = b
 		return nil
 	}}
 }

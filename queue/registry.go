@@ -9,7 +9,6 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
-	"github.com/sheaf-dev/sheaf/queue/internal/option"
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
 	"github.com/sheaf-dev/sheaf/queue/internal/registry"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
@@ -76,8 +75,8 @@ func register[A Args](r *Registry, chunked bool, opts []ChunkedOption, w work) e
 	if err != nil {
 		return err
 	}
-	e := registry.NewKind[A](kind, chunked, jobOptions{Job: option.Job{Queue: DefaultQueue, Priority: DefaultPriority,
-		MaxAttempts: DefaultMaxAttempts, ChunkSize: DefaultChunkSize}, backoff: defaultBackoff}, w)
+	e := registry.NewKind[A](kind, chunked, jobOptions{Queue: DefaultQueue, Priority: DefaultPriority,
+		MaxAttempts: DefaultMaxAttempts, ChunkSize: DefaultChunkSize, Backoff: defaultBackoff}, w)
 	what := "RegisterOption"
 	if chunked {
 		what = "ChunkedOption"
@@ -131,7 +130,7 @@ func (k runnerKinds) Lookup(kind string) (*runner.Kind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Kind{Timeout: e.Defaults.Timeout, Backoff: e.Defaults.backoff, Chunked: e.Chunked,
+	return &runner.Kind{Timeout: e.Defaults.Timeout, Backoff: e.Defaults.Backoff, Chunked: e.Chunked,
 		Work: func(ctx context.Context, ex *runner.Execution) error {
 			return e.Work(ctx, &attempt{Execution: ex, hooks: k.hooks}, e)
 		}}, nil
@@ -148,7 +147,7 @@ func (k runnerKinds) NextOpening(now time.Time, queues []string) time.Time {
 // retained yields the kinds' own retentions, holding the registry's lock.
 func (r *Registry) retained(yield func(string, maintain.Durations) bool) {
 	for kind, e := range r.r.All {
-		if !yield(kind, e.Defaults.retain.durations()) {
+		if !yield(kind, e.Defaults.Retain) {
 			return
 		}
 	}

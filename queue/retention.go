@@ -51,7 +51,8 @@ const (
 // target it alone, and not before every other job of its run and of its
 // period may be deleted too: dependants released later still find their
 // parents, and a run is read whole or not at all. Jobs are deleted only
-// once their day and their hour are rolled up (see History and Activity).
+// once their day and their hour are rolled up (see History and Activity),
+// and their run's counts kept (see Client.Runs).
 type Retention struct {
 	Completed, Cancelled, Failed time.Duration
 	// History is how long day roll-ups are kept (client only). Default
@@ -130,7 +131,7 @@ func WithRetention(r Retention) ClientOption {
 // and periods go whole, so a kind kept longer keeps the other jobs of its
 // runs and periods as long.
 func Retain(r Retention) RegisterOption {
-	return kindOption(func(o *jobOptions) error { return check.Set(&o.retain, r, r.check(true)) })
+	return kindOption(func(o *jobOptions) error { return check.Set(&o.Retain, r.durations(), r.check(true)) })
 }
 
 // upkeepAt returns the roll-up and pruning tasks, going by now (nil: the

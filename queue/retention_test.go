@@ -148,6 +148,13 @@ func TestThirtyNightsOfHistoryOutliveTheirRows(t *testing.T) {
 	require.Len(t, rv.Slow, 1)
 	require.Equal(t, slow, rv.Slow[0].Job.ID)
 	require.Equal(t, time.Minute, rv.Slow[0].Typical)
+	// The earlier nights' jobs are pruned: the baseline is the day
+	// roll-ups', and says over how many days.
+	b := rv.Typical["county_daily"]
+	require.Equal(t, time.Minute, b.Median)
+	require.Equal(t, time.Minute, b.P95)
+	require.Zero(t, b.Jobs)
+	require.Equal(t, 20, b.Days, "the latest History days")
 }
 
 // dayOfHours is the hourly history of the tests that prune jobs finished

@@ -7,6 +7,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/operate"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // ReviewQuery says what a morning review covers: one run, one period (a
@@ -78,11 +79,11 @@ type Review struct {
 	// the one-to-one rules' groups past them.
 	Stopped     []StoppedChain
 	MoreStopped int64
-	// Typical is, for each kind with a completed job in scope, the median
-	// duration the slow check compared its jobs with: that of the History
-	// earlier completed jobs of the kind, or of its day roll-ups; zero when
-	// no earlier job of the kind is known.
-	Typical map[string]time.Duration
+	// Typical is, for each kind with a completed job in scope, what the
+	// slow check compared its jobs with: the median (and 95th percentile)
+	// run time of the History earlier completed jobs of the kind, or of
+	// its day roll-ups.
+	Typical map[string]Baseline
 }
 
 // FailureGroup is the FAILED jobs of a review whose last errors have one
@@ -103,8 +104,20 @@ type FailureGroup struct {
 type SlowJob struct {
 	Job      JobRecord
 	Duration time.Duration
-	// Typical is the median duration of the kind's earlier completed jobs.
-	Typical time.Duration
+	// Typical is the median duration of the kind's earlier completed jobs,
+	// P95 their 95th percentile (see Baseline).
+	Typical, P95 time.Duration
+}
+
+// Baseline is what a review compares a kind's jobs with: how long its
+// earlier completed jobs took, the median and the 95th percentile of
+// their run times, over Jobs jobs (at most ReviewQuery.History); or,
+// once those jobs are pruned, the median of the last Days days' medians
+// and of their 95th percentiles, from the day roll-ups (Jobs is then 0).
+// All zero when no earlier job of the kind is known.
+type Baseline struct {
+	Median, P95 time.Duration
+	Jobs, Days  int
 }
 
 // StoppedChain is a dependency rule whose child is missing, and the parents
@@ -138,17 +151,21 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 		Missed: func(ctx context.Context) ([]operate.Tick, error) {
 			return operate.MissedTicks(ctx, c.st, c.db, timings, rq, now)
 		},
-		Typical: func(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error) {
+		Typical: func(ctx context.Context, kind string, before time.Time, days int) (store.Baseline, error) {
 			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
 		}}.Review(ctx, rq)
 	if err != nil {
 		return nil, check.Failed("review", err)
 	}
-	return &Review{Query: q, Total: r.Total, Counts: operate.Counts[Status](r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
+	rv := &Review{Query: q, Total: r.Total, Counts: operate.Counts[Status](r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
 		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),
 		NeverRan: r.NeverRan, MoreNeverRan: r.MoreNeverRan, MoreSlow: r.MoreSlow, MoreStopped: r.MoreStopped,
-		Retrying: r.Retrying, MoreRetrying: r.MoreRetrying, Typical: r.Typical,
+		Retrying: r.Retrying, MoreRetrying: r.MoreRetrying, Typical: map[string]Baseline{},
 		Slow:        converted(r.Slow, func(s operate.Slow[JobRecord]) SlowJob { return SlowJob(s) }),
 		MissedTicks: converted(r.MissedTicks, func(t operate.Tick) Tick { return Tick(t) }),
-		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}, nil
+		Stopped:     converted(r.Stopped, func(s operate.Stopped[JobRecord]) StoppedChain { return StoppedChain(s) })}
+	for k, b := range r.Typical {
+		rv.Typical[k] = Baseline(b)
+	}
+	return rv, nil
 }

@@ -202,3 +202,37 @@ func recordIDs(jobs []queue.JobRecord) []int64 {
 	}
 	return out
 }
+
+// A review's baseline of a kind is the median and 95th percentile of its
+// earlier jobs' run times, interpolated as PostgreSQL's percentile_cont
+// does on every store, and says how many jobs it was taken over.
+func TestReviewBaselineHasItsPercentiles(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	// Ten earlier reports of 1 to 10 minutes, finished in that order.
+	for i := range 10 {
+		s := time.Date(2025, 12, 1, 23, i, 0, 0, time.UTC)
+		c := s.Add(time.Duration(i+1) * time.Minute)
+		insertJob(t, e, "county_daily", "COMPLETED", "", "", 1, &s, &c, "")
+	}
+	run := "nightly@2025-12-08T23:00:00Z"
+	slow := insertJob(t, e, "county_daily", "COMPLETED", run, "2025-12-08", 1, at(23, 0, 0), at(23, 20, 0), "")
+	ctx := context.Background()
+
+	rv, err := e.client.Review(ctx, queue.ReviewQuery{RunID: run})
+	require.NoError(t, err)
+	// Sorted, 1..10 min: the median halfway between 5 and 6, the 95th
+	// percentile 0.55 of the way from 9 to 10 (at 0.95 × 9 = 8.55).
+	want := queue.Baseline{Median: 5*time.Minute + 30*time.Second, P95: 9*time.Minute + 33*time.Second, Jobs: 10}
+	require.Equal(t, want, rv.Typical["county_daily"])
+	require.Len(t, rv.Slow, 1)
+	require.Equal(t, slow, rv.Slow[0].Job.ID)
+	require.Equal(t, want.Median, rv.Slow[0].Typical)
+	require.Equal(t, want.P95, rv.Slow[0].P95)
+
+	// The latest four: 7 to 10 minutes.
+	rv, err = e.client.Review(ctx, queue.ReviewQuery{RunID: run, History: 4})
+	require.NoError(t, err)
+	require.Equal(t, queue.Baseline{Median: 8*time.Minute + 30*time.Second, P95: 9*time.Minute + 51*time.Second, Jobs: 4},
+		rv.Typical["county_daily"])
+}

@@ -146,8 +146,9 @@ type Periodic struct {
 	// Missed is the policy for missed ticks: SkipMissed (the default),
 	// RunMissedOnce or CatchUp(n).
 	Missed MissedPolicy
-	// Grace is how old a tick may be when a runner starts and still fire
-	// as due rather than be missed, and how long after its time a tick may
+	// Grace is how old a tick may be when a runner starts (a new
+	// schedule's first start too) and still fire as due rather than be
+	// missed, and how long after its time a tick may
 	// fire and still count as on time rather than late in the ledger.
 	// Zero means a minute, or two poll intervals if longer (as the runner
 	// is configured); otherwise 1s to 24h.

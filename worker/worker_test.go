@@ -14,10 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/worker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 func noPanic(t *testing.T) func(string, *worker.PanicError) {
 	return func(key string, err *worker.PanicError) { t.Errorf("unexpected panic in %s: %v", key, err) }

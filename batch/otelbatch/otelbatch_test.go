@@ -17,9 +17,10 @@ import (
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/batch/otelbatch"
 	"github.com/sheaf-dev/sheaf/cleanup"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 type harness struct {
 	reader   *sdkmetric.ManualReader

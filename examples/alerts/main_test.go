@@ -6,9 +6,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // TestRunOnSQLite runs the program on a new SQLite file: both notices
 // arrive, signed, for the failure and for the retry (run fails

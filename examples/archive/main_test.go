@@ -6,9 +6,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // TestRunOnSQLite runs the program on its default database and archive
 // folder: every pruned job is in the archive (run checks it), and both

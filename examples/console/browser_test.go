@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -54,6 +56,8 @@ func TestBrowserDemo(t *testing.T) {
 		t.Errorf("last night started %q", when)
 	}
 
+	retryReadsAsNow(t, b, base)
+
 	var failed int
 	b.Run(t, chromedp.Navigate(base+"/jobs?status=FAILED"), chromedp.WaitReady("#jobs-region"),
 		chromedp.Evaluate(`Number(document.querySelector("tr[data-job]").dataset.job)`, &failed))
@@ -82,7 +86,7 @@ func TestBrowserDemo(t *testing.T) {
 		harris = max(harris, int64(j.(map[string]any)["id"].(float64)))
 	}
 	var slow []string
-	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll("#slow tbody tr td:first-child")].map(e => e.textContent)`, &slow))
+	b.Run(t, chromedp.Evaluate(`[...document.querySelectorAll("#slow tbody tr th")].map(e => e.textContent)`, &slow))
 	if !slices.Contains(slow, fmt.Sprintf("#%d county_report", harris)) {
 		t.Errorf("slow jobs %v, want Harris County's report, #%d", slow, harris)
 	}
@@ -103,4 +107,68 @@ func TestBrowserDemo(t *testing.T) {
 	phone.ScreenshotWindow(t, "phone-overview")
 	phone.Run(t, chromedp.Navigate(base+"/jobs"), chromedp.WaitReady("#jobs-region"))
 	phone.ScreenshotWindow(t, "phone-jobs")
+}
+
+// retryReadsAsNow checks the report waiting for its retry: its attempts
+// since last night, each as long after the one before as the backoff
+// says, the latest one past and the next one ahead, and its page says
+// which attempt comes next.
+func retryReadsAsNow(t *testing.T, b *browsertest.Browser, base string) {
+	t.Helper()
+	status, found := call(t, "GET", base+"/api/jobs?kind=county_report&status=QUEUED", "")
+	jobs, _ := found["jobs"].([]any)
+	if status != http.StatusOK || len(jobs) != 1 {
+		t.Fatalf("the report waiting for its retry: %d %v", status, found)
+	}
+	id := int64(jobs[0].(map[string]any)["id"].(float64))
+	var detail struct {
+		Job struct {
+			RunAt       time.Time `json:"run_at"`
+			Attempts    int       `json:"attempts"`
+			MaxAttempts int       `json:"max_attempts"`
+		} `json:"job"`
+		Attempts []struct {
+			StartedAt  time.Time `json:"started_at"`
+			FinishedAt time.Time `json:"finished_at"`
+		} `json:"attempts"`
+	}
+	get(t, base+fmt.Sprintf("/api/jobs/%d", id), &detail)
+	n := len(detail.Attempts)
+	if n == 0 || n != detail.Job.Attempts || n >= detail.Job.MaxAttempts {
+		t.Fatalf("job %d: %d attempts listed, %d of %d used", id, n, detail.Job.Attempts, detail.Job.MaxAttempts)
+	}
+	now := time.Now()
+	if first := detail.Attempts[0].StartedAt; first.Before(lastNight()) || first.After(lastNight().Add(3*time.Hour)) {
+		t.Errorf("job %d: first attempt at %s, not in last night's run", id, first)
+	}
+	for i := 1; i < n; i++ {
+		if want := detail.Attempts[i-1].FinishedAt.Add(reportRetries.Delay(i)); !detail.Attempts[i].StartedAt.Equal(want) {
+			t.Errorf("job %d: attempt %d started at %s, want %s", id, i+1, detail.Attempts[i].StartedAt, want)
+		}
+	}
+	last := detail.Attempts[n-1].FinishedAt
+	if want := last.Add(reportRetries.Delay(n)); !detail.Job.RunAt.Equal(want) || !last.Before(now) || !detail.Job.RunAt.After(now) {
+		t.Errorf("job %d: last attempt ended %s, due %s (want %s, after now, %s)", id, last, detail.Job.RunAt, want, now)
+	}
+	var wait string
+	b.Run(t, chromedp.Navigate(base+fmt.Sprintf("/jobs/%d", id)), chromedp.Text("#wait", &wait))
+	if !regexp.MustCompile(fmt.Sprintf(`^Retry in \d+ (min|h) \(attempt %d of %d\), after %d failed attempts?\.$`, n+1, reportAttempts, n)).MatchString(wait) {
+		t.Errorf("job %d says %q", id, wait)
+	}
+}
+
+// get decodes the JSON that a GET of url answers into v.
+func get(t *testing.T, url string, v any) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
 }

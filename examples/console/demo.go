@@ -57,6 +57,14 @@ const (
 	slowCounty    = "Harris"
 )
 
+// A report that fails is tried again an hour later, then after 2, 4, 8
+// and 16 hours: six attempts, the last more than a day after the first, so
+// that a report failing at night is still waiting for its retry whenever
+// the demo is looked at the next day (see retriedOvernight).
+var reportRetries = queue.Delays{time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 16 * time.Hour}
+
+const reportAttempts = 6
+
 // lastNight is the demo's last night: 23:00 UTC yesterday.
 func lastNight() time.Time {
 	return time.Now().UTC().Add(-24 * time.Hour).Truncate(24 * time.Hour).Add(23 * time.Hour)
@@ -66,7 +74,8 @@ func lastNight() time.Time {
 func registry() (*queue.Registry, error) {
 	reg := queue.NewRegistry()
 	err := errors.Join(
-		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.RetryBackoff(queue.Delays{time.Hour})),
+		queue.Register(reg, queue.HandlerFunc[CountyReport](countyReport), queue.RetryBackoff(reportRetries),
+			queue.MaxAttempts(reportAttempts)),
 		queue.Register(reg, queue.HandlerFunc[CountySummary](func(ctx context.Context, j *queue.Job[CountySummary]) error {
 			if err := sleep(ctx, 30*time.Millisecond); err != nil {
 				return err
@@ -109,6 +118,10 @@ func countyReport(ctx context.Context, j *queue.Job[CountyReport]) error {
 		case offlineCounty:
 			return queue.Permanent(fmt.Errorf("the timesheet feed of %s County is offline", j.Args.County))
 		case flakyCounty:
+			// 30 s, once the night is stretched (nightScale).
+			if err := sleep(ctx, 15*time.Millisecond); err != nil {
+				return err
+			}
 			return fmt.Errorf("read timesheets of %s County: upstream timed out after 30s", j.Args.County)
 		case slowCounty:
 			took = 3 * time.Second
@@ -273,6 +286,11 @@ func backdate(ctx context.Context, c *queue.Client, db *gorm.DB) error {
 						return err
 					}
 				}
+				if j.Status == queue.StatusQueued && len(attempts) > 0 && attempts[len(attempts)-1].FinishedAt != nil {
+					if err := retriedOvernight(tx, at, j.ID, attempts[len(attempts)-1], moved); err != nil {
+						return err
+					}
+				}
 			}
 			// The run's counts, if the maintenance leader kept them, are
 			// counted again, with its new finish.
@@ -283,6 +301,29 @@ func backdate(ctx context.Context, c *queue.Client, db *gorm.DB) error {
 		}
 		return nil
 	})
+}
+
+// retriedOvernight gives a job waiting for its retry, whose attempt a
+// moved to last night, the attempts its backoff would have made since,
+// each ending as a did, and the due time of the next: the retry a runner
+// would be waiting for now. Without them it would read as failed at night
+// and due again an hour from now, whenever now is.
+func retriedOvernight(tx *gorm.DB, at func(time.Time) any, id int64, a queue.Attempt, moved func(time.Time) time.Time) error {
+	start, end := moved(a.StartedAt), moved(*a.FinishedAt)
+	took := end.Sub(start)
+	n := a.Number
+	due := end.Add(reportRetries.Delay(n))
+	for due.Before(time.Now()) && n+1 < reportAttempts {
+		n++
+		start, end = due, due.Add(took)
+		if err := tx.Exec("INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			id, n, a.Runner, at(start), at(end), queue.OutcomeRetried, a.Error).Error; err != nil {
+			return err
+		}
+		due = end.Add(reportRetries.Delay(n))
+	}
+	return tx.Exec("UPDATE sheaf_jobs SET attempts = ?, claims = ?, started_at = ?, run_at = ? WHERE id = ?",
+		n, n, at(start), at(due), id).Error
 }
 
 // nightRan reports whether a night's jobs have run: its reports are all

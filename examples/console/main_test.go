@@ -14,9 +14,10 @@ import (
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/internal/browsertest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(browsertest.Main(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(browsertest.Main(m), testexit.Option()) }
 
 // start runs the program with o on a new SQLite file and returns the base
 // URL it serves, and a function that stops it and returns run's error.

@@ -12,9 +12,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // TestRunOnSQLite runs the program on its default database, a new SQLite
 // file in a temporary folder: the run goes as planned (run checks the jobs

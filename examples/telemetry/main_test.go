@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // The smoke run works its jobs on an SQLite file, scrapes its own /metrics
 // over HTTP and finds every expected metric; its spans, printed by the

@@ -15,9 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgerr"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // Only errors that may go away on their own are worth a retry.
 func TestTransientErrors(t *testing.T) {

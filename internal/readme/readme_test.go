@@ -1,6 +1,6 @@
 // Package readme holds the tests that keep the repository's README.md true
 // to the code: every Go program in it builds, and the Go version it asks
-// for is the one go.mod states.
+// for is the one go.mod states, and it stays short.
 package readme
 
 import (
@@ -16,9 +16,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // root is the module's root, two levels above this package.
 const root = "../.."
@@ -138,4 +140,16 @@ func TestGoVersion(t *testing.T) {
 		line := 1 + bytes.Count(md[:bytes.Index(md, s[0])], []byte("\n"))
 		require.Equal(t, want, string(s[1]), "README.md:%d says Go %s or later; go.mod's go line says %s", line, s[1], want)
 	}
+}
+
+// maxLines is the most README.md may have: a front door a newcomer reads
+// in ten minutes, the details being in the packages' documentation.
+const maxLines = 300
+
+// TestLength keeps the README a front door.
+func TestLength(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	n := bytes.Count(md, []byte("\n"))
+	require.LessOrEqual(t, n, maxLines, "README.md has %d lines; move details into the packages' doc.go or the examples' READMEs", n)
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/alert"
 )
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if sendingChild() { // the process the kill test kills
 		return
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testexit.Option())
 }
 
 // report is the tests' job kind.

@@ -275,3 +275,62 @@ func envInt(name string, def int) int {
 	}
 	return def
 }
+
+// BenchmarkRelayDrain enqueues SHEAF_BENCH_JOBS jobs (default 5000) on a
+// queue whose outbox is on and no runner works, then lets a relay publish
+// their created events to a broker that only acknowledges, b.N times, and
+// reports the CPU time per event of the relay's rounds alone: of this
+// process and of the database.
+func BenchmarkRelayDrain(b *testing.B) {
+	n := envInt("SHEAF_BENCH_JOBS", 5000)
+	db := pgtest.NewDB(b)
+	reg := queue.NewRegistry()
+	if err := queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	client, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := client.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := bridge.Enable(ctx, client); err != nil {
+		b.Fatal(err)
+	}
+	lag := &lagBroker{}
+	relay, err := bridge.NewRelay(client, lag, bridge.WithLogger(quiet()), bridge.WithBatch(envInt("SHEAF_BENCH_BATCH", bridge.DefaultBatch)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]queue.Params, n)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: report{}}
+	}
+	var cpu pgtest.CPU
+	var spent time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		if _, err := client.EnqueueMany(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		target := lag.count() + n
+		meter := pgtest.StartCPU(db)
+		start := time.Now()
+		for lag.count() < target {
+			if _, err := relay.Run(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		spent += time.Since(start)
+		c := meter.Stop()
+		cpu.Process, cpu.Server = cpu.Process+c.Process, cpu.Server+c.Server
+	}
+	events := float64(b.N * n)
+	b.ReportMetric(events/spent.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Process.Microseconds())/events, "cpu_us/event")
+	b.ReportMetric(float64(cpu.Server.Microseconds())/events, "db_cpu_us/event")
+}

@@ -15,7 +15,10 @@
 // the outbox is on, so a queue without a bridge pays nothing; [Disable]
 // drops them. On PostgreSQL the triggers are statement-level: a claim, a
 // completion or a bulk insert writes the events of all its jobs in one
-// statement. The outbox needs schema version 13.
+// statement, whose join of the rows before and after the change is never
+// planned as a nested loop (a connection keeps the plan of its first such
+// statement, and a nested loop planned for one job took seconds for a
+// later statement of thousands). The outbox needs schema version 13.
 //
 // # The relay
 //
@@ -24,10 +27,13 @@
 // the outbox, so one relay publishes at a time. It reads the events in
 // order, a batch at a time ([WithBatch]), publishes them through a
 // [Publisher] and deletes each once the broker acknowledged it. It reads
-// on from the events it has not deleted, not from the start of the
-// outbox, which the deleted rows clutter until the table is vacuumed; on
-// PostgreSQL it passes an event's ID only once every transaction that
-// could still commit an event below it has ended. Delivery
+// on from the highest ID it has read, not from the start of the outbox,
+// which the deleted rows clutter until the table is vacuumed; below that
+// it reads again only the events whose publishing failed and the IDs no
+// read found, which a transaction may yet commit: on PostgreSQL it keeps
+// such an ID until every transaction that could commit it has ended, and
+// a long transaction elsewhere on the server costs each read a look in the
+// index per ID kept, never a walk over the deleted events. Delivery
 // is at least once: a relay that dies between the broker's
 // acknowledgement and the delete sends the event again, with the same ID.
 // A job's events are published in order: each only after every earlier
@@ -73,35 +79,28 @@
 //
 // A batch is one INSERT that skips the keys already taken and returns only
 // which those were (queue.Client.EnqueueRawKeyed): nothing of the jobs
-// comes back to the consumer, which has no use for it. A Kafka consumer
-// (batches of 5,000, from franz-go's in-process kfake broker) turned
-// 40,000 requests into jobs at 39,000 jobs/s from its start, joining the
-// group included (48,000 a second once it had joined), the median of
-// seven runs (36,000 to 53,000); per job it cost its process 5.5 µs of
-// CPU, the broker's work included, and PostgreSQL 13 µs. A JetStream
-// consumer (batches of 1,000, NATS on the same machine) made 19,000
-// jobs/s (12,000 to 22,000 over seven runs), at 11 µs of its own CPU and
-// 17 µs of the database's per job. The machine had 2 cores, shared with
-// other work, and PostgreSQL 15.
+// comes back to the consumer, which has no use for it. Both consumers take
+// batches of 5,000 by default; the JetStream one fetches the next batch
+// while it enqueues one, and hands a batch fetched ahead back to the
+// server when it stops. Figures: examples/BENCHMARKS.md, "The event
+// bridge"; measured with
 //
-//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 7 ./queue/bridge/kafka/
-//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 7 ./queue/bridge/nats/
+//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 5 ./queue/bridge/kafka/
+//	SHEAF_BENCH_JOBS=40000 go test -run '^$' -bench Consumer -benchtime 1x -count 5 ./queue/bridge/nats/
 //
 // # Cost
 //
-// A queue that enqueues no-op jobs 5,000 at a time and works them as fast
-// as it can works fewer a second with a relay on than without: 0.76 times
-// as many, the median of seven runs (0.66 to 0.95; each run's figure is
-// the median of the ratios of its 7 or 9 rounds, the queues taking turns;
-// a second queue without the outbox, the control, measured the noise: it
-// came within 0.75 to 1.14 of the first). In one run, per job, the outbox cost the database
-// 16 µs of CPU more (the triggers' rows, the relay's reads and deletes:
-// 53 µs instead of 38) and the runner's process 8 µs more (the relay's
-// reading and encoding: 32 instead of 25); the relay published some 800
-// events at once. Asked for 5,000 jobs/s, the queue reached 3,500, and an
-// event reached the broker 21 ms (p50) and 76 ms (p99) after its change.
-// The machine had 2 cores, shared with other work, and PostgreSQL 15.
+// With the outbox on, every job writes two rows (created, completed) that
+// the relay reads, publishes and deletes. A queue that enqueues no-op jobs
+// 5,000 at a time and works them as fast as it can works about 0.8 times
+// as many a second with a relay on as without. Asked for 5,000 jobs/s on
+// a loaded machine, a queue reached 3,800, and an event reached the broker
+// 16 ms (p50) and 57 ms (p99) after its change. The relay alone costs its process about 2.6 µs of CPU per
+// event and the database about 3.4 µs. The figures, with the load they were
+// taken under, are in examples/BENCHMARKS.md, "The event bridge"; measured
+// with
 //
-//	go test -run '^$' -bench BridgeCost -benchtime 9x ./queue/bridge/
+//	go test -run '^$' -bench BridgeCost -benchtime 5x ./queue/bridge/
 //	go test -run '^$' -bench BridgeDelivery -benchtime 3x ./queue/bridge/
+//	SHEAF_BENCH_JOBS=20000 go test -run '^$' -bench RelayDrain -benchtime 3x ./queue/bridge/
 package bridge

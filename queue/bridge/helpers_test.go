@@ -11,11 +11,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // report is the tests' job kind: its first attempt fails with Fail, if
 // set, every attempt fails for good when Permanent; it completes otherwise.

@@ -359,10 +359,12 @@ func (r *Relay) Run(ctx context.Context) (time.Duration, error) {
 // acknowledged, and the first error.
 func (r *Relay) publish(ctx context.Context, events []store.OutboxEvent) (acked []int64, err error) {
 	waves := wavesOf(events)
-	blocked := map[int64]bool{} // jobs with an event not acknowledged
+	acked = make([]int64, 0, len(events))
+	var blocked map[int64]bool // jobs with an event not acknowledged
 	for _, wave := range waves {
-		msgs, rows := make([]Message, 0, len(wave)), make([]store.OutboxEvent, 0, len(wave))
-		for _, e := range wave {
+		msgs, rows := make([]Message, 0, len(wave)), make([]*store.OutboxEvent, 0, len(wave))
+		for i := range wave {
+			e := &wave[i]
 			if blocked[e.JobID] {
 				continue
 			}
@@ -385,6 +387,9 @@ func (r *Relay) publish(ctx context.Context, events []store.OutboxEvent) (acked 
 		}
 		for i, e := range rows {
 			if errs != nil && errs[i] != nil {
+				if blocked == nil {
+					blocked = map[int64]bool{}
+				}
 				blocked[e.JobID] = true
 				if err == nil {
 					err = fmt.Errorf("bridge: publish event %s of job %d: %w", msgs[i].ID, e.JobID, errs[i])
@@ -398,16 +403,23 @@ func (r *Relay) publish(ctx context.Context, events []store.OutboxEvent) (acked 
 }
 
 // wavesOf splits events (in ID order) so that wave n holds the n-th event
-// of every job that has one, in ID order.
+// of every job that has one, in ID order. A batch whose jobs each have one
+// event, as most have, is one wave: events itself.
 func wavesOf(events []store.OutboxEvent) [][]store.OutboxEvent {
 	seen := make(map[int64]int, len(events))
-	var waves [][]store.OutboxEvent
+	most := 0
+	for _, e := range events {
+		n := seen[e.JobID] + 1
+		seen[e.JobID], most = n, max(most, n)
+	}
+	if most <= 1 {
+		return [][]store.OutboxEvent{events}
+	}
+	clear(seen)
+	waves := make([][]store.OutboxEvent, most)
 	for _, e := range events {
 		n := seen[e.JobID]
 		seen[e.JobID] = n + 1
-		if n == len(waves) {
-			waves = append(waves, nil)
-		}
 		waves[n] = append(waves[n], e)
 	}
 	return waves
@@ -510,7 +522,7 @@ func appendString(b []byte, s string) []byte {
 const ContentType = "application/cloudevents+json"
 
 // message makes the message of e.
-func (r *Relay) message(e store.OutboxEvent) (Message, error) {
+func (r *Relay) message(e *store.OutboxEvent) (Message, error) {
 	meta, err := store.DecodeMetadata(e.Meta)
 	if err != nil {
 		return Message{}, err
@@ -521,14 +533,15 @@ func (r *Relay) message(e store.OutboxEvent) (Message, error) {
 		TraceParent: meta["traceparent"], TraceState: meta["tracestate"],
 		Data: Data{JobID: e.JobID, Kind: e.Kind, Queue: e.Queue, Attempt: e.Attempts, MaxAttempts: e.MaxAttempts,
 			Error: e.Error, CorrelationID: e.CorrelationID, RunID: e.RunID}}
-	headers := map[string]string{"content-type": ContentType}
+	headers := make(map[string]string, 3)
+	headers["content-type"] = ContentType
 	var value []byte
 	if r.cfg.binary {
 		value = ce.Data.appendJSON(make([]byte, 0, 256))
 		headers["content-type"] = ce.DataContentType
-		for name, v := range map[string]string{"specversion": ce.SpecVersion, "id": ce.ID, "source": ce.Source,
-			"type": ce.Type, "subject": ce.Subject, "time": ce.Time.Format(time.RFC3339Nano)} {
-			headers[r.prefix+name] = v
+		for _, a := range [...]struct{ name, v string }{{"specversion", ce.SpecVersion}, {"id", ce.ID}, {"source", ce.Source},
+			{"type", ce.Type}, {"subject", ce.Subject}, {"time", ce.Time.Format(time.RFC3339Nano)}} {
+			headers[r.prefix+a.name] = a.v
 		}
 	} else {
 		value = ce.appendJSON(make([]byte, 0, 512))

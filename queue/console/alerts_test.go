@@ -174,4 +174,9 @@ func TestBrowserAlertsPage(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ss)
 	require.True(t, strings.Contains(strings.Join(texts(t, b, "nav a"), " "), "Alerts"))
+	require.Empty(t, axe(t, b), "/alerts")
+
+	phone := browsertest.New(t, 390, 844)
+	open(t, phone, e.env, "/alerts")
+	require.Empty(t, wideOnAPhone(t, phone), "/alerts scrolls sideways on the phone")
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -128,9 +129,9 @@ type flaky struct{}
 
 func (flaky) Kind() string { return "flaky" }
 
-func TestBrowserRetryFromTheJobPage(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, console.WithAuthorizer(allowAll))
+// flaky registers the kind flaky and submits a job of it.
+func (e *env) flaky(t *testing.T) int64 {
+	t.Helper()
 	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[flaky](func(_ context.Context, j *queue.Job[flaky]) error {
 		if j.Attempt == 1 {
 			return queue.Permanent(errors.New("the ledger was locked"))
@@ -139,7 +140,13 @@ func TestBrowserRetryFromTheJobPage(t *testing.T) {
 	})))
 	res, err := e.client.Enqueue(context.Background(), flaky{})
 	require.NoError(t, err)
-	id := res.Job.ID
+	return res.Job.ID
+}
+
+func TestBrowserRetryFromTheJobPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.flaky(t)
 	e.work(t, id)
 	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
 
@@ -364,21 +371,45 @@ func TestBrowserMorningReview(t *testing.T) {
 	b.Screenshot(t, "review")
 }
 
+// wideOnAPhone returns what makes the page b shows wider than its
+// window, the page itself or a box that scrolls sideways within it (a
+// table too wide for its box): a few of the elements that stick out, and
+// the widths.
+func wideOnAPhone(t *testing.T, b *browsertest.Browser) []string {
+	t.Helper()
+	var wide []string
+	b.Run(t, chromedp.Evaluate(`(() => {
+		const root = document.documentElement;
+		const boxes = [root, ...document.querySelectorAll(".scroll")].filter(el => el.scrollWidth > el.clientWidth);
+		if (!boxes.length) return [];
+		return [...document.querySelectorAll("body *")].filter(el => el.getBoundingClientRect().right > root.clientWidth + 1)
+			.map(el => el.tagName + "." + el.className).slice(0, 5)
+			.concat(boxes.map(el => (el === root ? "page" : "box") + " scrollWidth " + el.scrollWidth + " > " + el.clientWidth));
+	})()`, &wide))
+	return wide
+}
+
+// At 390 pixels no page scrolls sideways, nor does any table in its box:
+// every table is a list of cards.
 func TestBrowserPagesFitAPhone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))
-	bad := e.enqueue(t, report{County: "a county with a rather long name", Fail: true}, queue.InRun("night"))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	bad := e.enqueue(t, report{County: "a county with a rather long name", Fail: true}, queue.InRun(run))
 	e.work(t, bad)
+	later := e.enqueue(t, report{County: "Travis"}, queue.InRun(run), queue.RunAt(time.Now().Add(time.Hour)))
 	require.NoError(t, e.client.SetLimit(context.Background(), queue.Limit{Scope: queue.ScopeKind, Target: "report", Concurrency: 5, Rate: 100, Per: time.Minute}))
+	e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", later), "")
+	runner, err := queue.NewRunner(e.client, queue.WithWorkers(1), queue.WithQueues("nothing"))
+	require.NoError(t, err)
+	require.NoError(t, runner.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, runner.Stop(context.Background())) })
 	b := browsertest.New(t, 390, 844)
-	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/night", "/schedules", "/audit", "/limits"} {
+	open(t, b, e, "/")
+	b.Wait(t, `document.querySelector("#runners tbody th") !== null`)
+	for _, p := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", bad), "/runs", "/runs/" + run, "/schedules", "/audit", "/limits", "/nowhere"} {
 		open(t, b, e, p)
-		var wide []string
-		b.Run(t, chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth ?
-			[...document.querySelectorAll("body *")].filter(el => el.getBoundingClientRect().right > window.innerWidth + 1 &&
-				!(el.parentElement && el.parentElement.closest(".scroll"))).map(el => el.tagName + "." + el.className).slice(0, 5)
-				.concat(["scrollWidth " + document.documentElement.scrollWidth]) : []`, &wide))
-		require.Empty(t, wide, "%s scrolls sideways on the phone", p)
+		require.Empty(t, wideOnAPhone(t, b), "%s scrolls sideways on the phone", p)
 		if p == "/limits" {
 			b.Screenshot(t, "phone-limits")
 		}
@@ -398,4 +429,48 @@ func TestBrowserPagesFitAPhone(t *testing.T) {
 		.filter(el => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.textContent.trim())
 		.map(el => el.outerHTML)`, &unlabelled))
 	require.Empty(t, unlabelled)
+}
+
+// Relative times move on while the page stays open: with the browser's
+// clock put three hours ahead, a retry due in 57 minutes reads "2 h ago"
+// without the page being loaded again.
+func TestBrowserRelativeTimesMoveOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.enqueue(t, report{County: "Collin"}, queue.InRun("nightly@1"))
+	e.setWaiting(t, id, 1, 57*time.Minute+30*time.Second)
+	b := browsertest.New(t, desktopW, desktopH)
+	b.SpeedUpTimers(t, 15)
+	b.Run(t, chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(`(() => {
+			const now = Date.now;
+			Date.now = () => now() + (window.sheafSkew || 0);
+		})()`).Do(ctx)
+		return err
+	}))
+	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
+	require.Equal(t, []string{"in 57 min"}, texts(t, b, "#wait time[data-rel]"))
+	b.Run(t, chromedp.Evaluate(`window.sheafSkew = 3 * 3600e3`, nil))
+	b.Wait(t, `document.querySelector("#wait time[data-rel]").textContent === "2 h ago"`)
+}
+
+// After a bulk retry, the result says what the retried jobs did: here one
+// completes on its second attempt and one fails again.
+func TestBrowserBulkRetrySaysWhatTheJobsDid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	retried := e.flaky(t)
+	again := e.enqueue(t, report{County: "El Paso", Fail: true})
+	e.work(t, retried, again)
+	queuetest.StartRunner(t, e.client, queue.WithPollInterval(20*time.Millisecond))
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, "/jobs?status=FAILED")
+	require.ElementsMatch(t, []int64{retried, again}, jobIDs(t, b))
+	b.Run(t, chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(retried, 10)+`"]`),
+		chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(again, 10)+`"]`),
+		chromedp.Click(`button[data-bulk="api/jobs/retry"]`),
+		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`))
+	b.Wait(t, `(el => el !== null && el.textContent === "Since then: 1 completed, 1 failed again.")(document.getElementById("flash-after"))`)
+	require.Contains(t, texts(t, b, "#flash")[0], "Retry: 2 jobs changed.")
 }

@@ -126,11 +126,15 @@
 //     newest first, keyset pages, with when each job is due, finished, how
 //     long it ran and its run; retry or cancel the jobs selected, or every
 //     job that matches, after an in-page dialog that says which jobs in
-//     words, how many, and shows the first.
+//     words, how many, and shows the first; a retry's result, linked to
+//     its audit entry, then says what the retried jobs (the first ten) did
+//     since: completed, failed again, still to run.
 //   - /jobs/{id}: a job's status, arguments (through the formatter), the
 //     progress bar of a chunked job, which moves while it runs, and its
 //     chunk times (the latest, slowest, fastest and average, the latest
-//     50 drawn as bars with the slowest apart, and a table of them), the
+//     50 drawn as bars with the slowest apart, and a table of them; also
+//     for a kind the console's registry does not know, as under sheaf
+//     serve, whose chunk size only the kind's registration says), the
 //     timeline of its attempts with runners and errors, parents and
 //     children as links (or the rules it holds up), output, correlation
 //     ID; why a QUEUED job waits ("retry in 57 min (attempt 2 of 3)", a
@@ -147,9 +151,12 @@
 //     its counts, its wall time as the overview says it, failures grouped by error with their jobs, dependency
 //     chains that stopped drawn as a small graph with the parent that
 //     stopped each marked (chains whose parents are still to run are
-//     called waiting), jobs waiting for a retry, slow jobs against their
-//     kind's median (the factor and the history adjustable, the baseline
-//     stated), jobs that never ran and why, missed ticks; retry each
+//     called waiting), jobs waiting for a retry, slow jobs beside their
+//     kind's median and 95th percentile (the factor and the history
+//     adjustable, the baseline stated with how many jobs, or days of
+//     roll-ups, it is taken over), jobs that never ran and why (those
+//     still due, and those cancelled before they started with who
+//     cancelled them, from the audit log), missed ticks; retry each
 //     failure group or the run's failed jobs. An unknown run is a 404.
 //   - /schedules: each schedule on its own clock (last tick, from the tick
 //     ledger, linked to its run; missed ticks; next ticks), and each batch

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/internal/browsertest"
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
 )
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 		// The tests skip themselves, saying why; the examples cannot.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
-	goleak.VerifyTestMain(browsertest.Main(dropAfter{m}))
+	goleak.VerifyTestMain(browsertest.Main(dropAfter{m}), testexit.Option())
 }
 
 // dropAfter runs the tests and benchmarks, then drops the table the

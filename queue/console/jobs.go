@@ -153,7 +153,9 @@ func (c *console) jobDetail(ctx context.Context, id int64) (jobDetailResponse, e
 	if len(rec.Output) > 0 {
 		v.Output = rec.Output
 	}
-	if _, chunked := c.reg.ChunkSize(rec.Kind); chunked {
+	// A kind this console's registry does not know (sheaf serve knows
+	// none) may be chunked too: its chunk times are one column's read.
+	if _, chunked := c.reg.ChunkSize(rec.Kind); chunked || !slices.Contains(c.reg.Kinds(), rec.Kind) {
 		times, err := c.client.ChunkTimes(ctx, id)
 		if err != nil {
 			return jobDetailResponse{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -479,4 +480,19 @@ func TestChunkedJobSaysItsChunks(t *testing.T) {
 	require.NotContains(t, string(e.do(t, "GET", "/api/jobs?kind=county_export", "").body), "chunk_times", "not in lists")
 	require.NotContains(t, e.page(t, fmt.Sprintf("/jobs/%d", plain), http.StatusOK), `id="chunks"`)
 	require.NotContains(t, string(e.do(t, "GET", fmt.Sprintf("/api/jobs/%d", plain), "").body), "chunk_size")
+
+	// A console that does not know the kind (sheaf serve) shows the chunk
+	// times, not the chunk size, which only the kind's registration says.
+	bare, err := queue.NewClient(e.db.Gorm, queue.NewRegistry(), queue.WithLogger(quiet()))
+	require.NoError(t, err)
+	h, err := console.New(bare, console.WithLogger(quiet()))
+	require.NoError(t, err)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", fmt.Sprintf("/api/jobs/%d", id), nil))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	got.Job.Progress.ChunkSize, got.Job.Progress.ChunkTimes = 0, nil
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+	require.Zero(t, got.Job.Progress.ChunkSize)
+	require.NotNil(t, got.Job.Progress.ChunkTimes)
+	require.EqualValues(t, 3, got.Job.Progress.ChunkTimes.Count)
 }

@@ -96,6 +96,10 @@ func TestWaitingJobIsExplained(t *testing.T) {
 	require.Contains(t, job, `id="run-now"`)
 	require.Contains(t, job, ">Retry now</button>")
 
+	// The overview does not read the waiting job as overdue, nor as nothing.
+	overview := regexp.MustCompile(`(?s)<tr data-queue="default">.*?</tr>`).FindString(e.page(t, "/", http.StatusOK))
+	require.Contains(t, overview, `data-label="Oldest due"><span class="hint" data-none-due>none due now</span></td>`)
+
 	list := e.page(t, "/jobs", http.StatusOK)
 	row := regexp.MustCompile(fmt.Sprintf(`(?s)<tr data-job="%d">.*?</tr>`, id)).FindString(list)
 	require.Regexp(t, fmt.Sprintf(`data-col="due" data-label="Due"><time [^>]*>in 57 min</time> <span class="hint">retry, attempt 2 of %d</span>`, max), row)
@@ -195,9 +199,9 @@ func TestReviewPageActsOnGroups(t *testing.T) {
 	require.Regexp(t, fmt.Sprintf(`data-job="%d">.*retry <time [^>]*>in 57 min</time> \(attempt 2 of %d\), after <span class="err"><span class="badge tag" data-tag="timeout">timed out</span> upstream timed out after 30s`,
 		waiting, rec.MaxAttempts), retrying)
 
-	require.Regexp(t, `id="slow-baseline">A completed job is slow when it took 1.5× its kind's median or longer, the median over its kind's 20 completed jobs before this run: report (no earlier job|[0-9.]+(ms|µs|s))\.`, page)
+	require.Regexp(t, `id="slow-baseline">A completed job is slow when it took 1.5× its kind's median or longer, the median of its kind's last 20 completed jobs before this run: <span data-kind="report">report (no earlier job|[0-9.]+(ms|µs|s), p95 [0-9.]+(ms|µs|s), over \d+ jobs?)</span>\.`, page)
 	require.Contains(t, page, "No job was slow.")
-	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=3&history=5", http.StatusOK), "took 3× its kind's median or longer, the median over its kind's 5 completed")
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=3&history=5", http.StatusOK), "took 3× its kind's median or longer, the median of its kind's last 5 completed")
 	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=0.5", http.StatusBadRequest), "slow_factor")
 
 	require.Contains(t, e.page(t, "/runs/nope", http.StatusNotFound), "no run nope")
@@ -246,7 +250,7 @@ func TestAuditReadsInWords(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.do(t, "POST", "/api/queues/q1/pause", "").status)
 
 	page := e.page(t, "/audit", http.StatusOK)
-	cells := regexp.MustCompile(`<td data-col="target">(.*?)</td>`).FindAllStringSubmatch(page, -1)
+	cells := regexp.MustCompile(`<td data-col="target" data-label="To">(.*?)</td>`).FindAllStringSubmatch(page, -1)
 	require.Len(t, cells, 4)
 	require.Equal(t, `queue <a href="jobs?queue=q1">q1</a>`, cells[0][1])
 	require.Equal(t, `<a href="jobs?q=a&amp;queue=q1&amp;status=QUEUED">queued jobs on queue q1, &#34;a&#34; in their error or arguments</a>`, cells[1][1])
@@ -355,4 +359,126 @@ func (e *env) setRunStart(t *testing.T, run string, at time.Time) {
 		v = at.UTC().Format(sqlitedb.TimeLayout)
 	}
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_runs SET first_created = ?, counts = NULL WHERE run_id = ?", v, run).Error)
+}
+
+// A slow job stands beside its kind's median and 95th percentile over
+// the earlier jobs, whose number the page states; the factor and the
+// number of jobs are the page's to change.
+func TestSlowJobsAgainstTheirBaseline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const run = "nightly@2025-12-08T23:00:00Z"
+	var earlier []int64
+	for i := range 10 {
+		earlier = append(earlier, e.enqueue(t, report{County: fmt.Sprint("county", i)}))
+	}
+	slow := e.enqueue(t, report{County: "Harris"}, queue.InRun(run))
+	usual := e.enqueue(t, report{County: "Travis"}, queue.InRun(run))
+	e.work(t, append(earlier, slow, usual)...)
+	// Earlier: 1 to 10 minutes, on the 1st; the run's, on the 8th: 20
+	// minutes and 2.
+	ran := func(id int64, start time.Time, took time.Duration) {
+		e.setTime(t, id, "created_at", start)
+		e.setTime(t, id, "started_at", start)
+		e.setTime(t, id, "completed_at", start.Add(took))
+	}
+	for i, id := range earlier {
+		ran(id, time.Date(2025, 12, 1, 23, i, 0, 0, time.UTC), time.Duration(i+1)*time.Minute)
+	}
+	ran(slow, time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC), 20*time.Minute)
+	ran(usual, time.Date(2025, 12, 8, 23, 0, 0, 0, time.UTC), 2*time.Minute)
+
+	page := e.page(t, "/runs/"+run, http.StatusOK)
+	require.Contains(t, page, `<span data-kind="report">report 5m30s, p95 9m33s, over 10 jobs</span>.`)
+	row := regexp.MustCompile(`(?s)<section aria-labelledby="slow-h".*?</section>`).FindString(page)
+	require.Contains(t, row, fmt.Sprintf(`<a href="jobs/%d">#%d report</a></th><td class="num" data-label="Took">20m00s</td><td class="num" data-label="Median">5m30s</td><td class="num" data-label="p95">9m33s</td><td class="num" data-label="Times the median">3.6×</td>`, slow, slow))
+	require.NotContains(t, row, fmt.Sprintf(`#%d report`, usual))
+
+	// Against the latest four, 7 to 10 minutes; at 4× the median, 20
+	// minutes is not slow.
+	page = e.page(t, "/runs/"+run+"?history=4", http.StatusOK)
+	require.Contains(t, page, `report 8m30s, p95 9m51s, over 4 jobs</span>.`)
+	require.Contains(t, e.page(t, "/runs/"+run+"?slow_factor=4", http.StatusOK), "No job was slow.")
+
+	var rv struct {
+		Review struct {
+			Typical []map[string]any `json:"typical"`
+			Slow    []struct {
+				TypicalSeconds float64 `json:"typical_seconds"`
+				P95Seconds     float64 `json:"p95_seconds"`
+			} `json:"slow"`
+		} `json:"review"`
+	}
+	e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review", "").decode(t, &rv)
+	require.Equal(t, []map[string]any{{"kind": "report", "seconds": 330.0, "p95_seconds": 573.0, "jobs": 10.0, "days": 0.0}}, rv.Review.Typical)
+	require.Len(t, rv.Review.Slow, 1)
+	require.Equal(t, 330.0, rv.Review.Slow[0].TypicalSeconds)
+	require.Equal(t, 573.0, rv.Review.Slow[0].P95Seconds)
+}
+
+// The jobs of a run that were cancelled before they started are among
+// those that never ran, with who cancelled each: through the console (its
+// audit entry linked) or not.
+func TestReviewSaysWhoCancelled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	const run = "nightly@2025-12-08T23:00:00Z"
+	later := queue.RunAt(time.Now().Add(time.Hour))
+	byConsole := e.enqueue(t, report{County: "Travis"}, queue.InRun(run), later)
+	byProgram := e.enqueue(t, report{County: "Harris"}, queue.InRun(run), later)
+	started := e.enqueue(t, report{County: "Bexar"}, queue.InRun(run), later)
+	require.Equal(t, http.StatusOK, e.do(t, "POST", fmt.Sprintf("/api/jobs/%d/cancel", byConsole), "").status)
+	_, err := e.client.Cancel(context.Background(), byProgram)
+	require.NoError(t, err)
+	_, err = e.client.Cancel(context.Background(), started)
+	require.NoError(t, err)
+	e.setTime(t, started, "started_at", time.Now().Add(-time.Minute)) // cancelled as it ran
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+
+	page := e.page(t, "/runs/"+run, http.StatusOK)
+	never := regexp.MustCompile(`(?s)<section aria-labelledby="never-h".*?</section>`).FindString(page)
+	require.Regexp(t, fmt.Sprintf(`<li data-cancelled="%d"><a href="jobs/%d">#%d report</a> \(CANCELLED\): <span data-reason="cancelled">cancelled before it started, through the console by <strong>tester</strong> <time [^>]+>just now</time> \(<a href="audit#audit-%d">audit entry #%d</a>\)</span></li>`,
+		byConsole, byConsole, byConsole, entries[0].ID, entries[0].ID), never)
+	require.Contains(t, never, fmt.Sprintf(`<li data-cancelled="%d"><a href="jobs/%d">#%d report</a> (CANCELLED): <span data-reason="cancelled">cancelled before it started, outside this console`, byProgram, byProgram, byProgram))
+	require.NotContains(t, never, fmt.Sprintf(`data-cancelled="%d"`, started), "it started")
+	require.NotContains(t, never, "Every job of this run")
+
+	var rv struct {
+		Review struct {
+			Cancelled []struct {
+				Job     map[string]any `json:"job"`
+				By      string         `json:"by"`
+				AuditID int64          `json:"audit_id"`
+			} `json:"cancelled"`
+		} `json:"review"`
+	}
+	e.do(t, "GET", "/api/runs/"+url.PathEscape(run)+"/review", "").decode(t, &rv)
+	require.Len(t, rv.Review.Cancelled, 2)
+	byID := map[int64]string{}
+	for _, c := range rv.Review.Cancelled {
+		byID[idOf(c.Job)] = c.By
+		if c.By != "" {
+			require.Equal(t, entries[0].ID, c.AuditID)
+		}
+	}
+	require.Equal(t, map[int64]string{byConsole: "tester", byProgram: ""}, byID)
+}
+
+// A job whose batch window is closed says so, and when it opens; the
+// run's review gives the same reason.
+func TestWaitingForItsWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now().UTC()
+	w, err := queue.DailyWindow(now.Add(2*time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04"), nil)
+	require.NoError(t, err)
+	e.reg.QueueWindow("night", w)
+	id := e.enqueue(t, report{County: "Travis"}, queue.OnQueue("night"), queue.InRun("nightly@1"))
+
+	page := e.page(t, fmt.Sprintf("/jobs/%d", id), http.StatusOK)
+	require.Regexp(t, `id="wait">Due since <time [^>]+>(just now|in a moment)</time>\. Its batch window `+regexp.QuoteMeta(w.String())+
+		` is closed; it opens <time [^>]+>in (1|2) h</time>\.</p>`, page)
+	review := e.page(t, "/runs/nightly@1", http.StatusOK)
+	require.Contains(t, review, `<span data-reason="window_closed">its window `+w.String()+` is closed</span>`)
 }

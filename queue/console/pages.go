@@ -314,6 +314,12 @@ func (c *console) cancelledBy(ctx context.Context, j jobView) (*queue.AuditEntry
 	if err != nil {
 		return nil, err
 	}
+	return cancelEntry(entries, j), nil
+}
+
+// cancelEntry is the entry of entries, newest first, that cancelled job j:
+// one naming it, or a bulk cancel by filter made as it was cancelled.
+func cancelEntry(entries []queue.AuditEntry, j jobView) *queue.AuditEntry {
 	at := timeOf(j.CompletedAt)
 	for _, e := range entries {
 		if e.Action != string(ActionCancel) || e.Result != "ok" {
@@ -329,10 +335,10 @@ func (c *console) cancelledBy(ctx context.Context, j jobView) (*queue.AuditEntry
 		}
 		near := e.At.Sub(at).Abs() < 5*time.Second
 		if t.Job == j.ID || slices.Contains(t.IDs, j.ID) || (t.Filter != nil && near) {
-			return &e, nil
+			return &e
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // jobWait is why a QUEUED job waits.

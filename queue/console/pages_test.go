@@ -90,7 +90,7 @@ func TestPagesShowTheQueue(t *testing.T) {
 	e.page(t, "/schedules", http.StatusOK)
 	e.do(t, "POST", "/api/queues/default/pause", "")
 	audit := e.page(t, "/audit", http.StatusOK)
-	require.Contains(t, audit, "<td>tester</td><td>pause</td>")
+	require.Contains(t, audit, `<td data-label="Who">tester</td><td data-label="Did">pause</td>`)
 	require.Contains(t, e.page(t, "/", http.StatusOK), `data-post="api/queues/default/resume"`)
 }
 

@@ -77,9 +77,13 @@ type reviewView struct {
 	Slow     []slowView             `json:"slow"`
 	NeverRan []jobView              `json:"never_ran"`
 	// Waiting says, for each job of NeverRan, why it has not started yet.
-	Waiting     []waitingView `json:"waiting"`
-	MissedTicks []tickView    `json:"missed_ticks"`
-	Stopped     []stoppedView `json:"stopped"`
+	Waiting []waitingView `json:"waiting"`
+	// Cancelled are the run's jobs cancelled before they started, at most
+	// Limit, each with who cancelled it, from the audit log's recent
+	// entries.
+	Cancelled   []cancelledView `json:"cancelled"`
+	MissedTicks []tickView      `json:"missed_ticks"`
+	Stopped     []stoppedView   `json:"stopped"`
 	// Retrying are the jobs QUEUED again after a failed attempt, waiting
 	// for their retry.
 	Retrying []jobView `json:"retrying"`
@@ -97,11 +101,28 @@ type reviewView struct {
 	MoreStopped  int64 `json:"more_stopped"`
 }
 
-// typicalView is a kind's median duration; 0 seconds when no earlier job
-// of the kind is known.
+// cancelledView is a job cancelled before it started, and the audit
+// entry of the console's request that cancelled it; none when the job was
+// cancelled some other way (a program, the sheaf command) or the entry is
+// not among the recent ones.
+type cancelledView struct {
+	Job jobView `json:"job"`
+	// By, At and AuditID are the entry's actor, time and ID.
+	By      string     `json:"by,omitempty"`
+	At      *time.Time `json:"at,omitempty"`
+	AuditID int64      `json:"audit_id,omitempty"`
+}
+
+// typicalView is what a kind's jobs were compared with (queue.Baseline):
+// the median and 95th percentile run time of its earlier completed jobs,
+// and how many jobs, or days of roll-ups, they were taken over; 0 seconds
+// when no earlier job of the kind is known.
 type typicalView struct {
-	Kind    string  `json:"kind"`
-	Seconds float64 `json:"seconds"`
+	Kind       string  `json:"kind"`
+	Seconds    float64 `json:"seconds"`
+	P95Seconds float64 `json:"p95_seconds"`
+	Jobs       int     `json:"jobs"`
+	Days       int     `json:"days"`
 }
 
 type reviewResponse struct {
@@ -141,6 +162,7 @@ type slowView struct {
 	Job            jobView `json:"job"`
 	Seconds        float64 `json:"seconds"`
 	TypicalSeconds float64 `json:"typical_seconds"`
+	P95Seconds     float64 `json:"p95_seconds"`
 }
 
 type tickView struct {
@@ -261,13 +283,17 @@ func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewVie
 		SlowFactor: rv.Query.SlowFactor, History: rv.Query.History, MoreFailed: rv.MoreFailed, MoreSlow: rv.MoreSlow,
 		MoreNeverRan: rv.MoreNeverRan, MoreRetrying: rv.MoreRetrying, MoreStopped: rv.MoreStopped}
 	for _, k := range slices.Sorted(maps.Keys(rv.Typical)) {
-		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: rv.Typical[k].Seconds()})
+		b := rv.Typical[k]
+		out.Typical = append(out.Typical, typicalView{Kind: k, Seconds: b.Median.Seconds(), P95Seconds: b.P95.Seconds(), Jobs: b.Jobs, Days: b.Days})
 	}
 	if out.Waiting, err = c.waiting(ctx, rv.NeverRan); err != nil {
 		return reviewView{}, err
 	}
+	if out.Cancelled, err = c.cancelledUnstarted(ctx, rv); err != nil {
+		return reviewView{}, err
+	}
 	for _, s := range rv.Slow {
-		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds()})
+		out.Slow = append(out.Slow, slowView{Job: c.view(&s.Job), Seconds: s.Duration.Seconds(), TypicalSeconds: s.Typical.Seconds(), P95Seconds: s.P95.Seconds()})
 	}
 	for _, t := range rv.MissedTicks {
 		out.MissedTicks = append(out.MissedTicks, tickView{Schedule: t.Schedule, At: t.At, RunID: t.RunID, Period: t.Period})
@@ -279,6 +305,37 @@ func (c *console) reviewOf(ctx context.Context, rq queue.ReviewQuery) (reviewVie
 		}
 		out.Stopped = append(out.Stopped, stoppedView{Rule: s.Rule, ChildKind: s.ChildKind, Group: s.Group,
 			Blocking: c.views(s.Blocking), MissingKinds: missing})
+	}
+	return out, nil
+}
+
+// cancelledUnstarted lists the jobs of rv's run that were cancelled
+// before they started, each with the audit entry that cancelled it.
+func (c *console) cancelledUnstarted(ctx context.Context, rv *queue.Review) ([]cancelledView, error) {
+	out := []cancelledView{}
+	if rv.Query.RunID == "" || rv.Counts[queue.StatusCancelled] == 0 {
+		return out, nil
+	}
+	jobs, err := c.client.List(ctx, queue.Filter{RunID: rv.Query.RunID, Statuses: []queue.Status{queue.StatusCancelled},
+		Limit: rv.Query.Limit})
+	if err != nil {
+		return nil, err
+	}
+	var entries []queue.AuditEntry
+	for i := range jobs {
+		if jobs[i].StartedAt != nil {
+			continue
+		}
+		if entries == nil {
+			if entries, err = c.client.AuditLog(ctx, 0, auditScan); err != nil {
+				return nil, err
+			}
+		}
+		v := cancelledView{Job: c.view(&jobs[i])}
+		if e := cancelEntry(entries, v.Job); e != nil {
+			v.By, v.At, v.AuditID = e.Actor, &e.At, e.ID
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

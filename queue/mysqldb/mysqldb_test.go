@@ -13,11 +13,12 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/mysqldb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // A program of the queue on PostgreSQL or SQLite links no MySQL driver:
 // the store reaches MariaDB through gorm's dialector name alone.

@@ -23,12 +23,13 @@ import (
 
 	"github.com/sheaf-dev/sheaf/batch"
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 	"github.com/sheaf-dev/sheaf/queue/otelqueue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // Job kinds of the tests.
 type report struct {

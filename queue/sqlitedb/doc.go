@@ -1,4 +1,5 @@
-// Package sqlitedb opens an SQLite database for the queue: a file in WAL
+// Package sqlitedb opens an SQLite database for the queue, for a first try,
+// for tests, or for a single binary that needs no server: a file in WAL
 // mode (readers never wait for the writer), with a busy timeout (a writer
 // waits for another process's write instead of failing), transactions that
 // take the write lock when they begin, and foreign keys on.

@@ -9,11 +9,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 type hello struct{ Name string }
 

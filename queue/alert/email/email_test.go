@@ -22,11 +22,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/alert"
 	"github.com/sheaf-dev/sheaf/queue/alert/email"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // mailbox is an SMTP server's store: what it accepted, from whom.
 type mailbox struct {

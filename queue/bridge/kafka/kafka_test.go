@@ -13,13 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
 	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
 	"github.com/sheaf-dev/sheaf/queue/bridge/kafka"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // topics are those of the three services the example shows.
 var topics = []string{"job-created", "job-completed", "job-failed", "job-dead-letter", "job-cancelled"}

@@ -20,12 +20,13 @@ import (
 // they are all jobs, and reports jobs/s, and the CPU time per job of this
 // process (the consumer) and of the database's server; the NATS server's
 // is not counted. No runner works the jobs, so the limit on queued jobs is
-// lifted.
+// lifted. SHEAF_BENCH_BATCH sets the consumer's MaxBatch.
 func BenchmarkConsumer(b *testing.B) {
 	n := 20000
 	if v, err := strconv.Atoi(os.Getenv("SHEAF_BENCH_JOBS")); err == nil {
 		n = v
 	}
+	batch, _ := strconv.Atoi(os.Getenv("SHEAF_BENCH_BATCH"))
 	_, js := connect(b, serverURL())
 	ctx := context.Background()
 	name := fmt.Sprintf("sheaf_bench_req_%d", streams.Add(1))
@@ -54,7 +55,7 @@ func BenchmarkConsumer(b *testing.B) {
 		b.Fatal(err)
 	}
 	k, err := nats.NewConsumer(nats.ConsumerConfig{JetStream: js, Stream: name, Durable: "bench", DeadLetterSubject: name + "_dead.x",
-		Submitter: sub, Log: bridgetest.Quiet()})
+		Submitter: sub, MaxBatch: batch, Log: bridgetest.Quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}

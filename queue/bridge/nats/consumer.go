@@ -27,7 +27,7 @@ type ConsumerConfig struct {
 	DeadLetterSubject string // where malformed requests go, with ReasonHeader
 	Submitter         *bridge.Submitter
 	// MaxBatch is the most messages enqueued in one transaction (default
-	// 1000).
+	// 5000). The consumer fetches the next batch while one is enqueued.
 	MaxBatch int
 	// AckWait is how long the server waits for a message's ack before it
 	// delivers it again (default 30 seconds).
@@ -58,7 +58,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: a consumer needs JetStream, a stream, a durable name, a dead-letter subject and a submitter", bridge.ErrInvalid)
 	}
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 1000
+		cfg.MaxBatch = 5000
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 30 * time.Second
@@ -87,49 +87,111 @@ func (c *Consumer) Start(ctx context.Context) error {
 // acknowledgements) or for ctx. It is safe without Start, and idempotent.
 func (c *Consumer) Stop(ctx context.Context) error { return c.loop.Stop(ctx) }
 
+// run fetches a batch while the one before is enqueued: the two wait on
+// different servers, and one after the other they left each idle half the
+// time. MaxAckPending (twice MaxBatch) leaves room for both.
 func (c *Consumer) run(ctx context.Context, cons jetstream.Consumer) error {
+	batches := make(chan fetched) // unbuffered: one batch fetched ahead at most
+	fetchCtx, cancel := context.WithCancel(ctx)
+	fetchDone := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		fetchDone <- c.fetch(fetchCtx, cons, batches)
+	}()
+	var err error
+	for f := range batches {
+		if err = c.batch(ctx, f); err != nil {
+			break
+		}
+	}
+	cancel()
+	for f := range batches { // the fetcher's last, if it was handing one over
+		nak(f.msgs)
+	}
+	if fetchErr := <-fetchDone; err == nil {
+		err = fetchErr
+	}
+	return err
+}
+
+// fetched is a batch of messages and the submissions they carry.
+type fetched struct {
+	msgs []jetstream.Msg
+	subs []bridge.Submission
+}
+
+// fetch fetches batches and hands them to out until ctx ends.
+func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, out chan<- fetched) error {
 	for {
 		if err := consume.Retry(ctx, c.cfg.Log, "nats: consumer: wait", func() error { return c.cfg.Submitter.Wait(ctx) }); err != nil {
 			return err
 		}
-		batch, err := cons.FetchNoWait(c.cfg.MaxBatch)
+		var f fetched
+		b, err := cons.FetchNoWait(c.cfg.MaxBatch)
 		if err == nil {
-			err = c.batch(ctx, batch)
+			f, err = submissions(b)
 		}
 		if ctx.Err() != nil {
+			nak(f.msgs)
 			return ctx.Err()
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			c.cfg.Log.ErrorContext(ctx, "nats: consumer: fetch", "err", err)
+			nak(f.msgs)
+			err = consume.Sleep(ctx, consume.RetryDelay)
+		case len(f.msgs) == 0:
+			// FetchNoWait returns at once when nothing is pending:
+			// pause rather than spin.
+			err = consume.Sleep(ctx, 50*time.Millisecond)
+		default:
+			select {
+			case out <- f:
+			case <-ctx.Done():
+				nak(f.msgs)
+				err = ctx.Err()
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
 
-// batch enqueues the messages of b, dead-letters the malformed, and
-// acknowledges them all, each step tried again until it succeeds or ctx
-// ends.
-func (c *Consumer) batch(ctx context.Context, b jetstream.MessageBatch) error {
-	var msgs []jetstream.Msg
+// nak hands msgs back to the server, to be delivered again now rather than
+// after the ack wait. It is best effort: a lost nak leaves the ack wait.
+func nak(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		_ = m.Nak()
+	}
+}
+
+// submissions reads the messages of b and the submissions they carry.
+func submissions(b jetstream.MessageBatch) (fetched, error) {
+	var f fetched
 	for m := range b.Messages() {
-		msgs = append(msgs, m)
+		f.msgs = append(f.msgs, m)
 	}
-	if len(msgs) == 0 {
-		// FetchNoWait returns at once when nothing is pending: pause
-		// rather than spin.
-		return consume.Sleep(ctx, 50*time.Millisecond)
-	}
-	subs := make([]bridge.Submission, len(msgs))
-	for i, m := range msgs {
+	f.subs = make([]bridge.Submission, len(f.msgs))
+	for i, m := range f.msgs {
 		meta, err := m.Metadata()
 		if err != nil {
-			return err
+			return f, err
 		}
-		h := map[string]string{}
+		h := make(map[string]string, len(m.Headers()))
 		for k := range m.Headers() {
 			h[k] = m.Headers().Get(k)
 		}
-		subs[i] = bridge.Submission{Key: "nats:" + meta.Stream + "/" + strconv.FormatUint(meta.Sequence.Stream, 10), Value: m.Data(), Headers: h}
+		f.subs[i] = bridge.Submission{Key: "nats:" + meta.Stream + "/" + strconv.FormatUint(meta.Sequence.Stream, 10), Value: m.Data(), Headers: h}
 	}
+	return f, nil
+}
+
+// batch enqueues the submissions of f, dead-letters the malformed, and
+// acknowledges every message, each step tried again until it succeeds or
+// ctx ends.
+func (c *Consumer) batch(ctx context.Context, f fetched) error {
+	msgs, subs := f.msgs, f.subs
 	var rejected []bridge.Rejected
 	if err := consume.Retry(ctx, c.cfg.Log, "nats: consumer: enqueue", func() (err error) {
 		rejected, err = c.cfg.Submitter.Submit(ctx, subs)

@@ -18,13 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
 	"github.com/sheaf-dev/sheaf/queue/bridge/internal/bridgetest"
 	"github.com/sheaf-dev/sheaf/queue/bridge/nats"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // serverURL is the shared nats-server's.
 func serverURL() string {

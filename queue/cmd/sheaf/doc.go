@@ -19,7 +19,7 @@
 //	sheaf migrate status               print the schema's version and this sheaf's
 //	sheaf jobs list [filters] [-json]  jobs newest first: -status, -kind, -queue, -run,
 //	                                   -period, -correlation, -since, -until, -q, -before, -limit
-//	sheaf jobs get ID [-json]          one job, with its attempts
+//	sheaf jobs get ID [-json]          one job, with its attempts and its chunks' times
 //	sheaf jobs retry|cancel ID...      retry or cancel jobs
 //	sheaf queues [list] [-json]        queues, their jobs by status, paused or not
 //	sheaf queues pause|resume NAME     pause or resume a queue in every runner
@@ -29,7 +29,9 @@
 //	sheaf bench [-jobs N] [-workers N] bulk insert and work no-op jobs, with both rates
 //
 // The commands know no job kinds and run no handlers: they read and change
-// the jobs' rows through package queue, as the console does. Retries,
+// the jobs' rows through package queue, as the console does: jobs get
+// shows a chunked job's chunks and their times, not its chunk size, which
+// only the program that registers the kind knows. Retries,
 // cancellations, pauses and resumes are recorded in the queue's audit log
 // (queue.Client.AuditLog) with the actor "sheaf-cli:" and the operating
 // system's user name. No command prints a job's claims (queue.Auth).

@@ -130,7 +130,7 @@ func when(name, v string) (time.Time, error) {
 }
 
 func jobsGet(ctx context.Context, e *env, args []string) error {
-	fs, dsn := e.flags("jobs get", "ID [flags]", "Shows one job, with its output and its last attempts. Its claims (auth) are never shown.")
+	fs, dsn := e.flags("jobs get", "ID [flags]", "Shows one job, with its output, its last attempts and, for a chunked job, how long its chunks took. Its claims (auth) are never shown.")
 	asJSON := fs.Bool("json", false, "print JSON")
 	ids, err := e.parseIDs(fs, args)
 	if err != nil {
@@ -152,8 +152,15 @@ func jobsGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Any job may have chunk times: whether its kind is chunked is known
+	// only to the program that registered it.
+	chunks, err := client.ChunkTimes(ctx, r.ID)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		v := detail{Job: jobview.Of(r, r.Payload), Attempts: jobview.Attempts(attempts)}
+		v.Progress.SetChunkTimes(chunks)
 		if len(r.Output) > 0 {
 			v.Output = r.Output
 		}
@@ -178,6 +185,16 @@ func jobsGet(ctx context.Context, e *env, args []string) error {
 	}
 	if r.Total != nil {
 		row("Progress", fmt.Sprintf("%d of %d", r.Processed, *r.Total))
+	}
+	if chunks.Count > 0 {
+		row("Chunks", fmt.Sprintf("%d done in the latest attempt, %s on average, fastest %s, slowest %s",
+			chunks.Count, chunkTime(chunks.Mean()), chunkTime(chunks.Min), chunkTime(chunks.Max)))
+		recent := make([]string, len(chunks.Recent))
+		for i, d := range chunks.Recent {
+			recent[i] = chunkTime(d).String()
+		}
+		first := chunks.Count - int64(len(recent)) + 1
+		row("Chunk times", fmt.Sprintf("chunks %d to %d, oldest first: %s", first, chunks.Count, strings.Join(recent, " ")))
 	}
 	for k, p := range map[string]*string{"Correlation": r.CorrelationID, "Idempotency key": r.IdempotencyKey, "Run": r.RunID, "Period": r.Period, "Last error": r.LastError} {
 		if p != nil {
@@ -279,6 +296,15 @@ func (e *env) parseIDs(fs *flag.FlagSet, args []string) ([]int64, error) {
 type detail struct {
 	jobview.Job
 	Attempts []jobview.Attempt `json:"attempt_log,omitempty"`
+}
+
+// chunkTime rounds a chunk's time to what is worth reading: tenths of a
+// millisecond below 10ms, milliseconds above.
+func chunkTime(d time.Duration) time.Duration {
+	if d < 10*time.Millisecond {
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // stored shows a job's arguments as they are stored.

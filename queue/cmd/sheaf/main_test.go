@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	testexit.Exit(code)
 }
 
 // result is a run of the binary.

@@ -79,7 +79,8 @@ chains; the console of the program itself does.`)
 	}
 	if section("Slow", len(r.Slow)) {
 		for _, s := range r.Slow {
-			fmt.Fprintf(w, "  %d\t%s\ttook %s\ttypically %s\n", s.Job.ID, s.Job.Kind, s.Duration.Round(time.Millisecond), s.Typical.Round(time.Millisecond))
+			fmt.Fprintf(w, "  %d\t%s\ttook %s\tmedian %s\tp95 %s\n", s.Job.ID, s.Job.Kind, s.Duration.Round(time.Millisecond),
+				s.Typical.Round(time.Millisecond), s.P95.Round(time.Millisecond))
 		}
 	}
 	if section("Never ran", len(r.NeverRan)) {
@@ -127,6 +128,7 @@ type slowJSON struct {
 	Job      jobview.Job   `json:"job"`
 	Duration time.Duration `json:"duration_ns"`
 	Typical  time.Duration `json:"typical_ns"`
+	P95      time.Duration `json:"p95_ns"`
 }
 
 func reviewView(r *queue.Review) reviewJSON {
@@ -137,7 +139,7 @@ func reviewView(r *queue.Review) reviewJSON {
 			Blocking: views(c.Blocking), MissingKinds: c.MissingKinds})
 	}
 	for _, s := range r.Slow {
-		out.Slow = append(out.Slow, slowJSON{Job: jobview.Of(&s.Job, s.Job.Payload), Duration: s.Duration, Typical: s.Typical})
+		out.Slow = append(out.Slow, slowJSON{Job: jobview.Of(&s.Job, s.Job.Payload), Duration: s.Duration, Typical: s.Typical, P95: s.P95})
 	}
 	return out
 }

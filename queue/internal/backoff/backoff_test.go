@@ -6,9 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 func TestBackoffDelays(t *testing.T) {
 	t.Parallel()

@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // NotMigrated wraps what store.Unmigrated says is a missing migration in
 // ErrNotMigrated, the database's error still in the chain, and returns any

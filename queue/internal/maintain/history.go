@@ -53,28 +53,30 @@ func History(ctx context.Context, st store.Store, db *gorm.DB, kind, queue strin
 	return rows, nil
 }
 
-// Typical is the median of the daily medians of kind's completed jobs, on
-// its last days days with any in the year before before's day; 0 without
-// any. The review compares a night with it once the jobs it would have
-// compared with are pruned.
-func Typical(ctx context.Context, st store.Store, db *gorm.DB, kind string, before time.Time, days int) (time.Duration, error) {
+// Typical is the median of the daily medians of kind's completed jobs, and
+// of their daily 95th percentiles, on its last days days with any in the
+// year before before's day; zero without any. The review compares a night
+// with it once the jobs it would have compared with are pruned.
+func Typical(ctx context.Context, st store.Store, db *gorm.DB, kind string, before time.Time, days int) (store.Baseline, error) {
 	to := Day(before)
 	rows, err := st.Days(ctx, db, store.DayQuery{Kind: kind,
 		From: to.AddDate(-1, 0, 0).Format(store.DayLayout), To: to.Format(store.DayLayout)})
 	if err != nil {
-		return 0, err
+		return store.Baseline{}, err
 	}
-	var medians []time.Duration
-	for i := len(rows) - 1; i >= 0 && len(medians) < days; i-- {
+	var p50s, p95s []time.Duration
+	for i := len(rows) - 1; i >= 0 && len(p50s) < days; i-- {
 		if rows[i].Completed > 0 {
-			medians = append(medians, time.Duration(rows[i].P50us)*time.Microsecond)
+			p50s = append(p50s, time.Duration(rows[i].P50us)*time.Microsecond)
+			p95s = append(p95s, time.Duration(rows[i].P95us)*time.Microsecond)
 		}
 	}
-	if len(medians) == 0 {
-		return 0, nil
+	if len(p50s) == 0 {
+		return store.Baseline{}, nil
 	}
-	slices.Sort(medians)
-	return medians[len(medians)/2], nil
+	slices.Sort(p50s)
+	slices.Sort(p95s)
+	return store.Baseline{Median: p50s[len(p50s)/2], P95: p95s[len(p95s)/2], Days: len(p50s)}, nil
 }
 
 // HistoryQuery is queue.HistoryQuery field for field.

@@ -13,11 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 var quiet = slog.New(slog.DiscardHandler)
 

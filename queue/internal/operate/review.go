@@ -83,7 +83,7 @@ type Review[R any] struct {
 	MissedTicks  []Tick
 	Stopped      []Stopped[R]
 	MoreStopped  int64
-	Typical      map[string]time.Duration
+	Typical      map[string]store.Baseline
 }
 
 // FailureGroup is queue.FailureGroup.
@@ -99,6 +99,7 @@ type Slow[R any] struct {
 	Job      R
 	Duration time.Duration
 	Typical  time.Duration
+	P95      time.Duration
 }
 
 // Stopped is queue.StoppedChain.
@@ -120,7 +121,7 @@ type Reviewer[R any] struct {
 	Missed func(context.Context) ([]Tick, error)
 	// Typical is a kind's typical duration from the day roll-ups, over
 	// days days before before, for a kind whose earlier jobs are pruned.
-	Typical func(ctx context.Context, kind string, before time.Time, days int) (time.Duration, error)
+	Typical func(ctx context.Context, kind string, before time.Time, days int) (store.Baseline, error)
 }
 
 // errorRows bounds the rows of (error, kind) samples a review reads for
@@ -259,8 +260,8 @@ func (rv Reviewer[R]) failures(ctx context.Context, f store.Filter, failed int64
 // nights before it, not after), or, once those are pruned, of its day
 // roll-ups. The database picks the slow jobs against each kind's
 // threshold.
-func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, map[string]time.Duration, error) {
-	typical := map[string]time.Duration{}
+func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, map[string]store.Baseline, error) {
+	typical := map[string]store.Baseline{}
 	threshold := map[string]time.Duration{}
 	for _, k := range kinds {
 		before := firstStart[k]
@@ -275,8 +276,8 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 			return nil, 0, nil, fmt.Errorf("history of %q: %w", k, err)
 		}
 		typical[k] = t // zero: no earlier job of the kind is known
-		if t > 0 {
-			threshold[k] = time.Duration(q.SlowFactor * float64(t))
+		if t.Median > 0 {
+			threshold[k] = time.Duration(q.SlowFactor * float64(t.Median))
 		}
 	}
 	if len(threshold) == 0 {
@@ -291,7 +292,8 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 	out := make([]Slow[R], len(jobs))
 	for i := range jobs {
 		j := rv.View(&jobs[i])
-		out[i] = Slow[R]{Job: jobs[i], Duration: j.CompletedAt.Sub(*j.StartedAt), Typical: typical[j.Kind]}
+		b := typical[j.Kind]
+		out[i] = Slow[R]{Job: jobs[i], Duration: j.CompletedAt.Sub(*j.StartedAt), Typical: b.Median, P95: b.P95}
 	}
 	return out, more, typical, nil
 }

@@ -10,16 +10,22 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/enqueue"
+	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-// Job is what a kind has by default and a job may override, but for the
-// settings whose types the queue package declares.
+// Job is what a kind has by default and a job may override.
 type Job struct {
-	Queue                   string
-	Priority, MaxAttempts   int
-	OwnBackoff              bool // set at enqueue: the backoff is stored with the job
+	Queue                 string
+	Priority, MaxAttempts int
+	Backoff               Backoff
+	// OwnBackoff is a job's own backoff, encoded to be stored with it; nil
+	// for a kind's.
+	OwnBackoff              []byte
+	Retain                  maintain.Durations // a kind's (Retain)
+	Limits                  []limit.Declared   // a kind's (KindLimit, KeyLimit)
+	LimitKey                limit.Key          // KeyLimit's
 	Timeout                 time.Duration
 	ChunkSize               int
 	RunAt                   time.Time
@@ -29,6 +35,19 @@ type Job struct {
 	Auth                    map[string]any
 	TraceParent, TraceState string
 	Window                  calendar.Window // a kind's (During)
+}
+
+// Backoff is the queue package's Backoff, which the runner's matches.
+type Backoff interface {
+	Delay(attempt int) time.Duration
+}
+
+// Declare adds a limit of scope that a kind declares, checked (KindLimit,
+// KeyLimit).
+func (o *Job) Declare(scope string, l limit.Declared) error {
+	l.Scope = scope
+	o.Limits = append(o.Limits, l)
+	return limit.Check(store.Limit{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per, Fair: l.Fair, Weights: l.Weights})
 }
 
 // SetQueue sets the queue (OnQueue).
@@ -96,6 +115,19 @@ func (o *Job) SetPeriod(period string) error {
 	return check.Set(&o.Period, period, check.Name("InPeriod", "period", period, 128))
 }
 
+// Stamp sets the idempotency key, and the run and period unless empty, of
+// a job that a schedule's tick or a dependency rule creates, over its own.
+func (o *Job) Stamp(key, runID, period string) error {
+	err := o.SetKey(key)
+	if err == nil && runID != "" {
+		err = o.SetRunID(runID)
+	}
+	if err == nil && period != "" {
+		err = o.SetPeriod(period)
+	}
+	return err
+}
+
 // SetTrace sets the W3C trace context of the submitting request
 // (TraceContext).
 func (o *Job) SetTrace(traceparent, tracestate string) error {
@@ -109,15 +141,19 @@ func (o *Job) SetTrace(traceparent, tracestate string) error {
 	return nil
 }
 
-// Row is the row of a job of kind with payload and these settings; the
-// caller sets its backoff and limit key, whose settings it keeps.
+// Row is the row of a job of kind with payload and these settings.
 func (o *Job) Row(kind string, payload []byte) (store.NewJob, error) {
 	j := store.NewJob{Kind: kind, Queue: o.Queue, Priority: o.Priority, Attempts: o.MaxAttempts, Payload: string(payload),
 		Delay: o.Delay, RunAt: enqueue.Optional(o.RunAt), Key: enqueue.Optional(o.Key),
 		Correlation: enqueue.Optional(o.Correlation), RunID: enqueue.Optional(o.RunID), Period: enqueue.Optional(o.Period),
 		Metadata: enqueue.TraceMetadata(o.TraceParent, o.TraceState)}
+	if o.OwnBackoff != nil {
+		j.Backoff = enqueue.Optional(string(o.OwnBackoff))
+	}
 	var err error
-	j.Auth, err = enqueue.Auth(o.Auth)
+	if j.Auth, err = enqueue.Auth(o.Auth); err == nil {
+		j.LimitKey, err = o.LimitKey.Of(payload)
+	}
 	return j, err
 }
 

@@ -9,11 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/limit"
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // A refused setting leaves the field as it was and says why with
 // ErrInvalidOption; an accepted one sets it.
@@ -39,6 +42,7 @@ func TestSettersRefuseBadValuesAndKeepTheField(t *testing.T) {
 		{"period", func(o *Job, _ *Runner) error { return o.SetPeriod("") }, "period"},
 		{"traceparent", func(o *Job, _ *Runner) error { return o.SetTrace("", "") }, "traceparent"},
 		{"tracestate", func(o *Job, _ *Runner) error { return o.SetTrace("00-a", "\xff") }, "TraceContext"},
+		{"stamp", func(o *Job, _ *Runner) error { return o.Stamp("", "run", "period") }, "idempotency key"},
 		{"workers", func(_ *Job, r *Runner) error { return r.SetWorkers(0, 10) }, "workers 0"},
 		{"no queues", func(_ *Job, r *Runner) error { return r.SetQueues(nil) }, "at least one queue"},
 		{"bad queue", func(_ *Job, r *Runner) error { return r.SetQueues([]string{"a", ""}) }, "WithQueues"},
@@ -89,6 +93,40 @@ func TestRow(t *testing.T) {
 	require.NoError(t, r.SetQueues(names))
 	names[0] = "z"
 	require.Equal(t, []string{"a", "b"}, r.Queues)
+}
+
+// A job's own backoff and its limit key go into the row; a kind's backoff
+// does not, and a payload the key function cannot read is refused.
+func TestRowCarriesOwnBackoffAndLimitKey(t *testing.T) {
+	t.Parallel()
+	key, err := limit.KeyOf(func(a struct{ Customer string }) string { return a.Customer })
+	require.NoError(t, err)
+	o := Job{LimitKey: key}
+	j, err := o.Row("report", []byte(`{"Customer":"acme"}`))
+	require.NoError(t, err)
+	require.Nil(t, j.Backoff, "a kind's backoff stays with the kind")
+	require.Equal(t, "acme", *j.LimitKey)
+
+	o.OwnBackoff = []byte(`{"delays":[1000]}`)
+	j, err = o.Row("report", []byte(`{"Customer":"acme"}`))
+	require.NoError(t, err)
+	require.Equal(t, `{"delays":[1000]}`, *j.Backoff)
+
+	_, err = o.Row("report", []byte(`[]`))
+	require.ErrorIs(t, err, check.ErrInvalidPayload)
+	j, err = (&Job{}).Row("report", []byte(`{}`))
+	require.NoError(t, err)
+	require.Nil(t, j.LimitKey, "no key function, no key")
+}
+
+// A declared limit is kept with its scope; one that caps nothing is
+// refused.
+func TestDeclare(t *testing.T) {
+	t.Parallel()
+	var o Job
+	require.NoError(t, o.Declare(store.ScopeKey, limit.Declared{Concurrency: 2}))
+	require.Equal(t, []limit.Declared{{Scope: store.ScopeKey, Concurrency: 2}}, o.Limits)
+	require.ErrorIs(t, o.Declare(store.ScopeKind, limit.Declared{}), check.ErrInvalidOption)
 }
 
 type task string

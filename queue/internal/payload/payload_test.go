@@ -10,9 +10,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // Scan agrees with PostgreSQL on what jsonb refuses, among JSON that
 // encoding/json accepts.

@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/calendar"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
 	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 type opts struct{ window calendar.Window }
 

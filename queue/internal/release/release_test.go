@@ -6,10 +6,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // The hooks' metadata goes over the child's own, later hooks over earlier
 // ones; without any, the child keeps its own, untouched.

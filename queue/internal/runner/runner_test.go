@@ -13,10 +13,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // The sentinels a test runner hands out, standing in for package queue's.
 var (

@@ -8,3 +8,7 @@ func MySQLLoads(st Store) int64 {
 	}
 	return 0
 }
+
+// MigrationLock is the statement that takes the lock Migrate holds on
+// PostgreSQL.
+const MigrationLock = migrationLock

@@ -222,23 +222,21 @@ func (*mysql) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Dura
 	return n, oldest, err
 }
 
-// TypicalDuration is the median, taken here, of the durations the server
+// TypicalDuration takes the percentiles here, of the durations the server
 // computes.
-func (*mysql) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (time.Duration, bool, error) {
+func (*mysql) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (Baseline, bool, error) {
 	var us []int64
 	err := db.WithContext(ctx).Raw(`SELECT TIMESTAMPDIFF(MICROSECOND, started_at, completed_at) FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?`, kind, mysqlTime(before), history).Scan(&us).Error
 	if err != nil || len(us) == 0 {
-		return 0, false, err
+		return Baseline{}, false, err
 	}
-	slices.Sort(us)
-	mid := len(us) / 2
-	d := time.Duration(us[mid]) * time.Microsecond
-	if len(us)%2 == 0 {
-		d = time.Duration(us[mid-1]+us[mid]) * time.Microsecond / 2
+	ds := make([]time.Duration, len(us))
+	for i, u := range us {
+		ds[i] = time.Duration(u) * time.Microsecond
 	}
-	return d, true, nil
+	return baselineOf(ds), true, nil
 }
 
 func (*mysql) LockStatus(tx *gorm.DB, id int64) (status string, found bool, err error) {

@@ -9,14 +9,15 @@ package store
 // one's committed.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -65,16 +66,38 @@ func outboxChanged(before, after string) string {
 // sheaf_outbox_write, which row-level triggers of earlier releases call,
 // stays as it is. JIT is off in them: the planner knows nothing of a
 // transition table's rows, guesses a join of a large statement's two to
-// be huge, and would compile it, at a cost of a tenth of a second.
-var pgOutboxOn = []string{
-	`CREATE OR REPLACE FUNCTION sheaf_outbox_inserted() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+// be huge, and would compile it, at a cost of a tenth of a second. So are
+// nested loops (pgOutboxSettings): a function's statement has no
+// parameters, so PL/pgSQL plans it once per connection, for the row counts
+// of the first statement that fired the trigger there, and keeps that plan.
+// A first claim or completion of one job made it a nested loop over the two
+// transition tables, which a later one of 5,000 jobs then ran in 5 s
+// instead of 0.1 s: a hash or merge join costs as little for one row and
+// stays linear.
+var pgOutboxOn = append(slices.Clone(pgOutboxFunctions), `CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs REFERENCING NEW TABLE AS sheaf_new
+	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_inserted()`,
+	// A transition table cannot go with a column list (UPDATE OF status):
+	// every update of jobs runs the function, which finds no event in most
+	// (claims, lease renewals) at the cost of one empty join.
+	`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE ON sheaf_jobs REFERENCING OLD TABLE AS sheaf_old NEW TABLE AS sheaf_new
+	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_updated()`)
+
+// pgOutboxSettings are the settings of the outbox's functions on
+// PostgreSQL; outboxState finds functions without the last one stale.
+const pgOutboxSettings = "SET jit = off SET enable_nestloop = off"
+
+// pgOutboxFunctions are the functions of the triggers: those of the
+// lifecycle events, and that of started events, which is created with them
+// so that an update of the functions reaches it too.
+var pgOutboxFunctions = []string{
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_inserted() RETURNS trigger LANGUAGE plpgsql ` + pgOutboxSettings + ` AS $$
 BEGIN
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	SELECT n.id, 'created', n.kind, n.queue, n.attempts, n.max_attempts, NULL, n.correlation_id, n.run_id, n.meta
 	FROM sheaf_new n;
 	RETURN NULL;
 END $$`,
-	`CREATE OR REPLACE FUNCTION sheaf_outbox_updated() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_updated() RETURNS trigger LANGUAGE plpgsql ` + pgOutboxSettings + ` AS $$
 BEGIN
 	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
 	SELECT n.id, CASE n.status WHEN 'QUEUED' THEN 'retrying' ELSE lower(n.status) END, n.kind, n.queue, n.attempts,
@@ -83,13 +106,14 @@ BEGIN
 	WHERE ` + outboxChanged("o", "n") + `;
 	RETURN NULL;
 END $$`,
-	`CREATE TRIGGER sheaf_outbox_created AFTER INSERT ON sheaf_jobs REFERENCING NEW TABLE AS sheaf_new
-	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_inserted()`,
-	// A transition table cannot go with a column list (UPDATE OF status):
-	// every update of jobs runs the function, which finds no event in most
-	// (claims, lease renewals) at the cost of one empty sort.
-	`CREATE TRIGGER sheaf_outbox_changed AFTER UPDATE ON sheaf_jobs REFERENCING OLD TABLE AS sheaf_old NEW TABLE AS sheaf_new
-	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_updated()`,
+	`CREATE OR REPLACE FUNCTION sheaf_outbox_claimed() RETURNS trigger LANGUAGE plpgsql ` + pgOutboxSettings + ` AS $$
+BEGIN
+	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
+	SELECT n.id, 'started', n.kind, n.queue, n.attempts, n.max_attempts, NULL, n.correlation_id, n.run_id, n.meta
+	FROM sheaf_new n JOIN sheaf_old o ON o.id = n.id
+	WHERE ` + outboxStartedWhen("o", "n") + `;
+	RETURN NULL;
+END $$`,
 }
 
 const sqliteOutboxColumns = `NEW.kind, NEW.queue, NEW.attempts, NEW.max_attempts, %s, NEW.correlation_id, NEW.run_id, NEW.meta`
@@ -113,14 +137,6 @@ func outboxStartedWhen(before, after string) string {
 }
 
 var pgOutboxStarted = []string{
-	`CREATE OR REPLACE FUNCTION sheaf_outbox_claimed() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
-BEGIN
-	INSERT INTO sheaf_outbox (job_id, event, kind, queue, attempts, max_attempts, error, correlation_id, run_id, meta)
-	SELECT n.id, 'started', n.kind, n.queue, n.attempts, n.max_attempts, NULL, n.correlation_id, n.run_id, n.meta
-	FROM sheaf_new n JOIN sheaf_old o ON o.id = n.id
-	WHERE ` + outboxStartedWhen("o", "n") + `;
-	RETURN NULL;
-END $$`,
 	`DROP TRIGGER IF EXISTS sheaf_outbox_started ON sheaf_jobs`,
 	`CREATE TRIGGER sheaf_outbox_started AFTER UPDATE ON sheaf_jobs REFERENCING OLD TABLE AS sheaf_old NEW TABLE AS sheaf_new
 	FOR EACH STATEMENT EXECUTE FUNCTION sheaf_outbox_claimed()`,
@@ -167,10 +183,11 @@ const outboxLockTimeout = "10s"
 // claim too when started is true. It does nothing when the outbox records
 // those events already; it never stops the recording of started events
 // (DisableOutbox does). On PostgreSQL it replaces the row-level triggers of
-// earlier releases with this one's.
+// earlier releases with this one's, and functions of earlier releases
+// without this one's settings (see pgOutboxOn).
 func EnableOutbox(ctx context.Context, st Store, db *gorm.DB, started bool) error {
 	s, err := outboxState(ctx, st, db)
-	if err != nil || (s.on && !s.perRow && (s.started || !started)) {
+	if err != nil || (s.on && !s.perRow && !s.stale && (s.started || !started)) {
 		return err
 	}
 	started = started || s.started
@@ -180,7 +197,11 @@ func EnableOutbox(ctx context.Context, st Store, db *gorm.DB, started bool) erro
 	}
 	keep := s.on && !s.perRow
 	if keep {
+		// The triggers stay; stale functions are replaced in place.
 		pg, lite = nil, nil
+		if s.stale {
+			pg = pgOutboxFunctions
+		}
 	}
 	if started {
 		pg, lite = append(slices.Clone(pg), pgOutboxStarted...), append(slices.Clone(lite), liteStarted...)
@@ -241,17 +262,20 @@ type outboxTriggers struct {
 	on      bool // those of the lifecycle events
 	started bool // that of started events
 	perRow  bool // on PostgreSQL, one is row-level, as earlier releases made them
+	stale   bool // on PostgreSQL, one calls a function without this release's settings
 }
 
 func outboxState(ctx context.Context, st Store, db *gorm.DB) (outboxTriggers, error) {
-	q := `SELECT name, false FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
+	q := `SELECT name, false, false FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'sheaf_outbox_%'`
 	if st.Dialect() == "mysql" {
-		q = `SELECT trigger_name, false FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+		q = `SELECT trigger_name, false, false FROM information_schema.triggers WHERE trigger_schema = DATABASE()
 			AND trigger_name LIKE 'sheaf_outbox_%'`
 	}
 	if st.Dialect() == "postgres" {
 		// Bit 0 of tgtype is TRIGGER_TYPE_ROW.
-		q = `SELECT tgname, tgtype & 1 = 1 FROM pg_trigger WHERE tgrelid = 'sheaf_jobs'::regclass AND tgname LIKE 'sheaf_outbox_%'`
+		q = `SELECT t.tgname, t.tgtype & 1 = 1, NOT coalesce('enable_nestloop=off' = ANY(p.proconfig), false)
+			FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+			WHERE t.tgrelid = 'sheaf_jobs'::regclass AND t.tgname LIKE 'sheaf_outbox_%'`
 	}
 	rows, err := db.WithContext(ctx).Raw(q).Rows()
 	if err != nil {
@@ -262,11 +286,11 @@ func outboxState(ctx context.Context, st Store, db *gorm.DB) (outboxTriggers, er
 	var created, changed bool
 	for rows.Next() {
 		var name string
-		var perRow bool
-		if err := rows.Scan(&name, &perRow); err != nil {
+		var perRow, stale bool
+		if err := rows.Scan(&name, &perRow, &stale); err != nil {
 			return outboxTriggers{}, err
 		}
-		s.perRow = s.perRow || perRow
+		s.perRow, s.stale = s.perRow || perRow, s.stale || stale
 		switch name {
 		case "sheaf_outbox_created":
 			created = true
@@ -287,123 +311,248 @@ func OutboxEvents(ctx context.Context, db *gorm.DB, limit int) ([]OutboxEvent, e
 	return c.Read(ctx, nil, db, limit)
 }
 
-// OutboxCursor reads the outbox from where its reader has deleted every
-// event, rather than from the start. The relay deletes from the start of
-// the outbox's ID index, and the entries of deleted rows stay in the index
-// until the table is vacuumed (once a minute at most, by default): a read
-// from the start steps over every one of them, a millisecond per ten
-// thousand, and a busy queue deletes that many in a second.
+// OutboxCursor reads the outbox on from the highest ID it has read, and
+// again only the IDs below that which may still hold an event, rather than
+// from the start. The relay deletes from the start of the outbox's ID
+// index, and the entries of deleted rows stay in the index until the table
+// is vacuumed (once a minute at most, by default): a read from the start
+// steps over every one of them, a millisecond per ten thousand, and a busy
+// queue deletes that many in a second.
 //
-// An ID is passed only once no event will ever have it but those already
+// An ID is dropped only once no event will ever have it but those already
 // deleted. Events do not commit in ID order: a transaction that took ID 5
-// may commit after one that took ID 6 was read. Passing 5 then would lose
+// may commit after one that took ID 6 was read. Dropping 5 then would lose
 // its event, and the job's next event, with a higher ID, would go out
-// first. On PostgreSQL the cursor keeps the read's snapshot: the IDs below
-// the highest it saw were all taken before it, by transactions that had
-// their transaction ID (the triggers write the events, after the job's
+// first. So an ID below the highest read that a read did not find is a
+// gap, read again by every later read until it can be dropped. On
+// PostgreSQL a gap keeps the snapshot of the read that found it: the IDs
+// below the highest it saw were all taken before it, by transactions that
+// had their transaction ID (the triggers write the events, after the job's
 // row; and the identity's sequence hands out IDs one at a time, without a
 // cache); once every transaction of that snapshot has ended (a later
-// snapshot's xmin reaches its xmax), a read sees all those IDs' events
-// that committed, and when it has seen those below a bound and they were
-// deleted, the cursor moves to the bound. SQLite commits one writer at a
-// time, so every snapshot has ended by the next read. On MariaDB, whose
-// snapshots do not tell, the cursor stays at the start.
+// snapshot's xmin reaches its xmax), a read that does not find the gap
+// either drops it. A long transaction anywhere on the server holds gaps
+// back, which then cost each read one look in the index apiece, not a walk
+// over the deleted rows. SQLite commits one writer at a time, so every
+// snapshot has ended by the next read. On MariaDB, whose snapshots do not
+// tell, the cursor stays at the start.
+//
+// An event read and not deleted (its broker did not acknowledge it) stays
+// open too, and is read again before any event above the highest ID: the
+// events held back take their place in the batch.
 //
 // The zero OutboxCursor reads from the start; it is for one reader at a
 // time.
 type OutboxCursor struct {
-	after int64 // every event with an ID up to it is deleted, or will never be
-	// Once the transactions below waitXmax have ended, the cursor may pass
-	// bound (when waiting).
-	waiting         bool
-	bound, waitXmax int64
-	// Of the last Read: its snapshot, its events' IDs, and whether it
-	// returned as many as asked for.
+	hi   int64        // every ID up to hi was deleted, or is in open
+	open []outboxSpan // IDs up to hi to read again, in order
+	// Of the last Read: its snapshot's xmin and xmax, the spans it read
+	// again and how many events it asked for above hi, and its events' IDs.
 	xmin, xmax int64
+	asked      []outboxSpan
+	above      int
 	seen       []int64
-	full       bool
 }
 
-// readOutboxSQL reads the events after $1 and the read's snapshot, in one
-// row even when there is no event.
-const readOutboxSQL = `SELECT s.xmin, s.xmax, o.id, o.job_id, o.event, o.kind, o.queue, o.attempts, o.max_attempts,
-	o.error, o.correlation_id, o.run_id, o.meta, o.at
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
-	pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
-LEFT JOIN LATERAL (SELECT * FROM sheaf_outbox WHERE id > $1 ORDER BY id LIMIT $2) o ON true
-ORDER BY o.id`
+// outboxSpan is a run of IDs to read again: an event read and not deleted
+// (held), or IDs no read found, which may yet commit until the
+// transactions below xmax have ended.
+type outboxSpan struct {
+	lo, hi int64
+	held   bool
+	xmax   int64
+}
+
+// outboxColumns are what a read of the outbox returns of each event, none
+// of them NULL but meta, so that they scan into plain Go values.
+const outboxColumns = `id, job_id, event, kind, queue, attempts, max_attempts,
+	coalesce(error, ''), coalesce(correlation_id, ''), coalesce(run_id, ''), meta, at`
+
+// readOutboxSQL reads the read's snapshot, in a row of its own whose ID is
+// 0, the events within the spans from $1 to $2 (arrays of the same length),
+// and the first $4 events after $3. They are apart, rather than joined,
+// so that the events come in the index's order without a sort of the rows,
+// a tenth of a millisecond per hundred.
+const readOutboxSQL = `SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
+	0::bigint, 0::bigint, '', '', '', 0, 0, '', '', '', NULL::bytea, now()
+FROM pg_current_snapshot() s
+UNION ALL
+(SELECT 0, 0, o.* FROM unnest($1::bigint[], $2::bigint[]) r (lo, hi)
+	CROSS JOIN LATERAL (SELECT ` + outboxColumns + ` FROM sheaf_outbox WHERE id BETWEEN r.lo AND r.hi) o)
+UNION ALL
+(SELECT 0, 0, ` + outboxColumns + ` FROM sheaf_outbox WHERE id > $3 ORDER BY id LIMIT $4)`
 
 // Read reads the next limit events in ID order, on db's pool (not in a
-// transaction). st may be nil for a read from the start on any store.
+// transaction): those held back and in gaps below the highest ID read
+// first, then those above it. st may be nil for a read from the start on
+// any store.
 func (c *OutboxCursor) Read(ctx context.Context, st Store, db *gorm.DB, limit int) ([]OutboxEvent, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
-	// The numbers are formatted in: the stores' placeholders differ.
-	q, args := fmt.Sprintf(`SELECT 0, 0, id, job_id, event, kind, queue, attempts, max_attempts,
-		error, correlation_id, run_id, meta, at FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`, c.after, limit), []any(nil)
-	if st != nil && st.Dialect() == "postgres" {
-		q, args = readOutboxSQL, []any{c.after, limit}
+	if st != nil && st.Dialect() == "mysql" {
+		c.hi, c.open = 0, nil // the cursor stays at the start
 	}
-	rows, err := sqlDB.QueryContext(ctx, q, args...)
+	c.asked = append(c.asked[:0], c.open...)
+	held := 0
+	for _, sp := range c.open {
+		if sp.held {
+			held += int(sp.hi - sp.lo + 1)
+		}
+	}
+	c.above, c.xmin, c.xmax = max(0, limit-held), 0, 0
+	var out []OutboxEvent
+	if st != nil && st.Dialect() == "postgres" {
+		out, err = c.readPostgres(ctx, sqlDB)
+	} else {
+		// Other stores delete rows for good, so a read from the first
+		// span on steps over none. The numbers are formatted in: the
+		// stores' placeholders differ.
+		after := c.hi
+		if len(c.open) > 0 {
+			after = c.open[0].lo - 1
+		}
+		var rows *sql.Rows
+		rows, err = sqlDB.QueryContext(ctx, fmt.Sprintf(`SELECT 0, 0, %s FROM sheaf_outbox WHERE id > %d ORDER BY id LIMIT %d`,
+			outboxColumns, after, held+c.above))
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var at sqlTime
+		out, err = c.scan(rows, limit, &at, func() time.Time { return at.t })
+	}
+	if err != nil {
+		return nil, err
+	}
+	// UNION ALL keeps its branches' order on PostgreSQL, which SQL does
+	// not promise.
+	byID := func(a, b OutboxEvent) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(out, byID) {
+		slices.SortFunc(out, byID)
+	}
+	c.seen = c.seen[:0]
+	for _, e := range out {
+		c.seen = append(c.seen, e.ID)
+	}
+	return out, nil
+}
+
+// readPostgres reads with readOutboxSQL, through pgx's own rows when the
+// driver is pgx: database/sql's turn every column into a value of its own
+// and convert that again, which cost the relay as much CPU time as the
+// rest of its work on an event.
+func (c *OutboxCursor) readPostgres(ctx context.Context, sqlDB *sql.DB) ([]OutboxEvent, error) {
+	los, his := make([]int64, len(c.asked)), make([]int64, len(c.asked))
+	for i, sp := range c.asked {
+		los[i], his[i] = sp.lo, sp.hi
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var out []OutboxEvent
+	native := false
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		native = true
+		rows, err := sc.Conn().Query(ctx, readOutboxSQL, los, his, c.hi, c.above)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var at time.Time
+		out, err = c.scan(rows, c.above, &at, func() time.Time { return at })
+		return err
+	})
+	if native || err != nil {
+		return out, err
+	}
+	rows, err := conn.QueryContext(ctx, readOutboxSQL, los, his, c.hi, c.above)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []OutboxEvent
-	c.seen = c.seen[:0]
+	var at sqlTime
+	return c.scan(rows, c.above, &at, func() time.Time { return at.t })
+}
+
+// scan reads the rows of a read of the outbox, and its snapshot's row if
+// it has one, scanning each row's time into at, which atTime reads.
+func (c *OutboxCursor) scan(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}, limit int, at any, atTime func() time.Time) ([]OutboxEvent, error) {
+	out := make([]OutboxEvent, 0, min(limit, 256))
+	var e OutboxEvent
+	var xmin, xmax int64
+	dest := []any{&xmin, &xmax, &e.ID, &e.JobID, &e.Event, &e.Kind, &e.Queue, &e.Attempts, &e.MaxAttempts,
+		&e.Error, &e.CorrelationID, &e.RunID, &e.Meta, at}
 	for rows.Next() {
-		var id, jobID, attempts, maxAttempts sql.NullInt64
-		var event, kind, queue, errText, corr, run sql.NullString
-		var e OutboxEvent
-		var at sqlTime
-		if err := rows.Scan(&c.xmin, &c.xmax, &id, &jobID, &event, &kind, &queue, &attempts, &maxAttempts,
-			&errText, &corr, &run, &e.Meta, &at); err != nil {
+		e = OutboxEvent{}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		if !id.Valid {
-			continue // no event: the snapshot alone
+		if e.ID == 0 {
+			c.xmin, c.xmax = xmin, xmax // the snapshot's row
+			continue
 		}
-		e.ID, e.JobID, e.Event, e.Kind, e.Queue = id.Int64, jobID.Int64, event.String, kind.String, queue.String
-		e.Attempts, e.MaxAttempts, e.Error = int(attempts.Int64), int(maxAttempts.Int64), errText.String
-		e.CorrelationID, e.RunID, e.At = corr.String, run.String, at.t
+		e.At = atTime()
 		out = append(out, e)
-		c.seen = append(c.seen, e.ID)
-	}
-	c.full = len(out) == limit
-	if st != nil && st.Dialect() == "mysql" {
-		c.seen = c.seen[:0] // the cursor stays at the start
 	}
 	return out, rows.Err()
 }
 
-// Deleted tells the cursor which events of the last Read were deleted, and
-// moves it on as far as it can.
+// Deleted tells the cursor which events of the last Read were deleted: the
+// others are held, to be read again. It drops the gaps that the read did
+// not find once no transaction can fill them, and keeps the rest.
 func (c *OutboxCursor) Deleted(ids []int64) {
 	deleted := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		deleted[id] = true
 	}
-	// Every event the read saw up to bound was deleted; and up to through,
-	// every event of its snapshot was seen and deleted.
-	bound, through := c.after, int64(math.MaxInt64)
-	for _, id := range c.seen {
-		if !deleted[id] {
-			through = id - 1
-			break
+	var open []outboxSpan
+	add := func(sp outboxSpan) {
+		if n := len(open); n > 0 && open[n-1].hi+1 == sp.lo && open[n-1].held == sp.held && open[n-1].xmax == sp.xmax {
+			open[n-1].hi = sp.hi
+			return
 		}
-		bound = id
+		open = append(open, sp)
 	}
-	if c.full && len(c.seen) > 0 {
-		through = min(through, c.seen[len(c.seen)-1])
+	// each walks the span from lo to hi: a gap around each event found in
+	// it (while the gap may still fill, as settled says), and each event
+	// not deleted held.
+	each := func(lo, hi, xmax int64, settled bool) {
+		i, _ := slices.BinarySearch(c.seen, lo)
+		for ; i < len(c.seen) && c.seen[i] <= hi; i++ {
+			id := c.seen[i]
+			if lo < id && !settled {
+				add(outboxSpan{lo: lo, hi: id - 1, xmax: xmax})
+			}
+			if !deleted[id] {
+				add(outboxSpan{lo: id, hi: id, held: true})
+			}
+			lo = id + 1
+		}
+		if lo <= hi && !settled {
+			add(outboxSpan{lo: lo, hi: hi, xmax: xmax})
+		}
 	}
-	if c.waiting && c.xmin >= c.waitXmax && through >= c.bound {
-		c.after, c.waiting = max(c.after, c.bound), false
+	for _, sp := range c.asked {
+		// A held event the read did not find is gone: read no more.
+		each(sp.lo, sp.hi, sp.xmax, sp.held || c.xmin >= sp.xmax)
 	}
-	if !c.waiting && bound > c.after {
-		c.waiting, c.bound, c.waitXmax = true, bound, c.xmax
+	if n := len(c.seen); n > 0 && c.seen[n-1] > c.hi {
+		each(c.hi+1, c.seen[n-1], c.xmax, false)
+		c.hi = c.seen[n-1]
 	}
+	c.open = open
 }
 
 // DeleteOutbox deletes the events ids names: those their broker

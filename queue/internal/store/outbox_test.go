@@ -2,12 +2,17 @@ package store_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -194,17 +199,85 @@ func TestOutboxReplacesRowLevelTriggers(t *testing.T) {
 	require.Equal(t, []string{"k:created", "k:started", "k:completed"}, events, "the started events kept, each event once")
 }
 
-// The cursor reads on from where every event was deleted, but never passes
-// an event that commits after a later one was read: a transaction that
-// took an ID and commits late still has its event read.
-func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
+// On PostgreSQL a connection keeps the plan of a trigger function's
+// statement from the first statement that fired it there: the plan of a
+// change of one job must not be a nested loop over the transition tables,
+// which a later change of thousands of jobs would run in quadratic time.
+// Functions an earlier release made without that setting are replaced.
+func TestOutboxPlansStayLinear(t *testing.T) {
 	t.Parallel()
+	pg := pgtest.New(t)
+	st, err := store.Open(pg.Gorm)
+	require.NoError(t, err)
+	ctx := context.Background()
+	jobs := make([]store.NewJob, 2000)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+	}
+	ins := migrateAndInsert(t, st, pg.Gorm, jobs...)
+	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, true))
+	// As an earlier release made the functions.
+	for _, f := range []string{"sheaf_outbox_inserted", "sheaf_outbox_updated", "sheaf_outbox_claimed"} {
+		require.NoError(t, pg.Gorm.Exec("ALTER FUNCTION "+f+"() RESET enable_nestloop").Error)
+	}
+	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, false))
+	var stale int64
+	require.NoError(t, pg.Gorm.Raw(`SELECT count(*) FROM pg_proc WHERE proname LIKE 'sheaf_outbox_%' AND proname <> 'sheaf_outbox_write'
+		AND NOT coalesce('enable_nestloop=off' = ANY(proconfig), false)`).Scan(&stale).Error)
+	require.Zero(t, stale, "every function replaced")
+	on, err := store.OutboxOn(ctx, st, pg.Gorm)
+	require.NoError(t, err)
+	require.True(t, on)
+
+	// auto_explain sends the plans of the triggers' statements to this
+	// connection.
+	var mu sync.Mutex
+	var plans []string
+	cfg, err := pgx.ParseConfig(pg.DSN)
+	require.NoError(t, err)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on", "SET client_min_messages = log"} {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'PROCESSING' WHERE id = $1", ins[0].ID)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE id = $1", ins[0].ID)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "UPDATE sheaf_jobs SET status = 'CANCELLED' WHERE status = 'QUEUED'")
+	require.NoError(t, err)
+	mu.Lock()
+	var joins int
+	for _, p := range plans {
+		if strings.Contains(p, "sheaf_old") {
+			joins++
+			require.NotContains(t, p, "Nested Loop", p)
+		}
+	}
+	mu.Unlock()
+	require.Equal(t, 6, joins, "each update ran the functions of its two events")
+	var events int64
+	require.NoError(t, pg.Gorm.Raw("SELECT count(*) FROM sheaf_outbox WHERE event = 'cancelled'").Scan(&events).Error)
+	require.EqualValues(t, len(jobs), events)
+}
+
+// cursorRounds returns a PostgreSQL store with its outbox on, and a round
+// of a relay whose broker acknowledges everything: a cursor's next read,
+// its events deleted, and their IDs.
+func cursorRounds(t *testing.T) (store.Store, *gorm.DB, func() []int64) {
 	st, db := migratedPostgres(t)
 	ctx := context.Background()
 	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
-	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 	var cursor store.OutboxCursor
-	round := func() []int64 {
+	return st, db, func() []int64 {
 		t.Helper()
 		events, err := cursor.Read(ctx, st, db, 100)
 		require.NoError(t, err)
@@ -216,6 +289,51 @@ func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
 		cursor.Deleted(ids)
 		return ids
 	}
+}
+
+// A transaction left open elsewhere holds the cursor's gaps back, but not
+// the events it deleted: those are not read again, and a gap is, until
+// its event commits.
+func TestOutboxCursorPassesDeletedEventsBesideALongTransaction(t *testing.T) {
+	t.Parallel()
+	st, db, round := cursorRounds(t)
+	ctx := context.Background()
+	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+
+	long := db.Begin()
+	defer long.Rollback()
+	require.NoError(t, long.Exec("SELECT pg_current_xact_id()").Error) // it has a transaction ID
+	var dest []row
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{job, job, job}, &dest))
+	first := round()
+	require.Len(t, first, 3)
+	late := db.Begin()
+	defer late.Rollback()
+	require.NoError(t, st.Insert(ctx, late, []store.NewJob{job}, &dest))
+	require.NoError(t, st.Insert(ctx, db, []store.NewJob{job}, &dest))
+	require.Len(t, round(), 1, "the committed event, past the late one's gap")
+
+	// An event put by hand at a deleted ID is not read: the cursor does
+	// not read the deleted events again.
+	require.NoError(t, db.Exec(`INSERT INTO sheaf_outbox (id, job_id, event, kind, queue, attempts, max_attempts)
+		OVERRIDING SYSTEM VALUE VALUES (?, 1, 'created', 'k', 'q', 0, 1)`, first[1]).Error)
+	for range 3 {
+		require.Empty(t, round())
+	}
+	require.NoError(t, late.Commit().Error)
+	got := round()
+	require.Len(t, got, 1, "the late event is read")
+	require.Greater(t, got[0], first[2])
+}
+
+// The cursor reads on from where every event was deleted, but never passes
+// an event that commits after a later one was read: a transaction that
+// took an ID and commits late still has its event read.
+func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
+	t.Parallel()
+	st, db, round := cursorRounds(t)
+	ctx := context.Background()
+	job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 
 	late := db.Begin()
 	defer late.Rollback()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"time"
 
 	"gorm.io/gorm"
@@ -65,14 +66,18 @@ func periodParents(tx *gorm.DB, period string, kinds []string) ([]Parent, error)
 	return out, err
 }
 
-func (*postgres) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (d time.Duration, ok bool, err error) {
-	var secs *float64
-	err = db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) FROM (
+func (*postgres) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (b Baseline, ok bool, err error) {
+	var p50, p95 *float64
+	err = db.WithContext(ctx).Raw(`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d), percentile_cont(0.95) WITHIN GROUP (ORDER BY d),
+		count(*) FROM (
 		SELECT extract(epoch FROM completed_at - started_at) AS d FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
-		ORDER BY completed_at DESC LIMIT ?) h`, kind, before, history).Row().Scan(&secs)
-	if err != nil || secs == nil {
-		return 0, false, err
+		ORDER BY completed_at DESC LIMIT ?) h`, kind, before, history).Row().Scan(&p50, &p95, &b.Jobs)
+	if err != nil || p50 == nil {
+		return Baseline{}, false, err
 	}
-	return time.Duration(*secs * float64(time.Second)), true, nil
+	// To the microsecond, the run times' own precision.
+	secs := func(s float64) time.Duration { return time.Duration(math.Round(s*1e6)) * time.Microsecond }
+	b.Median, b.P95 = secs(*p50), secs(*p95)
+	return b, true, nil
 }

@@ -499,14 +499,19 @@ func migrationList(table string, ups []string) []string {
 	return out
 }
 
+// migrationLock takes the lock Migrate holds while it works on PostgreSQL.
+const migrationLock = "SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations:' || current_schema()))"
+
 // Migrate brings the schema up to SchemaVersion by applying the versions
 // Migrations returns, and returns the version it found. A schema newer than
 // SchemaVersion is left as it is. Migrate holds a transaction-level
-// advisory lock, so processes that migrate at the same time run one after
-// the other, and every later one finds nothing to do.
+// advisory lock named after the schema, so processes that migrate the same
+// schema at the same time run one after the other, and every later one
+// finds nothing to do; queues in other schemas of the database migrate
+// beside it (their tables, functions and triggers are their schema's own).
 func (s *postgres) Migrate(ctx context.Context) (found int, err error) {
 	err = s.gdb.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext('sheaf_migrations'))").Error; err != nil {
+		if err := tx.Exec(migrationLock).Error; err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if err := tx.Exec(createMigrationsTable).Error; err != nil {

@@ -6,17 +6,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"gorm.io/gorm"
 
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
+	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
 // Each migration records its own version, so a schema migrated by hand
 // says where it stands.
@@ -117,6 +119,36 @@ func forEachStore(t *testing.T, test func(t *testing.T, st store.Store, db *gorm
 			test(t, st, db)
 		})
 	}
+}
+
+// Migrate's lock on PostgreSQL is its schema's: a migration of one schema
+// waits for another of the same schema and not for one of another schema
+// of the database (test suites and tenants migrate side by side).
+func TestMigrateLocksOnlyItsSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	held, other := pgtest.New(t), pgtest.New(t)
+	tx := held.Gorm.Begin()
+	require.NoError(t, tx.Error)
+	defer tx.Rollback()
+	require.NoError(t, tx.Exec(store.MigrationLock).Error)
+
+	st, err := store.Open(other.Gorm)
+	require.NoError(t, err)
+	done, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = st.Migrate(done)
+	require.NoError(t, err, "another schema's migration lock held this one up")
+
+	same, err := store.Open(held.Gorm)
+	require.NoError(t, err)
+	waiting, cancelWait := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelWait()
+	_, err = same.Migrate(waiting)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a migration of the held schema did not wait for its lock")
+	require.NoError(t, tx.Rollback().Error)
+	_, err = same.Migrate(ctx)
+	require.NoError(t, err)
 }
 
 // migratedPostgres returns a store on a fresh, migrated PostgreSQL database,

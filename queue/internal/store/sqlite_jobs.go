@@ -123,33 +123,28 @@ func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Dur
 	return n, oldest, err
 }
 
-// TypicalDuration reads the durations and takes their median here: SQLite
-// has no percentile_cont.
-func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (time.Duration, bool, error) {
+// TypicalDuration reads the durations and takes their percentiles here:
+// SQLite has no percentile_cont.
+func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (Baseline, bool, error) {
 	rows, err := db.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
 		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?`, kind, sqliteTime(before), history).Rows()
 	if err != nil {
-		return 0, false, err
+		return Baseline{}, false, err
 	}
 	defer rows.Close()
 	var ds []time.Duration
 	for rows.Next() {
 		var start, end sqlTime
 		if err := rows.Scan(&start, &end); err != nil {
-			return 0, false, err
+			return Baseline{}, false, err
 		}
 		ds = append(ds, end.t.Sub(start.t))
 	}
 	if err := rows.Err(); err != nil || len(ds) == 0 {
-		return 0, false, err
+		return Baseline{}, false, err
 	}
-	slices.Sort(ds)
-	mid := len(ds) / 2
-	if len(ds)%2 == 1 {
-		return ds[mid], true, nil
-	}
-	return (ds[mid-1] + ds[mid]) / 2, true, nil
+	return baselineOf(ds), true, nil
 }
 
 // LockStatus writes the row (changing nothing) so that the transaction

@@ -59,11 +59,12 @@ type Store interface {
 	// JobIDs returns the IDs of the jobs f selects.
 	JobIDs(ctx context.Context, db *gorm.DB, f Filter) ([]int64, error)
 	Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Duration, err error)
-	// TypicalDuration is the median run time of kind's last history
-	// completed jobs that finished before before; ok is false when there
-	// are none. A review passes the first start of the kind's jobs it
-	// reviews, which leaves them all out: each finished after it started.
-	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (d time.Duration, ok bool, err error)
+	// TypicalDuration is the median and 95th percentile run time of
+	// kind's last history completed jobs that finished before before, and
+	// how many there were; ok is false when there are none. A review
+	// passes the first start of the kind's jobs it reviews, which leaves
+	// them all out: each finished after it started.
+	TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (b Baseline, ok bool, err error)
 	// Activity reads the buckets of width bucket, from start until end, in
 	// which jobs of queue ("": every queue) finished COMPLETED or FAILED, in
 	// order (activity.go); buckets without such jobs are left out.

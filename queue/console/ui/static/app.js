@@ -89,7 +89,36 @@
   // preview lists the first jobs a count URL counts, in words.
   async function preview(countURL, n) {
     const out = await api("GET", countURL.replace("api/jobs/count?", "api/jobs?") + "&limit=" + n);
-    return out.jobs.map((j) => "#" + j.id + " " + j.kind + " on " + j.queue + (j.last_error ? ": " + j.last_error : ""));
+    return out.jobs;
+  }
+  function previewLine(j) { return "#" + j.id + " " + j.kind + " on " + j.queue + (j.last_error ? ": " + j.last_error : ""); }
+
+  // followUp adds to an action's result what the jobs it retried (ids,
+  // the first ten of total) have done since, read again each second until
+  // none is left to run or a minute has passed, or the result is replaced.
+  function followUp(ids, total) {
+    ids = ids.slice(0, 10);
+    if (!ids.length || !flash()) return;
+    const line = document.createElement("span");
+    line.id = "flash-after";
+    flash().append(" ", line);
+    const until = Date.now() + 60000;
+    const tick = async () => {
+      if (!line.isConnected) return;
+      let got;
+      try { got = await Promise.all(ids.map((id) => api("GET", "api/jobs/" + id))); } catch (e) { return; }
+      const n = {};
+      got.forEach((r) => { n[r.job.status] = (n[r.job.status] || 0) + 1; });
+      const left = (n.QUEUED || 0) + (n.PROCESSING || 0);
+      const parts = [];
+      if (n.COMPLETED) parts.push(n.COMPLETED + " completed");
+      if (n.FAILED) parts.push(n.FAILED + " failed again");
+      if (n.CANCELLED) parts.push(n.CANCELLED + " cancelled");
+      if (left) parts.push(left + " still to run");
+      line.textContent = "Since then" + (total > ids.length ? ", of the first " + ids.length : "") + ": " + parts.join(", ") + ".";
+      if (left && Date.now() < until) setTimeout(tick, 1000);
+    };
+    tick();
   }
 
   // api calls the console's API; it resolves to the decoded body, or
@@ -163,6 +192,12 @@
     }
   }
 
+  // changedOf is ids less those a bulk answer out refused.
+  function changedOf(ids, out) {
+    const refused = new Set((out.refused || []).map((r) => r.id));
+    return ids.filter((id) => !refused.has(id));
+  }
+
   // jobs counts jobs in words: "1 job", "3 jobs".
   function jobs(n) { return n + (n === 1 ? " job" : " jobs"); }
 
@@ -180,6 +215,9 @@
       act(b, async () => {
         const out = await api("POST", b.dataset.post, body);
         sayDone(b.dataset.done ? b.dataset.done + (out && "changed" in out ? ": " + jobs(out.changed) + " changed" : "") : "Done", out);
+        const one = b.dataset.post.match(/^api\/jobs\/(\d+)\/retry$/);
+        if (one) followUp([Number(one[1])], 1);
+        else if (/^api\/jobs\/retry$/.test(b.dataset.post) && body && body.ids) followUp(changedOf(body.ids, out), out.changed);
       });
     } else if (b.hasAttribute("data-bulk")) {
       const ids = selectedIDs();
@@ -191,19 +229,22 @@
         const out = await api("POST", b.dataset.bulk, { ids });
         const refused = (out.refused || []).length;
         sayDone(verb + ": " + jobs(out.changed) + " changed" + (refused ? ", " + refused + " refused (" + out.refused[0].error.message + ")" : "") + ".", out);
+        if (verb === "Retry") followUp(changedOf(ids, out), out.changed);
       });
     } else {
       act(b, async () => {
         const { count } = await api("GET", b.dataset.count);
         if (count === 0) { say("No " + b.dataset.what + " job matches the filters."); return; }
-        const first = await preview(b.dataset.count, 5);
+        const firstJobs = await preview(b.dataset.count, 5);
+        const first = firstJobs.map(previewLine);
         if (count > first.length) first.push("and " + (count - first.length) + " more");
         const what = count + " " + b.dataset.what + " job" + (count === 1 ? "" : "s");
         if (!(await ask(b.dataset.verb + " " + what + "?", "It touches " + b.dataset.words + ".", first,
           b.dataset.verb + " " + what))) return;
         const out = await api("POST", b.dataset.match, { filter: JSON.parse(b.dataset.body) });
         sayDone(b.dataset.verb + ": " + jobs(out.changed) + " changed, of the " + count + " that matched" +
-          (b.dataset.verb === "Retry" ? "; each runs again as its next attempt, which the list shows as it goes" : "") + ".", out);
+          (b.dataset.verb === "Retry" ? "; each runs again as its next attempt" : "") + ".", out);
+        if (b.dataset.verb === "Retry") followUp(firstJobs.map((j) => j.id), out.changed);
       });
     }
   });

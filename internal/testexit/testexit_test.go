@@ -1,0 +1,60 @@
+package testexit_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
+)
+
+// childCode, when set, makes the binary a child that only exits with it.
+const childCode = "SHEAF_TESTEXIT_CODE"
+
+func TestMain(m *testing.M) {
+	if code := os.Getenv(childCode); code != "" {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			panic(err)
+		}
+		testexit.Exit(n)
+	}
+	goleak.VerifyTestMain(m, testexit.Option())
+}
+
+// child runs this binary as a child that exits with code, under a race
+// detector told to wait ten seconds at a clean exit, and returns its exit
+// status and how long it took.
+func child(t *testing.T, code int) (int, time.Duration) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childCode+"="+strconv.Itoa(code), "GORACE=atexit_sleep_ms=10000")
+	began := time.Now()
+	err := cmd.Run()
+	took := time.Since(began)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), took
+	}
+	require.NoError(t, err)
+	return 0, took
+}
+
+// The exit code reaches the parent as it is, and a clean exit does not
+// wait for the race detector (ten seconds here, for the difference to
+// stand out on a loaded machine).
+func TestExitKeepsTheCodeAndSkipsTheWait(t *testing.T) {
+	t.Parallel()
+	code, took := child(t, 0)
+	require.Equal(t, 0, code)
+	require.Less(t, took, 5*time.Second, "the clean exit waited for the race detector")
+
+	code, _ = child(t, 3)
+	require.Equal(t, 3, code)
+}
