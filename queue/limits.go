@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
@@ -42,6 +43,10 @@ type Limit struct {
 	// Fair, for ScopeKey only, makes claims take turns among the kind's
 	// keys: see "Fair share" in the package documentation.
 	Fair bool
+	// Weights, with Fair, gives some keys more turns: a key of weight 3
+	// gets three claims to a key of weight 1's one. A key not in it
+	// weighs 1; a weight is from 1 to 1,000.
+	Weights map[string]int
 	// Suspended keeps the limit without enforcing it.
 	Suspended bool
 	// By names who set the limit, for SetLimit: "client" if empty. A
@@ -53,12 +58,13 @@ type Limit struct {
 // Limits caps a kind's jobs, for KindLimit and KeyLimit: at most
 // Concurrency running at once, at most Rate started in any span of Per.
 // Fair, for KeyLimit only, makes claims take turns among the keys, with or
-// without a cap.
+// without a cap, Weights giving some keys more turns (see Limit.Weights).
 type Limits struct {
 	Concurrency int
 	Rate        int
 	Per         time.Duration
 	Fair        bool
+	Weights     map[string]int
 }
 
 // LimitUse is a limit with its use now, as Client.Limits reads it.
@@ -75,7 +81,7 @@ type LimitUse struct {
 }
 
 func (l Limits) declared() limit.Declared {
-	return limit.Declared{Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair}
+	return limit.Declared{Concurrency: l.Concurrency, Rate: l.Rate, Per: l.Per, Fair: l.Fair, Weights: maps.Clone(l.Weights)}
 }
 
 // KeyUse is the use of one partition key of a ScopeKey limit.
@@ -125,7 +131,7 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 		l.By = "client"
 	}
 	sl := store.Limit{Scope: string(l.Scope), Target: l.Target, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per,
-		Fair: l.Fair, Suspended: l.Suspended, ChangedBy: l.By}
+		Fair: l.Fair, Weights: l.Weights, Suspended: l.Suspended, ChangedBy: l.By}
 	if err := limit.CheckSet(sl); err != nil {
 		return err
 	}
@@ -147,7 +153,7 @@ func (c *ops) RemoveLimit(ctx context.Context, scope LimitScope, target string) 
 func (c *ops) Limits(ctx context.Context) ([]LimitUse, error) {
 	return limit.Read(ctx, c.st, c.db, func(u store.LimitUse) LimitUse {
 		return LimitUse{Limit: Limit{Scope: LimitScope(u.Scope), Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
-			Per: u.Period, Fair: u.Fair, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
+			Per: u.Period, Fair: u.Fair, Weights: u.Weights, Suspended: u.Suspended, By: u.ChangedBy}, ChangedAt: u.ChangedAt,
 			Running: u.Running, Started: u.Started, Key: u.Key, Keys: converted(u.Keys, func(k store.KeyUse) KeyUse { return KeyUse(k) })}
 	})
 }

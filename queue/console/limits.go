@@ -57,7 +57,19 @@ type limitRequest struct {
 	// PerSeconds is the rate's period; it counts only with a rate, so a
 	// form may leave it filled in when it sets none.
 	PerSeconds float64 `json:"per_seconds"`
-	Suspended  bool    `json:"suspended"`
+	// Fair, for a key limit, makes claims take turns among the kind's
+	// keys, Weights giving some keys more turns (a key not in it weighs 1).
+	Fair      bool           `json:"fair"`
+	Weights   map[string]int `json:"weights,omitempty"`
+	Suspended bool           `json:"suspended"`
+}
+
+// Toggled is the body that suspends the limit, or resumes it if
+// suspended, leaving the rest as it is.
+func (v limitView) Toggled() limitRequest {
+	r := v.limitRequest
+	r.Suspended = !r.Suspended
+	return r
 }
 
 func (c *console) limitRoutes() []route {
@@ -67,7 +79,8 @@ func (c *console) limitRoutes() []route {
 			handle:  c.listLimits},
 		{Method: "POST", Pattern: "/api/limits", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
 			Summary: "Set a limit (scope kind, queue or key; its target, the kind or queue), replacing any, or suspend " +
-				"one (suspended: true keeps it without enforcing it); per_seconds counts only with a rate. Runners everywhere " +
+				"one (suspended: true keeps it without enforcing it); per_seconds counts only with a rate; fair, for a key " +
+				"limit, makes claims take turns among its keys, weights (key to weight, 1 to 1,000) giving some more. Runners everywhere " +
 				"apply it within a poll interval.",
 			handle: c.setLimit},
 		{Method: "POST", Pattern: "/api/limits/remove", Action: ActionPause, Body: limitRequest{}, Response: limitsResponse{},
@@ -89,7 +102,7 @@ func (c *console) limitViews(ctx context.Context) ([]limitView, error) {
 	out := make([]limitView, len(ls))
 	for i, u := range ls {
 		out[i] = limitView{limitRequest: limitRequest{Scope: u.Scope, Target: u.Target, Concurrency: u.Concurrency, Rate: u.Rate,
-			PerSeconds: u.Per.Seconds(), Suspended: u.Suspended}, By: u.By, ChangedAt: u.ChangedAt, Running: u.Running, Started: u.Started, Key: u.Key,
+			PerSeconds: u.Per.Seconds(), Fair: u.Fair, Weights: u.Weights, Suspended: u.Suspended}, By: u.By, ChangedAt: u.ChangedAt, Running: u.Running, Started: u.Started, Key: u.Key,
 			Reached: u.Reached(), Use: u.String()}
 	}
 	return out, nil
@@ -105,13 +118,13 @@ func (c *console) setLimit(r *http.Request, acc Access) (int, any, error) {
 	}
 	ch := changeOf(r)
 	ch.action, ch.target = "limit", map[string]any{"scope": req.Scope, "target": req.Target, "concurrency": req.Concurrency,
-		"rate": req.Rate, "per_seconds": req.PerSeconds, "suspended": req.Suspended}
+		"rate": req.Rate, "per_seconds": req.PerSeconds, "fair": req.Fair, "weights": req.Weights, "suspended": req.Suspended}
 	by := acc.Actor
 	if by == "" {
 		by = "console"
 	}
 	l := queue.Limit{Scope: req.Scope, Target: req.Target, Concurrency: req.Concurrency, Rate: req.Rate,
-		Per: time.Duration(req.PerSeconds * float64(time.Second)), Suspended: req.Suspended, By: by}
+		Per: time.Duration(req.PerSeconds * float64(time.Second)), Fair: req.Fair, Weights: req.Weights, Suspended: req.Suspended, By: by}
 	if err := c.client.SetLimit(r.Context(), l); err != nil {
 		return 0, nil, err
 	}

@@ -77,6 +77,25 @@ func TestLimitsThroughTheConsole(t *testing.T) {
 	}
 	require.Equal(t, []string{"remove limit not_found", "remove limit ok", "limit invalid_option", "limit ok", "limit ok"}, actions)
 
+	// A fair key limit keeps its weights through the API, and its Suspend
+	// button keeps them too.
+	res = e.do(t, "POST", "/api/limits", `{"scope":"key","target":"report","fair":true,"weights":{"acme":3}}`)
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	var fair struct {
+		Limits []struct {
+			Fair    bool
+			Weights map[string]int
+		}
+	}
+	res.decode(t, &fair)
+	require.Len(t, fair.Limits, 1)
+	require.True(t, fair.Limits[0].Fair)
+	require.Equal(t, map[string]int{"acme": 3}, fair.Limits[0].Weights)
+	require.Contains(t, e.page(t, "/limits", http.StatusOK),
+		`data-body="{&#34;scope&#34;:&#34;key&#34;,&#34;target&#34;:&#34;report&#34;,&#34;concurrency&#34;:0,&#34;rate&#34;:0,&#34;per_seconds&#34;:0,&#34;fair&#34;:true,&#34;weights&#34;:{&#34;acme&#34;:3},&#34;suspended&#34;:true}"`)
+	e.expectError(t, http.StatusBadRequest, "invalid_option", "POST", "/api/limits",
+		`{"scope":"key","target":"report","fair":true,"weights":{"acme":0}}`)
+
 	readOnly := newEnv(t)
 	require.Equal(t, http.StatusForbidden, readOnly.do(t, "POST", "/api/limits", `{"scope":"kind","target":"report","concurrency":1}`).status)
 	require.NotContains(t, readOnly.page(t, "/limits", http.StatusOK), "<th scope=\"col\">Change</th>")

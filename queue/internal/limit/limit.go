@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,23 +29,38 @@ type Declared struct {
 	Rate        int
 	Per         time.Duration
 	Fair        bool
+	Weights     map[string]int
 }
 
-// Check refuses a limit of scope that sets neither a concurrency, nor a
-// rate, nor fair share, a rate without a period of at least a millisecond,
-// or fair share on a scope other than store.ScopeKey.
-func Check(scope string, concurrency, rate int, per time.Duration, fair bool) error {
+// MaxWeight is the most a key of fair share may weigh.
+const MaxWeight = 1000
+
+// Check refuses a limit that sets neither a concurrency, nor a rate, nor
+// fair share, a rate without a period of at least a millisecond, fair
+// share on a scope other than store.ScopeKey, or weights without fair
+// share, of keys that are not text or outside [1, MaxWeight].
+func Check(l store.Limit) error {
 	switch {
-	case concurrency < 0 || rate < 0:
-		return check.Invalid("limit of %d running and %d started is negative", concurrency, rate)
-	case fair && scope != store.ScopeKey:
-		return check.Invalid("fair share is among the keys of a kind: a %s limit has none", scope)
-	case concurrency == 0 && rate == 0 && !fair:
+	case l.Concurrency < 0 || l.Rate < 0:
+		return check.Invalid("limit of %d running and %d started is negative", l.Concurrency, l.Rate)
+	case l.Fair && l.Scope != store.ScopeKey:
+		return check.Invalid("fair share is among the keys of a kind: a %s limit has none", l.Scope)
+	case l.Concurrency == 0 && l.Rate == 0 && !l.Fair:
 		return check.Invalid("limit sets neither a concurrency, nor a rate, nor fair share")
-	case rate > 0 && per < time.Millisecond:
-		return check.Invalid("rate limit per %v: the period must be at least a millisecond", per)
-	case rate == 0 && per != 0:
-		return check.Invalid("period %v without a rate", per)
+	case l.Rate > 0 && l.Period < time.Millisecond:
+		return check.Invalid("rate limit per %v: the period must be at least a millisecond", l.Period)
+	case l.Rate == 0 && l.Period != 0:
+		return check.Invalid("period %v without a rate", l.Period)
+	case len(l.Weights) > 0 && !l.Fair:
+		return check.Invalid("weights without fair share weigh nothing")
+	}
+	for _, k := range slices.Sorted(maps.Keys(l.Weights)) {
+		if err := check.Text("weight's key", k); err != nil {
+			return err
+		}
+		if err := check.Within(fmt.Sprintf("weight of key %q", k), l.Weights[k], 1, MaxWeight); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -61,7 +78,7 @@ func CheckSet(l store.Limit) error {
 		err = check.Invalid("limit scope %q is none of kind, queue and key", l.Scope)
 	}
 	if err == nil {
-		err = Check(l.Scope, l.Concurrency, l.Rate, l.Period, l.Fair)
+		err = Check(l)
 	}
 	if err == nil {
 		err = check.Text("By", l.ChangedBy)
@@ -106,7 +123,8 @@ func (k Key) Of(payload []byte) (*string, error) {
 func Declare(ctx context.Context, st store.Store, db *gorm.DB, kinds map[string][]Declared) error {
 	for kind, ds := range kinds {
 		for _, d := range ds {
-			l := store.Limit{Scope: d.Scope, Target: kind, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per, Fair: d.Fair}
+			l := store.Limit{Scope: d.Scope, Target: kind, Concurrency: d.Concurrency, Rate: d.Rate, Period: d.Per, Fair: d.Fair,
+				Weights: d.Weights}
 			if _, err := st.SetLimit(ctx, db, l); err != nil {
 				return fmt.Errorf("queue: declare the limit of %s %q: %w", l.Scope, l.Target, err)
 			}

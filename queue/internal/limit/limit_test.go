@@ -9,6 +9,7 @@ import (
 
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/check"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
@@ -19,6 +20,7 @@ func TestCheck(t *testing.T) {
 		conc, rate int
 		per        time.Duration
 		fair       bool
+		weights    map[string]int
 		ok         bool
 	}{
 		{conc: 1, ok: true},
@@ -26,6 +28,11 @@ func TestCheck(t *testing.T) {
 		{conc: 2, rate: 5, per: time.Millisecond, ok: true},
 		{scope: "key", fair: true, ok: true},
 		{scope: "key", conc: 3, fair: true, ok: true},
+		{scope: "key", fair: true, weights: map[string]int{"acme": 3, "": 1, "big": MaxWeight}, ok: true},
+		{scope: "key", fair: true, weights: map[string]int{"acme": 0}},
+		{scope: "key", fair: true, weights: map[string]int{"acme": MaxWeight + 1}},
+		{scope: "key", fair: true, weights: map[string]int{"bad\x00key": 2}},
+		{scope: "key", conc: 3, weights: map[string]int{"acme": 2}},
 		{},
 		{conc: -1},
 		{rate: 5, per: time.Microsecond},
@@ -35,7 +42,7 @@ func TestCheck(t *testing.T) {
 		if c.scope == "" {
 			c.scope = "kind"
 		}
-		err := Check(c.scope, c.conc, c.rate, c.per, c.fair)
+		err := Check(store.Limit{Scope: c.scope, Concurrency: c.conc, Rate: c.rate, Period: c.per, Fair: c.fair, Weights: c.weights})
 		if c.ok {
 			require.NoError(t, err, "%+v", c)
 		} else {

@@ -47,7 +47,7 @@ type Backoff interface {
 func (o *Job) Declare(scope string, l limit.Declared) error {
 	l.Scope = scope
 	o.Limits = append(o.Limits, l)
-	return limit.Check(scope, l.Concurrency, l.Rate, l.Per, l.Fair)
+	return limit.Check(store.Limit{Scope: scope, Concurrency: l.Concurrency, Rate: l.Rate, Period: l.Per, Fair: l.Fair, Weights: l.Weights})
 }
 
 // SetQueue sets the queue (OnQueue).

@@ -357,7 +357,7 @@ func (f *fetcher) claim(ctx, jobsCtx context.Context, queue string, n int, cur *
 	if cur != nil {
 		c.From = &store.Cursor{Priority: cur.priority, RunAt: cur.runAt, ID: cur.id}
 	}
-	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) { return f.conn.Claim(ctx, c) })
+	out, err := f.claimAndLaunch(ctx, jobsCtx, c.Fair, func(ctx context.Context) ([]store.Claimed, error) { return f.conn.Claim(ctx, c) })
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +383,7 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 		}
 	}
 	r.suspects.Store(false) // before looking, so a notification meanwhile is not lost
-	out, err := f.claimAndLaunch(ctx, jobsCtx, func(ctx context.Context) ([]store.Claimed, error) {
+	out, err := f.claimAndLaunch(ctx, jobsCtx, false, func(ctx context.Context) ([]store.Claimed, error) {
 		if f.limitedQueues(open) {
 			return f.conn.ClaimSuspectLimited(ctx, open, store.Claim{Lease: r.cfg.Lease, Runner: r.cfg.ID, ClosedKinds: closedKinds})
 		}
@@ -407,7 +407,8 @@ func (f *fetcher) claimSuspect(ctx, jobsCtx context.Context, closedQueues map[st
 // them. If it fails anyway (it timed out, or the connection broke), the
 // server may still run it: the lease keeper is asked to look for jobs held
 // in this runner's name that it does not run, and to put them back.
-func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(context.Context) ([]store.Claimed, error)) (out []Row, err error) {
+func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, fair bool, claim func(context.Context) ([]store.Claimed, error)) (out []Row,
+	err error) {
 	r := f.r
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeouts.statement)
 	defer cancel()
@@ -427,8 +428,15 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 	for i := range claimed {
 		r.claimedRecord(&out[i], &claimed[i], &meta)
 	}
+	if fair {
+		// In the turns the claim took among keys, as the store returns
+		// them: by claim order, an older key's jobs would all start before
+		// a newer key's of the same claim, and the newer key, its jobs
+		// longer in the runner, would run fewer than its share.
+		r.launch(jobsCtx, out)
+	}
 	// In claim order: priority, run time, ID. Workers start them in this
-	// order, and the last one is the cursor.
+	// order (unless fair), and the last one is the cursor.
 	slices.SortFunc(out, func(a, b Row) int {
 		if a.Priority != b.Priority {
 			return b.Priority - a.Priority
@@ -438,7 +446,9 @@ func (f *fetcher) claimAndLaunch(ctx, jobsCtx context.Context, claim func(contex
 		}
 		return int(a.ID - b.ID)
 	})
-	r.launch(jobsCtx, out)
+	if !fair {
+		r.launch(jobsCtx, out)
+	}
 	return out, nil
 }
 

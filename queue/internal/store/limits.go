@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +27,8 @@ import (
 // 5 and start one each. The claim that follows the lock must see what the
 // claims it waited for committed, so it is a statement of its own, with a
 // snapshot of its own; on PostgreSQL both run in a function that schema
-// version 16 installs (sheaf_claim_limited), in one round trip.
+// version 16 installs (sheaf_claim_limited, installed again by version
+// 19), in one round trip.
 
 // The scopes of a limit.
 const (
@@ -44,7 +47,11 @@ type Limit struct {
 	Suspended     bool
 	// Fair, for a ScopeKey limit, makes claims take turns among the keys
 	// of the kind (see fairSQL); it may be the limit's only setting.
-	Fair      bool
+	Fair bool
+	// Weights, for a fair ScopeKey limit, gives keys more turns than
+	// others (see weightedTurn): a key's weight, at least 1; a key not in
+	// it weighs 1. Rows of sheaf_limit_weights (schema version 19).
+	Weights   map[string]int
 	ChangedBy string // "" for a limit declared at registration
 	ChangedAt time.Time
 }
@@ -137,12 +144,18 @@ const limitFull = `0 < (SELECT count(*) FROM room r WHERE r.n <= 0 AND (r.scope 
 	OR r.scope = 'kind' AND r.target = j.kind OR r.scope = 'key' AND r.target = j.kind AND r.key = coalesce(j.limit_key, '')))`
 
 // limitPick is the SQL of the jobs a limited claim takes of the candidates
-// in cand (id, kind, queue, key, priority, run_at), in claim order: as many
-// of each scope as its room allows, at most $2 in all.
-func limitPick(least, n string, fair bool) string {
+// in cand (id, kind, queue, key, priority, run_at), in claim order, or by
+// turn first when turn (fairTurn, weightedTurn) is not empty: as many of
+// each scope as its room allows, at most $2 in all. Placed, each has its
+// place in that order, so that a fair claim returns its jobs in turns.
+func limitPick(least, n, turn string, placed bool) string {
 	order := `k.in_all`
-	if fair {
-		order = fairTurn + `, k.in_all`
+	if turn != "" {
+		order = turn + `, k.in_all`
+	}
+	cols := `k.id`
+	if placed {
+		cols, order = `k.id, row_number() OVER (ORDER BY `+order+`) AS place`, `place`
 	}
 	return `ranked AS (
 	SELECT c.id, c.kind, c.queue, c.key,
@@ -152,7 +165,7 @@ func limitPick(least, n string, fair bool) string {
 		row_number() OVER (PARTITION BY c.kind, c.key ORDER BY c.priority DESC, c.run_at, c.id) AS in_key
 	FROM cand c
 ), pick AS (
-	SELECT k.id FROM ranked k
+	SELECT ` + cols + ` FROM ranked k
 	WHERE k.in_queue <= coalesce((SELECT n FROM room WHERE scope = 'queue' AND target = k.queue), k.in_queue)
 		AND k.in_kind <= coalesce((SELECT n FROM room WHERE scope = 'kind' AND target = k.kind), k.in_kind)
 		AND k.in_key <= coalesce((SELECT n FROM room WHERE scope = 'key' AND target = k.kind AND key = k.key),
@@ -206,6 +219,17 @@ func fairSQL(cond, n string, pg bool) string {
 const fairTurn = `CASE WHEN k.kind IN (SELECT target FROM lim WHERE scope = 'key' AND fair)
 	THEN k.in_key + coalesce((SELECT r.n FROM running r WHERE r.scope = 'key' AND r.target = k.kind AND r.key = k.key), 0) ELSE 1 END`
 
+// weightedTurn is fairTurn counted in the key's weight (1 unless
+// sheaf_limit_weights has one), each job in the middle of its share of a
+// turn: a key of weight 3 has turns 1/6, 1/2, 5/6, 7/6 ..., one of weight
+// 1 turns 1/2, 3/2 ..., so the first gets three claims to the second's one
+// and, as jobs finish, three running to its one. At the start of its share
+// (0, 1/3, 2/3 ...) or its end (1/3, 2/3, 1 ...) a heavy key would be
+// ahead or behind by most of a light key's turn at every claim.
+const weightedTurn = `CASE WHEN k.kind IN (SELECT target FROM lim WHERE scope = 'key' AND fair)
+	THEN (k.in_key + coalesce((SELECT r.n FROM running r WHERE r.scope = 'key' AND r.target = k.kind AND r.key = k.key), 0) - 0.5)
+		/ coalesce((SELECT w.weight FROM sheaf_limit_weights w WHERE w.target = k.kind AND w.limit_key = k.key), 1) ELSE 1 END`
+
 // pgLim reads the limits in force that apply to a claim on the queues
 // where queueIs (a condition on target) allows.
 func pgLim(queueIs string) string {
@@ -245,10 +269,21 @@ func pgCandidates(where string, cursor, fair bool) string {
 // pgClaimLimited is the claim within the limits, the body of the claim
 // functions: $1 the queue (suspect: the queues), $2 to $5 as claimSQL's,
 // $6 how many due jobs to look at (see candLimit), $7 to $10 the cursor;
-// fair, among the keys of fair kinds (see fairSQL), from no cursor.
-// It also records the starts of rate-limited scopes, and deletes those
-// that fell out of their period.
-func pgClaimLimited(suspect, cursor, fair bool) string {
+// fair, among the keys of fair kinds (see fairSQL), from no cursor. It
+// also records the starts of rate-limited scopes, and deletes those that
+// fell out of their period. Of version 19 (v19), fair claims are weighted
+// (weightedTurn, else fairTurn) and return their jobs in turns.
+func pgClaimLimited(suspect, cursor, fair, v19 bool) string {
+	turn, place, order := "", "", ""
+	if fair {
+		turn = fairTurn
+	}
+	if v19 {
+		if fair {
+			turn = weightedTurn
+		}
+		place, order = ", pick.place", " ORDER BY place"
+	}
 	// Started at the clock's time, not the transaction's: a claim that
 	// waited for the limits' lock starts its jobs after the starts it
 	// waited for, as the rate limits count them.
@@ -266,10 +301,10 @@ func pgClaimLimited(suspect, cursor, fair bool) string {
 	}
 	return `
 ` + with + pgLim(queueIs) + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor, fair) + `, ` +
-		limitPick("least", "$2", fair) + `, claimed AS (
+		limitPick("least", "$2", turn, v19) + `, claimed AS (
 	UPDATE sheaf_jobs j SET ` + set + `
 	FROM pick WHERE j.id = pick.id
-	RETURNING ` + claimColumns + ` AS meta, j.limit_key
+	RETURNING ` + claimColumns + ` AS meta, j.limit_key` + place + `
 ), logged AS (
 	INSERT INTO sheaf_limit_starts (scope, target, key, at)
 	SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, clock_timestamp()
@@ -279,40 +314,44 @@ func pgClaimLimited(suspect, cursor, fair bool) string {
 	WHERE s.scope = l.scope AND s.target = l.target AND s.at <= ` + ago("l.period_ms") + `
 )
 SELECT id, kind, queue, priority, payload, correlation_id, attempts, claims, rescues, max_attempts, backoff, created_at,
-	started_at, auth, run_at, run_id, period, parent_ids, total, meta FROM claimed`
+	started_at, auth, run_at, run_id, period, parent_ids, total, meta FROM claimed` + order
 }
 
-// claimFunctionsSQL installs the limited claims as functions (schema
-// version 16): each locks the limits that apply to it, in one order, then
-// claims in a statement of its own, which sees what the claims it waited
-// for committed. Their claims are planned for each call's
-// arguments: a plan made for any queue and any closed kinds guessed a row
-// or two due, and read and sorted the whole backlog (30 ms for 10,000
-// jobs, against 2 ms, planning included). sheaf_claim_limited claims on queue $1 as claimSQL does
-// (from a cursor when $8 is not NULL; taking turns among the keys of fair
-// kinds when $11), sheaf_claim_suspect_limited a
-// suspect of the queues $1 as claimSuspectSQL does.
-var claimFunctionsSQL = `
+// claimFunctions installs the limited claims as functions: schema version
+// 16's, and 19's (v19) whose fair claims are weighted and return their
+// jobs in turns (see pgClaimLimited). Each locks the limits that apply
+// to it, in one order, then claims in a statement of its own, which sees
+// what the claims it waited for committed. Their claims are planned for
+// each call's arguments: a plan made for any queue and any closed kinds
+// guessed a row or two due, and read and sorted the whole backlog (30 ms
+// for 10,000 jobs, against 2 ms, planning included). sheaf_claim_limited
+// claims on queue $1 as claimSQL does (from a cursor when $8 is not NULL;
+// taking turns among the keys of fair kinds when $11),
+// sheaf_claim_suspect_limited a suspect of the queues $1 as
+// claimSuspectSQL does.
+func claimFunctions(v19 bool) string {
+	return `
 CREATE OR REPLACE FUNCTION sheaf_claim_limited(text, integer, bigint, text, text[], integer, boolean, integer, timestamptz, bigint,
 	boolean)
 RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
 BEGIN
 	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = $1) ORDER BY scope, target FOR UPDATE;
 	IF $11 THEN
-		RETURN QUERY ` + pgClaimLimited(false, false, true) + `;
+		RETURN QUERY ` + pgClaimLimited(false, false, true, v19) + `;
 	ELSIF $8 IS NULL THEN
-		RETURN QUERY ` + pgClaimLimited(false, false, false) + `;
+		RETURN QUERY ` + pgClaimLimited(false, false, false, v19) + `;
 	ELSE
-		RETURN QUERY ` + pgClaimLimited(false, true, false) + `;
+		RETURN QUERY ` + pgClaimLimited(false, true, false, v19) + `;
 	END IF;
 END $fn$;
 CREATE OR REPLACE FUNCTION sheaf_claim_suspect_limited(text[], integer, bigint, text, text[], integer)
 RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
 BEGIN
 	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = ANY($1)) ORDER BY scope, target FOR UPDATE;
-	RETURN QUERY ` + pgClaimLimited(true, false, false) + `;
+	RETURN QUERY ` + pgClaimLimited(true, false, false, v19) + `;
 END $fn$;
 `
+}
 
 // claimedTypes are the columns the claim functions return, as claimColumns.
 const claimedTypes = `c_id bigint, c_kind text, c_queue text, c_priority smallint, c_payload jsonb, c_correlation_id text,
@@ -392,8 +431,12 @@ var ErrNoLimit = errors.New("no such limit")
 // change stands until the operator removes it. It returns whether it
 // wrote. The starts recorded for a limit that no longer limits the rate
 // are deleted with it.
-func (s *postgres) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (bool, error) {
-	return setLimit(ctx, db, l, gorm.Expr("now()"))
+func (s *postgres) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (wrote bool, err error) {
+	err = s.Tx(ctx, db, func(tx *gorm.DB) error {
+		wrote, err = setLimit(ctx, tx, l, gorm.Expr("now()"))
+		return err
+	})
+	return wrote, err
 }
 
 // setLimitSQL upserts a limit (see SetLimit).
@@ -410,18 +453,39 @@ func setLimit(ctx context.Context, db *gorm.DB, l Limit, at any) (bool, error) {
 	if res.Error != nil {
 		return false, res.Error
 	}
-	if l.Rate == 0 && res.RowsAffected > 0 {
+	if res.RowsAffected == 0 {
+		return false, nil
+	}
+	if l.Rate == 0 {
 		if err := db.Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, l.Scope, l.Target).Error; err != nil {
 			return false, err
 		}
 	}
-	return res.RowsAffected > 0, nil
+	return true, setWeights(db, l)
+}
+
+// setWeights replaces the weights of a ScopeKey limit's keys with
+// l.Weights, in the transaction that writes the limit.
+func setWeights(tx *gorm.DB, l Limit) error {
+	if l.Scope != ScopeKey {
+		return nil
+	}
+	if err := tx.Exec(`DELETE FROM sheaf_limit_weights WHERE target = ?`, l.Target).Error; err != nil || len(l.Weights) == 0 {
+		return err
+	}
+	keys := slices.Sorted(maps.Keys(l.Weights))
+	args := make([]any, 0, 3*len(keys))
+	for _, k := range keys {
+		args = append(args, l.Target, k, l.Weights[k])
+	}
+	return tx.Exec(`INSERT INTO sheaf_limit_weights (target, limit_key, weight) VALUES `+
+		strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(keys)), ", "), args...).Error
 }
 
 // RemoveLimit deletes the limit of scope and target, and its starts, or
 // returns ErrNoLimit.
 func (s *postgres) RemoveLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
-	return removeLimit(ctx, db, scope, target)
+	return s.Tx(ctx, db, func(tx *gorm.DB) error { return removeLimit(ctx, tx, scope, target) })
 }
 
 func removeLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
@@ -432,7 +496,10 @@ func removeLimit(ctx context.Context, db *gorm.DB, scope, target string) error {
 	if res.RowsAffected == 0 {
 		return fmt.Errorf("%w: %s %q", ErrNoLimit, scope, target)
 	}
-	return db.WithContext(ctx).Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, scope, target).Error
+	if err := db.WithContext(ctx).Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, scope, target).Error; err != nil {
+		return err
+	}
+	return setWeights(db.WithContext(ctx), Limit{Scope: scope, Target: target})
 }
 
 // limitUseSQL reads every limit with the use of its scopes: running and
@@ -458,8 +525,45 @@ func (s *postgres) Limits(ctx context.Context, db *gorm.DB) ([]LimitUse, error) 
 }
 
 // readLimitUse reads the rows of limitUseSQL, folding the keys of each
-// limit into it.
+// limit into it, and the limits' weights.
 func readLimitUse(ctx context.Context, db *gorm.DB, query string, args ...any) ([]LimitUse, error) {
+	out, err := readUseRows(ctx, db, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	err = scanWeights(db.WithContext(ctx).Raw(`SELECT target, limit_key, weight FROM sheaf_limit_weights`).Rows())(
+		func(target, key string, w int) {
+			if i := slices.IndexFunc(out, func(u LimitUse) bool { return u.Scope == ScopeKey && u.Target == target }); i >= 0 {
+				if out[i].Weights == nil {
+					out[i].Weights = map[string]int{}
+				}
+				out[i].Weights[key] = w
+			}
+		})
+	return out, err
+}
+
+// scanWeights reads rows of sheaf_limit_weights (target, limit_key,
+// weight), handing each to add, and closes rows.
+func scanWeights(rows *sql.Rows, err error) func(add func(target, key string, w int)) error {
+	return func(add func(target, key string, w int)) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var target, key string
+			var w int
+			if err := rows.Scan(&target, &key, &w); err != nil {
+				return err
+			}
+			add(target, key, w)
+		}
+		return rows.Err()
+	}
+}
+
+func readUseRows(ctx context.Context, db *gorm.DB, query string, args ...any) ([]LimitUse, error) {
 	rows, err := db.WithContext(ctx).Raw(query, args...).Rows()
 	if err != nil {
 		return nil, err

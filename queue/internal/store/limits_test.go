@@ -171,6 +171,63 @@ func TestFairClaimTakesTurnsAmongKeys(t *testing.T) {
 	})
 }
 
+// Weighted, a key gets as many turns as its weight to a key of weight 1's
+// one, counting its running jobs as turns taken; the weights are written,
+// read and removed with their limit.
+func TestWeightedFairClaim(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		insertKeyed(t, st, db, keyed("report", "a", 5, 40), keyed("report", "b", 5, 40), keyed("report", "c", 5, 40))
+		conn := st.Hold(false)
+		defer conn.Close()
+		weights := map[string]int{"a": 3, "b": 1}
+		wrote, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Fair: true, Weights: weights, ChangedBy: "test"})
+		require.NoError(t, err)
+		require.True(t, wrote)
+		running := func() []store.KeyUse {
+			t.Helper()
+			use, err := st.Limits(ctx, db)
+			require.NoError(t, err)
+			require.Len(t, use, 1)
+			require.Equal(t, weights, use[0].Weights)
+			return use[0].Keys
+		}
+		claim := func(n int) {
+			t.Helper()
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r", Limited: true, Fair: true})
+			require.NoError(t, err)
+			require.Len(t, got, n)
+		}
+		// Turns of a: 1/6, 1/2, 5/6, 7/6, 3/2, 11/6; of b and c (no
+		// weight: 1): 1/2, 3/2.
+		claim(10)
+		require.Equal(t, []store.KeyUse{{Key: "a", Running: 6}, {Key: "b", Running: 2}, {Key: "c", Running: 2}}, running())
+		// With those running, a's next turns are 13/6, 5/2, 17/6; b's and
+		// c's 5/2.
+		claim(5)
+		require.Equal(t, []store.KeyUse{{Key: "a", Running: 9}, {Key: "b", Running: 3}, {Key: "c", Running: 3}}, running())
+
+		// The limit written again without weights has none; removed, its
+		// weights go with it.
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Fair: true, Weights: map[string]int{"c": 2},
+			ChangedBy: "test"})
+		require.NoError(t, err)
+		weights = map[string]int{"c": 2}
+		running()
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Fair: true, ChangedBy: "test"})
+		require.NoError(t, err)
+		weights = nil
+		running()
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKey, Target: "report", Fair: true, Weights: map[string]int{"c": 2},
+			ChangedBy: "test"})
+		require.NoError(t, err)
+		require.NoError(t, st.RemoveLimit(ctx, db, store.ScopeKey, "report"))
+		var left int64
+		require.NoError(t, db.Raw(`SELECT count(*) FROM sheaf_limit_weights`).Scan(&left).Error)
+		require.Zero(t, left)
+	})
+}
+
 // keyed is n queued jobs of kind on queue q at priority p, of partition
 // key key ("" for none).
 func keyed(kind, key string, p, n int) []store.NewJob {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -107,7 +108,11 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 				}
 			}
 		}
-		return mysqlPick(cands, lims, room, fair, c.N), nil
+		weights, err := mysqlWeights(ctx, tx, fair)
+		if err != nil {
+			return nil, err
+		}
+		return mysqlPick(cands, lims, room, weights, c.N), nil
 	}, func(ctx context.Context, tx *sql.Tx, list string) error {
 		return mysqlStarts(ctx, tx, list, applies, appliesArgs)
 	}, set, setArgs...)
@@ -216,10 +221,27 @@ func mysqlCands(ctx context.Context, tx *sql.Tx, query string, args []any) ([]my
 	return out, rows.Err()
 }
 
+// mysqlWeights reads the weights of the keys of the fair kinds: a kind's
+// map, empty if none has a weight, for each kind in fair.
+func mysqlWeights(ctx context.Context, tx *sql.Tx, fair map[string]bool) (map[string]map[string]int, error) {
+	if len(fair) == 0 {
+		return nil, nil
+	}
+	out := map[string]map[string]int{}
+	for k := range fair {
+		out[k] = map[string]int{}
+	}
+	qs, args := placeholders(slices.Sorted(maps.Keys(fair)))
+	err := scanWeights(tx.QueryContext(ctx, `SELECT target, limit_key, weight FROM sheaf_limit_weights WHERE target IN (`+qs+`)`, args...))(
+		func(target, key string, w int) { out[target][key] = w })
+	return out, err
+}
+
 // mysqlPick is limitPick: of the candidates, as many of each scope as its
-// room allows, at most n, in claim order or, fair, taking turns among the
-// keys of the fair kinds (fairTurn).
-func mysqlPick(cands []mysqlCand, lims []Limit, room map[mysqlScope]mysqlRoom, fair map[string]bool, n int) []int64 {
+// room allows, at most n, in claim order or, for the kinds in fair (a
+// fair kind's weights of its keys), taking turns among their keys
+// (weightedTurn).
+func mysqlPick(cands []mysqlCand, lims []Limit, room map[mysqlScope]mysqlRoom, fair map[string]map[string]int, n int) []int64 {
 	slices.SortFunc(cands, func(a, b mysqlCand) int {
 		return cmp.Or(cmp.Compare(b.priority, a.priority), a.runAt.Compare(b.runAt), cmp.Compare(a.id, b.id))
 	})
@@ -231,8 +253,9 @@ func mysqlPick(cands []mysqlCand, lims []Limit, room map[mysqlScope]mysqlRoom, f
 		}
 	}
 	type turn struct {
-		id          int64
-		turn, inAll int
+		id    int64
+		turn  float64
+		inAll int
 	}
 	var picked []turn
 	for i := range cands {
@@ -256,8 +279,8 @@ func mysqlPick(cands []mysqlCand, lims []Limit, room map[mysqlScope]mysqlRoom, f
 			continue
 		}
 		t := turn{c.id, 1, i}
-		if fair[c.kind] {
-			t.turn = c.inKey + room[mysqlScope{ScopeKey, c.kind, c.key}].running
+		if w, ok := fair[c.kind]; ok {
+			t.turn = (float64(c.inKey+room[mysqlScope{ScopeKey, c.kind, c.key}].running) - 0.5) / float64(cmp.Or(w[c.key], 1))
 		}
 		picked = append(picked, t)
 	}
@@ -303,9 +326,11 @@ func (s *mysql) SetLimit(ctx context.Context, db *gorm.DB, l Limit) (wrote bool,
 			return err
 		}
 		if l.Rate == 0 {
-			return tx.Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, l.Scope, l.Target).Error
+			if err := tx.Exec(`DELETE FROM sheaf_limit_starts WHERE scope = ? AND target = ?`, l.Scope, l.Target).Error; err != nil {
+				return err
+			}
 		}
-		return nil
+		return setWeights(tx, l)
 	})
 	return wrote, err
 }

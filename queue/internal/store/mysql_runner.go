@@ -154,7 +154,16 @@ func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, e
 			}
 			out = append(out, j)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// In pick's order, which a fair claim's turns set.
+		place := make(map[int64]int, len(ids))
+		for i, id := range ids {
+			place[id] = i
+		}
+		slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(place[a.ID], place[b.ID]) })
+		return nil
 	})
 	return out, err
 }

@@ -296,6 +296,15 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	19: `
+-- The weights of fair share, as on PostgreSQL.
+CREATE TABLE sheaf_limit_weights (
+	target    VARCHAR(255) NOT NULL,
+	limit_key VARCHAR(255) NOT NULL,
+	weight    INT          NOT NULL CHECK (weight >= 1),
+	PRIMARY KEY (target, limit_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

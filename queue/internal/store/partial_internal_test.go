@@ -19,7 +19,7 @@ func TestBothStoresCreateTheSameTables(t *testing.T) {
 	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit",
 		"sheaf_leader", "sheaf_history", "sheaf_rollup",
 		"sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences", "sheaf_ticks", "sheaf_runs", "sheaf_outbox", "sheaf_limits", "sheaf_limit_starts",
-		"sheaf_hours", "sheaf_hours_final"}, tables(pg, SchemaVersion))
+		"sheaf_hours", "sheaf_hours_final", "sheaf_limit_weights"}, tables(pg, SchemaVersion))
 	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules"}, tables(pg, 2))
 }
 

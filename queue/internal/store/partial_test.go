@@ -18,7 +18,7 @@ import (
 var ownedTables = []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules", "sheaf_queues", "sheaf_attempts", "sheaf_runners", "sheaf_audit",
 	"sheaf_leader", "sheaf_history", "sheaf_rollup",
 	"sheaf_alert_episodes", "sheaf_alert_notices", "sheaf_alert_silences", "sheaf_ticks", "sheaf_runs", "sheaf_outbox", "sheaf_limits", "sheaf_limit_starts",
-	"sheaf_hours", "sheaf_hours_final"}
+	"sheaf_hours", "sheaf_hours_final", "sheaf_limit_weights"}
 
 // ownedBut is ownedTables without some.
 func ownedBut(some ...string) []string {

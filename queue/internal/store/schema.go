@@ -423,10 +423,10 @@ CREATE TABLE sheaf_hours_final (
 	final_before timestamptz NOT NULL
 );
 `,
-	// The limited claims in one round trip: see claimFunctionsSQL. Never
+	// The limited claims in one round trip: see claimFunctions. Never
 	// edit it once shipped (TestClaimFunctionsShipped pins its text): a
 	// change to the claims installs them again in a version of its own.
-	16: fairShareSQL + claimFunctionsSQL,
+	16: fairShareSQL + claimFunctions(false),
 	17: `
 -- How long a chunked job's latest attempt took over its chunks (see
 -- runner.ChunkTimes), written with its progress after every chunk; NULL
@@ -441,7 +441,22 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished timestamptz;
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	19: weightsSQL + claimFunctions(true),
 }
+
+// weightsSQL is schema version 19's weights of fair share: a key of
+// weight 3 gets three claims to a key of weight 1's one (see weightedTurn);
+// a key without a row weighs 1. The version installs the claim functions
+// again, weighted. The rows are those of the ScopeKey limit
+// of the kind target, written and deleted with it.
+const weightsSQL = `
+CREATE TABLE sheaf_limit_weights (
+	target    text    NOT NULL,
+	limit_key text    NOT NULL,
+	weight    integer NOT NULL CHECK (weight >= 1),
+	PRIMARY KEY (target, limit_key)
+);
+`
 
 // fairShareSQL is schema version 16's fair share: a ScopeKey limit may
 // make claims take turns among its kind's keys, and each key's queued jobs
@@ -453,7 +468,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 18
+const SchemaVersion = 19
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

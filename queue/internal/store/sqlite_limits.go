@@ -21,8 +21,9 @@ func sqliteAgo(p string) string {
 // sqliteClaimLimitedSQL is claimLimitedSQL on SQLite: ?1 now, ?2 lease
 // end, ?3 runner, ?4 the queues (JSON), ?5 the queue, ?6 closed kinds
 // (JSON), ?7 how many due jobs to look at, ?8 how many to claim;
-// sqliteClaimFairSQL takes turns among the keys of fair kinds. The limits
-// are read here: no other writer runs meanwhile.
+// sqliteClaimFairSQL takes turns among the keys of fair kinds, and returns
+// each job's place in turns after its columns. The limits are read here:
+// no other writer runs meanwhile.
 var sqliteClaimLimitedSQL, sqliteClaimFairSQL, sqliteClaimLimitedSuspectSQL = sqliteClaimLimited(false, false),
 	sqliteClaimLimited(false, true), sqliteClaimLimited(true, false)
 
@@ -33,9 +34,10 @@ func sqliteClaimLimited(suspect, fair bool) string {
 		from, where, set = `sheaf_jobs AS j`, `rescues > 0 AND `+inList("queue", "?4"), `started_at = NULL`
 	}
 	cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= ?1 AND NOT ` + inList("kind", "?6") + ` AND NOT ` + limitFull
-	with, cand, more := "WITH", "cand", ""
+	with, cand, more, turn, place := "WITH", "cand", "", "", ""
 	if fair {
-		with, cand, more = "WITH RECURSIVE", "cand0", ", "+fairSQL(cond, "?8", false)
+		with, cand, more, turn = "WITH RECURSIVE", "cand0", ", "+fairSQL(cond, "?8", false), weightedTurn
+		place = `, (SELECT place FROM pick WHERE pick.id = sheaf_jobs.id)`
 	}
 	// Materialized: SQLite would otherwise compute the use again for
 	// every job it looks at, which took a second for forty jobs.
@@ -47,10 +49,10 @@ func sqliteClaimLimited(suspect, fair bool) string {
 	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
 	WHERE `+cond+`
 	ORDER BY priority DESC, run_at, id LIMIT `+candLimit("?8", "?7")+`
-)`+more+`, `+limitPick("min", "?8", fair)+`
+)`+more+`, `+limitPick("min", "?8", turn, fair)+`
 UPDATE sheaf_jobs SET status = 'PROCESSING', `+set+`, claims = claims + 1, locked_until = ?2, locked_by = ?3, output = NULL
 WHERE id IN (SELECT id FROM pick)
-RETURNING `+sqliteClaimColumns, " AS (", " AS MATERIALIZED (")
+RETURNING `+sqliteClaimColumns+place, " AS (", " AS MATERIALIZED (")
 }
 
 // sqliteStartsSQL records the starts of the jobs ?2 (JSON IDs) at ?1 in
@@ -91,7 +93,7 @@ func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues
 		if err != nil {
 			return err
 		}
-		if out, err = scanSQLiteClaimed(rows); err != nil {
+		if out, err = scanSQLiteClaimed(rows, c.Fair && !suspect); err != nil {
 			return err
 		}
 		if len(out) > 0 {

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -77,28 +79,44 @@ func (s *sqlite) claimed(ctx context.Context, query string, args ...any) (out []
 		if err != nil {
 			return err
 		}
-		out, err = scanSQLiteClaimed(rows)
+		out, err = scanSQLiteClaimed(rows, false)
 		return err
 	})
 	return out, err
 }
 
 // scanSQLiteClaimed reads the jobs a claim returns, and closes rows.
-func scanSQLiteClaimed(rows *sql.Rows) (out []Claimed, err error) {
+// Placed, each row ends in the job's place, and the jobs come out in
+// their places: UPDATE ... RETURNING has no order of its own.
+func scanSQLiteClaimed(rows *sql.Rows, placed bool) (out []Claimed, err error) {
 	defer rows.Close()
+	var places map[int64]int64
 	for rows.Next() {
 		var j Claimed
 		var created, started, runAt sqlTime
 		var payload, backoff, auth sql.NullString
 		var meta sql.RawBytes
-		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
-			&j.MaxAttempts, &backoff, &created, &started, &auth, &runAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
-			&meta); err != nil {
+		var place int64
+		dest := []any{&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
+			&j.MaxAttempts, &backoff, &created, &started, &auth, &runAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total, &meta}
+		if placed {
+			dest = append(dest, &place)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
 		j.CreatedAt, j.StartedAt, j.RunAt = created.t, started.ptr(), runAt.t
 		out = append(out, j)
+		if placed {
+			if places == nil {
+				places = map[int64]int64{}
+			}
+			places[j.ID] = place
+		}
+	}
+	if places != nil {
+		slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(places[a.ID], places[b.ID]) })
 	}
 	return out, rows.Err()
 }

@@ -309,6 +309,15 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;
 UPDATE sheaf_runs SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = sheaf_runs.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	19: `
+-- The weights of fair share, as on PostgreSQL.
+CREATE TABLE sheaf_limit_weights (
+	target    TEXT    NOT NULL,
+	limit_key TEXT    NOT NULL,
+	weight    INTEGER NOT NULL CHECK (weight >= 1),
+	PRIMARY KEY (target, limit_key)
+);
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

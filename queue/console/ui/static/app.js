@@ -264,14 +264,17 @@
     if (!b || !form) return;
     const l = JSON.parse(b.dataset.editLimit);
     for (const [name, v] of Object.entries(l)) {
-      if (form.elements[name]) form.elements[name].value = name === "per_seconds" && !v ? 60 : String(v);
+      if (form.elements[name]) {
+        form.elements[name].value = name === "per_seconds" && !v ? 60 : typeof v === "object" ? JSON.stringify(v) : String(v);
+      }
     }
     form.scrollIntoView({ block: "nearest" });
     form.elements.concurrency.focus();
   });
 
   // A form with data-api posts its fields to the API as JSON: numbers
-  // as numbers, data-type="bool" fields as booleans.
+  // as numbers, data-type="bool" fields as booleans, data-type="json"
+  // fields as what they hold (nothing when empty).
   document.addEventListener("submit", (ev) => {
     const form = ev.target;
     if (!form.matches("form[data-api]")) return;
@@ -279,6 +282,10 @@
     const body = {};
     for (const el of form.elements) {
       if (!el.name) continue;
+      if (el.dataset.type === "json") {
+        if (el.value) body[el.name] = JSON.parse(el.value);
+        continue;
+      }
       body[el.name] = el.type === "number" ? Number(el.value || 0) : el.dataset.type === "bool" ? el.value === "true" : el.value;
     }
     act(form.querySelector('button[type="submit"]'), async () => {
@@ -286,6 +293,7 @@
       say(form.dataset.done + ": " + body.scope + " " + body.target + ".");
       form.reset();
       form.querySelectorAll('[data-type="bool"]').forEach((el) => { el.value = "false"; });
+      form.querySelectorAll('[data-type="json"]').forEach((el) => { el.value = ""; });
     });
   });
 
