@@ -35,10 +35,8 @@ func (copiedRow) TableName() string { return store.JobsTable }
 // SQLite store takes; and wakes the runners of the queues that got due
 // jobs.
 func TestCopyWritesWhatInsertWrites(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		notices := listen(t, st)
 
 		// Alike but for their payloads and one priority; one full
