@@ -27,11 +27,12 @@ func TestHourRollupNeitherDoublesNorSkips(t *testing.T) {
 			_, err = st.Migrate(ctx)
 			require.NoError(t, err)
 			first := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC)
-			for h := range 100 {
+			jobs := make([][]any, 100)
+			for h := range jobs {
 				at := first.Add(time.Duration(h)*time.Hour + 30*time.Minute)
-				require.NoError(t, db.Gorm.Exec(`INSERT INTO sheaf_jobs (kind, status, attempts, run_at, started_at, completed_at, payload)
-					VALUES ('k', 'COMPLETED', 1, ?, ?, ?, '{}')`, db.Time(at), db.Time(at), db.Time(at.Add(time.Second))).Error)
+				jobs[h] = []any{"COMPLETED", db.Time(at), db.Time(at), db.Time(at.Add(time.Second))}
 			}
+			insertJobs(t, db, "status, run_at, started_at, completed_at", jobs)
 			now := first.Add(100*time.Hour + 10*time.Minute)
 			r := &maintain.HourRollup{Store: st, Keep: maintain.Forever, Now: func() time.Time { return now }}
 			total := func() int64 {

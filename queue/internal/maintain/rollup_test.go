@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,12 +38,10 @@ func TestRollupOfALongHistory(t *testing.T) {
 			first := time.Date(2025, 10, 1, 0, 0, 0, 0, time.UTC)
 			// Day 0: twenty completed jobs of 1s to 20s, and 22 failures of
 			// as many shapes; days 1 to 39: one completed job each. In one
-			// transaction: 314 commits of their own took seconds.
-			tx := db.Gorm.Begin()
-			require.NoError(t, tx.Error)
+			// statement: 314 commits of their own took seconds.
+			var jobs [][]any
 			add := func(status string, start time.Time, took time.Duration, lastErr any) {
-				require.NoError(t, tx.Exec(`INSERT INTO sheaf_jobs (kind, status, attempts, started_at, completed_at, last_error, payload)
-					VALUES ('k', ?, 1, ?, ?, ?, '{}')`, status, db.Time(start), db.Time(start.Add(took)), lastErr).Error)
+				jobs = append(jobs, []any{status, db.Time(start), db.Time(start.Add(took)), lastErr})
 			}
 			for i := 1; i <= 20; i++ {
 				add("COMPLETED", first.Add(time.Hour), time.Duration(i)*time.Second, nil)
@@ -56,7 +55,7 @@ func TestRollupOfALongHistory(t *testing.T) {
 				add("COMPLETED", first.AddDate(0, 0, d).Add(time.Hour), time.Second, nil)
 			}
 			add("COMPLETED", first.AddDate(0, 0, 40), time.Second, nil) // today's: kept
-			require.NoError(t, tx.Commit().Error)
+			insertJobs(t, db, "status, started_at, completed_at, last_error", jobs)
 			now := first.AddDate(0, 0, 40).Add(time.Hour) // day 40, 01:00
 			counted := &countingStore{Store: st}
 			prune := &maintain.Prune{Store: counted, Now: func() time.Time { return now }, Batch: 10,
@@ -137,4 +136,18 @@ type countingStore struct {
 func (s *countingStore) FinalBefore(ctx context.Context) (string, error) {
 	s.finalBefore++
 	return s.Store.FinalBefore(ctx)
+}
+
+// insertJobs inserts, in one statement, a job of kind k, one attempt and
+// an empty payload per row of values for columns.
+func insertJobs(t *testing.T, db *pgtest.DB, columns string, rows [][]any) {
+	t.Helper()
+	var args []any
+	values := make([]string, len(rows))
+	for i, row := range rows {
+		values[i] = "('k', 1, '{}'" + strings.Repeat(", ?", len(row)) + ")"
+		args = append(args, row...)
+	}
+	require.NoError(t, db.Gorm.Exec("INSERT INTO sheaf_jobs (kind, attempts, payload, "+columns+") VALUES "+
+		strings.Join(values, ", "), args...).Error)
 }

@@ -15,10 +15,8 @@ import (
 // notices; an episode with a notice not yet sent, one still open, and
 // state that ended later stay.
 func TestPruneAlerts(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		cut := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 		old, recent := cut.Add(-time.Hour), cut.Add(time.Hour)
 		episode := func(key, state string, ended time.Time, sent bool) int64 {

@@ -22,11 +22,9 @@ type row struct {
 
 func (row) TableName() string { return store.JobsTable }
 
-// migrateAndInsert migrates the store's schema and inserts jobs.
-func migrateAndInsert(t *testing.T, st store.Store, db *gorm.DB, jobs ...store.NewJob) []row {
+// insertJobs inserts jobs into the store's migrated schema.
+func insertJobs(t *testing.T, st store.Store, db *gorm.DB, jobs ...store.NewJob) []row {
 	t.Helper()
-	_, err := st.Migrate(context.Background())
-	require.NoError(t, err)
 	var ins []row
 	require.NoError(t, st.Insert(context.Background(), db, jobs, &ins))
 	require.Len(t, ins, len(jobs))
@@ -37,9 +35,9 @@ func migrateAndInsert(t *testing.T, st store.Store, db *gorm.DB, jobs ...store.N
 // claim again, renew, complete; a second job claimed and left to expire is
 // rescued as a suspect, and claimed as one.
 func TestRunnerStatements(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		ins := migrateAndInsert(t, st, db,
+		ins := insertJobs(t, st, db,
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{"n":1}`},
 			store.NewJob{Kind: "b", Queue: "q", Priority: 9, Attempts: 1, Payload: `{"n":2}`})
 		a, b := ins[0].ID, ins[1].ID
@@ -130,9 +128,9 @@ func TestRunnerStatements(t *testing.T) {
 // the job's locked row by, counting it renewed, rather than wait for the
 // transaction (PostgreSQL; on SQLite the transaction holds every writer).
 func TestCompleteTxAndRenewalsMeanwhile(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		id := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
+		id := insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
 		conn := st.Hold(false)
 		defer conn.Close()
 		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r1"})
@@ -187,9 +185,9 @@ func TestCompleteTxAndRenewalsMeanwhile(t *testing.T) {
 // and not once a later claim holds it PROCESSING. Every write of an attempt
 // is guarded by status and claim number.
 func TestAPutBackClaimWritesNothingMore(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		id := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
+		id := insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})[0].ID
 		conn := st.Hold(false)
 		defer conn.Close()
 		claim := func() int {
@@ -249,7 +247,7 @@ func TestAPutBackClaimWritesNothingMore(t *testing.T) {
 // held: the held one waits, until the put-back's deadline, and only it is
 // left PROCESSING.
 func TestRequeuePassesAHeldRowBy(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		if st.Dialect() == "sqlite" {
 			t.Skip("row locks (on SQLite, a writing transaction holds the whole database)")
 		}
@@ -261,7 +259,7 @@ func TestRequeuePassesAHeldRowBy(t *testing.T) {
 // transaction that ends with the test, or when the test rolls it back. It
 // returns the claims' IDs and keys.
 func claimTwoHoldOne(t *testing.T, st store.Store, db *gorm.DB) (ids, keys []int64, lock *gorm.DB) {
-	ins := migrateAndInsert(t, st, db,
+	ins := insertJobs(t, st, db,
 		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`},
 		store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
 	conn := st.Hold(false)
@@ -356,7 +354,7 @@ func requeuePassesAHeldRowBy(t *testing.T, st store.Store, db *gorm.DB) {
 // A put-back puts back a held job once the transaction that held it ends,
 // still within the put-back's context.
 func TestRequeueWaitsForAHeldRow(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		if st.Dialect() == "sqlite" {
 			t.Skip("row locks (on SQLite, a writing transaction holds the whole database)")
 		}
@@ -397,7 +395,7 @@ func TestRequeueWaitsForAHeldRow(t *testing.T) {
 // descending, run time, ID), into lower priorities once the cursor's runs
 // out, and looks at higher priorities first only when asked.
 func TestClaimFromACursor(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		if st.Dialect() == "sqlite" {
 			t.Skip("SQLite claims from the start")
 		}
@@ -405,7 +403,7 @@ func TestClaimFromACursor(t *testing.T) {
 		job := func(p int) store.NewJob {
 			return store.NewJob{Kind: "a", Queue: "q", Priority: p, Attempts: 3, Payload: `{}`}
 		}
-		ins := migrateAndInsert(t, st, db, job(7), job(7), job(7), job(5), job(5), job(3))
+		ins := insertJobs(t, st, db, job(7), job(7), job(7), job(5), job(5), job(3))
 		conn := st.Hold(false)
 		defer conn.Close()
 		claim := func(from store.Claimed, higher bool, n int) []int64 {
@@ -434,7 +432,7 @@ func TestClaimFromACursor(t *testing.T) {
 
 		var p5 store.Claimed
 		require.NoError(t, db.Raw("SELECT id, priority, run_at FROM sheaf_jobs WHERE id = ?", ins[3].ID).Scan(&p5).Error)
-		high := migrateAndInsert(t, st, db, job(9))[0].ID
+		high := insertJobs(t, st, db, job(9))[0].ID
 		require.ElementsMatch(t, []int64{ins[4].ID}, claim(p5, false, 1), "without higher, the new job waits")
 		p5.ID = ins[4].ID
 		require.ElementsMatch(t, []int64{high, ins[0].ID, ins[5].ID}, claim(p5, true, 3),
@@ -446,10 +444,10 @@ func TestClaimFromACursor(t *testing.T) {
 // back), completes the others and says which; the put-back job stays
 // QUEUED.
 func TestCompleteCompletesTheClaimsStillHeld(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		job := store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`}
-		migrateAndInsert(t, st, db, job, job, job)
+		insertJobs(t, st, db, job, job, job)
 		conn := st.Hold(false)
 		defer conn.Close()
 		got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 3, Lease: time.Minute, Runner: "r1"})

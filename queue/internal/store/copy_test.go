@@ -35,18 +35,17 @@ func (copiedRow) TableName() string { return store.JobsTable }
 // SQLite store takes; and wakes the runners of the queues that got due
 // jobs.
 func TestCopyWritesWhatInsertWrites(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		notices := listen(t, st)
 
-		// Alike but for their payloads and one priority.
-		alike := make([]store.NewJob, 1203)
+		// Alike but for their payloads and one priority; one full
+		// statement of SQLite's and part of another.
+		alike := make([]store.NewJob, store.SQLiteCopyRows+3)
 		for i := range alike {
 			alike[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: fmt.Sprintf(`{"n":%d}`, i)}
 		}
-		alike[1202].Priority = 7
+		alike[len(alike)-1].Priority = 7
 		// Each value differs in some job.
 		mixed := slices.Clone(alike)
 		text := func(s string) *string { return &s }
@@ -54,8 +53,8 @@ func TestCopyWritesWhatInsertWrites(t *testing.T) {
 		mixed[1] = store.NewJob{Kind: "other", Queue: "later", Priority: 9, Attempts: 1, Payload: `{}`,
 			Correlation: text("c"), Backoff: text(`{"kind":"linear","base":1000000000}`), Auth: text(`{"sub":"u"}`),
 			RunID: text("r"), Period: text("p"), RunAt: &at}
-		mixed[700].Delay = time.Hour
-		mixed[700].Queue = "later"
+		mixed[store.SQLiteCopyRows+1].Delay = time.Hour
+		mixed[store.SQLiteCopyRows+1].Queue = "later"
 		// Characters that end a field or a row of a file, or escape.
 		odd := "tab\there\nnew line\r\\N \\ backslash é"
 		mixed[2].Correlation, mixed[2].Period, mixed[2].Payload = text(odd), text(`\N`), `{"s":"a\\tb\n\\ é"}`

@@ -12,3 +12,7 @@ func MySQLLoads(st Store) int64 {
 // MigrationLock is the statement that takes the lock Migrate holds on
 // PostgreSQL.
 const MigrationLock = migrationLock
+
+// SQLiteCopyRows is how many jobs one INSERT of the SQLite store's Copy
+// writes.
+const SQLiteCopyRows = copyRows

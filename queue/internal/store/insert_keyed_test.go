@@ -18,13 +18,13 @@ import (
 // runners, records runs, and inside a transaction stores nothing unless
 // that commits.
 func TestInsertKeyedNamesTheSkippedJobs(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		key := func(s string) *string { return &s }
 		job := func(k *string, prio int) store.NewJob {
 			return store.NewJob{Kind: "k", Queue: "q", Priority: prio, Attempts: 3, Payload: `{}`, Key: k}
 		}
-		migrateAndInsert(t, st, db, job(key("a"), 1))
+		insertJobs(t, st, db, job(key("a"), 1))
 		notices := listen(t, st)
 
 		later := job(key("d"), 9)

@@ -33,10 +33,8 @@ func expireLeadership(t *testing.T, st store.Store, db *gorm.DB) {
 // frees the leadership at once, and only the holder's counts. The
 // runners' list marks the leader.
 func TestLeadership(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		lead := func(holder string) store.LeadResult {
 			t.Helper()
 			res, err := st.Lead(ctx, holder, time.Minute)
@@ -90,10 +88,8 @@ func TestLeadership(t *testing.T) {
 // Runners that campaign at the same time elect one of them, and only one,
 // both for a free leadership and for an expired one.
 func TestConcurrentCampaignsElectOne(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		const runners, rounds = 4, 5
 		elect := func() map[string]int {
 			var mu sync.Mutex

@@ -17,7 +17,7 @@ import (
 // and each partition key apart; suspended and removed limits no longer
 // hold claims back.
 func TestClaimWithinLimits(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		// Ten of tenant a first, at a higher priority, then three of b,
 		// then two of another kind.
@@ -78,17 +78,15 @@ func TestClaimWithinLimits(t *testing.T) {
 // A rate limit lets no more than its rate start within its period, and
 // lets more start once the period has passed.
 func TestClaimWithinRate(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		jobs := make([]store.NewJob, 8)
 		for i := range jobs {
 			jobs[i] = store.NewJob{Kind: "call", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 		}
 		var dest []struct{ ID int64 }
 		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
-		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "call", Rate: 3, Period: 300 * time.Millisecond})
+		_, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "call", Rate: 3, Period: 300 * time.Millisecond})
 		require.NoError(t, err)
 		conn := st.Hold(false)
 		defer conn.Close()
@@ -110,10 +108,8 @@ func TestClaimWithinRate(t *testing.T) {
 // A runner reads the paused queues and the limits in force in one
 // statement: no limit costs a round trip of its own.
 func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		conn := st.Hold(false)
 		defer conn.Close()
 		paused, limits, err := conn.Holds(ctx)
@@ -138,7 +134,7 @@ func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
 // with the fewest running first, so a key enqueued behind a deep backlog
 // of another starts at once. Without one, claims go in queue order.
 func TestFairClaimTakesTurnsAmongKeys(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		insertKeyed(t, st, db, keyed("report", "a", 5, 50), keyed("report", "b", 5, 3))
 		conn := st.Hold(false)
@@ -241,12 +237,9 @@ func keyed(kind, key string, p, n int) []store.NewJob {
 	return jobs
 }
 
-// insertKeyed migrates st and inserts the jobs.
+// insertKeyed inserts the jobs into st's migrated schema.
 func insertKeyed(t *testing.T, st store.Store, db *gorm.DB, jobs ...[]store.NewJob) {
 	t.Helper()
-	ctx := context.Background()
-	_, err := st.Migrate(ctx)
-	require.NoError(t, err)
 	var dest []struct{ ID int64 }
-	require.NoError(t, st.Insert(ctx, db, slices.Concat(jobs...), &dest))
+	require.NoError(t, st.Insert(context.Background(), db, slices.Concat(jobs...), &dest))
 }

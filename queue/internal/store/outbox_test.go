@@ -33,14 +33,12 @@ func outboxed(t *testing.T, db *gorm.DB, byID map[int64]string) (events []string
 // nothing is written. An event's ID is never reused, not even after the
 // newest was deleted.
 func TestOutboxRecordsLifecycleChanges(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		on, err := store.OutboxOn(ctx, st, db)
 		require.NoError(t, err)
 		require.False(t, on, "off until enabled")
-		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
+		ins := insertJobs(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
 		events, _ := outboxed(t, db, nil)
 		require.Empty(t, events, "nothing written while off")
 
@@ -119,9 +117,9 @@ func TestOutboxRecordsLifecycleChanges(t *testing.T) {
 // one per job, the lifecycle events go on as before, enabling again without
 // them keeps them, and disabling stops them all.
 func TestOutboxRecordsStartsOnlyWhenAsked(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
+		ins := insertJobs(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: `{}`})
 		byID := map[int64]string{ins[0].ID: "old"}
 		conn := st.Hold(false)
 		defer conn.Close()
@@ -187,7 +185,7 @@ func TestOutboxReplacesRowLevelTriggers(t *testing.T) {
 
 	require.NoError(t, store.EnableOutbox(ctx, st, db, false))
 	require.Empty(t, perRow(), "every row-level trigger replaced")
-	ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
+	ins := insertJobs(t, st, db, store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`})
 	conn := st.Hold(false)
 	defer conn.Close()
 	got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: 1, Lease: time.Minute, Runner: "r"})
@@ -364,10 +362,8 @@ func TestOutboxCursorWaitsForLateCommits(t *testing.T) {
 // Deleting events deletes those named and no other, whether their IDs
 // are a run or have gaps.
 func TestDeleteOutboxDeletesOnlyThoseNamed(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		require.NoError(t, store.EnableOutbox(ctx, st, db, false))
 		var dest []row
 		job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}

@@ -54,9 +54,9 @@ func strp(s string) *string { return &s }
 // what is recent, and jobs of a run or period that is not all due.
 // Rules that keep everything forever delete nothing, and are no error.
 func TestPruneKeepingEverythingForever(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
+		ins := insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
 		finish(t, st, db, ins[0].ID, "COMPLETED", time.Now().Add(-48*time.Hour))
 		var rules []store.KeepRule
 		for _, status := range []string{"COMPLETED", "FAILED", "CANCELLED"} {
@@ -71,11 +71,11 @@ func TestPruneKeepingEverythingForever(t *testing.T) {
 }
 
 func TestPruneDeletesWhatNoRuleKeeps(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		now := time.Now().UTC()
 		old, recent := now.Add(-48*time.Hour), now.Add(-time.Minute)
-		ins := migrateAndInsert(t, st, db,
+		ins := insertJobs(t, st, db,
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 1 old completed: goes
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 2 recent completed: stays
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},                             // 3 old failed, kept forever
@@ -141,10 +141,10 @@ func TestPruneDeletesWhatNoRuleKeeps(t *testing.T) {
 // A batch whose jobs are all kept still moves the walk on, so jobs after
 // them are reached; an archive that fails deletes nothing.
 func TestPruneWalksPastKeptJobsAndArchivesFirst(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		now := time.Now().UTC()
-		ins := migrateAndInsert(t, st, db,
+		ins := insertJobs(t, st, db,
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r")},
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("r")},
 			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
@@ -186,9 +186,9 @@ func TestPruneWalksPastKeptJobsAndArchivesFirst(t *testing.T) {
 // Day roll-ups replace a day's rows, mark days final, and are read back by
 // day, kind and queue.
 func TestDayRollups(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		ins := migrateAndInsert(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
+		ins := insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})
 		_, ok, err := st.FirstFinished(ctx)
 		require.NoError(t, err)
 		require.False(t, ok)

@@ -17,10 +17,8 @@ import (
 // slow jobs by run time to the microsecond, its kinds and periods; the
 // same on every store.
 func TestReviewQueries(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		run, other := "nightly", "other"
 		mon, tue := "2026-11-23", "2026-11-24"
 		job := func(kind, run, period string) store.NewJob {

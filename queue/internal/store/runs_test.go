@@ -33,17 +33,15 @@ func runTotals(t *testing.T, st store.Store, db *gorm.DB) (order []string, count
 // once it has finished, its counts are kept and outlive its jobs; a retry,
 // or a job inserted into it, makes it counted job by job again.
 func TestRunsKeepFinishedCounts(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		text := func(s string) *string { return &s }
 		job := func(run string) store.NewJob {
 			return store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: text(run), Period: text("2026-11-24")}
 		}
 		var dest []struct{ ID int64 }
 		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job("first"), job("first"), {Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}}, &dest))
-		_, err = st.Copy(ctx, []store.NewJob{job("second"), job("second"), job("second")})
+		_, err := st.Copy(ctx, []store.NewJob{job("second"), job("second"), job("second")})
 		require.NoError(t, err)
 		require.NoError(t, st.Tx(ctx, db, func(tx *gorm.DB) error {
 			_, err := st.InsertChild(tx, job("first"), []int64{dest[0].ID})
@@ -140,10 +138,8 @@ func TestRunCountsWaitForARetry(t *testing.T) {
 // A run's latest finish is read from its jobs while it goes, kept with its
 // counts once it has finished, and outlives its pruned jobs.
 func TestRunsKeepTheirLatestFinish(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		_, err := st.Migrate(ctx)
-		require.NoError(t, err)
 		run := "night"
 		var dest []struct{ ID int64 }
 		job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run}
