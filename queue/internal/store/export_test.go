@@ -8,3 +8,9 @@ func MySQLLoads(st Store) int64 {
 	}
 	return 0
 }
+
+// PruneCandidates returns the statement, and its arguments, with which a
+// batch of p on st reads its candidates; ok is false when it reads none.
+func PruneCandidates(st Store, p Prune) (q string, args []any, ok bool) {
+	return keepingOf(st).candidatesSQL(p)
+}
