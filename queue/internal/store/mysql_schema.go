@@ -296,6 +296,11 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished DATETIME(6);
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	20: `
+-- No index: MariaDB and MySQL have no partial indexes, and one of every
+-- job's run and status would be written at every claim and completion to
+-- speed up a review; a run's failed jobs are read through sheaf_jobs_run_id.
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

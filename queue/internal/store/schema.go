@@ -441,6 +441,13 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished timestamptz;
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	20: `
+-- A run's failed and cancelled jobs, in ID order: the review of a night
+-- lists them and groups their errors, which read the run's few failures
+-- here rather than every job of the run. The predicate is the one of
+-- sheaf_jobs_failed, word for word, as the reads repeat it for SQLite.
+CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
+`,
 }
 
 // fairShareSQL is schema version 16's fair share: a ScopeKey limit may
@@ -453,7 +460,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 18
+const SchemaVersion = 20
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -309,6 +309,10 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished TIMESTAMP;
 UPDATE sheaf_runs SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = sheaf_runs.run_id)
 	WHERE counts IS NOT NULL;
 `,
+	20: `
+-- A run's failed and cancelled jobs, as on PostgreSQL.
+CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
