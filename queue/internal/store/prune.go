@@ -221,33 +221,34 @@ func (k keeping) candidatesSQL(p Prune) (q string, args []any, ok bool) {
 }
 
 // blocked returns those of vals, runs or periods (col), that have a job
-// not due for deletion. It looks the few values of a batch up one by one
-// in their index: a join would read every run's jobs.
+// not due for deletion. It looks each value of a batch (a few) up in its
+// index on its own, and only until its first job not due: a run of a
+// hundred thousand jobs with a failure kept longer than its completed
+// jobs is found blocked at its first failure, where one statement for all
+// the values read every job of each, at every batch of the walk.
 func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
-	if len(vals) == 0 {
-		return nil, nil
-	}
-	list := make([]string, 0, len(vals))
-	for v := range vals {
-		list = append(list, v)
-	}
-	due, args := k.due("o", rules)
-	q := "SELECT DISTINCT o." + col + " FROM sheaf_jobs o WHERE o." + col + " IN ? AND NOT coalesce(" + due + ", false)"
-	args = append([]any{list}, args...)
+	due, dueArgs := k.due("o", rules)
+	q := "SELECT EXISTS (SELECT 1 FROM sheaf_jobs o WHERE o." + col + " = ? AND NOT coalesce(" + due + ", false))"
 	if col == "run_id" {
 		// A run whose counts are not kept yet (see sheaf_runs) keeps its
-		// jobs until they are, so that it stays listed with them: in the
-		// same statement, so that a batch costs one look-up per column.
-		q += " UNION SELECT run_id FROM " + RunsTable + " WHERE run_id IN ? AND counts IS NULL"
-		args = append(args, list)
+		// jobs until they are, so that it stays listed with them.
+		q += " OR EXISTS (SELECT 1 FROM " + RunsTable + " WHERE run_id = ? AND counts IS NULL)"
 	}
-	var out []string
-	err := tx.Raw(q, args...).Scan(&out).Error
-	blocked := make(map[string]bool, len(out))
-	for _, v := range out {
-		blocked[v] = true
+	blocked := map[string]bool{}
+	for v := range vals {
+		args := append([]any{v}, dueArgs...)
+		if col == "run_id" {
+			args = append(args, v)
+		}
+		var b bool
+		if err := tx.Raw(q, args...).Row().Scan(&b); err != nil {
+			return nil, err
+		}
+		if b {
+			blocked[v] = true
+		}
 	}
-	return blocked, err
+	return blocked, nil
 }
 
 func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
