@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -22,12 +23,20 @@ func runSeconds(dialect string) string {
 }
 
 // runAtLeast is Filter.RunAtLeast's condition and its arguments, kinds in
-// order so that the statement is the same for the same filter.
+// order so that the statement is the same for the same filter. PostgreSQL
+// compares intervals: the run time in seconds is a numeric there, and
+// computing it for every job of a night of eleven thousand took two
+// thirds of the review's slow-job count.
 func runAtLeast(dialect string, min map[string]time.Duration) (string, []any) {
 	kinds := slices.Sorted(maps.Keys(min))
 	terms := make([]string, len(kinds))
 	args := make([]any, 0, 2*len(kinds))
 	for i, k := range kinds {
+		if dialect == "postgres" {
+			terms[i] = "(kind = ? AND completed_at - started_at >= CAST(? AS interval))"
+			args = append(args, k, fmt.Sprintf("%d microseconds", min[k].Microseconds()))
+			continue
+		}
 		terms[i] = "(kind = ? AND " + runSeconds(dialect) + " >= ?)"
 		args = append(args, k, min[k].Seconds())
 	}
