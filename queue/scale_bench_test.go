@@ -19,7 +19,7 @@ import (
 
 // scaleJobs is how many finished jobs BenchmarkQueueAtScale fills the table
 // with: SHEAF_SCALE_JOBS, 100,000 by default so that a run of every
-// benchmark stays short; the documented figures use 10,000,000.
+// benchmark stays short; the documented figures use 1,000,000.
 var scaleJobs = envInt("SHEAF_SCALE_JOBS", 100_000)
 
 // scaleNights is how many nights the finished jobs are spread over.
