@@ -193,7 +193,7 @@ func BenchmarkQueueEnqueueBulk(b *testing.B) {
 }
 
 // enqueueNoops enqueues n no-op jobs with one EnqueueBulk.
-func enqueueNoops(b *testing.B, c *queue.Client, n int) {
+func enqueueNoops(b testing.TB, c *queue.Client, n int) {
 	jobs := make([]queue.Params, n)
 	for i := range jobs {
 		jobs[i] = queue.Params{Args: noop{}}

@@ -26,6 +26,8 @@ type Cluster struct {
 	// DB is a schema on the cluster's postgres database.
 	*DB
 	version, name string
+	// base connects to the cluster's postgres database.
+	base string
 }
 
 // NewCluster creates and starts a cluster for t. Without Debian's
@@ -59,8 +61,17 @@ func NewCluster(t testing.TB) *Cluster {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	c.DB = newOn(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port))
+	c.base = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	c.DB = newOn(t, c.base)
 	return c
+}
+
+// NewDB creates another schema on the cluster for t, as New does on the
+// shared server: a benchmark compares two states of the queue on one
+// server, taking turns.
+func (c *Cluster) NewDB(t testing.TB) *DB {
+	t.Helper()
+	return newOn(t, c.base)
 }
 
 // Restart restarts the server in fast mode: it ends every session, rolling

@@ -285,10 +285,18 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 	}
 	f := scope
 	f.RunAtLeast = threshold
-	jobs, more, err := rv.page(ctx, f, q.Limit, -1)
+	ids, total, err := store.CountedPage(ctx, rv.Store, rv.DB, f, q.Limit)
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	if len(ids) == 0 {
+		return []Slow[R]{}, 0, typical, nil
+	}
+	var jobs []R
+	if err := rv.Store.Jobs(ctx, rv.DB, store.Filter{IDs: ids}, len(ids), &jobs); err != nil {
+		return nil, 0, nil, err
+	}
+	more := total - int64(len(ids))
 	out := make([]Slow[R], len(jobs))
 	for i := range jobs {
 		j := rv.View(&jobs[i])

@@ -16,3 +16,9 @@ const MigrationLock = migrationLock
 // SQLiteCopyRows is how many jobs one INSERT of the SQLite store's Copy
 // writes.
 const SQLiteCopyRows = copyRows
+
+// PruneCandidates returns the statement, and its arguments, with which a
+// batch of p on st reads its candidates; ok is false when it reads none.
+func PruneCandidates(st Store, p Prune) (q string, args []any, ok bool) {
+	return keepingOf(st).candidatesSQL(p)
+}

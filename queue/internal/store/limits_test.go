@@ -171,7 +171,7 @@ func TestFairClaimTakesTurnsAmongKeys(t *testing.T) {
 // one, counting its running jobs as turns taken; the weights are written,
 // read and removed with their limit.
 func TestWeightedFairClaim(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
 		insertKeyed(t, st, db, keyed("report", "a", 5, 40), keyed("report", "b", 5, 40), keyed("report", "c", 5, 40))
 		conn := st.Hold(false)

@@ -305,6 +305,11 @@ CREATE TABLE sheaf_limit_weights (
 	PRIMARY KEY (target, limit_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
 `,
+	20: `
+-- No index: MariaDB and MySQL have no partial indexes, and one of every
+-- job's run and status would be written at every claim and completion to
+-- speed up a review; a run's failed jobs are read through sheaf_jobs_run_id.
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

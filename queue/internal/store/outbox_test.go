@@ -212,7 +212,9 @@ func TestOutboxPlansStayLinear(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
 	}
-	ins := migrateAndInsert(t, st, pg.Gorm, jobs...)
+	_, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	ins := insertJobs(t, st, pg.Gorm, jobs...)
 	require.NoError(t, store.EnableOutbox(ctx, st, pg.Gorm, true))
 	// As an earlier release made the functions.
 	for _, f := range []string{"sheaf_outbox_inserted", "sheaf_outbox_updated", "sheaf_outbox_claimed"} {

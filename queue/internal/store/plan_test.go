@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// On SQLite, a list of failed or cancelled jobs reads the index of those
-// jobs rather than the whole table: the filter repeats the index's
+// On SQLite, a list of failed or cancelled jobs, or of a run's, reads the
+// index of those jobs rather than the whole table or the run: the filter repeats the index's
 // predicate, which the schema must keep word for word.
 func TestSQLiteListsFailedJobsThroughTheirIndex(t *testing.T) {
 	require.Contains(t, strings.Join(sqliteMigrations, "\n"), "ON sheaf_jobs (status, id) WHERE "+failedIndexPredicate+";")
@@ -44,4 +44,13 @@ func TestSQLiteListsFailedJobsThroughTheirIndex(t *testing.T) {
 	}
 	require.NotContains(t, plan(Filter{Statuses: []string{"FAILED", "QUEUED"}, Newest: true}), "sheaf_jobs_failed",
 		"queued jobs are not in the index")
+	// A run's, the review's lists of failures, once the planner knows a
+	// run: 300 jobs, six of them failed.
+	require.NoError(t, db.Exec(`WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 300)
+		INSERT INTO sheaf_jobs (kind, payload, status, run_id)
+		SELECT 'report', '{}', CASE WHEN n % 50 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, 'nightly@2026-11-26T23:00:00Z' FROM g`).Error)
+	require.NoError(t, st.Analyze(context.Background()))
+	for _, statuses := range [][]string{{"FAILED"}, {"FAILED", "CANCELLED"}} {
+		require.Contains(t, plan(Filter{RunID: "nightly@2026-11-26T23:00:00Z", Statuses: statuses}), "sheaf_jobs_run_failed", "%v", statuses)
+	}
 }

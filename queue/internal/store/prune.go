@@ -195,43 +195,60 @@ func (k keeping) due(a string, rules []KeepRule) (string, []any) {
 }
 
 // candidatesSQL selects, locked, a batch's jobs due for deletion after a
-// place, in order, with their runs and periods.
-func (k keeping) candidatesSQL(p Prune) (string, []any) {
-	due, args := k.due("j", p.Rules)
-	q := `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
-	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + due + `
+// place, in order, with their runs and periods; ok is false when the rules
+// keep every job forever, and no job can be due.
+//
+// The walk ends at the latest time a rule deletes before: without that
+// bound, the index walk that finds fewer than a batch of jobs due reads
+// every finished job after them (a second and a half on a table of a
+// million), only to find each of them kept.
+func (k keeping) candidatesSQL(p Prune) (q string, args []any, ok bool) {
+	var last time.Time
+	for _, r := range p.Rules {
+		if !r.Forever && (!ok || r.Before.After(last)) {
+			last, ok = r.Before, true
+		}
+	}
+	if !ok {
+		return "", nil, false
+	}
+	due, dueArgs := k.due("j", p.Rules)
+	q = `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
+	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND j.completed_at < ` + k.ts + ` AND ` + due + `
 	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock
-	return q, append(append([]any{k.at(p.After.At), p.After.ID}, args...), p.Limit)
+	args = append([]any{k.at(p.After.At), p.After.ID, k.at(last)}, dueArgs...)
+	return q, append(args, p.Limit), true
 }
 
 // blocked returns those of vals, runs or periods (col), that have a job
-// not due for deletion. It looks the few values of a batch up one by one
-// in their index: a join would read every run's jobs.
+// not due for deletion. It looks each value of a batch (a few) up in its
+// index on its own, and only until its first job not due: a run of a
+// hundred thousand jobs with a failure kept longer than its completed
+// jobs is found blocked at its first failure, where one statement for all
+// the values read every job of each, at every batch of the walk.
 func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
-	if len(vals) == 0 {
-		return nil, nil
-	}
-	list := make([]string, 0, len(vals))
-	for v := range vals {
-		list = append(list, v)
-	}
-	due, args := k.due("o", rules)
-	q := "SELECT DISTINCT o." + col + " FROM sheaf_jobs o WHERE o." + col + " IN ? AND NOT coalesce(" + due + ", false)"
-	args = append([]any{list}, args...)
+	due, dueArgs := k.due("o", rules)
+	q := "SELECT EXISTS (SELECT 1 FROM sheaf_jobs o WHERE o." + col + " = ? AND NOT coalesce(" + due + ", false))"
 	if col == "run_id" {
 		// A run whose counts are not kept yet (see sheaf_runs) keeps its
-		// jobs until they are, so that it stays listed with them: in the
-		// same statement, so that a batch costs one look-up per column.
-		q += " UNION SELECT run_id FROM " + RunsTable + " WHERE run_id IN ? AND counts IS NULL"
-		args = append(args, list)
+		// jobs until they are, so that it stays listed with them.
+		q += " OR EXISTS (SELECT 1 FROM " + RunsTable + " WHERE run_id = ? AND counts IS NULL)"
 	}
-	var out []string
-	err := tx.Raw(q, args...).Scan(&out).Error
-	blocked := make(map[string]bool, len(out))
-	for _, v := range out {
-		blocked[v] = true
+	blocked := map[string]bool{}
+	for v := range vals {
+		args := append([]any{v}, dueArgs...)
+		if col == "run_id" {
+			args = append(args, v)
+		}
+		var b bool
+		if err := tx.Raw(q, args...).Row().Scan(&b); err != nil {
+			return nil, err
+		}
+		if b {
+			blocked[v] = true
+		}
 	}
-	return blocked, err
+	return blocked, nil
 }
 
 func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
@@ -239,7 +256,10 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	if p.Limit < 1 {
 		return res, fmt.Errorf("prune: limit %d not positive", p.Limit)
 	}
-	q, args := k.candidatesSQL(p)
+	q, args, ok := k.candidatesSQL(p)
+	if !ok {
+		return PruneResult{Done: true}, nil
+	}
 	rows, err := tx.Raw(q, args...).Rows()
 	if err != nil {
 		return res, err

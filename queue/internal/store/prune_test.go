@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -181,6 +182,65 @@ func TestPruneWalksPastKeptJobsAndArchivesFirst(t *testing.T) {
 		_, err = st.Prune(ctx, store.Prune{Rules: rules})
 		require.ErrorContains(t, err, "limit 0 not positive")
 	})
+}
+
+// A batch reads finished jobs no further than the latest time a rule
+// deletes before: on PostgreSQL, a batch that finds one job due among
+// many finished later reads the one, not the many. Rules that keep
+// everything forever read nothing.
+func TestPruneReadsNoFurtherThanItsRules(t *testing.T) {
+	t.Parallel()
+	st, db := migratedPostgres(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	require.NoError(t, db.Exec(`INSERT INTO sheaf_jobs (kind, status, started_at, completed_at)
+		SELECT 'a', 'COMPLETED', t, t FROM (SELECT CAST(? AS timestamptz) - g * interval '1 second' AS t FROM generate_series(1, 500) g) s`, now).Error)
+	old := insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "default", Priority: 5, Attempts: 3, Payload: "{}"})[0].ID
+	finish(t, st, db, old, "COMPLETED", now.Add(-48*time.Hour))
+	require.NoError(t, db.Exec("ANALYZE sheaf_jobs").Error)
+
+	rules := []store.KeepRule{{Status: "COMPLETED", Before: now.Add(-time.Hour)}, {Status: "FAILED", Forever: true}}
+	q, args, ok := store.PruneCandidates(st, store.Prune{Rules: rules, Limit: 100})
+	require.True(t, ok)
+	var plan []byte
+	require.NoError(t, db.Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+q, args...).Row().Scan(&plan))
+	var nodes []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(plan, &nodes))
+	require.Len(t, nodes, 1)
+	require.Equal(t, 1.0, nodes[0].Plan.read("sheaf_jobs"), "rows of sheaf_jobs read, kept or not:\n%s", plan)
+
+	res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, []int64{old}, res.Deleted)
+	require.True(t, res.Done)
+
+	for i := range rules {
+		rules[i].Forever = true
+	}
+	_, _, ok = store.PruneCandidates(st, store.Prune{Rules: rules, Limit: 100})
+	require.False(t, ok, "nothing to read when every job is kept forever")
+}
+
+// planNode is a node of a PostgreSQL plan in JSON, as EXPLAIN (ANALYZE)
+// writes it.
+type planNode struct {
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Removed  float64    `json:"Rows Removed by Filter"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// read is how many rows of relation the nodes under n read: those they
+// returned and those their filters removed.
+func (n planNode) read(relation string) float64 {
+	var sum float64
+	if n.Relation == relation {
+		sum += n.Rows + n.Removed
+	}
+	for _, c := range n.Plans {
+		sum += c.read(relation)
+	}
+	return sum
 }
 
 // Day roll-ups replace a day's rows, mark days final, and are read back by

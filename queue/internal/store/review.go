@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -22,12 +23,20 @@ func runSeconds(dialect string) string {
 }
 
 // runAtLeast is Filter.RunAtLeast's condition and its arguments, kinds in
-// order so that the statement is the same for the same filter.
+// order so that the statement is the same for the same filter. PostgreSQL
+// compares intervals: the run time in seconds is a numeric there, and
+// computing it for every job of a night of eleven thousand took two
+// thirds of the review's slow-job count.
 func runAtLeast(dialect string, min map[string]time.Duration) (string, []any) {
 	kinds := slices.Sorted(maps.Keys(min))
 	terms := make([]string, len(kinds))
 	args := make([]any, 0, 2*len(kinds))
 	for i, k := range kinds {
+		if dialect == "postgres" {
+			terms[i] = "(kind = ? AND completed_at - started_at >= CAST(? AS interval))"
+			args = append(args, k, fmt.Sprintf("%d microseconds", min[k].Microseconds()))
+			continue
+		}
 		terms[i] = "(kind = ? AND " + runSeconds(dialect) + " >= ?)"
 		args = append(args, k, min[k].Seconds())
 	}
@@ -106,6 +115,27 @@ func ErrorSamples(ctx context.Context, s Store, db *gorm.DB, f Filter, perGroup,
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// CountedPage returns the IDs of the first limit jobs f selects, in order,
+// and how many it selects in all, in one statement: one read of the jobs
+// where a page and a count read them twice. The review lists its slow
+// jobs with it, whose first hundred may be spread over most of a night.
+func CountedPage(ctx context.Context, s Store, db *gorm.DB, f Filter, limit int) (ids []int64, total int64, err error) {
+	rows, err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).Select("id, count(*) OVER ()").
+		Order(f.order()).Limit(limit).Rows()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id, &total); err != nil {
+			return nil, 0, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, total, rows.Err()
 }
 
 // Periods returns the distinct periods of the jobs f selects, at most

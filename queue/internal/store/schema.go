@@ -442,6 +442,13 @@ UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_job
 	WHERE counts IS NOT NULL;
 `,
 	19: weightsSQL + claimFunctions(true),
+	20: `
+-- A run's failed and cancelled jobs, in ID order: the review of a night
+-- lists them and groups their errors, which read the run's few failures
+-- here rather than every job of the run. The predicate is the one of
+-- sheaf_jobs_failed, word for word, as the reads repeat it for SQLite.
+CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
+`,
 }
 
 // weightsSQL is schema version 19's weights of fair share: a key of
@@ -468,7 +475,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 19
+const SchemaVersion = 20
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

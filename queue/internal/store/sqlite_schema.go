@@ -318,6 +318,10 @@ CREATE TABLE sheaf_limit_weights (
 	PRIMARY KEY (target, limit_key)
 );
 `,
+	20: `
+-- A run's failed and cancelled jobs, as on PostgreSQL.
+CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
