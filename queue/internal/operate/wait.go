@@ -2,6 +2,7 @@ package operate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +26,7 @@ func (j Jobs[R]) Wait(ctx context.Context, notFound error, ids []int64) ([]R, er
 	}
 	known, err := j.Store.JobIDs(ctx, j.DB, store.Filter{IDs: ids})
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	if len(known) < len(pending) {
 		for _, id := range known {
@@ -43,7 +44,7 @@ func (j Jobs[R]) Wait(ctx context.Context, notFound error, ids []int64) ([]R, er
 		}
 		running, err := j.Store.JobIDs(ctx, j.DB, store.Filter{IDs: left, Statuses: []string{"QUEUED", "PROCESSING"}})
 		if err != nil {
-			return nil, err
+			return nil, interrupted(ctx, err)
 		}
 		clear(pending)
 		for _, id := range running {
@@ -61,7 +62,7 @@ func (j Jobs[R]) Wait(ctx context.Context, notFound error, ids []int64) ([]R, er
 	}
 	recs, err := j.Read(ctx, store.Filter{IDs: ids})
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, err)
 	}
 	byID := make(map[int64]*R, len(recs))
 	for i := range recs {
@@ -74,4 +75,15 @@ func (j Jobs[R]) Wait(ctx context.Context, notFound error, ids []int64) ([]R, er
 		}
 	}
 	return out, nil
+}
+
+// interrupted returns err, or, if ctx ended while the statement ran, ctx's
+// cause with err beside it: the driver may report a deadline that cut a
+// statement short as a network timeout rather than as the context's error,
+// and a caller tells the two apart with errors.Is.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
+		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+	}
+	return err
 }
