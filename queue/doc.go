@@ -178,14 +178,14 @@
 // claims take turns wherever one is in force. A binding limit leaves each
 // slot idle between one job's completion and the next one's claim: the
 // completion's commit, then the claim's, a few milliseconds, which jobs of
-// a second or more do not notice. Measured on PostgreSQL at a load average
-// of 10 to 20, two runners of 4 workers under a limit of 4 used 55 to 62%
-// of it with jobs of 20 ms (`go test -run '^$' -bench LimitUtilisation
-// -benchtime 300x ./queue/`, eight runs), and a limit that never binds ran
-// 0.60 times as many no-op jobs a second as none, none 13,500 to 14,000 a
-// second (`go test -run '^$' -bench LimitCost -benchtime 5000x ./queue/`,
-// four runs): a limited claim counts the scope's running jobs, and takes
-// its turn under the limits' lock.
+// a second or more do not notice. Measured on PostgreSQL on an idle
+// machine, two runners of 4 workers under a limit of 4 used 75% of it with
+// jobs of 20 ms (`go test -run '^$' -bench LimitUtilisation/job=20ms
+// -benchtime 3000x -count 2 ./queue/`), and a limit that never binds ran
+// 0.52 and 0.67 times as many no-op jobs a second as none, none 20,000 to
+// 26,500 a second (`go test -run '^$' -bench LimitCost -benchtime 3000x
+// -count 2 ./queue/`): a limited claim counts the scope's running jobs,
+// and takes its turn under the limits' lock.
 //
 // # Fair share
 //
