@@ -1,8 +1,9 @@
 package console
 
 import (
-	"strings"
 	"time"
+
+	"github.com/sheaf-dev/sheaf/queue/internal/runner"
 )
 
 // dueZoned is when a QUEUED job that a schedule's tick made is due, on
@@ -33,9 +34,9 @@ func dueOnSchedule(j jobView, now time.Time, zones map[string]*time.Location) *d
 	if j.Status != "QUEUED" || !j.RunAt.After(now) || j.RunID == nil {
 		return nil
 	}
-	name, _, _ := strings.Cut(*j.RunID, "@")
-	loc, ok := zones[name]
-	if !ok {
+	name, _, ok := runner.TickOfRun(*j.RunID)
+	loc, known := zones[name]
+	if !ok || !known {
 		return nil
 	}
 	at := j.RunAt.In(loc)

@@ -389,9 +389,8 @@ func MissedTicks(ctx context.Context, st store.Store, db *gorm.DB, scheds map[st
 	inScope := func(Tick) bool { return true }
 	switch {
 	case q.Scope.RunID != "":
-		name, stamp, _ := strings.Cut(q.Scope.RunID, "@")
-		at, err := time.Parse(time.RFC3339, stamp)
-		if err != nil {
+		name, at, ok := runner.TickOfRun(q.Scope.RunID)
+		if !ok {
 			return nil, nil // not a tick's run
 		}
 		sq = store.TicksQuery{Schedules: []string{name}, From: at, To: at.Add(time.Second)}

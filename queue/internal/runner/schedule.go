@@ -58,7 +58,7 @@ func (s *Timing) Tick(at time.Time) Tick {
 	local := at.In(s.Location)
 	return Tick{
 		At:     local,
-		RunID:  s.Name + "@" + local.Format(time.RFC3339),
+		RunID:  s.Name + "@" + local.Format(time.RFC3339), // see TickOfRun
 		Period: local.Format("2006-01-02"),
 	}
 }
@@ -139,9 +139,16 @@ func (s *Timing) OnDay(period string) []time.Time {
 // Of returns the time of the tick whose RunID is runID (see Tick), if it
 // names a tick of this schedule.
 func (s *Timing) Of(runID string) (time.Time, bool) {
-	name, at, ok := strings.Cut(runID, "@")
-	t, err := time.Parse(time.RFC3339, at)
-	return t, ok && err == nil && name == s.Name
+	name, at, ok := TickOfRun(runID)
+	return at, ok && name == s.Name
+}
+
+// TickOfRun returns the schedule's name and the tick's time of runID, the
+// RunID of a schedule's tick (see Tick); ok is false for another run ID.
+func TickOfRun(runID string) (schedule string, at time.Time, ok bool) {
+	name, stamp, found := strings.Cut(runID, "@")
+	at, err := time.Parse(time.RFC3339, stamp)
+	return name, at, found && err == nil
 }
 
 // SchedulerConfig is what a Scheduler is built from. Every field must be
