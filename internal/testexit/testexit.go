@@ -13,6 +13,8 @@ package testexit
 
 import (
 	"os"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -24,11 +26,35 @@ import (
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 func Option() goleak.Option { return goleak.Cleanup(Exit) }
 
-// Exit ends the process with code. After a passing run of a binary built
+// atExit is what AtExit was given.
+var atExit struct {
+	sync.Mutex
+	fns []func()
+}
+
+// AtExit has Exit call f before the process ends, after goleak has looked
+// for leaks: for what a test helper keeps for the whole process (schemas
+// reused from test to test) and must drop when it ends. The last f given
+// runs first.
+func AtExit(f func()) {
+	atExit.Lock()
+	defer atExit.Unlock()
+	atExit.fns = append(atExit.fns, f)
+}
+
+// Exit ends the process with code, after the functions given to AtExit
+// have run. After a passing run of a binary built
 // with -race and without coverage, it exits at once rather than through
 // os.Exit, whose hook runs the race detector's final wait; otherwise it is
 // os.Exit.
 func Exit(code int) {
+	atExit.Lock()
+	fns := slices.Clone(atExit.fns)
+	atExit.fns = nil
+	atExit.Unlock()
+	for _, f := range slices.Backward(fns) {
+		f()
+	}
 	if code == 0 && raceEnabled && testing.CoverMode() == "" {
 		syscall.Exit(0)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -15,13 +16,29 @@ import (
 )
 
 // childCode, when set, makes the binary a child that only exits with it.
-const childCode = "SHEAF_TESTEXIT_CODE"
+const (
+	childCode = "SHEAF_TESTEXIT_CODE"
+	// childMark names a file the child's AtExit functions write to.
+	childMark = "SHEAF_TESTEXIT_MARK"
+)
 
 func TestMain(m *testing.M) {
 	if code := os.Getenv(childCode); code != "" {
 		n, err := strconv.Atoi(code)
 		if err != nil {
 			panic(err)
+		}
+		if mark := os.Getenv(childMark); mark != "" {
+			for _, s := range []string{"first given;", "last given;"} {
+				testexit.AtExit(func() {
+					f, err := os.OpenFile(mark, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+					if err != nil {
+						panic(err)
+					}
+					_, _ = f.WriteString(s)
+					_ = f.Close()
+				})
+			}
 		}
 		testexit.Exit(n)
 	}
@@ -31,10 +48,10 @@ func TestMain(m *testing.M) {
 // child runs this binary as a child that exits with code, under a race
 // detector told to wait ten seconds at a clean exit, and returns its exit
 // status and how long it took.
-func child(t *testing.T, code int) (int, time.Duration) {
+func child(t *testing.T, code int, env ...string) (int, time.Duration) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childCode+"="+strconv.Itoa(code), "GORACE=atexit_sleep_ms=10000")
+	cmd.Env = append(append(os.Environ(), childCode+"="+strconv.Itoa(code), "GORACE=atexit_sleep_ms=10000"), env...)
 	began := time.Now()
 	err := cmd.Run()
 	took := time.Since(began)
@@ -57,4 +74,18 @@ func TestExitKeepsTheCodeAndSkipsTheWait(t *testing.T) {
 
 	code, _ = child(t, 3)
 	require.Equal(t, 3, code)
+}
+
+// What AtExit was given runs as the process ends, the last given first,
+// whatever the exit code.
+func TestAtExitRunsBeforeTheProcessEnds(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{0, 4} {
+		mark := filepath.Join(t.TempDir(), "mark")
+		got, _ := child(t, code, childMark+"="+mark)
+		require.Equal(t, code, got)
+		b, err := os.ReadFile(mark)
+		require.NoError(t, err)
+		require.Equal(t, "last given;first given;", string(b))
+	}
 }
