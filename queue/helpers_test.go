@@ -78,7 +78,7 @@ func quiet() queue.InstrumentOption { return queue.WithLogger(slog.New(slog.Disc
 // before the client is built.
 func newEnv(t *testing.T, register func(*queue.Registry)) *env {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	db := queuetest.NewDB(t)
 	reg := queue.NewRegistry()
 	if register != nil {
 		register(reg)

@@ -82,6 +82,9 @@ func newOn(t testing.TB, base string) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: create schema: %v", err)
 	}
+	if base == BaseDSN() {
+		tidyAtExit()
+	}
 	t.Cleanup(func() {
 		if err := dropSchema(base, schema); err != nil {
 			t.Errorf("pgtest: drop schema %s: %v", schema, err)
@@ -227,6 +230,9 @@ func dropSchema(dsn, schema string) error {
 	}
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	if err == nil && dsn == BaseDSN() {
+		dropped.Add(1)
+	}
 	return err
 }
 

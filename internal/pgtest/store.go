@@ -57,7 +57,13 @@ func NewDB(t testing.TB) *DB {
 // temporary folder, opened as sqlitedb.Open opens it.
 func NewSQLite(t testing.TB) *DB {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sheaf.db")
+	return openSQLite(t, filepath.Join(t.TempDir(), "sheaf.db"))
+}
+
+// openSQLite opens the SQLite file at path as sqlitedb.Open does, until
+// the test ends.
+func openSQLite(t testing.TB, path string) *DB {
+	t.Helper()
 	gdb, err := sqlitedb.Open(path)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/alert"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 // The example runs on SQLite, so it needs no filter: the tests skip
@@ -104,7 +105,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	db := queuetest.NewDB(t)
 	reg := queue.NewRegistry()
 	require.NoError(t, queue.Register(reg, queue.HandlerFunc[report](func(context.Context, *queue.Job[report]) error { return nil })))
 	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/bridge"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
@@ -46,7 +46,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // newClient returns a migrated client on a fresh database.
 func newClient(t *testing.T) *queue.Client {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	db := queuetest.NewDB(t)
 	reg := queue.NewRegistry()
 	require.NoError(t, queue.Register(reg, queue.HandlerFunc[report](work), queue.MaxAttempts(2), queue.RetryBackoff(queue.Delays{})))
 	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))

@@ -23,6 +23,7 @@ import (
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue"
 	"github.com/sheaf-dev/sheaf/queue/console"
+	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
 func TestMain(m *testing.M) {
@@ -96,7 +97,7 @@ func newEnv(t *testing.T, opts ...console.Option) *env {
 // database.
 func newClient(t testing.TB) (*pgtest.DB, *queue.Registry, *queue.Client) {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	db := queuetest.NewDB(t)
 	reg := queue.NewRegistry()
 	require.NoError(t, registerReport(reg))
 	c, err := queue.NewClient(db.Gorm, reg, queue.WithLogger(quiet()))

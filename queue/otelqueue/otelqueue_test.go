@@ -62,7 +62,7 @@ func quiet() queue.InstrumentOption { return queue.WithLogger(slog.New(slog.Disc
 
 func newHarness(t *testing.T, register func(*queue.Registry)) *harness {
 	t.Helper()
-	h := &harness{db: pgtest.NewDB(t), reg: queue.NewRegistry(), reader: sdkmetric.NewManualReader(),
+	h := &harness{db: queuetest.NewDB(t), reg: queue.NewRegistry(), reader: sdkmetric.NewManualReader(),
 		recorder: tracetest.NewSpanRecorder(), events: queuetest.NewEvents()}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
 	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.recorder), sdktrace.WithSampler(sdktrace.AlwaysSample()))

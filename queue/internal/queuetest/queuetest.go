@@ -1,6 +1,6 @@
 // Package queuetest holds what the tests of package queue and of the
-// packages built on it share: starting a runner for a test, waiting for
-// its polls, and recording the events an observer sees.
+// packages built on it share: a migrated database, starting a runner for a
+// test, waiting for its polls, and recording the events an observer sees.
 package queuetest
 
 import (
@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/queue"
+	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
 // StartRunner starts a runner on c with opts and stops it, letting its jobs
@@ -51,4 +55,22 @@ func WaitPolls(t testing.TB, n int64, rs ...*queue.Runner) {
 			<-tick.C
 		}
 	}
+}
+
+// NewDB returns an empty database on the run's store that the queue's
+// migrations have brought up to date (pgtest.NewMigratedDB: on
+// PostgreSQL, a schema reused from an earlier test of the process).
+func NewDB(t testing.TB) *pgtest.DB {
+	t.Helper()
+	return pgtest.NewMigratedDB(t, "queue", migrate)
+}
+
+// migrate is the queue's Migrate.
+func migrate(db *gorm.DB) error {
+	st, err := store.Open(db)
+	if err != nil {
+		return err
+	}
+	_, err = st.Migrate(context.Background())
+	return err
 }

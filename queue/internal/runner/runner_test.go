@@ -239,12 +239,19 @@ func TestResultOf(t *testing.T) {
 // store (PostgreSQL, or SQLite with SHEAF_TEST_STORE=sqlite).
 func newStore(t *testing.T) (store.Store, *gorm.DB) {
 	t.Helper()
-	db := pgtest.NewDB(t).Gorm
+	db := pgtest.NewMigratedDB(t, "queue", migrate).Gorm
 	st, err := store.Open(db)
 	require.NoError(t, err)
-	_, err = st.Migrate(context.Background())
-	require.NoError(t, err)
 	return st, db
+}
+
+// migrate is the store's Migrate, for pgtest.NewMigratedDB.
+func migrate(db *gorm.DB) error {
+	st, err := store.Open(db)
+	if err == nil {
+		_, err = st.Migrate(context.Background())
+	}
+	return err
 }
 
 type inserted struct {

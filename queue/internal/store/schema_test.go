@@ -2,12 +2,8 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,60 +14,17 @@ import (
 	"github.com/sheaf-dev/sheaf/internal/pgtest"
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
-	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(removingTemplate{m}, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 
-// removingTemplate runs the tests and then removes the migrated SQLite
-// database forEachMigrated copies.
-type removingTemplate struct{ *testing.M }
-
-func (r removingTemplate) Run() int {
-	code := r.M.Run()
-	if template.dir != "" {
-		_ = os.RemoveAll(template.dir)
+// migrate is the store's Migrate, for pgtest's migrated databases.
+func migrate(db *gorm.DB) error {
+	st, err := store.Open(db)
+	if err == nil {
+		_, err = st.Migrate(context.Background())
 	}
-	return code
-}
-
-// template is an SQLite database migrated once for the tests that start
-// from a migrated one: the migration reparses the schema after each
-// statement that changes it, which under -race costs some 0.1 s a test.
-var template struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// migratedSQLite copies the migrated template database to path.
-func migratedSQLite(t *testing.T, path string) {
-	t.Helper()
-	template.once.Do(func() {
-		if template.dir, template.err = os.MkdirTemp("", "sheaf-store-template-"); template.err != nil {
-			return
-		}
-		db, err := sqlitedb.Open(filepath.Join(template.dir, "jobs.db"))
-		if err != nil {
-			template.err = err
-			return
-		}
-		sqlDB, err := db.DB()
-		if err != nil {
-			template.err = err
-			return
-		}
-		st, err := store.Open(db)
-		if err == nil {
-			_, err = st.Migrate(context.Background())
-		}
-		// Closing the last connection writes the log into the file.
-		template.err = errors.Join(err, sqlDB.Close())
-	})
-	require.NoError(t, template.err)
-	b, err := os.ReadFile(filepath.Join(template.dir, "jobs.db"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return err
 }
 
 // Each migration records its own version, so a schema migrated by hand
@@ -162,31 +115,25 @@ func eachStore(t *testing.T, migrated bool, test func(t *testing.T, st store.Sto
 	for _, name := range runStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var db *gorm.DB
-			switch name {
-			case "postgres":
-				db = pgtest.New(t).Gorm
-			case "mysql":
-				db = pgtest.NewMySQL(t).Gorm
-			default:
-				path := filepath.Join(t.TempDir(), "jobs.db")
+			var db *pgtest.DB
+			switch {
+			case name == "postgres" && migrated:
+				db = pgtest.NewMigrated(t, "queue", migrate)
+			case name == "postgres":
+				db = pgtest.New(t)
+			case name == "mysql":
+				db = pgtest.NewMySQL(t)
 				if migrated {
-					migratedSQLite(t, path)
+					require.NoError(t, migrate(db.Gorm))
 				}
-				var err error
-				db, err = sqlitedb.Open(path)
-				require.NoError(t, err)
-				sqlDB, err := db.DB()
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = sqlDB.Close() })
+			case migrated:
+				db = pgtest.NewMigratedSQLite(t, "queue", migrate)
+			default:
+				db = pgtest.NewSQLite(t)
 			}
-			st, err := store.Open(db)
+			st, err := store.Open(db.Gorm)
 			require.NoError(t, err)
-			if migrated && name != "sqlite" {
-				_, err = st.Migrate(context.Background())
-				require.NoError(t, err)
-			}
-			test(t, st, db)
+			test(t, st, db.Gorm)
 		})
 	}
 }

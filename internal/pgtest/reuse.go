@@ -1,0 +1,480 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/sheaf-dev/sheaf/internal/testexit"
+	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
+)
+
+// Migrate brings a new, empty database up to date: the queue's Migrate, or
+// a package's own tables.
+type Migrate func(*gorm.DB) error
+
+// NewMigratedDB returns an empty database on this run's store that migrate
+// has brought up to date: a schema from NewMigrated, a copy of an SQLite
+// file migrated once per process, or a new MariaDB database. key names
+// what migrate makes: calls that migrate differently give different keys.
+func NewMigratedDB(t testing.TB, key string, migrate Migrate) *DB {
+	t.Helper()
+	switch Store() {
+	case "postgres":
+		return NewMigrated(t, key, migrate)
+	case "sqlite":
+		return NewMigratedSQLite(t, key, migrate)
+	}
+	db := NewMySQL(t)
+	if err := migrate(db.Gorm); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	return db
+}
+
+// NewMigrated returns an empty schema of the shared server that migrate
+// has brought up to date.
+//
+// Migrating a schema costs the server more than most tests do (some
+// eighty statements of DDL, and a DROP SCHEMA at the end), and a run's
+// tests migrate hundreds, so a test process reuses its schemas: when a
+// test ends and nothing is left connected to its schema, and the schema's
+// tables, columns, indexes, constraints, functions and triggers are those
+// migrate made, its rows are deleted (but for the rows migrate itself
+// wrote, which must be as it left them), its sequences start again at 1,
+// and the next test of the key gets it. Otherwise it is dropped, as New's
+// schemas are. The kept ones are dropped as the process ends
+// (testexit.Exit). A test sees one difference from a new schema: the
+// planner's statistics of a table emptied by DELETE, so tests that read
+// plans use New.
+func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
+	t.Helper()
+	base := BaseDSN()
+	p := reused.pool(key)
+	s, err := p.get(base, migrate)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.Is(err, errNoServer) && !errors.As(err, &pgErr) {
+			unreachable(t, base, err)
+		}
+		t.Fatalf("pgtest: %v", err)
+	}
+	dsn, gdb, sqlDB, err := open(base, s.name)
+	if err != nil {
+		p.give(t, base, s)
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = sqlDB.Close()
+		p.give(t, base, s)
+	})
+	return &DB{Schema: s.name, DSN: dsn, Gorm: gdb, SQL: sqlDB}
+}
+
+// errNoServer wraps a failed connection to the server.
+var errNoServer = errors.New("connect")
+
+// reused holds each key's schemas between tests, and idle connections to
+// the server that create and reset them.
+var reused = &schemas{pools: map[string]*pool{}}
+
+type schemas struct {
+	mu    sync.Mutex
+	pools map[string]*pool
+	idle  []*pgx.Conn
+}
+
+// maxIdle bounds the connections kept between resets.
+const maxIdle = 4
+
+// pool returns key's pool.
+func (r *schemas) pool(key string) *pool {
+	tidyAtExit()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pools[key]
+	if p == nil {
+		p = &pool{all: map[*schema]bool{}}
+		r.pools[key] = p
+	}
+	return p
+}
+
+// conn returns an idle connection to base, or a new one.
+func (r *schemas) conn(ctx context.Context, base string) (*pgx.Conn, error) {
+	if c, ok := pop(&r.mu, &r.idle); ok {
+		return c, nil
+	}
+	c, err := connect(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("%w to %s: %w", errNoServer, redact(base), err)
+	}
+	return c, nil
+}
+
+// pop takes the last of *list, which mu guards, if there is one.
+func pop[T any](mu *sync.Mutex, list *[]T) (T, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	var last T
+	n := len(*list)
+	if n == 0 {
+		return last, false
+	}
+	last, *list = (*list)[n-1], (*list)[:n-1]
+	return last, true
+}
+
+// done keeps c for the next call of conn, unless err says it may be
+// broken or enough are kept.
+func (r *schemas) done(c *pgx.Conn, err error) {
+	r.mu.Lock()
+	if err == nil && !c.IsClosed() && len(r.idle) < maxIdle {
+		r.idle = append(r.idle, c)
+		c = nil
+	}
+	r.mu.Unlock()
+	if c != nil {
+		_ = c.Close(context.Background())
+	}
+}
+
+// tidyAtExit has the process, as it ends, drop the schemas it kept and
+// vacuum the catalogs its schemas filled.
+var tidyAtExit = sync.OnceFunc(func() {
+	testexit.AtExit(func() {
+		reused.dropAll()
+		vacuumCatalogs()
+	})
+})
+
+// dropped counts the schemas this process dropped on the shared server.
+var dropped atomic.Int64
+
+// catalogs are the system catalogs that creating and dropping a schema of
+// tables, indexes and functions leaves dead rows in.
+const catalogs = "pg_class, pg_attribute, pg_attrdef, pg_type, pg_depend, pg_index, pg_constraint, pg_proc, " +
+	"pg_trigger, pg_namespace, pg_sequence, pg_statistic, pg_description"
+
+// vacuumCatalogs vacuums the catalogs after a process that dropped many
+// schemas. A server without autovacuum (a CI database, say) would
+// otherwise keep their dead rows, and every later schema's DDL, and every
+// later run's, reads past them: after some runs, migrating a schema took
+// half again as long.
+func vacuumCatalogs() {
+	if dropped.Load() < 20 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := reused.conn(ctx, BaseDSN())
+	if err != nil {
+		return
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, "VACUUM "+catalogs); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: vacuum the catalogs: %v\n", err)
+	}
+}
+
+// dropAll drops every schema made and not dropped yet, and closes the idle
+// connections.
+func (r *schemas) dropAll() {
+	r.mu.Lock()
+	pools := r.pools
+	r.pools = map[string]*pool{}
+	r.mu.Unlock()
+	base := BaseDSN()
+	for _, p := range pools {
+		p.mu.Lock()
+		all := p.all
+		p.all, p.free = map[*schema]bool{}, nil
+		p.mu.Unlock()
+		for s := range all {
+			if err := dropSchema(base, s.name); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: drop schema %s: %v\n", s.name, err)
+			}
+		}
+	}
+	r.mu.Lock()
+	idle := r.idle
+	r.idle = nil
+	r.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close(context.Background())
+	}
+}
+
+// pool is one key's schemas.
+type pool struct {
+	mu sync.Mutex
+	// want is the layout of the key's first migrated schema: a schema is
+	// kept only with it.
+	want string
+	free []*schema
+	all  map[*schema]bool // every schema made and not yet dropped
+}
+
+// schema is a migrated schema and what checks and resets it.
+type schema struct {
+	name string
+	// layout is what layoutSQL read right after the migration; seeds the
+	// rows the migration wrote, as seedsSQL read them.
+	layout, seeds string
+	seedTables    []string
+	// reset deletes the rows and restarts the sequences.
+	reset string
+}
+
+// get returns a kept schema of the pool, or makes one.
+func (p *pool) get(base string, migrate Migrate) (*schema, error) {
+	if s, ok := pop(&p.mu, &p.free); ok {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := reused.conn(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	name, err := createSchema(ctx, c, "sheaf_test_")
+	if err != nil {
+		reused.done(c, err)
+		return nil, fmt.Errorf("create schema: %w", err)
+	}
+	s := &schema{name: name}
+	p.mu.Lock()
+	p.all[s] = true
+	p.mu.Unlock()
+	err = migrateOn(base, name, migrate)
+	if err == nil {
+		err = c.QueryRow(ctx, layoutSQL, name).Scan(&s.layout)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, seedsSQL, name).Scan(&s.seeds, &s.seedTables)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, resetSQL, name).Scan(&s.reset)
+	}
+	reused.done(c, err)
+	if err != nil {
+		p.drop(base, s)
+		return nil, fmt.Errorf("migrate schema %s: %w", name, err)
+	}
+	p.mu.Lock()
+	if p.want == "" {
+		p.want = s.layout
+	}
+	p.mu.Unlock()
+	return s, nil
+}
+
+// migrateOn runs migrate on a connection pool of its own to schema.
+func migrateOn(base, schema string, migrate Migrate) error {
+	_, gdb, sqlDB, err := open(base, schema)
+	if err != nil {
+		return err
+	}
+	return errors.Join(migrate(gdb), sqlDB.Close())
+}
+
+// give takes back a test's schema: it keeps it for the next test if it can
+// reset it, and drops it otherwise.
+func (p *pool) give(t testing.TB, base string, s *schema) {
+	p.mu.Lock()
+	keep := s.layout != "" && s.layout == p.want
+	p.mu.Unlock()
+	if keep {
+		ok, err := p.clean(base, s)
+		if err == nil && ok {
+			p.mu.Lock()
+			if p.all[s] {
+				p.free = append(p.free, s)
+			}
+			p.mu.Unlock()
+			return
+		}
+	}
+	if err := p.drop(base, s); err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", s.name, err)
+	}
+}
+
+// drop drops s.
+func (p *pool) drop(base string, s *schema) error {
+	p.mu.Lock()
+	delete(p.all, s)
+	p.mu.Unlock()
+	return dropSchema(base, s.name)
+}
+
+// clean resets s and reports whether it is fit for another test: nothing
+// connected to it, its layout and the migration's rows as they were.
+func (p *pool) clean(base string, s *schema) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := reused.conn(ctx, base)
+	if err != nil {
+		return false, err
+	}
+	defer func() { reused.done(c, err) }()
+	// A closed pool's backends end a moment after their connections close;
+	// one still there after a second belongs to something the test left
+	// running, and the schema is not reused.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(time.Second); ; {
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, s.name).Scan(&n); err != nil {
+			return false, err
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		<-tick.C
+	}
+	var layout, seeds string
+	if err := c.QueryRow(ctx, layoutSQL, s.name).Scan(&layout); err != nil || layout != s.layout {
+		return false, err
+	}
+	if err := c.QueryRow(ctx, seedRowsSQL, s.name, s.seedTables).Scan(&seeds); err != nil || seeds != s.seeds {
+		return false, err
+	}
+	if _, err := c.Exec(ctx, s.reset); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// layoutSQL reads what a migration made of schema $1: tables and their
+// columns, indexes, constraints, functions and triggers, with the
+// schema's name left out, so that two schemas migrated alike read the
+// same.
+const layoutSQL = `
+SELECT replace(coalesce(string_agg(d, E'\n' ORDER BY d), ''), quote_ident($1::text) || '.', '')
+FROM (
+	SELECT 'rel ' || c.relname || ' ' || c.relkind::text || ' ' || coalesce(array_to_string(c.reloptions, ','), '') || ' (' ||
+		coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' ' ||
+			coalesce(pg_get_expr(ad.adbin, ad.adrelid), ''), ', ' ORDER BY a.attnum)
+		FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+		WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') || ')'
+	FROM pg_class c WHERE c.relnamespace = $1::text::regnamespace
+	UNION ALL
+	SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+	FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = $1::text::regnamespace
+	UNION ALL
+	SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+	FROM pg_constraint WHERE connamespace = $1::text::regnamespace
+	UNION ALL
+	SELECT 'function ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc) || ' ' || coalesce(array_to_string(p.proconfig, ','), '')
+	FROM pg_proc p WHERE p.pronamespace = $1::text::regnamespace
+	UNION ALL
+	SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text
+	FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = $1::text::regnamespace AND NOT t.tgisinternal
+) s(d)`
+
+// seedsSQL reads the rows of schema $1's tables that have any: right after
+// a migration, the rows it wrote (its versions), which a reset keeps. It
+// returns their names too, for seedRowsSQL to read them again.
+const seedsSQL = `
+SELECT coalesce(string_agg(tablename || ' ' || rows, E'\n' ORDER BY tablename), ''), coalesce(array_agg(tablename), '{}')
+FROM (
+	SELECT tablename, (xpath('/row/r/text()', query_to_xml(format(
+		'SELECT md5(string_agg(t::text, E''\n'' ORDER BY t::text)) AS r FROM %I.%I t', schemaname, tablename), false, true, '')))[1]::text AS rows
+	FROM pg_tables WHERE schemaname = $1
+) s WHERE rows IS NOT NULL`
+
+// seedRowsSQL reads the rows of schema $1's tables $2 as seedsSQL does.
+const seedRowsSQL = `
+SELECT coalesce(string_agg(tablename || ' ' || rows, E'\n' ORDER BY tablename), '')
+FROM (
+	SELECT tablename, (xpath('/row/r/text()', query_to_xml(format(
+		'SELECT md5(string_agg(t::text, E''\n'' ORDER BY t::text)) AS r FROM %I.%I t', schemaname, tablename), false, true, '')))[1]::text AS rows
+	FROM pg_tables WHERE schemaname = $1 AND tablename = ANY($2)
+) s WHERE rows IS NOT NULL`
+
+// resetSQL makes the statement that deletes the rows of schema $1's tables
+// that have none right after the migration, and restarts its sequences,
+// in one transaction. A row lock left behind fails it rather than stalls
+// it, and the schema is dropped.
+const resetSQL = `
+SELECT 'SET LOCAL lock_timeout = ''5s''; ' || coalesce((
+	SELECT string_agg(format('DELETE FROM %I.%I', schemaname, tablename), '; ' ORDER BY tablename)
+	FROM pg_tables
+	WHERE schemaname = $1 AND NOT (xpath('/row/e/text()', query_to_xml(format(
+		'SELECT EXISTS (SELECT 1 FROM %I.%I) AS e', schemaname, tablename), false, true, '')))[1]::text::boolean), 'SELECT 1') ||
+	coalesce((SELECT '; ' || string_agg(format('SELECT setval(%L, 1, false)', quote_ident(schemaname) || '.' || quote_ident(sequencename)), '; ')
+	FROM pg_sequences WHERE schemaname = $1), '')`
+
+// sqliteTemplates holds, per key, an SQLite file migrated once.
+var sqliteTemplates struct {
+	mu    sync.Mutex
+	dir   string
+	files map[string]string
+}
+
+// NewMigratedSQLite returns a copy, in the test's temporary folder, of an
+// SQLite file that migrate brought up to date once in this process (the
+// first call for key migrates it), opened as NewSQLite opens its file.
+func NewMigratedSQLite(t testing.TB, key string, migrate Migrate) *DB {
+	t.Helper()
+	file, err := sqliteTemplate(key, migrate)
+	if err != nil {
+		t.Fatalf("pgtest: migrate an SQLite file: %v", err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "sheaf.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return openSQLite(t, path)
+}
+
+// sqliteTemplate returns key's migrated file, making it on the first call.
+func sqliteTemplate(key string, migrate Migrate) (string, error) {
+	tm := &sqliteTemplates
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if file, ok := tm.files[key]; ok {
+		return file, nil
+	}
+	if tm.dir == "" {
+		dir, err := os.MkdirTemp("", "sheaf-sqlite-templates-")
+		if err != nil {
+			return "", err
+		}
+		tm.dir, tm.files = dir, map[string]string{}
+		testexit.AtExit(func() { _ = os.RemoveAll(dir) })
+	}
+	file := filepath.Join(tm.dir, fmt.Sprintf("%d.db", len(tm.files)))
+	db, err := sqlitedb.Open(file)
+	if err != nil {
+		return "", err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return "", err
+	}
+	// Closing the last connection writes the log into the file.
+	if err := errors.Join(migrate(db), sqlDB.Close()); err != nil {
+		return "", err
+	}
+	tm.files[key] = file
+	return file, nil
+}
