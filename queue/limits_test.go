@@ -477,9 +477,9 @@ func TestWeightedFairShare(t *testing.T) {
 		}
 	}
 	t.Logf("of the first %d jobs started, %d were B's (%s)", 4*nB, bs, strings.Join(keys[:4*nB], ""))
-	slack := workers / 2
-	if pgtest.Store() != "postgres" {
-		slack = workers
-	}
-	require.InDelta(t, nB, bs, float64(slack))
+	// A claim of 8 or 16 jobs may start its jobs in ID order (the heavy
+	// key's first), so the first 4·nB can end part way into one: a loaded
+	// machine has seen 25 of 30 that way. Unweighted turns would give B
+	// about 2·nB, no turns about none.
+	require.InDelta(t, nB, bs, float64(workers))
 }
