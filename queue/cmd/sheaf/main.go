@@ -63,11 +63,14 @@ func commands() []command {
 	}
 }
 
-func main() {
+func main() { os.Exit(sheafMain()) }
+
+// sheafMain runs the command that os.Args names until it ends, or an interrupt
+// or SIGTERM stops it, and returns the exit code.
+func sheafMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
 }
 
 // run runs the command in args and returns the exit code.

@@ -25,21 +25,28 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/sqlitedb"
 )
 
-// binary is the sheaf command built for the tests.
+// binary is the sheaf command the tests run: this test binary, which is
+// the command when asSheaf is set (see TestMain). Running the command's own
+// code in a process of its own, with its arguments, output and exit code,
+// spares the tests a build of the command and a second link.
 var binary string
 
+// asSheaf, set in a process's environment, makes the test binary the
+// sheaf command.
+const asSheaf = "SHEAF_TEST_AS_COMMAND"
+
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sheaf-cmd")
-	if err != nil {
+	if os.Getenv(asSheaf) != "" {
+		testexit.Exit(sheafMain())
+	}
+	var err error
+	if binary, err = os.Executable(); err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "sheaf")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sheaf: %v\n%s", err, out)
-		os.Exit(1)
+	if err := os.Setenv(asSheaf, "1"); err != nil { // for the processes the tests start
+		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
