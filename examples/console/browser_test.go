@@ -20,9 +20,12 @@ import (
 var wallSays = regexp.MustCompile(`^Not finished yet: its latest job to finish did at \d\d:\d\d, (\d+ h )?\d+ min after the run started; ` +
 	`the run before took (\d+ h )?\d+ min\.$`)
 
-// TestBrowserDemo opens every page of the demo's dashboard in Chromium,
-// once its night has run, and saves a screenshot of each: with
-// SHEAF_SCREENSHOTS=. the README's pictures are made afresh.
+// TestBrowserDemo starts the demo on its default database, a new SQLite
+// file in a temporary folder, and reads a few things over HTTP; then it
+// opens every page of the dashboard in Chromium, once the demo's night has
+// run, and saves a screenshot of each (with SHEAF_SCREENSHOTS=. the
+// README's pictures are made afresh); it stops the demo and finds the
+// folder clean.
 func TestBrowserDemo(t *testing.T) {
 	exampledb.NoLeftovers(t)
 	base, stop := start(t, options{demo: true})
@@ -31,6 +34,19 @@ func TestBrowserDemo(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	status, health := call(t, "GET", base+"/api/health", "")
+	if status != http.StatusOK || health["status"] != "ok" {
+		t.Fatalf("health: %d %v", status, health)
+	}
+	status, jobs := call(t, "GET", base+"/api/jobs?kind=county_report&limit=100", "")
+	if status != http.StatusOK || len(jobs["jobs"].([]any)) != 2*len(counties) { // two nights
+		t.Fatalf("jobs: %d %v", status, jobs)
+	}
+	status, sched := call(t, "GET", base+"/api/schedules", "")
+	if status != http.StatusOK || len(sched["schedules"].([]any)) != 1 {
+		t.Fatalf("schedules: %d %v", status, sched)
+	}
+
 	b := browsertest.New(t, 1280, 900)
 	b.Run(t, chromedp.Navigate(base+"/"), chromedp.WaitReady("#totals"))
 	// The night before's county reports and their summaries, last
@@ -98,6 +114,12 @@ func TestBrowserDemo(t *testing.T) {
 		chromedp.WaitReady(`button[data-post="api/queues/exports/resume"]`),
 		chromedp.Navigate(base+"/audit"), chromedp.WaitReady(`tr[data-audit]`))
 	b.Screenshot(t, "audit")
+	// The page's pause came from loopback, which the demo lets change things.
+	status, audit := call(t, "GET", base+"/api/audit", "")
+	entries, _ := audit["entries"].([]any)
+	if status != http.StatusOK || len(entries) != 1 || entries[0].(map[string]any)["action"] != "pause" {
+		t.Fatalf("audit: %d %v", status, audit)
+	}
 
 	b.Run(t, chromedp.Navigate(base+"/limits"), chromedp.WaitReady(`tr[data-limit="kind export"]`))
 	b.Screenshot(t, "limits")

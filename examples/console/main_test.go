@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sheaf-dev/sheaf/examples/internal/exampledb"
 	"github.com/sheaf-dev/sheaf/internal/browsertest"
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
@@ -71,46 +70,6 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	return res.StatusCode, v
-}
-
-// TestDemoOnSQLite starts the demo on its default database, a new SQLite
-// file in a temporary folder, reads and changes a few things over HTTP,
-// stops, and leaves the folder clean.
-func TestDemoOnSQLite(t *testing.T) {
-	exampledb.NoLeftovers(t)
-	base, stop := start(t, options{demo: true})
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = stop()
-		}
-	}()
-
-	status, health := call(t, "GET", base+"/api/health", "")
-	if status != http.StatusOK || health["status"] != "ok" {
-		t.Fatalf("health: %d %v", status, health)
-	}
-	status, jobs := call(t, "GET", base+"/api/jobs?kind=county_report&limit=100", "")
-	if status != http.StatusOK || len(jobs["jobs"].([]any)) != 2*len(counties) { // two nights
-		t.Fatalf("jobs: %d %v", status, jobs)
-	}
-	status, sched := call(t, "GET", base+"/api/schedules", "")
-	if status != http.StatusOK || len(sched["schedules"].([]any)) != 1 {
-		t.Fatalf("schedules: %d %v", status, sched)
-	}
-	status, paused := call(t, "POST", base+"/api/queues/exports/pause", "")
-	if status != http.StatusOK || paused["queue"].(map[string]any)["paused"] != true {
-		t.Fatalf("pause from loopback: %d %v", status, paused)
-	}
-	status, audit := call(t, "GET", base+"/api/audit", "")
-	entries, _ := audit["entries"].([]any)
-	if status != http.StatusOK || len(entries) != 1 || entries[0].(map[string]any)["action"] != "pause" {
-		t.Fatalf("audit: %d %v", status, audit)
-	}
-	stopped = true
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestReadOnly refuses every change.
