@@ -282,12 +282,16 @@ func (l *Leader) loop(ctx context.Context, task Task) {
 			}
 			return err
 		}, func(err error) {
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return // cut short by a lost leadership or a stop
-			}
 			var pe *worker.PanicError
 			if errors.As(err, &pe) {
 				l.cfg.Log.Error("queue: maintenance task panicked", "task", task.Name(), "err", err, "retry_after", RetryAfter)
+				return
+			}
+			if ctx.Err() != nil {
+				// Cut short by a lost leadership or a stop, whatever the
+				// error says: a transaction the context rolled back fails
+				// its next statement with sql.ErrTxDone, not ctx.Err().
+				l.cfg.Log.Debug("queue: maintenance task cut short", "task", task.Name(), "err", err)
 				return
 			}
 			l.cfg.Log.Error("queue: maintenance task failed", "task", task.Name(), "err", err, "next", next)

@@ -1,8 +1,11 @@
 package maintain_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -281,5 +284,28 @@ func TestStopWithoutStartAndOutOfTime(t *testing.T) {
 		<-deaf.Done()
 		h, _ = el.lease()
 		require.Empty(t, h, "given up once it returned")
+	})
+}
+
+// A task cut short by a stop is not logged as a failure, whatever error its
+// store gave back: a transaction that its context rolled back fails its
+// next statement with database/sql's ErrTxDone, which is not the context's
+// error.
+func TestTaskCutShortByAStopIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var logs bytes.Buffer
+		started := make(chan struct{})
+		task := taskFunc{name: "rollup", run: func(ctx context.Context) (time.Duration, error) {
+			close(started)
+			<-ctx.Done()
+			return 0, fmt.Errorf("rollup: write 2026-11-28: %w", sql.ErrTxDone)
+		}}
+		l := maintain.New(maintain.Config{ID: "a", TTL: ttl, Elector: &memElector{}, Tasks: []maintain.Task{task},
+			Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		l.Start(ctx)
+		<-started
+		require.NoError(t, l.Stop(ctx))
+		require.NotContains(t, logs.String(), "failed")
 	})
 }
