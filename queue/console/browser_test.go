@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -493,4 +494,75 @@ func TestBrowserBulkRetrySaysWhatTheJobsDid(t *testing.T) {
 		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`))
 	b.Wait(t, `(el => el !== null && el.textContent === "Since then: 1 completed, 1 failed again.")(document.getElementById("flash-after"))`)
 	require.Contains(t, texts(t, b, "#flash")[0], "Retry: 2 jobs changed.")
+}
+
+// A waiting job says why in the browser as the server wrote it, after the
+// page's scripts have run over its times: a job of a schedule's tick is due
+// on the schedule's clock (on its page and in the jobs list); a parent
+// names the parent its rule's child still waits for, linked to it; a job
+// waiting for its retry says when and which attempt, and Retry now makes
+// it due (audited); a job behind its closed batch window says when it
+// opens; a job of a paused queue says the queue is paused.
+func TestBrowserWaitingJobsSayWhy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	require.NoError(t, err)
+	require.NoError(t, e.reg.Schedule(queue.Periodic{Name: "county-daily", Spec: queue.Daily(23, 0), Location: kolkata,
+		Jobs: func(queue.Tick) []queue.Params { return nil }}))
+	require.NoError(t, queue.Register(e.reg, queue.HandlerFunc[countyRollup](func(context.Context, *queue.Job[countyRollup]) error { return nil })))
+	require.NoError(t, queue.Depend(e.reg, queue.Rule{Name: "summary", Parents: []string{report{}.Kind()}},
+		func([]queue.JobRecord) (countyRollup, []queue.EnqueueOption) { return countyRollup{}, nil }))
+	y, m, d := time.Now().In(kolkata).Date()
+	at := time.Date(y, m, d+1, 23, 0, 0, 0, kolkata)
+	tick := "county-daily@" + at.Format(time.RFC3339)
+	period := queue.InPeriod("2025-12-08")
+	later := e.enqueue(t, report{County: "Travis"}, queue.InRun(tick), queue.RunAt(at))
+	done := e.enqueue(t, report{County: "Bexar"}, period, queue.InRun("nightly@2025-12-08T23:00:00Z"))
+	waited := e.enqueue(t, report{County: "Harris"}, period, queue.InRun("nightly@2025-12-08T23:00:00Z"), queue.RunAt(time.Now().Add(time.Hour)))
+	e.work(t, done)
+
+	b := browsertest.New(t, desktopW, desktopH)
+	open(t, b, e, fmt.Sprintf("/jobs/%d", later))
+	b.Run(t, chromedp.WaitVisible("#due-zoned"))
+	require.Equal(t, []string{"due tomorrow 23:00 Asia/Kolkata"}, texts(t, b, "#due-zoned"))
+	require.Regexp(t, `^Due in \d+ \w+: due tomorrow 23:00 Asia/Kolkata, on schedule county-daily's clock, at `, texts(t, b, "#wait")[0])
+
+	open(t, b, e, "/jobs")
+	sel := fmt.Sprintf(`tr[data-job="%d"] [data-zoned]`, later)
+	b.Run(t, chromedp.WaitVisible(sel))
+	require.Equal(t, []string{"due tomorrow 23:00 Asia/Kolkata"}, texts(t, b, sel))
+
+	open(t, b, e, fmt.Sprintf("/jobs/%d", done))
+	b.Run(t, chromedp.WaitVisible(`[data-waits-for="summary"]`))
+	require.Equal(t, []string{fmt.Sprintf("Rule summary's job is not created yet: it waits for parent #%d report (queued).", waited)},
+		texts(t, b, `[data-waits-for="summary"]`))
+	b.Screenshot(t, "job-waits-for-parent")
+	b.Run(t, chromedp.Click(`[data-waits-for="summary"] a`), chromedp.WaitVisible("#status"))
+	require.Equal(t, []string{"QUEUED"}, texts(t, b, "#status"))
+	var path string
+	b.Run(t, chromedp.Evaluate(`location.pathname`, &path))
+	require.True(t, strings.HasSuffix(path, fmt.Sprintf("/jobs/%d", waited)), path)
+
+	retrying := e.enqueue(t, report{County: "Collin"})
+	e.setWaiting(t, retrying, 1, 57*time.Minute+30*time.Second)
+	open(t, b, e, fmt.Sprintf("/jobs/%d", retrying))
+	require.Regexp(t, `^Retry in 57 min \(attempt 2 of \d+\)`, texts(t, b, "#wait")[0])
+	b.Run(t, chromedp.Click("#run-now"))
+	b.Wait(t, `document.getElementById("wait").textContent.includes("waiting for a runner of queue default to take it")`)
+	entries, err := e.client.AuditLog(context.Background(), 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "run_now", entries[0].Action)
+
+	now := time.Now().UTC()
+	w, err := queue.DailyWindow(now.Add(2*time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04"), nil)
+	require.NoError(t, err)
+	e.reg.QueueWindow("night", w)
+	windowed := e.enqueue(t, report{County: "Travis"}, queue.OnQueue("night"))
+	open(t, b, e, fmt.Sprintf("/jobs/%d", windowed))
+	require.Regexp(t, `Its batch window `+regexp.QuoteMeta(w.String())+` is closed; it opens in (1|2) h\.$`, texts(t, b, "#wait")[0])
+
+	require.NoError(t, e.client.PauseQueue(context.Background(), "default"))
+	open(t, b, e, fmt.Sprintf("/jobs/%d", retrying))
+	b.Wait(t, `document.querySelector("main").innerText.includes("Queue default is paused")`)
 }
