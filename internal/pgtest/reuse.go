@@ -228,9 +228,10 @@ type pool struct {
 // schema is a migrated schema and what checks and resets it.
 type schema struct {
 	name string
-	// layout is what layoutSQL read right after the migration; seeds the
-	// rows the migration wrote, as seedsSQL read them.
-	layout, seeds string
+	// layout is what layoutSQL read right after the migration, versions
+	// what versionsSQL read then; seeds the rows the migration wrote, as
+	// seedsSQL read them.
+	layout, versions, seeds string
 	seedTables    []string
 	// reset deletes the rows and restarts the sequences.
 	reset string
@@ -259,6 +260,9 @@ func (p *pool) get(base string, migrate Migrate) (*schema, error) {
 	err = migrateOn(base, name, migrate)
 	if err == nil {
 		err = c.QueryRow(ctx, layoutSQL, name).Scan(&s.layout)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, versionsSQL, name).Scan(&s.versions)
 	}
 	if err == nil {
 		err = c.QueryRow(ctx, seedsSQL, name).Scan(&s.seeds, &s.seedTables)
@@ -319,7 +323,7 @@ func (p *pool) drop(base string, s *schema) error {
 }
 
 // clean resets s and reports whether it is fit for another test: nothing
-// connected to it, its layout and the migration's rows as they were.
+// connected to it, its catalog rows and the migration's rows as they were.
 func (p *pool) clean(base string, s *schema) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -346,8 +350,8 @@ func (p *pool) clean(base string, s *schema) (ok bool, err error) {
 		}
 		<-tick.C
 	}
-	var layout, seeds string
-	if err := c.QueryRow(ctx, layoutSQL, s.name).Scan(&layout); err != nil || layout != s.layout {
+	var versions, seeds string
+	if err := c.QueryRow(ctx, versionsSQL, s.name).Scan(&versions); err != nil || versions != s.versions {
 		return false, err
 	}
 	if err := c.QueryRow(ctx, seedRowsSQL, s.name, s.seedTables).Scan(&seeds); err != nil || seeds != s.seeds {
@@ -385,6 +389,23 @@ FROM (
 	SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text
 	FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = $1::text::regnamespace AND NOT t.tgisinternal
 ) s(d)`
+
+// versionsSQL reads which versions of the catalogs' rows describe schema
+// $1's relations, columns, defaults, indexes, constraints, functions and
+// triggers: any DDL on them writes new versions (another xmin), or new rows
+// or none. Cheaper than layoutSQL, which renders them, it tells whether one
+// schema changed, not whether two are alike.
+const versionsSQL = `
+WITH rel AS (SELECT oid, xmin FROM pg_class WHERE relnamespace = $1::text::regnamespace)
+SELECT md5(concat_ws(E'\n',
+	(SELECT string_agg(oid || ' ' || xmin, ',' ORDER BY oid) FROM rel),
+	(SELECT string_agg(a.attrelid || ' ' || a.attnum || ' ' || a.xmin, ',' ORDER BY a.attrelid, a.attnum)
+		FROM pg_attribute a JOIN rel ON rel.oid = a.attrelid),
+	(SELECT string_agg(d.oid || ' ' || d.xmin, ',' ORDER BY d.oid) FROM pg_attrdef d JOIN rel ON rel.oid = d.adrelid),
+	(SELECT string_agg(i.indexrelid || ' ' || i.xmin, ',' ORDER BY i.indexrelid) FROM pg_index i JOIN rel ON rel.oid = i.indrelid),
+	(SELECT string_agg(oid || ' ' || xmin, ',' ORDER BY oid) FROM pg_constraint WHERE connamespace = $1::text::regnamespace),
+	(SELECT string_agg(oid || ' ' || xmin, ',' ORDER BY oid) FROM pg_proc WHERE pronamespace = $1::text::regnamespace),
+	(SELECT string_agg(t.oid || ' ' || t.xmin, ',' ORDER BY t.oid) FROM pg_trigger t JOIN rel ON rel.oid = t.tgrelid)))`
 
 // seedsSQL reads the rows of schema $1's tables that have any: right after
 // a migration, the rows it wrote (its versions), which a reset keeps. It
