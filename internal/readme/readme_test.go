@@ -106,7 +106,7 @@ func TestProgramsBuild(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.text), 0o644))
 
-			cmd := exec.Command(goCmd, "vet", "./"+filepath.Base(dir))
+			cmd := exec.Command(goCmd, append(append([]string{"vet"}, buildFlags...), "./"+filepath.Base(dir))...)
 			cmd.Dir = root
 			out, err := cmd.CombinedOutput()
 			if err != nil {

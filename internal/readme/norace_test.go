@@ -1,0 +1,6 @@
+//go:build !race
+
+package readme
+
+// buildFlags: see race_test.go.
+var buildFlags []string
