@@ -232,7 +232,7 @@ type schema struct {
 	// what versionsSQL read then; seeds the rows the migration wrote, as
 	// seedsSQL read them.
 	layout, versions, seeds string
-	seedTables    []string
+	seedTables              []string
 	// reset deletes the rows and restarts the sequences.
 	reset string
 }
