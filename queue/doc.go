@@ -204,9 +204,9 @@
 // jobs claimed to another key's one, and as jobs finish, three running to
 // its one; a key not in Weights weighs 1 (a weight is from 1 to 1,000).
 // A fair claim hands its jobs to the workers in its turns. Bound: of the
-// first 4n jobs started of a key of weight 3 and one of weight 1, the
-// second has n, within half the runner's workers; on SQLite and MariaDB,
-// which stamp one start time per claim, within all of them
+// first 4n jobs whose handlers began, of a key of weight 3 and one of
+// weight 1, the second has n, within half the runner's workers; on SQLite
+// and MariaDB within all of them
 // (TestWeightedFairShare, 8 workers, n = 60, eleven runs on each store
 // at a load average of 10 to 20: 57 to 61 on PostgreSQL, 54 to 59 on
 // SQLite and MariaDB).

@@ -421,11 +421,13 @@ func TestFairShareAmongKeys(t *testing.T) {
 
 // Weighted fair share: keys A, of weight 3, and B, of weight 1, both with
 // a backlog, under a fair key limit with no cap. While both have jobs
-// waiting, A has three jobs started to B's one: by the database's clock,
-// of the first 4·nB jobs started (240, 120 under -race), B has nB, within
-// half the workers either way, the bound the package documentation states
-// (on SQLite and MariaDB, whose claims share one start time, jobs of a
-// claim are in ID order, A's first: within all the workers).
+// waiting, A has three jobs started to B's one: of the first 4·nB jobs
+// whose handlers began (240, 120 under -race), B has nB, within half the
+// workers either way on PostgreSQL, all of them on SQLite and MariaDB, the
+// bounds the package documentation states. (The order of the jobs'
+// started_at is not the order their handlers begin: a claim stamps its
+// jobs in the order its UPDATE reaches them, often ID order, A's first,
+// and hands them to the workers in turns.)
 func TestWeightedFairShare(t *testing.T) {
 	t.Parallel()
 	const workers = 8
@@ -439,8 +441,13 @@ func TestWeightedFairShare(t *testing.T) {
 	ctx := context.Background()
 	var finished atomic.Int64
 	done := make(chan struct{})
+	var mu sync.Mutex
+	var keys []string // as the handlers began
 	e := newEnv(t, func(r *queue.Registry) {
 		must(queue.Register(r, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
+			mu.Lock()
+			keys = append(keys, j.Args.Key)
+			mu.Unlock()
 			time.Sleep(time.Millisecond) // a job's work, not a wait for another goroutine
 			if finished.Add(1) == enough {
 				close(done)
@@ -466,20 +473,20 @@ func TestWeightedFairShare(t *testing.T) {
 	use, err := e.client.Limits(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"A": 3}, use[0].Weights)
-	var keys []string
-	require.NoError(t, e.db.Gorm.Raw(`SELECT limit_key FROM sheaf_jobs WHERE started_at IS NOT NULL ORDER BY started_at, id`).
-		Scan(&keys).Error)
-	require.GreaterOrEqual(t, len(keys), 4*nB)
+	mu.Lock()
+	began := slices.Clone(keys) // the runner goes on: keys grows
+	mu.Unlock()
+	require.GreaterOrEqual(t, len(began), 4*nB)
 	bs := 0
-	for _, k := range keys[:4*nB] {
+	for _, k := range began[:4*nB] {
 		if k == "B" {
 			bs++
 		}
 	}
-	t.Logf("of the first %d jobs started, %d were B's (%s)", 4*nB, bs, strings.Join(keys[:4*nB], ""))
-	// A claim of 8 or 16 jobs may start its jobs in ID order (the heavy
-	// key's first), so the first 4·nB can end part way into one: a loaded
-	// machine has seen 25 of 30 that way. Unweighted turns would give B
-	// about 2·nB, no turns about none.
-	require.InDelta(t, nB, bs, float64(workers))
+	t.Logf("of the first %d jobs started, %d were B's (%s)", 4*nB, bs, strings.Join(began[:4*nB], ""))
+	slack := workers / 2
+	if pgtest.Store() != "postgres" {
+		slack = workers
+	}
+	require.InDelta(t, nB, bs, float64(slack))
 }
