@@ -61,7 +61,7 @@ func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
 	t.Helper()
 	base := BaseDSN()
 	p := reused.pool(key)
-	s, err := p.get(base, migrate)
+	s, err := p.get(migrate)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.Is(err, errNoServer) && !errors.As(err, &pgErr) {
@@ -71,12 +71,12 @@ func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
 	}
 	dsn, gdb, sqlDB, err := open(base, s.name)
 	if err != nil {
-		p.give(t, base, s)
+		p.give(t, s)
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = sqlDB.Close()
-		p.give(t, base, s)
+		p.give(t, s)
 	})
 	return &DB{Schema: s.name, DSN: dsn, Gorm: gdb, SQL: sqlDB}
 }
@@ -110,8 +110,10 @@ func (r *schemas) pool(key string) *pool {
 	return p
 }
 
-// conn returns an idle connection to base, or a new one.
-func (r *schemas) conn(ctx context.Context, base string) (*pgx.Conn, error) {
+// conn returns an idle connection to the shared server (BaseDSN), or a
+// new one.
+func (r *schemas) conn(ctx context.Context) (*pgx.Conn, error) {
+	base := BaseDSN()
 	if c, ok := pop(&r.mu, &r.idle); ok {
 		return c, nil
 	}
@@ -177,7 +179,7 @@ func vacuumCatalogs() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := reused.conn(ctx, BaseDSN())
+	c, err := reused.conn(ctx)
 	if err != nil {
 		return
 	}
@@ -219,7 +221,7 @@ func (r *schemas) dropAll() {
 type pool struct {
 	mu sync.Mutex
 	// want is the layout of the key's first migrated schema: a schema is
-	// kept only with it.
+	// kept only if it was migrated alike.
 	want string
 	free []*schema
 	all  map[*schema]bool // every schema made and not yet dropped
@@ -228,23 +230,24 @@ type pool struct {
 // schema is a migrated schema and what checks and resets it.
 type schema struct {
 	name string
-	// layout is what layoutSQL read right after the migration, versions
-	// what versionsSQL read then; seeds the rows the migration wrote, as
-	// seedsSQL read them.
-	layout, versions, seeds string
-	seedTables              []string
+	// alike says the migration made it as the key's first (layoutSQL);
+	// versions is what versionsSQL read right after the migration, seeds
+	// the rows the migration wrote, as seedsSQL read them.
+	alike           bool
+	versions, seeds string
+	seedTables      []string
 	// reset deletes the rows and restarts the sequences.
 	reset string
 }
 
 // get returns a kept schema of the pool, or makes one.
-func (p *pool) get(base string, migrate Migrate) (*schema, error) {
+func (p *pool) get(migrate Migrate) (*schema, error) {
 	if s, ok := pop(&p.mu, &p.free); ok {
 		return s, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := reused.conn(ctx, base)
+	c, err := reused.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -257,9 +260,10 @@ func (p *pool) get(base string, migrate Migrate) (*schema, error) {
 	p.mu.Lock()
 	p.all[s] = true
 	p.mu.Unlock()
-	err = migrateOn(base, name, migrate)
+	err = migrateOn(name, migrate)
+	var layout string
 	if err == nil {
-		err = c.QueryRow(ctx, layoutSQL, name).Scan(&s.layout)
+		err = c.QueryRow(ctx, layoutSQL, name).Scan(&layout)
 	}
 	if err == nil {
 		err = c.QueryRow(ctx, versionsSQL, name).Scan(&s.versions)
@@ -272,20 +276,21 @@ func (p *pool) get(base string, migrate Migrate) (*schema, error) {
 	}
 	reused.done(c, err)
 	if err != nil {
-		p.drop(base, s)
+		p.drop(s)
 		return nil, fmt.Errorf("migrate schema %s: %w", name, err)
 	}
 	p.mu.Lock()
 	if p.want == "" {
-		p.want = s.layout
+		p.want = layout
 	}
+	s.alike = layout == p.want
 	p.mu.Unlock()
 	return s, nil
 }
 
 // migrateOn runs migrate on a connection pool of its own to schema.
-func migrateOn(base, schema string, migrate Migrate) error {
-	_, gdb, sqlDB, err := open(base, schema)
+func migrateOn(schema string, migrate Migrate) error {
+	_, gdb, sqlDB, err := open(BaseDSN(), schema)
 	if err != nil {
 		return err
 	}
@@ -294,12 +299,9 @@ func migrateOn(base, schema string, migrate Migrate) error {
 
 // give takes back a test's schema: it keeps it for the next test if it can
 // reset it, and drops it otherwise.
-func (p *pool) give(t testing.TB, base string, s *schema) {
-	p.mu.Lock()
-	keep := s.layout != "" && s.layout == p.want
-	p.mu.Unlock()
-	if keep {
-		ok, err := p.clean(base, s)
+func (p *pool) give(t testing.TB, s *schema) {
+	if s.alike {
+		ok, err := p.clean(s)
 		if err == nil && ok {
 			p.mu.Lock()
 			if p.all[s] {
@@ -309,25 +311,25 @@ func (p *pool) give(t testing.TB, base string, s *schema) {
 			return
 		}
 	}
-	if err := p.drop(base, s); err != nil {
+	if err := p.drop(s); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", s.name, err)
 	}
 }
 
 // drop drops s.
-func (p *pool) drop(base string, s *schema) error {
+func (p *pool) drop(s *schema) error {
 	p.mu.Lock()
 	delete(p.all, s)
 	p.mu.Unlock()
-	return dropSchema(base, s.name)
+	return dropSchema(BaseDSN(), s.name)
 }
 
 // clean resets s and reports whether it is fit for another test: nothing
 // connected to it, its catalog rows and the migration's rows as they were.
-func (p *pool) clean(base string, s *schema) (ok bool, err error) {
+func (p *pool) clean(s *schema) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := reused.conn(ctx, base)
+	c, err := reused.conn(ctx)
 	if err != nil {
 		return false, err
 	}
