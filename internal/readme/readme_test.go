@@ -1,6 +1,3 @@
-// Package readme holds the tests that keep the repository's README.md true
-// to the code: every Go program in it builds, and the Go version it asks
-// for is the one go.mod states, and it stays short.
 package readme
 
 import (
@@ -8,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -71,50 +67,36 @@ func TestCodeBlocks(t *testing.T) {
 	require.EqualError(t, err, "README.md:3: code block never closed")
 }
 
-// TestProgramsBuild compiles every Go block of the README, each a complete
-// program, in a directory of its own inside the module, so that it builds
-// against this very code with the module's go.mod and go.sum. Only
-// compiling: running them would need their databases and wait for their
-// jobs. go vet type-checks each program as the compiler does, and vets it,
-// without linking it: a pure Go program that type-checks links, and the
-// link of the queue's program took most of the test's time (13 s of 15 s
-// on a loaded machine).
-func TestProgramsBuild(t *testing.T) {
+// programs are the files that hold the README's Go blocks, in order: each
+// a package of its own, whose test builds and runs it, so go test ./...
+// builds them with the rest of the module, once.
+var programs = []string{"engine/main.go", "queue/main.go"}
+
+// TestProgramsAreTested checks that every Go block of the README is, byte
+// for byte, the program in one of programs, so that what a reader copies
+// is what their tests build and run.
+func TestProgramsAreTested(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	blocks, err := codeBlocks(string(md))
 	require.NoError(t, err)
-	goCmd, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command is needed to build the README's programs")
-
-	programs := 0
+	n := 0
 	for _, b := range blocks {
 		if b.lang != "go" {
 			continue
 		}
-		if !strings.HasPrefix(b.text, "package ") {
-			t.Errorf("README.md:%d: a Go block that is not a complete program (it must start with its package clause, so that it can be copied and built)", b.line)
+		if n == len(programs) {
+			t.Errorf("README.md:%d: a Go block with no program of its own: add one to programs, with a test that runs it", b.line)
 			continue
 		}
-		programs++
-		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
-			// Inside the module, so that the program builds against this
-			// code with go.mod and go.sum; a leading underscore keeps
-			// ./... patterns (and git, see .gitignore) away from it.
-			dir, err := os.MkdirTemp(root, "_readme")
-			require.NoError(t, err)
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(b.text), 0o644))
-
-			cmd := exec.Command(goCmd, append(append([]string{"vet"}, buildFlags...), "./"+filepath.Base(dir))...)
-			cmd.Dir = root
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("README.md:%d: the program does not compile (%v; line n of main.go is line %d+n of README.md):\n%s", b.line, err, b.line, out)
-			}
-		})
+		want, err := os.ReadFile(programs[n])
+		require.NoError(t, err)
+		if b.text != string(want) {
+			t.Errorf("README.md:%d: the Go block is not internal/readme/%s, which its test builds and runs: make them the same", b.line, programs[n])
+		}
+		n++
 	}
-	require.GreaterOrEqual(t, programs, 2, "README.md should hold a first program for the engine and one for the queue")
+	require.Equal(t, len(programs), n, "README.md should hold a first program for the engine and one for the queue")
 }
 
 var (
