@@ -57,7 +57,7 @@ func TestMaintenanceRunsOnTheLeader(t *testing.T) {
 	e := newEnv(t, nil)
 	rounds := make(chan string, 100)
 	start := func(id string, opts ...queue.RunnerOption) *queue.Runner {
-		r, err := queue.NewRunner(e.client, append([]queue.RunnerOption{queue.WithRunnerID(id), queue.WithLease(time.Second)}, opts...)...)
+		r, err := queue.NewRunner(e.client, append([]queue.RunnerOption{queue.WithRunnerID(id), queue.WithLease(3 * time.Second)}, opts...)...)
 		require.NoError(t, err)
 		require.NoError(t, r.Start(context.Background()))
 		t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
