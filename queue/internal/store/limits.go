@@ -27,8 +27,8 @@ import (
 // 5 and start one each. The claim that follows the lock must see what the
 // claims it waited for committed, so it is a statement of its own, with a
 // snapshot of its own; on PostgreSQL both run in a function that schema
-// version 16 installs (sheaf_claim_limited, installed again by version
-// 19), in one round trip.
+// version 16 installs (sheaf_claim_limited, installed again by versions
+// 19 and 21), in one round trip.
 
 // The scopes of a limit.
 const (
@@ -317,23 +317,37 @@ SELECT id, kind, queue, priority, payload, correlation_id, attempts, claims, res
 	started_at, auth, run_at, run_id, period, parent_ids, total, meta FROM claimed` + order
 }
 
-// claimFunctions installs the limited claims as functions: schema version
-// 16's, and 19's (v19) whose fair claims are weighted and return their
-// jobs in turns (see pgClaimLimited). Each locks the limits that apply
-// to it, in one order, then claims in a statement of its own, which sees
-// what the claims it waited for committed. Their claims are planned for
-// each call's arguments: a plan made for any queue and any closed kinds
-// guessed a row or two due, and read and sorted the whole backlog (30 ms
-// for 10,000 jobs, against 2 ms, planning included). sheaf_claim_limited
-// claims on queue $1 as claimSQL does (from a cursor when $8 is not NULL;
-// taking turns among the keys of fair kinds when $11),
-// sheaf_claim_suspect_limited a suspect of the queues $1 as
+// claimFunctions installs the limited claims as functions, as schema
+// version (16, 19 or 21) installs them: of 19 on, fair claims are
+// weighted and return their jobs in turns (see pgClaimLimited). Each
+// locks the limits that apply to it, in one order, then claims in a
+// statement of its own, which sees what the claims it waited for
+// committed. sheaf_claim_limited claims on queue $1 as claimSQL does (from
+// a cursor when $8 is not NULL; taking turns among the keys of fair kinds
+// when $11), sheaf_claim_suspect_limited a suspect of the queues $1 as
 // claimSuspectSQL does.
-func claimFunctions(v19 bool) string {
+//
+// Before version 21 the functions planned their claims at every call, for
+// its arguments (plan_cache_mode = force_custom_plan): when a full scope
+// was an EXISTS and the count of running jobs had no statistics to go by,
+// a plan made for any arguments read and sorted the whole backlog. Since
+// those were fixed, the plan PostgreSQL keeps for any arguments walks the
+// claim index as a claim's own does, and planning a claim at every call
+// cost 4 to 5 ms of the 5 to 8 ms it took on a loaded two-core machine
+// (100 jobs over backlogs of 400 to 40,000, stale statistics, few due,
+// closed kinds, from a cursor: 0.6 to 2.5 ms each from the kept plan).
+// PostgreSQL still plans the first five calls of each connection for
+// their arguments and keeps the general plan only while it costs no more.
+func claimFunctions(version int) string {
+	planning := ""
+	if version < 21 {
+		planning = "SET plan_cache_mode = force_custom_plan "
+	}
+	v19 := version >= 19
 	return `
 CREATE OR REPLACE FUNCTION sheaf_claim_limited(text, integer, bigint, text, text[], integer, boolean, integer, timestamptz, bigint,
 	boolean)
-RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
+RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql ` + planning + `AS $fn$
 BEGIN
 	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = $1) ORDER BY scope, target FOR UPDATE;
 	IF $11 THEN
@@ -345,7 +359,7 @@ BEGIN
 	END IF;
 END $fn$;
 CREATE OR REPLACE FUNCTION sheaf_claim_suspect_limited(text[], integer, bigint, text, text[], integer)
-RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
+RETURNS TABLE (` + claimedTypes + `) LANGUAGE plpgsql ` + planning + `AS $fn$
 BEGIN
 	PERFORM 1 FROM sheaf_limits WHERE ` + activeLimit + ` AND (scope <> 'queue' OR target = ANY($1)) ORDER BY scope, target FOR UPDATE;
 	RETURN QUERY ` + pgClaimLimited(true, false, false, v19) + `;

@@ -310,6 +310,9 @@ CREATE TABLE sheaf_limit_weights (
 -- job's run and status would be written at every claim and completion to
 -- speed up a review; a run's failed jobs are read through sheaf_jobs_run_id.
 `,
+	21: `
+-- Nothing: the version changes how PostgreSQL plans its limited claims.
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

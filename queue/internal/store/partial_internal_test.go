@@ -23,14 +23,19 @@ func TestBothStoresCreateTheSameTables(t *testing.T) {
 	require.Equal(t, []string{"sheaf_migrations", "sheaf_jobs", "sheaf_schedules"}, tables(pg, 2))
 }
 
-// Version 16 installs the limited claims as functions built from the claim
-// statements of this package. Once shipped it must not change: a change to
-// those statements that changes this text needs a new version that
-// installs the functions again, and the version 16 text frozen as it was.
+// Versions 16, 19 and 21 install the limited claims as functions built
+// from the claim statements of this package. Once shipped a version must
+// not change: a change to those statements that changes its text needs a
+// new version that installs the functions again, and the shipped texts
+// frozen as they were.
 func TestClaimFunctionsShipped(t *testing.T) {
 	t.Parallel()
-	sum := sha256.Sum256([]byte(migrations[16]))
-	require.Equal(t, claimFunctionsSHA256, hex.EncodeToString(sum[:]))
+	for v, want := range map[int]string{
+		16: "203098b72b96e34a008d2955995b60b8402eeb4734b9461d40379024fe5c432a",
+		19: "1625e1c4ae262d85be639606ae1f83e335c25257a3610852f8c3ba6d9990c860",
+		21: "947e742db32117e5d5fcad9a3c26481901a8279820968c207f39466a29ec7d0c",
+	} {
+		sum := sha256.Sum256([]byte(migrations[v]))
+		require.Equal(t, want, hex.EncodeToString(sum[:]), "schema version %d", v)
+	}
 }
-
-const claimFunctionsSHA256 = "203098b72b96e34a008d2955995b60b8402eeb4734b9461d40379024fe5c432a"

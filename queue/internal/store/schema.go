@@ -426,7 +426,7 @@ CREATE TABLE sheaf_hours_final (
 	// The limited claims in one round trip: see claimFunctions. Never
 	// edit it once shipped (TestClaimFunctionsShipped pins its text): a
 	// change to the claims installs them again in a version of its own.
-	16: fairShareSQL + claimFunctions(false),
+	16: fairShareSQL + claimFunctions(16),
 	17: `
 -- How long a chunked job's latest attempt took over its chunks (see
 -- runner.ChunkTimes), written with its progress after every chunk; NULL
@@ -441,7 +441,7 @@ ALTER TABLE sheaf_runs ADD COLUMN last_finished timestamptz;
 UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_jobs j WHERE j.run_id = r.run_id)
 	WHERE counts IS NOT NULL;
 `,
-	19: weightsSQL + claimFunctions(true),
+	19: weightsSQL + claimFunctions(19),
 	20: `
 -- A run's failed and cancelled jobs, in ID order: the review of a night
 -- lists them and groups their errors, which read the run's few failures
@@ -449,6 +449,9 @@ UPDATE sheaf_runs r SET last_finished = (SELECT max(completed_at) FROM sheaf_job
 -- sheaf_jobs_failed, word for word, as the reads repeat it for SQLite.
 CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
 `,
+	// The limited claims keep a plan for any arguments, rather than plan
+	// every call: see claimFunctions.
+	21: claimFunctions(21),
 }
 
 // weightsSQL is schema version 19's weights of fair share: a key of
@@ -475,7 +478,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 20
+const SchemaVersion = 21
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -322,6 +322,9 @@ CREATE TABLE sheaf_limit_weights (
 -- A run's failed and cancelled jobs, as on PostgreSQL.
 CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('FAILED', 'CANCELLED');
 `,
+	21: `
+-- Nothing: the version changes how PostgreSQL plans its limited claims.
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
