@@ -276,10 +276,10 @@ func (r *Runner) finish(ctx context.Context, ex *Execution, e *Kind, err error, 
 	if wasSuspect {
 		r.suspects.Store(true) // the next may be waiting
 		r.wakeFetch()
-	} else if r.slotFreed.Swap(false) || r.more.Load() && !r.limited.Load() {
-		// Under a limit the flush that writes this result wakes the fetch
-		// once the slot is free in the database (see flush): a claim now
-		// would find it still taken, and hold up that one.
+	} else if r.slotFreed.Swap(false) || r.more.Load() && !r.tight.Load() {
+		// Under a tight limit the flush that writes this result wakes the
+		// fetch once the slot is free in the database (see flush): a
+		// claim now would find it still taken, and hold up that one.
 		r.wakeFetch()
 	}
 }

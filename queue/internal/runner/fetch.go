@@ -115,10 +115,10 @@ func (f *fetcher) claimAll(ctx, jobsCtx context.Context) time.Duration {
 		if free == 0 {
 			return 0 // a finishing job wakes the loop
 		}
-		// Slots a limit's completions freed are claimed at once: the
-		// cooldown waits for more of the runner's own to free up, which
-		// under a binding limit only leaves the freed ones idle.
-		freed := r.slotFreed.Swap(false)
+		// Slots a tight limit's completions freed are claimed at once:
+		// the cooldown waits for more of the runner's own to free up,
+		// which under a binding limit only leaves the freed ones idle.
+		freed := r.slotFreed.Swap(false) && r.tight.Load()
 		if r.more.Load() && free < r.capacity() && !freed {
 			if since := time.Since(f.lastClaim); since < claimCooldown {
 				return claimCooldown - since

@@ -21,7 +21,9 @@ type limitsSeen struct {
 // noteLimits keeps the limits in force, as readPaused read them.
 func (f *fetcher) noteLimits(ls []store.Limit) {
 	seen := limitsSeen{queues: map[string]bool{}}
+	tight := false
 	for _, l := range ls {
+		tight = tight || l.Concurrency > 0 && l.Concurrency <= f.r.cfg.Workers
 		seen.fair = seen.fair || l.Fair
 		if l.Scope == store.ScopeQueue {
 			seen.queues[l.Target] = true
@@ -31,6 +33,7 @@ func (f *fetcher) noteLimits(ls []store.Limit) {
 	}
 	f.limits = seen
 	f.r.limited.Store(seen.any || len(seen.queues) > 0)
+	f.r.tight.Store(tight)
 }
 
 // limitedQueue reports whether a limit may touch a claim on queue.

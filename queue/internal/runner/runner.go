@@ -46,6 +46,11 @@ type Runner struct {
 	// limited is set while a limit is in force (see fetcher.noteLimits),
 	// so a completion that frees a limit's slot wakes the claims.
 	limited atomic.Bool
+	// tight is set while a concurrency limit in force allows no more than
+	// this runner's workers (see fetcher.noteLimits): it likely binds, and
+	// its slots are claimed as soon as completions free them, not batched
+	// up as the claims of free workers are.
+	tight atomic.Bool
 	// slotFreed is set when completions freed a limit's slots and woke
 	// the claims, until a fetch finds a worker free: a worker counts as
 	// free only after it sent its result, and a fetch woken before that
