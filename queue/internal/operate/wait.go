@@ -80,10 +80,16 @@ func (j Jobs[R]) Wait(ctx context.Context, notFound error, ids []int64) ([]R, er
 // interrupted returns err, or, if ctx ended while the statement ran, ctx's
 // cause with err beside it: the driver may report a deadline that cut a
 // statement short as a network timeout rather than as the context's error,
-// and a caller tells the two apart with errors.Is.
+// and a caller tells the two apart with errors.Is. A deadline that has
+// passed counts as ended though the context's own timer has not fired yet:
+// a dial bounded by the same deadline can fail first.
 func interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
-		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+	cause := context.Cause(ctx)
+	if d, ok := ctx.Deadline(); cause == nil && ok && !time.Now().Before(d) {
+		cause = context.DeadlineExceeded
+	}
+	if cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w (%w)", cause, err)
 	}
 	return err
 }

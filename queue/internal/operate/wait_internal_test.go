@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,4 +27,18 @@ func TestInterruptedSaysTheContextEnded(t *testing.T) {
 
 	already := errors.Join(context.DeadlineExceeded)
 	require.Same(t, already, interrupted(ctx, already), "an error that says so already is left alone")
+
+	// The deadline passed, and a dial bounded by it failed, before the
+	// context's timer closed Done.
+	late := pastDeadline{context.Background()}
+	require.NoError(t, late.Err())
+	err = interrupted(late, timeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 }
+
+// pastDeadline is a context whose deadline has passed but that is not done
+// yet, as a context.WithTimeout is until its timer fires.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
