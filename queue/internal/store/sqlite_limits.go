@@ -98,7 +98,7 @@ func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues
 		}
 		defer func() { _ = tx.Rollback() }()
 		args := []any{sqliteTime(t), sqliteTime(t.Add(c.Lease)), c.Runner, jsonStrings(queues), c.Queue,
-			jsonStrings(c.ClosedKinds), c.N*limitCandidates, c.N}
+			jsonStrings(c.ClosedKinds), c.N * limitCandidates, c.N}
 		roomy := false
 		if !suspect && !c.Fair {
 			check, err := s.prepared(ctx, sqliteRoomySQL)
