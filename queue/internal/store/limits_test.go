@@ -105,6 +105,51 @@ func TestClaimWithinRate(t *testing.T) {
 	})
 }
 
+// A claim that no limit can cut short (each scope has room for all of it)
+// counts against the limits as one that a limit cuts short: the jobs it
+// starts are running and started for the claims after it.
+func TestClaimWithRoomCountsAgainstTheLimits(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		jobs := make([]store.NewJob, 12)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Kind: "call", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
+			if i >= 6 {
+				jobs[i].Kind = "mail"
+			}
+		}
+		var dest []struct{ ID int64 }
+		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
+		_, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "call", Rate: 5, Period: time.Hour})
+		require.NoError(t, err)
+		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "mail", Concurrency: 5})
+		require.NoError(t, err)
+		conn := st.Hold(false)
+		defer conn.Close()
+		claim := func(n int) int {
+			t.Helper()
+			got, err := conn.Claim(ctx, store.Claim{Queue: "q", N: n, Lease: time.Minute, Runner: "r", Limited: true})
+			require.NoError(t, err)
+			return len(got)
+		}
+		// Room of 5 in both scopes: two claims of 2 (calls) fit whole;
+		// then the last call the rate allows and three mails, then the
+		// two mails left of the limit, then nothing.
+		require.Equal(t, 2, claim(2))
+		require.Equal(t, 2, claim(2))
+		require.Equal(t, 4, claim(4))
+		require.Equal(t, 2, claim(4))
+		require.Zero(t, claim(4))
+		use, err := st.Limits(ctx, db)
+		require.NoError(t, err)
+		got := map[string][2]int{}
+		for _, u := range use {
+			got[u.Target] = [2]int{u.Running, u.Started}
+		}
+		require.Equal(t, map[string][2]int{"call": {5, 5}, "mail": {5, 0}}, got, "running and started")
+	})
+}
+
 // A runner reads the paused queues and the limits in force in one
 // statement: no limit costs a round trip of its own.
 func TestHoldsReadsPausesAndLimitsTogether(t *testing.T) {
