@@ -66,6 +66,7 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 		where, whereArgs = `rescues > 0 AND queue IN (`+qs+`)`, args
 	}
 	applies, appliesArgs := mysqlLimitsFor(queues)
+	rated := false // a limit that applies counts starts: read under the limits' lock, so no other claim changes it
 	return s.claimThen(ctx, func(tx *sql.Tx) ([]int64, error) {
 		rows, err := tx.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+applies+
 			` ORDER BY scope, target FOR UPDATE`, appliesArgs...)
@@ -76,6 +77,7 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 		if err != nil {
 			return nil, err
 		}
+		rated = slices.ContainsFunc(lims, func(l Limit) bool { return l.Rate > 0 })
 		room, err := mysqlRooms(ctx, tx, applies, appliesArgs)
 		if err != nil {
 			return nil, err
@@ -114,6 +116,9 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 		}
 		return mysqlPick(cands, lims, room, weights, c.N), nil
 	}, func(ctx context.Context, tx *sql.Tx, list string) error {
+		if !rated {
+			return nil // no starts to record; a limit's starts go with its rate (see setLimit)
+		}
 		return mysqlStarts(ctx, tx, list, applies, appliesArgs)
 	}, set, setArgs...)
 }
