@@ -187,9 +187,10 @@
 // -count 3 ./queue/`); a limit that never binds ran 0.76 to 0.92 times as
 // many no-op jobs a second as none, median 0.89 of five runs, none 9,500
 // to 12,300 a second (`go test -run '^$' -bench LimitCost -benchtime 3000x
-// -count 5 ./queue/`; on SQLite 0.76 to 0.86 of none's 22,000 to 24,000,
-// on MariaDB 0.82): a limited claim counts the scope's running jobs, and
-// takes its turn under the limits' lock.
+// -count 5 ./queue/`; on SQLite a median of 0.82 of none's 19,000 to
+// 20,000, on MariaDB 0.71 of 12,000 to 16,000, whose limited claim is five
+// statements to a claim's three): a limited claim counts the scope's
+// running jobs, and takes its turn under the limits' lock.
 //
 // # Fair share
 //
