@@ -3,11 +3,12 @@ package console
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sheaf-dev/sheaf/queue/queuetest"
 )
 
 // source is a reading that a test lets finish: each read says it began on
@@ -36,24 +37,6 @@ func (s *source) read(ctx context.Context) (int, error) {
 	}
 }
 
-// fakeClock is a clock that moves when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // getNow reads c with src, answering the reading it starts with a.
 func getNow(t *testing.T, c *cached[int], src *source, ttl time.Duration, a answer) (int, time.Time, error) {
 	t.Helper()
@@ -75,10 +58,10 @@ func getNow(t *testing.T, c *cached[int], src *source, ttl time.Duration, a answ
 
 // readOnce returns a cache on a fake clock, and the source it reads, after
 // a first reading that read 1.
-func readOnce(t *testing.T, ttl time.Duration) (*cached[int], *fakeClock, *source) {
+func readOnce(t *testing.T, ttl time.Duration) (*cached[int], *queuetest.Clock, *source) {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)}
-	c := &cached[int]{now: clock.now}
+	clock := queuetest.NewClock(time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC))
+	c := &cached[int]{now: clock.Now}
 	src := newSource()
 	v, _, err := getNow(t, c, src, ttl, answer{v: 1})
 	require.NoError(t, err)
@@ -102,15 +85,15 @@ func settled(t *testing.T, c *cached[int]) {
 func TestCachedServesStaleWhileItReadsAfresh(t *testing.T) {
 	const ttl = 5 * time.Second
 	c, clock, src := readOnce(t, ttl)
-	first := clock.now()
+	first := clock.Now()
 
-	clock.add(ttl - time.Millisecond)
+	clock.Advance(ttl - time.Millisecond)
 	v, at, err := c.get(context.Background(), ttl, src.read) // no reading: src would block
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 	require.Equal(t, first, at)
 
-	clock.add(2 * ttl)
+	clock.Advance(2 * ttl)
 	for range 3 { // one reading afresh, however many ask
 		v, at, err = c.get(context.Background(), ttl, src.read)
 		require.NoError(t, err)
@@ -133,11 +116,11 @@ func TestCachedServesStaleWhileItReadsAfresh(t *testing.T) {
 func TestCachedReadsTooOldAValueAtOnce(t *testing.T) {
 	const ttl = time.Second
 	c, clock, src := readOnce(t, ttl)
-	clock.add(StaleTTLs * ttl)
+	clock.Advance(StaleTTLs * ttl)
 	v, at, err := getNow(t, c, src, ttl, answer{v: 2})
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
-	require.Equal(t, clock.now(), at)
+	require.Equal(t, clock.Now(), at)
 }
 
 // A reading afresh that fails leaves the value before it, and the next call
@@ -145,7 +128,7 @@ func TestCachedReadsTooOldAValueAtOnce(t *testing.T) {
 func TestCachedKeepsItsValueWhenAReadingAfreshFails(t *testing.T) {
 	const ttl = time.Second
 	c, clock, src := readOnce(t, ttl)
-	clock.add(2 * ttl)
+	clock.Advance(2 * ttl)
 	v, _, err := getNow(t, c, src, ttl, answer{err: errors.New("server gone")})
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
@@ -164,12 +147,12 @@ func TestCachedKeepsItsValueWhenAReadingAfreshFails(t *testing.T) {
 func TestCachedDropsAReadingFromBeforeAClear(t *testing.T) {
 	const ttl = time.Second
 	c, clock, src := readOnce(t, ttl)
-	clock.add(2 * ttl)
+	clock.Advance(2 * ttl)
 	v, _, err := c.get(context.Background(), ttl, src.read)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 	<-src.began // the reading afresh began
-	clock.add(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	c.clear()
 	src.answers <- answer{v: 2} // read before the clear
 	settled(t, c)
