@@ -84,9 +84,17 @@ const limitCandidates = 4
 // locked; a limit that does not bind then costs no more locks than no
 // limit.
 func candLimit(n, cands string) string {
-	return `(SELECT CASE WHEN EXISTS (SELECT 1 FROM room WHERE room.n < ` + n + `)
-	OR EXISTS (SELECT 1 FROM lim WHERE lim.scope = 'key' AND (lim.conc BETWEEN 1 AND ` + n + ` - 1 OR lim.rate BETWEEN 1 AND ` + n + ` - 1))
+	return `(SELECT CASE WHEN ` + limitsMayCut(n) + `
 	THEN ` + cands + ` ELSE ` + n + ` END)`
+}
+
+// limitsMayCut is the SQL condition, after lim and room, that a limit may
+// pass over one of the first n due jobs: a scope in use has less room than
+// n, or a key limit allows fewer than n (a key nothing uses yet has its
+// limit's whole room, see limitPick).
+func limitsMayCut(n string) string {
+	return `EXISTS (SELECT 1 FROM room WHERE room.n < ` + n + `)
+	OR EXISTS (SELECT 1 FROM lim WHERE lim.scope = 'key' AND (lim.conc BETWEEN 1 AND ` + n + ` - 1 OR lim.rate BETWEEN 1 AND ` + n + ` - 1))`
 }
 
 // limitColumns are what the claims read of a limit.
@@ -230,9 +238,9 @@ const weightedTurn = `CASE WHEN k.kind IN (SELECT target FROM lim WHERE scope = 
 	THEN (k.in_key + coalesce((SELECT r.n FROM running r WHERE r.scope = 'key' AND r.target = k.kind AND r.key = k.key), 0) - 0.5)
 		/ coalesce((SELECT w.weight FROM sheaf_limit_weights w WHERE w.target = k.kind AND w.limit_key = k.key), 1) ELSE 1 END`
 
-// pgLim reads the limits in force that apply to a claim on the queues
-// where queueIs (a condition on target) allows.
-func pgLim(queueIs string) string {
+// limItem is the WITH item lim: the limits in force that apply to a claim
+// on the queues where queueIs (a condition on target) allows.
+func limItem(queueIs string) string {
 	return `lim AS (
 	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
 	WHERE ` + activeLimit + ` AND (scope <> 'queue' OR ` + queueIs + `)
@@ -300,7 +308,7 @@ func pgClaimLimited(suspect, cursor, fair, v19 bool) string {
 		with = "WITH RECURSIVE "
 	}
 	return `
-` + with + pgLim(queueIs) + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor, fair) + `, ` +
+` + with + limItem(queueIs) + `, ` + limitUse(ago) + `, ` + limitRoom("least") + `, ` + pgCandidates(where, cursor, fair) + `, ` +
 		limitPick("least", "$2", turn, v19) + `, claimed AS (
 	UPDATE sheaf_jobs j SET ` + set + `
 	FROM pick WHERE j.id = pick.id

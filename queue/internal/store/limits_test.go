@@ -111,15 +111,7 @@ func TestClaimWithinRate(t *testing.T) {
 func TestClaimWithRoomCountsAgainstTheLimits(t *testing.T) {
 	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		ctx := context.Background()
-		jobs := make([]store.NewJob, 12)
-		for i := range jobs {
-			jobs[i] = store.NewJob{Kind: "call", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`}
-			if i >= 6 {
-				jobs[i].Kind = "mail"
-			}
-		}
-		var dest []struct{ ID int64 }
-		require.NoError(t, st.Insert(ctx, db, jobs, &dest))
+		insertKeyed(t, st, db, keyed("call", "", 5, 6), keyed("mail", "", 5, 6))
 		_, err := st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "call", Rate: 5, Period: time.Hour})
 		require.NoError(t, err)
 		_, err = st.SetLimit(ctx, db, store.Limit{Scope: store.ScopeKind, Target: "mail", Concurrency: 5})

@@ -42,10 +42,7 @@ func sqliteClaimLimited(suspect, fair bool) string {
 	// Materialized: SQLite would otherwise compute the use again for
 	// every job it looks at, which took a second for forty jobs.
 	return strings.ReplaceAll(`
-`+with+` lim AS (
-	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
-	WHERE `+activeLimit+` AND (scope <> 'queue' OR `+inList("target", "?4")+`)
-), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, `+cand+` AS (
+`+with+` `+limItem(inList("target", "?4"))+`, `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`, `+cand+` AS (
 	SELECT j.id, j.kind, j.queue, coalesce(j.limit_key, '') AS key, j.priority, j.run_at FROM `+from+`
 	WHERE `+cond+`
 	ORDER BY priority DESC, run_at, id LIMIT `+candLimit("?8", "?7")+`
@@ -55,18 +52,13 @@ WHERE id IN (SELECT id FROM pick)
 RETURNING `+sqliteClaimColumns+place, " AS (", " AS MATERIALIZED (")
 }
 
-// sqliteRoomySQL is whether no limit in force on the queues ?4 can forbid
-// any of the first ?8 due jobs (candLimit's test, ?1 now): then a plain
-// claim (sqliteClaimSQL) takes what the limited one would, without its
-// ranking of candidates, which cost a limit that never binds a third of
-// the claims' speed.
-var sqliteRoomySQL = strings.ReplaceAll(`WITH lim AS (
-	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits
-	WHERE `+activeLimit+` AND (scope <> 'queue' OR `+inList("target", "?4")+`)
-), `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`
-SELECT NOT EXISTS (SELECT 1 FROM room WHERE room.n < ?8)
-	AND NOT EXISTS (SELECT 1 FROM lim WHERE lim.scope = 'key' AND (lim.conc BETWEEN 1 AND ?8 - 1 OR lim.rate BETWEEN 1 AND ?8 - 1))
-	AND NOT EXISTS (SELECT 1 FROM lim WHERE lim.fair)`, " AS (", " AS MATERIALIZED (")
+// sqliteRoomySQL is whether no limit in force on the queues ?4 can pass
+// over any of the first ?8 due jobs (limitsMayCut, ?1 now): then a plain
+// claim (sqliteClaimSQL) takes what the limited one that does not take
+// turns would, without its ranking of candidates, which cost a limit that
+// never binds a third of the claims' speed.
+var sqliteRoomySQL = strings.ReplaceAll(`WITH `+limItem(inList("target", "?4"))+`, `+limitUse(sqliteAgo)+`, `+limitRoom("min")+`
+SELECT NOT (`+limitsMayCut("?8")+`)`, " AS (", " AS MATERIALIZED (")
 
 // sqliteStartsSQL records the starts of the jobs ?2 (JSON IDs) at ?1 in
 // their rate-limited scopes, and sqliteForgetStartsSQL deletes the starts
@@ -97,8 +89,8 @@ func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		args := []any{sqliteTime(t), sqliteTime(t.Add(c.Lease)), c.Runner, jsonStrings(queues), c.Queue,
-			jsonStrings(c.ClosedKinds), c.N * limitCandidates, c.N}
+		now, until, closed := sqliteTime(t), sqliteTime(t.Add(c.Lease)), jsonStrings(c.ClosedKinds)
+		args := []any{now, until, c.Runner, jsonStrings(queues), c.Queue, closed, c.N * limitCandidates, c.N}
 		roomy := false
 		if !suspect && !c.Fair {
 			check, err := s.prepared(ctx, sqliteRoomySQL)
@@ -111,7 +103,7 @@ func (s *sqlite) claimLimited(ctx context.Context, c Claim, suspect bool, queues
 		}
 		var rows *sql.Rows
 		if roomy {
-			rows, err = tx.QueryContext(ctx, sqliteClaimSQL, args[0], args[1], c.Runner, c.Queue, args[5], c.N)
+			rows, err = tx.QueryContext(ctx, sqliteClaimSQL, now, until, c.Runner, c.Queue, closed, c.N)
 		} else {
 			stmt, perr := s.prepared(ctx, query)
 			if perr != nil {
