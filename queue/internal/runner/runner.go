@@ -54,7 +54,8 @@ type Runner struct {
 	// slotFreed is set when completions freed a limit's slots and woke
 	// the claims, until a fetch finds a worker free: a worker counts as
 	// free only after it sent its result, and a fetch woken before that
-	// claims nothing; the worker wakes it again.
+	// claims nothing; the worker wakes it again. Under a tight limit the
+	// fetch that takes it claims without the cooldown.
 	slotFreed atomic.Bool
 	// claiming is held from sending a claim until its jobs are in held, so
 	// that the lease keeper, which takes it too, never mistakes a claim in
