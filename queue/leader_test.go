@@ -129,7 +129,10 @@ func TestLeaderKilledMidRoundIsReplaced(t *testing.T) {
 	b.expect(t, fmt.Sprintf("round %d lead-b", next))
 	took := time.Since(dead)
 	t.Logf("lead-b took over %v after lead-a was killed (lease %v)", took, lease)
-	require.Less(t, took, 3*lease, "within about a lease, and room for a loaded machine")
+	// A lease, and seconds of room for a loaded machine (the children
+	// share two cores with the rest of the suite); a takeover that waited
+	// for the default lease (30 s) would not pass.
+	require.Less(t, took, lease+5*time.Second, "within about a lease, and room for a loaded machine")
 	b.expect(t, fmt.Sprintf("round %d lead-b", next+2))
 	b.stop(t)
 

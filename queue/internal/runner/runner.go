@@ -389,11 +389,13 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	var late <-chan time.Time
 	if left := time.Until(deadline); ok && left > 0 {
-		// The cut ends a moment before the deadline, so that what it could
-		// not do is reported here. It may have to wait first for a claim
-		// under way (see supervise), which is bounded by a statement's
-		// timeout, not by the deadline: hence late.
-		r.cutBy.Store(deadline.Add(-margin / 20).UnixNano())
+		// The cut ends a quarter of the margin before the deadline, so that
+		// what it could not do is reported here: a statement it gives up on
+		// (a row held by another transaction) takes that long to return on
+		// a loaded machine. It may have to wait first for a claim under way
+		// (see supervise), which is bounded by a statement's timeout, not
+		// by the deadline: hence late.
+		r.cutBy.Store(deadline.Add(-margin / 4).UnixNano())
 		t := time.NewTimer(left)
 		defer t.Stop()
 		late = t.C
