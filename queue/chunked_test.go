@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -337,7 +336,7 @@ func TestChunkedStopOutOfTimeLeavesTheCleanupToTheNextAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	<-inChunk2
-	stopOutOfTime(t, r, 3*time.Second) // a margin of 600 ms for the put-back, on a loaded machine too
+	stopOutOfTime(t, r, stopDeadline)
 	requirePutBack(t, e, id)
 	close(putBack)
 	<-r.Done()

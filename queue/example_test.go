@@ -285,7 +285,7 @@ func Example_runner() {
 // their attempts uncounted, for another runner to take. Choose a grace
 // period shorter than the time your orchestrator waits before it kills the
 // process (Kubernetes: 30 s after SIGTERM, by default); this example gives
-// one second.
+// five seconds, of which the last second is for putting jobs back.
 func ExampleRunner_Stop() {
 	// Done when the process is asked to stop.
 	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -316,7 +316,7 @@ func ExampleRunner_Stop() {
 	<-started
 	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM) // as the deployment would
 	<-signalled.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := runner.Stop(ctx); err != nil {
 		fmt.Println(err) // the jobs it cut short, and what became of them

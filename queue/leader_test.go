@@ -204,7 +204,9 @@ func TestCutOffLeaderStopsItsTasksBeforeAnotherLeads(t *testing.T) {
 	pgtest.PostgresOnly(t, "a TCP proxy cuts the connection to the server")
 	t.Parallel()
 	e := newEnv(t, nil)
-	const lease = 1500 * time.Millisecond
+	// Long enough that a loaded machine's delays stay well inside the
+	// third of it between the last renewal and the task's deadline.
+	const lease = 4500 * time.Millisecond
 	s := newSpans()
 	co := startCutOff(t, e, queue.WithLease(lease), queue.WithMaintenance(s.task("cut-off")))
 	require.Equal(t, "cut-off", <-s.started)

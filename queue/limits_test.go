@@ -20,11 +20,27 @@ import (
 )
 
 // limitedJob takes Ms milliseconds; with Hang, in a child process, it
-// blocks until its context ends. Its partition key is Key.
+// blocks until its context ends. Its partition key is Key. With Meet, it
+// first waits (up to meetWait) until Meet jobs of its key run at once, as
+// its ledger sees them: a test then knows that a limit of Meet was
+// reached, however long a loaded machine takes to claim the others.
 type limitedJob struct {
 	Key  string
 	Ms   int
 	Hang bool
+	Meet int
+}
+
+// meetWait is how long a limitedJob waits to meet the others: long past
+// what a claim takes, so that a test that finds fewer met has found a
+// limit lower than it should be.
+const meetWait = 10 * time.Second
+
+// meet calls running until it reports at least n or meetWait has passed.
+func meet(ctx context.Context, n int, running func() int) {
+	for end := time.Now().Add(meetWait); n > 1 && ctx.Err() == nil && time.Now().Before(end) && running() < n; {
+		time.Sleep(time.Millisecond) // polling a count that other goroutines, or processes, change
+	}
 }
 
 func (limitedJob) Kind() string { return "limited" }
@@ -38,16 +54,39 @@ type span struct {
 	start, end time.Time
 }
 
-// spanLedger is a ledger of handler start and end times.
+// spanLedger is a ledger of handler start and end times, and of the
+// handlers running now, by key.
 type spanLedger struct {
 	mu  sync.Mutex
 	all []span
+	now map[string]int
 }
 
-func (l *spanLedger) add(s span) {
+// begin counts a handler of key as running.
+func (l *spanLedger) begin(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.all = append(l.all, s)
+	if l.now == nil {
+		l.now = map[string]int{}
+	}
+	l.now[key]++
+}
+
+// running is how many handlers of key run now.
+func (l *spanLedger) running(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.now[key]
+}
+
+// end counts a handler of key as no longer running and adds its span s.
+func (l *spanLedger) end(key string, s span) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now[key]--
+	if !s.end.IsZero() {
+		l.all = append(l.all, s)
+	}
 }
 
 func (l *spanLedger) list() []span {
@@ -104,13 +143,15 @@ func registerLimited(l *spanLedger, opts ...queue.RegisterOption) func(*queue.Re
 	return func(r *queue.Registry) {
 		must(queue.Register(r, queue.HandlerFunc[limitedJob](func(ctx context.Context, j *queue.Job[limitedJob]) error {
 			s := span{id: j.ID, key: j.Args.Key, start: time.Now()}
+			l.begin(s.key)
+			defer func() { l.end(s.key, s) }()
+			meet(ctx, j.Args.Meet, func() int { return l.running(s.key) })
 			select {
 			case <-time.After(time.Duration(j.Args.Ms) * time.Millisecond):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 			s.end = time.Now()
-			l.add(s)
 			return nil
 		}), opts...))
 	}
@@ -134,8 +175,11 @@ func TestKeyLimitHoldsAcrossRunners(t *testing.T) {
 	t.Parallel()
 	var l spanLedger
 	e := newEnv(t, registerLimited(&l, queue.KeyLimit(limitKey, queue.Limits{Concurrency: 2})))
-	enqueueLimited(t, e.client, 30, limitedJob{Key: "a", Ms: 10})
-	enqueueLimited(t, e.client, 12, limitedJob{Key: "b", Ms: 10})
+	// Each key's first job waits to meet a second: the limit is reached.
+	enqueueLimited(t, e.client, 1, limitedJob{Key: "a", Ms: 10, Meet: 2})
+	enqueueLimited(t, e.client, 29, limitedJob{Key: "a", Ms: 10})
+	enqueueLimited(t, e.client, 1, limitedJob{Key: "b", Ms: 10, Meet: 2})
+	enqueueLimited(t, e.client, 11, limitedJob{Key: "b", Ms: 10})
 	for i := range 3 {
 		e.runner(t, queue.WithRunnerID(fmt.Sprint("r", i)), queue.WithWorkers(4))
 	}
@@ -167,12 +211,13 @@ func TestKeyLimitHoldsAcrossRunners(t *testing.T) {
 	require.False(t, use[0].Reached())
 }
 
-// A kind limited to five starts per 400 ms, worked by two runners, starts
-// no more than five in any 400 ms, as the jobs' start times in the
-// database say, and is held back: fifteen jobs take at least two periods.
+// A kind limited to five starts per 2 s, worked by two runners, starts no
+// more than five in any 2 s, as the jobs' start times in the database say,
+// and is held back: fifteen jobs take at least two periods. (A period long
+// enough for a loaded machine to start five within it.)
 func TestRateLimitHoldsAcrossRunners(t *testing.T) {
 	t.Parallel()
-	const per = 400 * time.Millisecond
+	const per = 2 * time.Second
 	var l spanLedger
 	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Rate: 5, Per: per})))
 	enqueueLimited(t, e.client, 15, limitedJob{Ms: 1})
@@ -202,7 +247,8 @@ func TestLimitChangedAtRunTime(t *testing.T) {
 	e := newEnv(t, registerLimited(&l, queue.KindLimit(queue.Limits{Concurrency: 1})))
 	e.runner(t, queue.WithWorkers(4))
 	require.NoError(t, e.client.SetLimit(ctx, queue.Limit{Scope: queue.ScopeKind, Target: "limited", Concurrency: 3, By: "ops"}))
-	enqueueLimited(t, e.client, 12, limitedJob{Ms: 30})
+	enqueueLimited(t, e.client, 1, limitedJob{Ms: 30, Meet: 3})
+	enqueueLimited(t, e.client, 11, limitedJob{Ms: 30})
 	e.events.Wait(t, queue.EventCompleted, 0, 12)
 	require.Equal(t, 3, maxRunning(l.list(), ""), "the operator's three, not the declared one")
 
@@ -283,6 +329,13 @@ func ledgerSpan(ctx context.Context, db *gorm.DB, j *queue.Job[limitedJob], inCh
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	meet(ctx, j.Args.Meet, func() int {
+		var n int
+		if db.WithContext(ctx).Raw("SELECT count(*) FROM limit_ledger WHERE key = ? AND ended IS NULL", j.Args.Key).Scan(&n).Error != nil {
+			return 0
+		}
+		return n
+	})
 	select {
 	case <-time.After(time.Duration(j.Args.Ms) * time.Millisecond):
 	case <-ctx.Done():
@@ -330,8 +383,10 @@ func TestKeyLimitHoldsAcrossProcesses(t *testing.T) {
 	e := limitLedgerEnv(t)
 	a := startChild(t, e.db.DSN, "limits-a", 30*time.Second, e.events, childLimitsEnv+"=1")
 	b := startChild(t, e.db.DSN, "limits-b", 30*time.Second, e.events, childLimitsEnv+"=1")
-	enqueueLimited(t, e.client, 40, limitedJob{Key: "a", Ms: 15})
-	enqueueLimited(t, e.client, 20, limitedJob{Key: "b", Ms: 15})
+	enqueueLimited(t, e.client, 1, limitedJob{Key: "a", Ms: 15, Meet: 2})
+	enqueueLimited(t, e.client, 39, limitedJob{Key: "a", Ms: 15})
+	enqueueLimited(t, e.client, 1, limitedJob{Key: "b", Ms: 15, Meet: 2})
+	enqueueLimited(t, e.client, 19, limitedJob{Key: "b", Ms: 15})
 	parent := e.runner(t, queue.WithRunnerID("limits-parent"), queue.WithWorkers(testWorkers))
 	e.events.Wait(t, queue.EventCompleted, 0, 60)
 	a.stop(t)

@@ -145,14 +145,16 @@ func TestLeaseRenewedSoonAfterAPartitionHeals(t *testing.T) {
 		<-release
 		return nil
 	}))
-	// Renewed every 3 s, each try bounded by 0.9 s; no polls, whose failed
-	// claims would ask for renewals too.
-	co := startCutOff(t, e, queue.WithLease(9*time.Second), queue.WithPollInterval(time.Hour))
+	// Renewed every 5 s, each try bounded by 1.5 s: the third failure is
+	// at about 10 s, which leaves a loaded machine 5 s to renew once the
+	// partition heals. No polls, whose failed claims would ask for renewals
+	// too.
+	co := startCutOff(t, e, queue.WithLease(15*time.Second), queue.WithPollInterval(time.Hour))
 	id := enqueue(t, e, report{})
 	e.events.Wait(t, queue.EventStarted, id, 1)
 	e.runner(t, queue.WithRunnerID("rescuer"), queue.WithRescueInterval(50*time.Millisecond))
 	co.proxy.Partition()
-	co.logs.wait(t, "queue: lease renewal failed", 3) // the renewal at 3 s, and two more tries
+	co.logs.wait(t, "queue: lease renewal failed", 3) // the renewal at 5 s, and two more tries
 	co.proxy.Heal()
 	co.logs.wait(t, "queue: lease renewal works again", 1)
 	close(release)
@@ -173,9 +175,9 @@ func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}))
-	// A 9 s lease: 9 s of retries, were it not stopping, and statements
-	// bounded at 1.5 s.
-	co := startCutOff(t, e, queue.WithLease(9*time.Second))
+	// An 18 s lease: 18 s of retries, were it not stopping, statements
+	// bounded at 3 s, and a resignation at 6 s.
+	co := startCutOff(t, e, queue.WithLease(18*time.Second))
 	id := enqueue(t, e, report{})
 	e.events.Wait(t, queue.EventStarted, id, 1)
 	co.proxy.Partition()
@@ -184,7 +186,7 @@ func TestStopOutOfTimeWhileCutOffReturnsAndUnwinds(t *testing.T) {
 	require.ErrorIs(t, co.runner.Stop(ctx), context.DeadlineExceeded)
 	select {
 	case <-co.runner.Done():
-	case <-time.After(7 * time.Second): // one statement timeout for each stage, with room to spare, and less than a lease
+	case <-time.After(14 * time.Second): // one statement timeout for each stage, with room to spare, and less than a lease
 		t.Fatal("the runner kept retrying after Stop ran out of time")
 	}
 	require.Equal(t, queue.StatusProcessing, e.status(t, id), "left for the rescuer")

@@ -62,7 +62,7 @@ func TestStopOutOfTimeRequeuesWithoutBurningAnAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	<-started
-	stopOutOfTime(t, r, 3*time.Second) // a margin of 600 ms for the put-back, on a loaded machine too
+	stopOutOfTime(t, r, stopDeadline)
 	requirePutBack(t, e, id)
 	require.ErrorIs(t, <-causes, queue.ErrStopping)
 	<-r.Done()
@@ -120,6 +120,11 @@ func TestStopUnderContinuousEnqueue(t *testing.T) {
 	require.Zero(t, e.db.Count(t, "SELECT count(*) FROM sheaf_jobs WHERE status = 'QUEUED' AND attempts > 0"),
 		"requeued jobs kept their attempt count at zero")
 }
+
+// stopDeadline is the deadline the tests that stop out of time give Stop:
+// its margin is 1.2 s, of which the cut has 900 ms to put the jobs back
+// and 300 ms to return, room a loaded machine needs.
+const stopDeadline = 6 * time.Second
 
 // stopOutOfTime stops r with a deadline d away, while jobs run that take
 // longer, and requires that Stop returned before its deadline, saying
@@ -312,7 +317,7 @@ func TestStopDoesNotWaitForHandlersThatIgnoreCancellation(t *testing.T) {
 	<-politeStarted
 	<-stubbornStarted
 
-	stopOutOfTime(t, a, 3*time.Second) // whatever the handlers do
+	stopOutOfTime(t, a, stopDeadline) // whatever the handlers do
 	requirePutBack(t, e, polite, stubborn)
 	select {
 	case <-a.Done():
@@ -441,7 +446,7 @@ func TestAProcessThatExitsWhenStopReturnsStrandsNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := ledgerEnv(t)
-			c := startChild(t, e.db.DSN, "exiting", 30*time.Second, nil, childStopMS+"=3000")
+			c := startChild(t, e.db.DSN, "exiting", 30*time.Second, nil, fmt.Sprintf("%s=%d", childStopMS, stopDeadline.Milliseconds()))
 			jobs := make([]queue.Params, testWorkers) // one per worker, all running at once
 			for i := range jobs {
 				jobs[i] = queue.Params{Args: args}

@@ -52,7 +52,7 @@ func TestRelayPublishesEachJobsEventsInOrder(t *testing.T) {
 		dead.Job.ID:      {"created", "failed"},
 		cancelled.Job.ID: {"created", "cancelled"},
 	}
-	require.Eventually(t, func() bool { return len(b.messages()) == 9 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(b.messages()) == 9 }, time.Minute, 5*time.Millisecond)
 	msgs := b.messages()
 	require.Equal(t, want, byJob(t, msgs))
 	for i, e := range events(t, msgs) {
@@ -234,7 +234,7 @@ func TestRelayInBinaryModeWithStarts(t *testing.T) {
 	require.NoError(t, err)
 
 	queuetest.StartRunner(t, c, queue.WithMaintenance(relay), queue.WithLogger(quiet()), queue.WithPollInterval(10*time.Millisecond))
-	require.Eventually(t, func() bool { return len(b.messages()) == 8 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(b.messages()) == 8 }, time.Minute, 5*time.Millisecond)
 	got := map[int64][]string{}
 	for _, m := range b.messages() {
 		var d bridge.Data

@@ -85,7 +85,7 @@ func TestConsumerEnqueuesOnceAndDeadLettersThePoison(t *testing.T) {
 	k, _ := consumer(t, kc.ListenAddrs(), c, 0)
 	require.NoError(t, k.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, k.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return count(t, c) == 29 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return count(t, c) == 29 }, time.Minute, 5*time.Millisecond)
 
 	jobs, err := c.List(context.Background(), queue.Filter{})
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestConsumerHoldsBackWhileTooManyAreQueued(t *testing.T) {
 	k, _ := consumer(t, kc.ListenAddrs(), c, 10)
 	require.NoError(t, k.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, k.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return count(t, c) >= 10 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return count(t, c) >= 10 }, time.Minute, 5*time.Millisecond)
 	require.Never(t, func() bool { return count(t, c) > 10+7 }, 300*time.Millisecond, 10*time.Millisecond,
 		"at most one batch past the maximum")
 
@@ -126,7 +126,7 @@ func TestConsumerHoldsBackWhileTooManyAreQueued(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return count(t, c) == 40 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return count(t, c) == 40 }, time.Minute, 5*time.Millisecond)
 }
 
 func TestNewConsumerRefusesAnIncompleteConfig(t *testing.T) {

@@ -30,7 +30,7 @@ func TestConsumerEnqueuesOnceAndDeadLettersThePoison(t *testing.T) {
 	k := f.consumer()
 	require.NoError(t, k.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, k.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return f.count() == 19 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return f.count() == 19 }, time.Minute, 5*time.Millisecond)
 	jobs, err := f.c.List(ctx, queue.Filter{})
 	require.NoError(t, err)
 	keys := map[string]bool{}
@@ -44,7 +44,7 @@ func TestConsumerEnqueuesOnceAndDeadLettersThePoison(t *testing.T) {
 	require.Eventually(t, func() bool {
 		info, err := dead.Info(ctx)
 		return err == nil && info.State.Msgs >= 1
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	m, err := dead.GetMsg(ctx, 1)
 	require.NoError(t, err)
 	require.Contains(t, m.Header.Get(nats.ReasonHeader), "not a job request")

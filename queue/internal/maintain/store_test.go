@@ -45,7 +45,7 @@ func TestLeadersOnTheStores(t *testing.T) {
 			_, err = st.Migrate(context.Background())
 			require.NoError(t, err)
 
-			const lease = 1500 * time.Millisecond // a third of it, 500 ms, is the margin of a loaded machine
+			const lease = 3 * time.Second // a third of it, 1 s, is the margin of a loaded machine
 			ctx := context.Background()
 			o := newOverlap()
 			ea, eb := &cuttable{Elector: st}, &cuttable{Elector: st}
