@@ -241,20 +241,37 @@ func (b *Browser) Run(t testing.TB, actions ...chromedp.Action) {
 
 // Wait waits, up to a minute, until the JavaScript expression expr is
 // true in the tab, across navigations: an evaluation that a navigation
-// interrupts is tried again in the page that follows.
+// interrupts is tried again in the page that follows. If it fails, the
+// test's log has the page's text.
 func (b *Browser) Wait(t testing.TB, expr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.Ctx, time.Minute)
 	defer cancel()
 	for {
-		err := chromedp.Run(ctx, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond)))
+		// No timeout of the poll's own (30 s by default): ctx's minute.
+		err := chromedp.Run(ctx, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond),
+			chromedp.WithPollingTimeout(0)))
 		if err == nil {
 			return
 		}
 		if ctx.Err() != nil || !navigated(err) {
+			b.logText(t)
 			t.Fatalf("browsertest: waiting for %s: %v", expr, err)
 		}
 	}
+}
+
+// logText logs the text of the tab's page, for a test that failed on it.
+func (b *Browser) logText(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
+	defer cancel()
+	var text string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.body ? document.body.innerText : ""`, &text)); err != nil {
+		t.Logf("browsertest: the page's text could not be read: %v", err)
+		return
+	}
+	t.Logf("browsertest: the page's text:\n%s", text)
 }
 
 // navigated reports whether err says the page went away as it was
