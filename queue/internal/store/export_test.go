@@ -22,3 +22,11 @@ const SQLiteCopyRows = copyRows
 func PruneCandidates(st Store, p Prune) (q string, args []any, ok bool) {
 	return keepingOf(st).candidatesSQL(p)
 }
+
+// MySQLBatches reports whether st, the MariaDB store, sends several
+// statements in one call, and whether its transactions leave their
+// isolation to the session's.
+func MySQLBatches(st Store) (multi, sessionIsolation bool) {
+	s := st.(*mysql)
+	return s.multi, s.txOpts == nil
+}

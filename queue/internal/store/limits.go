@@ -384,6 +384,12 @@ const claimedTypes = `c_id bigint, c_kind text, c_queue text, c_priority smallin
 // scanLimits reads rows of limitColumns.
 func scanLimits(rows *sql.Rows) ([]Limit, error) {
 	defer rows.Close()
+	return readLimits(rows)
+}
+
+// readLimits reads rows of limitColumns, leaving rows open: they may
+// hold the results of statements after theirs.
+func readLimits(rows *sql.Rows) ([]Limit, error) {
 	var out []Limit
 	for rows.Next() {
 		var l Limit

@@ -49,6 +49,14 @@ type mysql struct {
 	noInfile atomic.Bool
 	// loads counts Copy's calls that LOAD DATA stored, which tests read.
 	loads atomic.Int64
+	// txOpts are the options of the store's transactions: none if the
+	// connection's sessions are at READ COMMITTED already (mysqldb's DSN
+	// sets it), which saves each a statement.
+	txOpts *sql.TxOptions
+	// multi is set if the connection takes several statements in one call,
+	// their arguments interpolated on the client (mysqldb's DSN allows
+	// both): see batch.
+	multi bool
 }
 
 var (
@@ -77,7 +85,8 @@ func openMySQL(gdb *gorm.DB, db *sql.DB) (*mysql, error) {
 			ErrUnsupported, nowVal)
 	}
 	var where sql.NullString
-	if err := db.QueryRow("SELECT CONCAT(@@hostname, ':', @@port, '/', DATABASE())").Scan(&where); err != nil {
+	var isolation string
+	if err := db.QueryRow("SELECT CONCAT(@@hostname, ':', @@port, '/', DATABASE()), @@tx_isolation").Scan(&where, &isolation); err != nil {
 		return nil, err
 	}
 	if !where.Valid {
@@ -90,7 +99,13 @@ func openMySQL(gdb *gorm.DB, db *sql.DB) (*mysql, error) {
 		h = &hub{}
 		mysqlHubs[where.String] = h
 	}
-	return &mysql{gdb: gdb, db: db, hub: h}, nil
+	s := &mysql{gdb: gdb, db: db, hub: h, txOpts: readCommitted}
+	if isolation == "READ-COMMITTED" {
+		s.txOpts = nil
+	}
+	var one int
+	s.multi = db.QueryRow("SELECT ?; SELECT 2", 1).Scan(&one) == nil && one == 1
+	return s, nil
 }
 
 func (*mysql) Dialect() string { return "mysql" }
@@ -133,7 +148,7 @@ func (s *mysql) tell(tx *gorm.DB, jobs []due) {
 
 // sqlTx runs fn in a transaction of database/sql at READ COMMITTED.
 func (s *mysql) sqlTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, readCommitted)
+	tx, err := s.db.BeginTx(ctx, s.txOpts)
 	if err != nil {
 		return err
 	}
@@ -267,4 +282,75 @@ func lockName(key string) string {
 func (s *mysql) LockGroup(tx *gorm.DB, key string) error {
 	return tx.Exec("INSERT INTO sheaf_leader (name, holder, expires_at) VALUES (?, '', '2000-01-01') ON DUPLICATE KEY UPDATE name = name",
 		lockName(key)).Error
+}
+
+// mysqlStmt is a statement of a batch: its SQL and arguments, and, if it
+// returns rows (a SELECT), read, which reads them and leaves them open.
+type mysqlStmt struct {
+	query string
+	args  []any
+	read  func(*sql.Rows) error
+}
+
+// batch runs stmts in tx, in their order: in one round trip if the
+// connection takes several statements in a call (s.multi), else one by
+// one. Either way a statement that fails ends the batch with its error.
+func (s *mysql) batch(ctx context.Context, tx *sql.Tx, stmts ...mysqlStmt) error {
+	if !s.multi || len(stmts) == 1 {
+		for _, st := range stmts {
+			if st.read == nil {
+				if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+					return err
+				}
+				continue
+			}
+			rows, err := tx.QueryContext(ctx, st.query, st.args...)
+			if err != nil {
+				return err
+			}
+			err = st.read(rows)
+			if err = errors.Join(err, rows.Close()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	queries, args, reads := make([]string, len(stmts)), []any(nil), 0
+	for i, st := range stmts {
+		queries[i], args = st.query, append(args, st.args...)
+		if st.read != nil {
+			reads++
+		}
+	}
+	query := strings.Join(queries, ";\n")
+	if reads == 0 {
+		_, err := tx.ExecContext(ctx, query, args...)
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	// The driver passes over the results of statements that return no
+	// rows: the first result is the first SELECT's.
+	first := true
+	for _, st := range stmts {
+		if st.read == nil {
+			continue
+		}
+		if !first && !rows.NextResultSet() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return errors.New("store: a batch of statements returned fewer results than it has SELECTs")
+		}
+		first = false
+		if err := st.read(rows); err != nil {
+			return err
+		}
+	}
+	for rows.NextResultSet() { // to the error of a statement after the last SELECT, if one failed
+	}
+	return rows.Err()
 }

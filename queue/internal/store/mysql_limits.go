@@ -68,20 +68,22 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 	applies, appliesArgs := mysqlLimitsFor(queues)
 	rated := false // a limit that applies counts starts: read under the limits' lock, so no other claim changes it
 	return s.claimThen(ctx, func(tx *sql.Tx) ([]int64, error) {
-		rows, err := tx.QueryContext(ctx, `SELECT `+limitColumns+` FROM sheaf_limits WHERE `+applies+
-			` ORDER BY scope, target FOR UPDATE`, appliesArgs...)
-		if err != nil {
-			return nil, err
-		}
-		lims, err := scanLimits(rows)
-		if err != nil {
+		// The limits locked, then their rooms read, in one batch: each
+		// statement at READ COMMITTED sees what committed before it began,
+		// so the rooms are read after the claims that held the lock.
+		var lims []Limit
+		var room map[mysqlScope]mysqlRoom
+		if err := s.batch(ctx, tx, mysqlStmt{
+			query: `SELECT ` + limitColumns + ` FROM sheaf_limits WHERE ` + applies + ` ORDER BY scope, target FOR UPDATE`,
+			args:  appliesArgs,
+			read: func(rows *sql.Rows) (err error) {
+				lims, err = readLimits(rows)
+				return err
+			},
+		}, mysqlRooms(applies, appliesArgs, &room)); err != nil {
 			return nil, err
 		}
 		rated = slices.ContainsFunc(lims, func(l Limit) bool { return l.Rate > 0 })
-		room, err := mysqlRooms(ctx, tx, applies, appliesArgs)
-		if err != nil {
-			return nil, err
-		}
 		closed, closedArgs := notIn("kind", c.ClosedKinds)
 		full, fullArgs := mysqlFull(room)
 		cond := `status = 'QUEUED' AND ` + where + ` AND run_at <= ` + mysqlNow + closed + full
@@ -115,11 +117,11 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 			return nil, err
 		}
 		return mysqlPick(cands, lims, room, weights, c.N), nil
-	}, func(ctx context.Context, tx *sql.Tx, list string) error {
+	}, func(list string) []mysqlStmt {
 		if !rated {
 			return nil // no starts to record; a limit's starts go with its rate (see setLimit)
 		}
-		return mysqlStarts(ctx, tx, list, applies, appliesArgs)
+		return mysqlStarts(list, applies, appliesArgs)
 	}, set, setArgs...)
 }
 
@@ -128,42 +130,35 @@ func (s *mysql) claimLimited(ctx context.Context, c Claim, suspect bool, queues 
 // measured by (a suspect's is its claim's), and deletes the starts that
 // fell out of their period of the limits that apply (the claim's, whose
 // rows it has locked: claims under other limits do not meet on theirs).
-func mysqlStarts(ctx context.Context, tx *sql.Tx, list, applies string, args []any) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sheaf_limit_starts (scope, target, `+"`key`"+`, at)
-		SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, coalesce(c.started_at, `+mysqlNow+`)
+func mysqlStarts(list, applies string, args []any) []mysqlStmt {
+	return []mysqlStmt{{query: `INSERT INTO sheaf_limit_starts (scope, target, ` + "`key`" + `, at)
+		SELECT l.scope, l.target, CASE WHEN l.scope = 'key' THEN coalesce(c.limit_key, '') ELSE '' END, coalesce(c.started_at, ` + mysqlNow + `)
 		FROM sheaf_jobs c JOIN sheaf_limits l ON NOT l.suspended AND l.rate > 0
 			AND (CASE WHEN l.scope = 'queue' THEN c.queue ELSE c.kind END) = l.target
-		WHERE c.id IN (`+list+`)`); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, `DELETE s FROM sheaf_limit_starts s
-		JOIN (SELECT scope, target, period_ms FROM sheaf_limits WHERE `+applies+`) l ON l.scope = s.scope AND l.target = s.target
-		WHERE s.at <= `+mysqlAgo("l.period_ms"), args...)
-	return err
+		WHERE c.id IN (` + list + `)`}, {query: `DELETE s FROM sheaf_limit_starts s
+		JOIN (SELECT scope, target, period_ms FROM sheaf_limits WHERE ` + applies + `) l ON l.scope = s.scope AND l.target = s.target
+		WHERE s.at <= ` + mysqlAgo("l.period_ms"), args: args}}
 }
 
-// mysqlRooms reads the room of each scope in use of the limits that
-// apply, with limitUse and limitRoom.
-func mysqlRooms(ctx context.Context, tx *sql.Tx, applies string, args []any) (map[mysqlScope]mysqlRoom, error) {
-	rows, err := tx.QueryContext(ctx, mysqlSQL(`WITH lim AS (
-	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits WHERE `+applies+`
-), `+limitUse(mysqlAgo)+`, `+limitRoom("LEAST")+`
+// mysqlRooms is the statement that reads the room of each scope in use of
+// the limits that apply, with limitUse and limitRoom, into *out.
+func mysqlRooms(applies string, args []any, out *map[mysqlScope]mysqlRoom) mysqlStmt {
+	return mysqlStmt{query: mysqlSQL(`WITH lim AS (
+	SELECT scope, target, concurrency AS conc, rate, period_ms, fair FROM sheaf_limits WHERE ` + applies + `
+), ` + limitUse(mysqlAgo) + `, ` + limitRoom("LEAST") + `
 SELECT r.scope, r.target, r.key, r.n, coalesce(x.n, 0) FROM room r
-LEFT JOIN running x ON x.scope = r.scope AND x.target = r.target AND x.key = r.key`), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[mysqlScope]mysqlRoom{}
-	for rows.Next() {
-		var k mysqlScope
-		var r mysqlRoom
-		if err := rows.Scan(&k.scope, &k.target, &k.key, &r.n, &r.running); err != nil {
-			return nil, err
+LEFT JOIN running x ON x.scope = r.scope AND x.target = r.target AND x.key = r.key`), args: args, read: func(rows *sql.Rows) error {
+		*out = map[mysqlScope]mysqlRoom{}
+		for rows.Next() {
+			var k mysqlScope
+			var r mysqlRoom
+			if err := rows.Scan(&k.scope, &k.target, &k.key, &r.n, &r.running); err != nil {
+				return err
+			}
+			(*out)[k] = r
 		}
-		out[k] = r
-	}
-	return out, rows.Err()
+		return rows.Err()
+	}}
 }
 
 // mysqlFull is the condition that a job is of no scope without room (as

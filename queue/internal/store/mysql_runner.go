@@ -115,9 +115,10 @@ func (s *mysql) claim(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error
 	return s.claimThen(ctx, pick, nil, set, setArgs...)
 }
 
-// claimThen is claim, calling then, if not nil, with the list of the IDs
-// once set is set on them.
-func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), then func(ctx context.Context, tx *sql.Tx, list string) error,
+// claimThen is claim, running the statements then returns, if not nil,
+// for the list of the IDs once set is set on them. The update, those
+// statements and the read of the rows go in one batch.
+func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, error), then func(list string) []mysqlStmt,
 	set string, setArgs ...any) (out []Claimed, err error) {
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		ids, err := pick(tx)
@@ -125,36 +126,16 @@ func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, e
 			return err
 		}
 		list := ints(ids)
-		if _, err := tx.ExecContext(ctx, "UPDATE sheaf_jobs SET "+set+" WHERE id IN ("+list+")", setArgs...); err != nil {
-			return err
-		}
+		stmts := []mysqlStmt{{query: "UPDATE sheaf_jobs SET " + set + " WHERE id IN (" + list + ")", args: setArgs}}
 		if then != nil {
-			if err := then(ctx, tx, list); err != nil {
+			stmts = append(stmts, then(list)...)
+		}
+		read := mysqlStmt{query: "SELECT " + mysqlClaimColumns + " FROM sheaf_jobs WHERE id IN (" + list + ")",
+			read: func(rows *sql.Rows) (err error) {
+				out, err = readClaimed(rows, out)
 				return err
-			}
-		}
-		rows, err := tx.QueryContext(ctx, "SELECT "+mysqlClaimColumns+" FROM sheaf_jobs WHERE id IN ("+list+")")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var j Claimed
-			var payload, backoff, auth sql.NullString
-			var started sql.NullTime
-			var meta sql.RawBytes
-			if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
-				&j.MaxAttempts, &backoff, &j.CreatedAt, &started, &auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
-				&meta); err != nil {
-				return err
-			}
-			j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
-			if started.Valid {
-				j.StartedAt = &started.Time
-			}
-			out = append(out, j)
-		}
-		if err := rows.Err(); err != nil {
+			}}
+		if err := s.batch(ctx, tx, append(stmts, read)...); err != nil {
 			return err
 		}
 		// In pick's order, which a fair claim's turns set.
@@ -166,6 +147,27 @@ func (s *mysql) claimThen(ctx context.Context, pick func(tx *sql.Tx) ([]int64, e
 		return nil
 	})
 	return out, err
+}
+
+// readClaimed reads rows of mysqlClaimColumns into out, leaving rows open.
+func readClaimed(rows *sql.Rows, out []Claimed) ([]Claimed, error) {
+	for rows.Next() {
+		var j Claimed
+		var payload, backoff, auth sql.NullString
+		var started sql.NullTime
+		var meta sql.RawBytes
+		if err := rows.Scan(&j.ID, &j.Kind, &j.Queue, &j.Priority, &payload, &j.CorrelationID, &j.Attempts, &j.Claims, &j.Rescues,
+			&j.MaxAttempts, &backoff, &j.CreatedAt, &started, &auth, &j.RunAt, &j.RunID, &j.Period, (*idList)(&j.ParentIDs), &j.Total,
+			&meta); err != nil {
+			return out, err
+		}
+		j.Payload, j.Backoff, j.Auth, j.Metadata = bytesOf(payload), bytesOf(backoff), bytesOf(auth), sharedBytes(out, meta)
+		if started.Valid {
+			j.StartedAt = &started.Time
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
 
 // guard is the condition that a row is one of claims keys of jobs ids.
