@@ -135,14 +135,21 @@ func TestClaimWithRoomCountsAgainstTheLimits(t *testing.T) {
 		require.Equal(t, 4, claim(4))
 		require.Equal(t, 2, claim(4))
 		require.Zero(t, claim(4))
-		use, err := st.Limits(ctx, db)
-		require.NoError(t, err)
-		got := map[string][2]int{}
-		for _, u := range use {
-			got[u.Target] = [2]int{u.Running, u.Started}
-		}
-		require.Equal(t, map[string][2]int{"call": {5, 5}, "mail": {5, 0}}, got, "running and started")
+		require.Equal(t, map[string][2]int{"call": {5, 5}, "mail": {5, 0}}, runningAndStarted(t, st, db))
 	})
+}
+
+// runningAndStarted is, for each limit's target, how many jobs run under
+// it and how many started in its period.
+func runningAndStarted(t *testing.T, st store.Store, db *gorm.DB) map[string][2]int {
+	t.Helper()
+	use, err := st.Limits(context.Background(), db)
+	require.NoError(t, err)
+	got := map[string][2]int{}
+	for _, u := range use {
+		got[u.Target] = [2]int{u.Running, u.Started}
+	}
+	return got
 }
 
 // A runner reads the paused queues and the limits in force in one

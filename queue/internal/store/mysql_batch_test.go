@@ -70,13 +70,7 @@ func TestMariaDBClaimsBatchedOrNot(t *testing.T) {
 			}
 			require.Equal(t, slices.Concat(slices.Repeat([]string{"call"}, 5), slices.Repeat([]string{"mail"}, 5),
 				slices.Repeat([]string{"free"}, 3)), kinds)
-			use, err := st.Limits(ctx, gdb)
-			require.NoError(t, err)
-			got := map[string][2]int{}
-			for _, u := range use {
-				got[u.Target] = [2]int{u.Running, u.Started}
-			}
-			require.Equal(t, map[string][2]int{"call": {5, 5}, "mail": {5, 0}}, got, "running and started")
+			require.Equal(t, map[string][2]int{"call": {5, 5}, "mail": {5, 0}}, runningAndStarted(t, st, gdb))
 			// The plain claim, which no limit holds back.
 			insertKeyed(t, st, gdb, keyed("free", "", 1, 2))
 			kinds = nil
