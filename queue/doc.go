@@ -188,9 +188,9 @@
 // many no-op jobs a second as none, median 0.89 of five runs, none 9,500
 // to 12,300 a second (`go test -run '^$' -bench LimitCost -benchtime 3000x
 // -count 5 ./queue/`; on SQLite a median of 0.82 of none's 19,000 to
-// 20,000, on MariaDB 0.71 of 12,000 to 16,000, whose limited claim is five
-// statements to a claim's three): a limited claim counts the scope's
-// running jobs, and takes its turn under the limits' lock.
+// 20,000, on MariaDB 0.80 of 13,000 to 15,000, whose limited claim sends
+// three batches of statements to a claim's two): a limited claim counts
+// the scope's running jobs, and takes its turn under the limits' lock.
 //
 // # Fair share
 //

@@ -15,7 +15,8 @@
 // lacks the INSERT ... RETURNING the queue uses). What differs:
 //
 //   - A claim is a short transaction: SELECT ... FOR UPDATE SKIP LOCKED,
-//     then an UPDATE of the jobs it locked, so any number of processes
+//     then an UPDATE of the jobs it locked and a read of their rows, sent
+//     in one call (the DSN's multiStatements), so any number of processes
 //     claim without taking a job twice.
 //   - MariaDB has no notifications: runners in the process that enqueued
 //     are woken once its transaction commits; runners in other processes
@@ -42,17 +43,19 @@
 //
 // # Throughput
 //
-// On a machine of 2 CPUs shared with other work (a load average of 8 to
-// 10), with MariaDB 10.11's default settings (innodb_flush_log_at_trx_commit=1,
-// a 128 MB buffer pool), in a database of its own:
+// On a machine of 2 CPUs, with MariaDB 10.11's default settings
+// (innodb_flush_log_at_trx_commit=1, a 128 MB buffer pool), in a database
+// of its own:
 //
 //	mysql -e 'CREATE DATABASE sheaf_bench'
 //	go run ./examples/queuebench -store mysql -dsn mysql://root@127.0.0.1:3306/sheaf_bench -jobs 50000
 //
-// EnqueueBulk inserts 25,000 to 56,000 jobs/s, and one runner of 100
-// workers works 4,000 to 8,500 jobs/s; the server spends about 95 µs of
-// CPU per job, inserted and worked (its process's CPU time in /proc across
-// the run). Both rates are bound by the CPU the server gets, not by the
+// EnqueueBulk inserts 47,000 to 71,000 jobs/s, and one runner of 100
+// workers works 11,700 to 14,200 jobs/s (six runs, the machine otherwise
+// idle); shared with other work (a load average of 8 to 10), 25,000 to
+// 56,000 and 4,000 to 8,500. The server spends about 95 µs of CPU per
+// job, inserted and worked (its process's CPU time in /proc across the
+// run). Both rates are bound by the CPU the server gets, not by the
 // queue's round trips or its workers: an UPDATE of a job costs the server
 // 20 to 25 µs per row, most of it rewriting the secondary indexes that
 // hold the job's status, and a job is updated twice, claimed and
