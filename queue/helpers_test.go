@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	// them half idle); an explicit -parallel still wins, as the command
 	// line is parsed after this.
 	_ = flag.Set("test.parallel", "6")
-	goleak.VerifyTestMain(closingExamples{m}, testexit.Option())
+	goleak.VerifyTestMain(testexit.M(closingExamples{m}), testexit.Option())
 }
 
 // closingExamples runs the tests and examples, then closes what the

@@ -118,12 +118,17 @@ func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err err
 	if sqlDB, err = gdb.DB(); err != nil {
 		return "", nil, nil, err
 	}
-	// database/sql keeps two idle connections by default, so tests with many
-	// concurrent workers would spend their time opening connections; the cap
-	// keeps parallel tests within the server's connection limit.
-	sqlDB.SetMaxOpenConns(20)
-	sqlDB.SetMaxIdleConns(20)
+	sizePool(sqlDB)
 	return dsn, gdb, sqlDB, nil
+}
+
+// sizePool sizes a test's pool: database/sql keeps two idle connections by
+// default, so tests with many concurrent workers would spend their time
+// opening connections; the cap keeps parallel tests within the server's
+// connection limit.
+func sizePool(db *sql.DB) {
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(20)
 }
 
 // Count returns the result of a SELECT count(*) query, failing the test on

@@ -17,7 +17,7 @@ import (
 	"github.com/sheaf-dev/sheaf/internal/testexit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
 
 func TestSchemasAreIsolated(t *testing.T) {
 	t.Parallel()

@@ -2,10 +2,13 @@ package pgtest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,7 +59,12 @@ func NewMigratedDB(t testing.TB, key string, migrate Migrate) *DB {
 // schemas are. The kept ones are dropped as the process ends
 // (testexit.Exit). A test sees one difference from a new schema: the
 // planner's statistics of a table emptied by DELETE, so tests that read
-// plans use New.
+// plans use New. A test's pool of connections (DB.SQL) waits with its
+// schema for the next test, if nothing in it is in use and the binary's
+// TestMain wraps its tests with testexit.M, which closes the pools before
+// goleak looks for their goroutines: each new connection costs the server
+// a backend's start, which a whole run's tests spent tens of seconds of
+// CPU on.
 func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
 	t.Helper()
 	base := BaseDSN()
@@ -69,16 +77,47 @@ func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
 		}
 		t.Fatalf("pgtest: %v", err)
 	}
-	dsn, gdb, sqlDB, err := open(base, s.name)
-	if err != nil {
-		p.give(t, s)
-		t.Fatalf("pgtest: %v", err)
+	db := s.parked
+	s.parked = nil
+	if db == nil {
+		db = &DB{Schema: s.name}
+		if db.DSN, db.Gorm, db.SQL, err = open(base, s.name); err != nil {
+			p.give(t, s, nil)
+			t.Fatalf("pgtest: %v", err)
+		}
+	} else {
+		sizePool(db.SQL) // as open sizes it, whatever the last test did
+		db.SQL.SetConnMaxLifetime(0)
+		db.SQL.SetConnMaxIdleTime(0)
 	}
-	t.Cleanup(func() {
-		_ = sqlDB.Close()
-		p.give(t, s)
-	})
-	return &DB{Schema: s.name, DSN: dsn, Gorm: gdb, SQL: sqlDB}
+	t.Cleanup(func() { p.give(t, s, db) })
+	return db
+}
+
+// parkedIdle is how many idle connections a schema's pool keeps while the
+// schema waits for its next test.
+const parkedIdle = 4
+
+// parking reports whether a schema's pool may wait with it for the next
+// test: if the binary closes the pools before goleak looks for their
+// goroutines (testexit.M).
+var parking = sync.OnceValue(func() bool { return testexit.BeforeCheck(reused.closePools) })
+
+// closePools closes the pools of the schemas waiting for a test.
+func (r *schemas) closePools() {
+	r.mu.Lock()
+	pools := slices.Collect(maps.Values(r.pools))
+	r.mu.Unlock()
+	for _, p := range pools {
+		p.mu.Lock()
+		for _, s := range p.free {
+			if s.parked != nil {
+				_ = s.parked.SQL.Close()
+				s.parked = nil
+			}
+		}
+		p.mu.Unlock()
+	}
 }
 
 // errNoServer wraps a failed connection to the server.
@@ -238,6 +277,9 @@ type schema struct {
 	seedTables      []string
 	// reset deletes the rows and restarts the sequences.
 	reset string
+	// parked is the last test's pool of connections to the schema, which
+	// the next test takes, if it was kept (see give).
+	parked *DB
 }
 
 // get returns a kept schema of the pool, or makes one.
@@ -297,19 +339,40 @@ func migrateOn(schema string, migrate Migrate) error {
 	return errors.Join(migrate(gdb), sqlDB.Close())
 }
 
-// give takes back a test's schema: it keeps it for the next test if it can
-// reset it, and drops it otherwise.
-func (p *pool) give(t testing.TB, s *schema) {
+// give takes back a test's schema, and db, the test's pool of connections
+// to it (nil if none was opened): it keeps the schema for the next test if
+// it can reset it, and drops it otherwise. The pool waits with the schema
+// if parking allows and nothing in it is in use; otherwise it is closed
+// (as the test may have closed it).
+func (p *pool) give(t testing.TB, s *schema, db *DB) {
+	keep := db != nil && s.alike && parking() && db.SQL.Stats().InUse == 0 && ping(db.SQL) == nil
+	open := 0
+	if keep {
+		db.SQL.SetMaxIdleConns(parkedIdle)
+		open = db.SQL.Stats().OpenConnections
+	} else if db != nil {
+		_ = db.SQL.Close()
+	}
 	if s.alike {
-		ok, err := p.clean(s)
+		ok, err := p.clean(s, open)
 		if err == nil && ok {
 			p.mu.Lock()
-			if p.all[s] {
+			kept := p.all[s]
+			if kept {
+				if keep {
+					s.parked = db
+				}
 				p.free = append(p.free, s)
 			}
 			p.mu.Unlock()
+			if keep && !kept {
+				_ = db.SQL.Close()
+			}
 			return
 		}
+	}
+	if keep {
+		_ = db.SQL.Close()
 	}
 	if err := p.drop(s); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", s.name, err)
@@ -324,9 +387,17 @@ func (p *pool) drop(s *schema) error {
 	return dropSchema(BaseDSN(), s.name)
 }
 
+// ping checks that db works: the test may have closed it.
+func ping(db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
 // clean resets s and reports whether it is fit for another test: nothing
-// connected to it, its catalog rows and the migration's rows as they were.
-func (p *pool) clean(s *schema) (ok bool, err error) {
+// connected to it but the open idle connections of its test's pool, its
+// catalog rows and the migration's rows as they were.
+func (p *pool) clean(s *schema, open int) (ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := reused.conn(ctx)
@@ -335,8 +406,8 @@ func (p *pool) clean(s *schema) (ok bool, err error) {
 	}
 	defer func() { reused.done(c, err) }()
 	// A closed pool's backends end a moment after their connections close;
-	// one still there after a second belongs to something the test left
-	// running, and the schema is not reused.
+	// one still there after a second, beyond the test's pool's, belongs to
+	// something the test left running, and the schema is not reused.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for deadline := time.Now().Add(time.Second); ; {
@@ -344,7 +415,7 @@ func (p *pool) clean(s *schema) (ok bool, err error) {
 		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, s.name).Scan(&n); err != nil {
 			return false, err
 		}
-		if n == 0 {
+		if n <= open {
 			break
 		}
 		if time.Now().After(deadline) {

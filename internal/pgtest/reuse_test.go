@@ -113,6 +113,48 @@ func TestChangedSchemaIsNotReused(t *testing.T) {
 	}
 }
 
+// The next test of a key gets the last one's pool of connections with
+// the schema, sized afresh, its idle connections still open; a pool the
+// test closed is not passed on, and the next test gets a working one; a
+// test that left a connection in use leaves a schema not reused.
+func TestPoolIsReusedWithTheSchema(t *testing.T) {
+	t.Parallel()
+	parent := t
+	var runs atomic.Int32
+	migrate, key := versioned(&runs), t.Name()
+	backend := func(t *testing.T, db *pgtest.DB) int64 { return db.Count(t, "SELECT pg_backend_pid()") }
+	var first *pgtest.DB
+	var pid int64
+	t.Run("first", func(t *testing.T) {
+		first = pgtest.NewMigrated(t, key, migrate)
+		pid = backend(t, first)
+		first.SQL.SetMaxOpenConns(1)
+	})
+	t.Run("parked", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		require.Same(t, first, db)
+		require.Equal(t, pid, backend(t, db), "the same connection")
+		require.Equal(t, 20, db.SQL.Stats().MaxOpenConnections)
+		require.NoError(t, db.SQL.Close())
+	})
+	t.Run("after a closed pool", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		require.Equal(t, first.Schema, db.Schema)
+		require.NotSame(t, first, db)
+		pid = backend(t, db)
+		conn, err := db.SQL.Conn(context.Background())
+		require.NoError(t, err)
+		// Given back after the schema: by the parent test.
+		parent.Cleanup(func() { _ = conn.Close() })
+	})
+	t.Run("after a connection left in use", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		require.NotEqual(t, first.Schema, db.Schema)
+		require.Zero(t, db.SQL.Stats().InUse)
+		require.NotEqual(t, pid, backend(t, db))
+	})
+}
+
 // Tests of a key that run at once get schemas of their own.
 func TestParallelTestsGetSchemasOfTheirOwn(t *testing.T) {
 	t.Parallel()

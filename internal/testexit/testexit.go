@@ -26,10 +26,66 @@ import (
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
 func Option() goleak.Option { return goleak.Cleanup(Exit) }
 
-// atExit is what AtExit was given.
-var atExit struct {
+// M wraps m, for goleak.VerifyTestMain, so that once m has run the tests
+// the functions given to BeforeCheck run, before goleak looks for leaks:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
+func M(m goleak.TestingM) goleak.TestingM {
+	beforeCheck.Lock()
+	wrapped = true
+	beforeCheck.Unlock()
+	return checked{m}
+}
+
+// checked is a goleak.TestingM that runs the functions given to
+// BeforeCheck after its tests.
+type checked struct{ m goleak.TestingM }
+
+func (c checked) Run() int {
+	code := c.m.Run()
+	beforeCheck.run()
+	return code
+}
+
+// hooks are functions to run, the last given first.
+type hooks struct {
 	sync.Mutex
 	fns []func()
+}
+
+// run runs the functions given so far, once.
+func (h *hooks) run() {
+	h.Lock()
+	fns := slices.Clone(h.fns)
+	h.fns = nil
+	h.Unlock()
+	for _, f := range slices.Backward(fns) {
+		f()
+	}
+}
+
+var (
+	// beforeCheck is what BeforeCheck was given; wrapped, which its mutex
+	// guards, whether M wraps the binary's tests.
+	beforeCheck hooks
+	wrapped     bool
+	// atExit is what AtExit was given.
+	atExit hooks
+)
+
+// BeforeCheck has f run once the tests have run, before goleak looks for
+// goroutines left running, and reports true: for what a test helper keeps
+// from test to test that has goroutines of its own (a connection pool).
+// It reports false, and keeps nothing, if the binary's TestMain does not
+// wrap its tests with M: the caller must then not keep what f would end.
+func BeforeCheck(f func()) bool {
+	beforeCheck.Lock()
+	defer beforeCheck.Unlock()
+	if !wrapped {
+		return false
+	}
+	beforeCheck.fns = append(beforeCheck.fns, f)
+	return true
 }
 
 // AtExit has Exit call f before the process ends, after goleak has looked
@@ -48,13 +104,7 @@ func AtExit(f func()) {
 // os.Exit, whose hook runs the race detector's final wait; otherwise it is
 // os.Exit.
 func Exit(code int) {
-	atExit.Lock()
-	fns := slices.Clone(atExit.fns)
-	atExit.fns = nil
-	atExit.Unlock()
-	for _, f := range slices.Backward(fns) {
-		f()
-	}
+	atExit.run()
 	if code == 0 && raceEnabled && testing.CoverMode() == "" {
 		syscall.Exit(0)
 	}

@@ -20,9 +20,34 @@ const (
 	childCode = "SHEAF_TESTEXIT_CODE"
 	// childMark names a file the child's AtExit functions write to.
 	childMark = "SHEAF_TESTEXIT_MARK"
+	// childChecked, when set, makes the binary a child that runs its
+	// (no) tests wrapped with M, writing to the file it names what its
+	// BeforeCheck and AtExit functions do, in their order.
+	childChecked = "SHEAF_TESTEXIT_CHECKED"
 )
 
+// write appends s to the file mark.
+func write(mark, s string) {
+	f, err := os.OpenFile(mark, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		panic(err)
+	}
+	_, _ = f.WriteString(s)
+	_ = f.Close()
+}
+
 func TestMain(m *testing.M) {
+	if mark := os.Getenv(childChecked); mark != "" {
+		testexit.AtExit(func() { write(mark, "at exit;") })
+		if testexit.BeforeCheck(func() {}) {
+			write(mark, "kept before M;")
+		}
+		tm := testexit.M(m)
+		if testexit.BeforeCheck(func() { write(mark, "before the check;") }) {
+			write(mark, "kept;")
+		}
+		goleak.VerifyTestMain(tm, testexit.Option())
+	}
 	if code := os.Getenv(childCode); code != "" {
 		n, err := strconv.Atoi(code)
 		if err != nil {
@@ -30,14 +55,7 @@ func TestMain(m *testing.M) {
 		}
 		if mark := os.Getenv(childMark); mark != "" {
 			for _, s := range []string{"first given;", "last given;"} {
-				testexit.AtExit(func() {
-					f, err := os.OpenFile(mark, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-					if err != nil {
-						panic(err)
-					}
-					_, _ = f.WriteString(s)
-					_ = f.Close()
-				})
+				testexit.AtExit(func() { write(mark, s) })
 			}
 		}
 		testexit.Exit(n)
@@ -88,4 +106,17 @@ func TestAtExitRunsBeforeTheProcessEnds(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "last given;first given;", string(b))
 	}
+}
+
+// BeforeCheck keeps nothing, and says so, until M wraps the tests; then
+// what it was given runs after the tests, before the functions given to
+// AtExit.
+func TestBeforeCheckRunsAfterTheTestsOnceMWrapsThem(t *testing.T) {
+	t.Parallel()
+	mark := filepath.Join(t.TempDir(), "mark")
+	got, _ := child(t, 0, childChecked+"="+mark)
+	require.Equal(t, 0, got)
+	b, err := os.ReadFile(mark)
+	require.NoError(t, err)
+	require.Equal(t, "kept;before the check;at exit;", string(b))
 }

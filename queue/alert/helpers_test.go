@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	if sendingChild() { // the process the kill test kills
 		return
 	}
-	goleak.VerifyTestMain(m, testexit.Option())
+	goleak.VerifyTestMain(testexit.M(m), testexit.Option())
 }
 
 // report is the tests' job kind.

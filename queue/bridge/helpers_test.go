@@ -16,7 +16,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/queuetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
 
 // report is the tests' job kind: its first attempt fails with Fail, if
 // set, every attempt fails for good when Permanent; it completes otherwise.

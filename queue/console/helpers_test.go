@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		// The tests skip themselves, saying why; the examples cannot.
 		_ = flag.Set("test.run", "^(Test|Fuzz)")
 	}
-	goleak.VerifyTestMain(browsertest.Main(dropAfter{m}), testexit.Option())
+	goleak.VerifyTestMain(testexit.M(browsertest.Main(dropAfter{m})), testexit.Option())
 }
 
 // dropAfter runs the tests and benchmarks, then drops the table the

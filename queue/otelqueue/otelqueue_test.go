@@ -29,7 +29,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/otelqueue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
 
 // Job kinds of the tests.
 type report struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
 
 // The sentinels a test runner hands out, standing in for package queue's.
 var (

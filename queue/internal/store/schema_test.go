@@ -16,7 +16,7 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testexit.M(m), testexit.Option()) }
 
 // migrate is the store's Migrate, for pgtest's migrated databases.
 func migrate(db *gorm.DB) error {
