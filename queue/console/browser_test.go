@@ -183,6 +183,28 @@ func TestBrowserCancelWithAReason(t *testing.T) {
 	require.JSONEq(t, fmt.Sprintf(`{"job":%d,"reason":"the county withdrew it"}`, id), string(audit[0].Target))
 }
 
+// What an operator types on a page that refreshes itself stays as the
+// page refreshes: the reason to cancel, and the focus in its field.
+func TestBrowserRefreshKeepsWhatIsTyped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, console.WithAuthorizer(allowAll))
+	id := e.enqueue(t, report{County: "Travis"}, queue.RunAt(time.Now().Add(time.Hour)))
+
+	b := browsertest.New(t, desktopW, desktopH)
+	b.SpeedUpTimers(t, 10) // the page refreshes ten times as often
+	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
+	b.Run(t, chromedp.SendKeys("#cancel-reason", "the county withdrew"))
+	// Marked, then replaced by a fresh copy: a refresh happened.
+	b.Run(t, chromedp.Evaluate(`document.getElementById("job").dataset.old = "1"`, nil))
+	b.Wait(t, `document.getElementById("job").dataset.old === undefined`)
+	var value, focused string
+	b.Run(t, chromedp.Value("#cancel-reason", &value), chromedp.Evaluate(`document.activeElement.id`, &focused))
+	require.Equal(t, "the county withdrew", value)
+	require.Equal(t, "cancel-reason", focused)
+	b.Run(t, chromedp.SendKeys("#cancel-reason", " it"), chromedp.Value("#cancel-reason", &value))
+	require.Equal(t, "the county withdrew it", value, "the caret stayed at the end")
+}
+
 func TestBrowserBulkCancelByFilter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, console.WithAuthorizer(allowAll))

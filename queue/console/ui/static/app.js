@@ -157,7 +157,9 @@
           if (fd) fd.open = true;
         });
         fresh.querySelectorAll('input[name="id"]').forEach((c) => { c.checked = selected.has(c.value); });
+        const typing = keepTyped(old, fresh);
         old.replaceWith(document.adoptNode(fresh));
+        typing();
       });
       const main = document.getElementById("main");
       const freshMain = doc.getElementById("main");
@@ -168,6 +170,29 @@
     } finally {
       refreshing = false;
     }
+  }
+
+  // keepTyped carries what the operator typed in the fields of a live
+  // region (a reason, a filter) into its fresh copy, so that a refresh
+  // does not wipe it; the function it returns, called once the fresh copy
+  // is in the page, gives the focus and the caret back to the field that
+  // had them.
+  function keepTyped(old, fresh) {
+    old.querySelectorAll("input[id], textarea[id], select[id]").forEach((f) => {
+      if (f.type === "checkbox" || f.type === "radio" || f.type === "hidden") return;
+      const changed = f.tagName === "SELECT" ? [...f.options].some((o) => o.selected !== o.defaultSelected) : f.value !== f.defaultValue;
+      const ff = fresh.querySelector("#" + CSS.escape(f.id));
+      if (changed && ff && ff.tagName === f.tagName) ff.value = f.value;
+    });
+    const active = document.activeElement;
+    if (!active || !active.id || !old.contains(active)) return () => {};
+    const { id, selectionStart: start, selectionEnd: end } = active;
+    return () => {
+      const el = document.getElementById(id);
+      if (!el) return;
+      el.focus();
+      try { if (start !== null) el.setSelectionRange(start, end); } catch (e) { /* a field without a caret */ }
+    };
   }
 
   let timer = 0, every = 0;
