@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,26 @@ func (b *Browser) Run(t testing.TB, actions ...chromedp.Action) {
 	if err := chromedp.Run(ctx, actions...); err != nil {
 		t.Fatalf("browsertest: %v", err)
 	}
+}
+
+// Type types text, as keys, into the field that the CSS selector sel
+// selects, having focused it from the page's script. Unlike
+// chromedp.SendKeys it keeps no reference to the field's node, which a
+// page that refreshes itself may replace meanwhile: the keys go to the
+// focused field, so the page must move the focus to the replacement.
+func Type(sel, text string) chromedp.Action {
+	return chromedp.Tasks{
+		chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).focus()`, nil),
+		chromedp.KeyEvent(text),
+	}
+}
+
+// Click clicks what the CSS selector sel selects from the page's script,
+// at once: unlike chromedp.Click it does not find the node first and click
+// it after, by which time a page that refreshes itself may have replaced
+// it.
+func Click(sel string) chromedp.Action {
+	return chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).click()`, nil)
 }
 
 // Wait waits, up to a minute, until the JavaScript expression expr is

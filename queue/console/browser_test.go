@@ -173,7 +173,7 @@ func TestBrowserCancelWithAReason(t *testing.T) {
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
-	b.Run(t, chromedp.SendKeys("#cancel-reason", "  the county withdrew it "), chromedp.Click("#cancel"))
+	b.Run(t, browsertest.Type("#cancel-reason", "  the county withdrew it "), browsertest.Click("#cancel"))
 	b.Wait(t, `document.getElementById("confirm").open`)
 	b.Run(t, chromedp.Click("#confirm-ok"))
 	b.Wait(t, `document.getElementById("cancel-reason-given") !== null`)
@@ -193,16 +193,17 @@ func TestBrowserRefreshKeepsWhatIsTyped(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	b.SpeedUpTimers(t, 10) // the page refreshes ten times as often
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
-	b.Run(t, chromedp.SendKeys("#cancel-reason", "the county withdrew"))
+	b.Run(t, browsertest.Type("#cancel-reason", "the county withdrew"))
 	// Marked, then replaced by a fresh copy: a refresh happened.
 	b.Run(t, chromedp.Evaluate(`document.getElementById("job").dataset.old = "1"`, nil))
 	b.Wait(t, `document.getElementById("job").dataset.old === undefined`)
-	var value, focused string
-	b.Run(t, chromedp.Value("#cancel-reason", &value), chromedp.Evaluate(`document.activeElement.id`, &focused))
-	require.Equal(t, "the county withdrew", value)
-	require.Equal(t, "cancel-reason", focused)
-	b.Run(t, chromedp.SendKeys("#cancel-reason", " it"), chromedp.Value("#cancel-reason", &value))
-	require.Equal(t, "the county withdrew it", value, "the caret stayed at the end")
+	// Read in one evaluation: the page may refresh again between two.
+	const field = `[document.getElementById("cancel-reason").value, document.activeElement.id]`
+	var got []string
+	b.Run(t, chromedp.Evaluate(field, &got))
+	require.Equal(t, []string{"the county withdrew", "cancel-reason"}, got, "the reason, and the focus in its field")
+	b.Run(t, chromedp.KeyEvent(" it"), chromedp.Evaluate(field, &got))
+	require.Equal(t, []string{"the county withdrew it", "cancel-reason"}, got, "the caret stayed at the end")
 }
 
 func TestBrowserBulkCancelByFilter(t *testing.T) {
@@ -217,7 +218,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?queue=exports")
-	b.Run(t, chromedp.SendKeys("#cancel-reason", "exports wait for the new bucket"), chromedp.Click("#cancel-matching"))
+	b.Run(t, browsertest.Type("#cancel-reason", "exports wait for the new bucket"), browsertest.Click("#cancel-matching"))
 	// The page's own dialog, not the browser's: it says what the filter
 	// selects, and shows the first jobs.
 	b.Wait(t, `document.getElementById("confirm").open`)
