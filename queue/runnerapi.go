@@ -127,7 +127,8 @@ func (r *Runner) Start(ctx context.Context) error { return r.r.Start(ctx) }
 // The put-back rolls back the transactions in which the handlers it cuts
 // short called Job.CompleteTx (one that is committing completes its job
 // instead). It puts back at once the jobs whose rows no other transaction
-// holds, and waits for the others until the deadline. On SQLite any
+// holds, and waits for the others until a quarter of the margin before the
+// deadline, which leaves it time to return by then. On SQLite any
 // transaction that has written holds the whole database, so begin a
 // handler's transactions with the job's context (db.WithContext(ctx)),
 // which ends them when the job is cancelled.
