@@ -247,17 +247,26 @@ func (b *Browser) Run(t testing.TB, actions ...chromedp.Action) {
 // focused field, so the page must move the focus to the replacement.
 func Type(sel, text string) chromedp.Action {
 	return chromedp.Tasks{
-		chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).focus()`, nil),
+		whenVisible(sel, `e.focus(); return document.activeElement === e;`),
 		chromedp.KeyEvent(text),
 	}
 }
 
 // Click clicks what the CSS selector sel selects from the page's script,
-// at once: unlike chromedp.Click it does not find the node first and click
-// it after, by which time a page that refreshes itself may have replaced
-// it.
+// once it is visible: unlike chromedp.Click it does not find the node
+// first and click it after, by which time a page that refreshes itself
+// may have replaced it.
 func Click(sel string) chromedp.Action {
-	return chromedp.Evaluate(`document.querySelector(`+strconv.Quote(sel)+`).click()`, nil)
+	return whenVisible(sel, `e.click(); return true;`)
+}
+
+// whenVisible runs do, a function's body of the element e that sel
+// selects, once e is visible, in the same evaluation as it finds e; it
+// tries again until do returns true.
+func whenVisible(sel, do string) chromedp.Action {
+	return chromedp.Poll(`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`);
+		if (!e || !e.checkVisibility()) return false; `+do+` })()`, nil,
+		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0))
 }
 
 // Wait waits, up to a minute, until the JavaScript expression expr is

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sheaf-dev/sheaf/internal/browsertest"
@@ -157,7 +156,7 @@ func TestBrowserAlertsPage(t *testing.T) {
 	require.Contains(t, firing[0], fmt.Sprintf("job %d", e.failed))
 	require.Equal(t, []string{"No silences."}, texts(t, b, "tr:has(td[colspan='7'])"))
 
-	b.Run(t, chromedp.Click(`tr[data-episode] button[data-post]`))
+	b.Run(t, browsertest.Click(`tr[data-episode] button[data-post]`))
 	b.Wait(t, `document.querySelectorAll("tr[data-silence]").length === 1`)
 	row := texts(t, b, "tr[data-silence]")[0]
 	require.Contains(t, row, "dead")
@@ -168,7 +167,7 @@ func TestBrowserAlertsPage(t *testing.T) {
 	require.Len(t, ss, 1)
 	b.Screenshot(t, "alerts-silenced")
 
-	b.Run(t, chromedp.Click(`tr[data-silence] button[data-post]`))
+	b.Run(t, browsertest.Click(`tr[data-silence] button[data-post]`))
 	b.Wait(t, `document.querySelectorAll("tr[data-silence]").length === 0`)
 	ss, err = e.alerter.Silences(context.Background())
 	require.NoError(t, err)

@@ -109,8 +109,8 @@ func TestBrowserSearchFindsTheError(t *testing.T) {
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs")
-	b.Run(t, chromedp.SendKeys(`input[name="q"]`, "upstream returned 503"),
-		chromedp.Click(`#filters button[type="submit"]`),
+	b.Run(t, browsertest.Type(`input[name="q"]`, "upstream returned 503"),
+		browsertest.Click(`#filters button[type="submit"]`),
 		chromedp.WaitReady(`#jobs-region`))
 	b.Wait(t, `location.search.includes("q=upstream")`)
 	got := jobIDs(t, b)
@@ -154,7 +154,7 @@ func TestBrowserRetryFromTheJobPage(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	require.Equal(t, []string{"FAILED"}, texts(t, b, "#status"))
-	b.Run(t, chromedp.Click("#retry"))
+	b.Run(t, browsertest.Click("#retry"))
 	b.Wait(t, `document.getElementById("status").textContent === "COMPLETED"`)
 	rec, err := e.client.Get(context.Background(), id)
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestBrowserCancelWithAReason(t *testing.T) {
 	open(t, b, e, fmt.Sprintf("/jobs/%d", id))
 	b.Run(t, browsertest.Type("#cancel-reason", "  the county withdrew it "), browsertest.Click("#cancel"))
 	b.Wait(t, `document.getElementById("confirm").open`)
-	b.Run(t, chromedp.Click("#confirm-ok"))
+	b.Run(t, browsertest.Click("#confirm-ok"))
 	b.Wait(t, `document.getElementById("cancel-reason-given") !== null`)
 	require.Equal(t, []string{"Reason: “the county withdrew it”."}, texts(t, b, "#cancel-reason-given"))
 	audit, err := e.client.AuditLog(context.Background(), 0, 1)
@@ -228,7 +228,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	require.Len(t, preview, 5)
 	require.Equal(t, fmt.Sprintf("#%d report on exports", inA[4]), preview[0])
 	b.Screenshot(t, "bulk-dialog")
-	b.Run(t, chromedp.Click("#confirm-ok"))
+	b.Run(t, browsertest.Click("#confirm-ok"))
 	b.Wait(t, `document.getElementById("flash").textContent.includes("changed")`)
 	require.Equal(t, []string{"Cancel: 5 jobs changed, of the 5 that matched. The audit log has it."}, texts(t, b, "#flash"))
 	require.Empty(t, b.Dialogs(), "no browser dialog")
@@ -251,7 +251,7 @@ func TestBrowserBulkCancelByFilter(t *testing.T) {
 	b.Screenshot(t, "bulk-cancelled")
 	// The result links to its audit entry: the audit page that starts at
 	// it.
-	b.Run(t, chromedp.Click("#flash-audit"))
+	b.Run(t, browsertest.Click("#flash-audit"))
 	b.Wait(t, `location.pathname.endsWith("/audit") && document.querySelector("tr[data-audit]") !== null`)
 	var first int64
 	var hash string
@@ -400,7 +400,7 @@ func TestBrowserMorningReview(t *testing.T) {
 
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/runs?period=2025-12-08")
-	b.Run(t, chromedp.Click(`tr[data-run="nightly@2025-12-08"] a`), chromedp.WaitVisible(`#failures`))
+	b.Run(t, browsertest.Click(`tr[data-run="nightly@2025-12-08"] a`), chromedp.WaitVisible(`#failures`))
 	groups := texts(t, b, "#failures summary code")
 	require.Equal(t, []string{"permanent county county<n>: upstream returned <n> for request <hex>"}, groups, "the prefix is a tag")
 	require.Equal(t, []string{"2"}, texts(t, b, "#failures summary .count"))
@@ -511,10 +511,10 @@ func TestBrowserBulkRetrySaysWhatTheJobsDid(t *testing.T) {
 	b := browsertest.New(t, desktopW, desktopH)
 	open(t, b, e, "/jobs?status=FAILED")
 	require.ElementsMatch(t, []int64{retried, again}, jobIDs(t, b))
-	b.Run(t, chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(retried, 10)+`"]`),
-		chromedp.Click(`input[name="id"][value="`+strconv.FormatInt(again, 10)+`"]`),
-		chromedp.Click(`button[data-bulk="api/jobs/retry"]`),
-		chromedp.WaitVisible(`#confirm-ok`), chromedp.Click(`#confirm-ok`))
+	b.Run(t, browsertest.Click(`input[name="id"][value="`+strconv.FormatInt(retried, 10)+`"]`),
+		browsertest.Click(`input[name="id"][value="`+strconv.FormatInt(again, 10)+`"]`),
+		browsertest.Click(`button[data-bulk="api/jobs/retry"]`),
+		chromedp.WaitVisible(`#confirm-ok`), browsertest.Click(`#confirm-ok`))
 	b.Wait(t, `(el => el !== null && el.textContent === "Since then: 1 completed, 1 failed again.")(document.getElementById("flash-after"))`)
 	require.Contains(t, texts(t, b, "#flash")[0], "Retry: 2 jobs changed.")
 }
@@ -561,7 +561,7 @@ func TestBrowserWaitingJobsSayWhy(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprintf("Rule summary's job is not created yet: it waits for parent #%d report (queued).", waited)},
 		texts(t, b, `[data-waits-for="summary"]`))
 	b.Screenshot(t, "job-waits-for-parent")
-	b.Run(t, chromedp.Click(`[data-waits-for="summary"] a`), chromedp.WaitVisible("#status"))
+	b.Run(t, browsertest.Click(`[data-waits-for="summary"] a`), chromedp.WaitVisible("#status"))
 	require.Equal(t, []string{"QUEUED"}, texts(t, b, "#status"))
 	var path string
 	b.Run(t, chromedp.Evaluate(`location.pathname`, &path))
@@ -571,7 +571,7 @@ func TestBrowserWaitingJobsSayWhy(t *testing.T) {
 	e.setWaiting(t, retrying, 1, 57*time.Minute+30*time.Second)
 	open(t, b, e, fmt.Sprintf("/jobs/%d", retrying))
 	require.Regexp(t, `^Retry in 57 min \(attempt 2 of \d+\)`, texts(t, b, "#wait")[0])
-	b.Run(t, chromedp.Click("#run-now"))
+	b.Run(t, browsertest.Click("#run-now"))
 	b.Wait(t, `document.getElementById("wait").textContent.includes("waiting for a runner of queue default to take it")`)
 	entries, err := e.client.AuditLog(context.Background(), 0, 1)
 	require.NoError(t, err)

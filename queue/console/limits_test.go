@@ -115,9 +115,9 @@ func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
 	require.ElementsMatch(t, []string{"report", "exports"}, attrs(t, b, "#limit-targets option", "value"))
 
 	b.Run(t, chromedp.SetValue(`#limit-form select[name="scope"]`, "kind"),
-		chromedp.SendKeys(`#limit-form input[name="target"]`, "report"),
+		browsertest.Type(`#limit-form input[name="target"]`, "report"),
 		chromedp.SetValue(`#limit-form input[name="concurrency"]`, "3"),
-		chromedp.Click(`#limit-form button[type="submit"]`))
+		browsertest.Click(`#limit-form button[type="submit"]`))
 	b.Wait(t, `document.querySelector('tr[data-limit="kind report"]') !== null`)
 	require.Equal(t, []string{"Limit set: kind report."}, texts(t, b, "#flash"))
 	require.Equal(t, []string{"3"}, texts(t, b, `tr[data-limit="kind report"] td[data-col="concurrency"]`))
@@ -128,13 +128,13 @@ func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
 
 	// Change fills the form with the limit; the operator raises N and adds
 	// a rate.
-	b.Run(t, chromedp.Click(`tr[data-limit="kind report"] button[data-edit-limit]`))
+	b.Run(t, browsertest.Click(`tr[data-limit="kind report"] button[data-edit-limit]`))
 	b.Wait(t, `document.querySelector('#limit-form input[name="target"]').value === "report"`)
 	require.Equal(t, "3", value(t, b, `#limit-form input[name="concurrency"]`))
 	b.Run(t, chromedp.SetValue(`#limit-form input[name="concurrency"]`, "8"),
 		chromedp.SetValue(`#limit-form input[name="rate"]`, "100"),
 		chromedp.SetValue(`#limit-form input[name="per_seconds"]`, "60"),
-		chromedp.Click(`#limit-form button[type="submit"]`))
+		browsertest.Click(`#limit-form button[type="submit"]`))
 	b.Wait(t, `document.querySelector('tr[data-limit="kind report"] td[data-col="concurrency"]').textContent === "8"`)
 	require.Equal(t, []string{"100 per minute"}, texts(t, b, `tr[data-limit="kind report"] td[data-col="rate"]`))
 	ls, err = e.client.Limits(ctx)
@@ -143,15 +143,15 @@ func TestBrowserLimitFormSetsAndChangesLimits(t *testing.T) {
 	b.Screenshot(t, "limits-changed")
 
 	// A limit of nothing is refused, and the page says why.
-	b.Run(t, chromedp.SendKeys(`#limit-form input[name="target"]`, "exports"),
+	b.Run(t, browsertest.Type(`#limit-form input[name="target"]`, "exports"),
 		chromedp.SetValue(`#limit-form select[name="scope"]`, "queue"),
-		chromedp.Click(`#limit-form button[type="submit"]`))
+		browsertest.Click(`#limit-form button[type="submit"]`))
 	b.Wait(t, `document.getElementById("flash").classList.contains("bad")`)
 	require.Contains(t, texts(t, b, "#flash")[0], "sets neither a concurrency")
 
-	b.Run(t, chromedp.Click(`tr[data-limit="kind report"] button[data-post="api/limits/remove"]`))
+	b.Run(t, browsertest.Click(`tr[data-limit="kind report"] button[data-post="api/limits/remove"]`))
 	b.Wait(t, `document.getElementById("confirm").open`)
-	b.Run(t, chromedp.Click("#confirm-ok"))
+	b.Run(t, browsertest.Click("#confirm-ok"))
 	b.Wait(t, `document.querySelector('tr[data-limit]') === null`)
 	ls, err = e.client.Limits(ctx)
 	require.NoError(t, err)
