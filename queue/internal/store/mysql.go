@@ -315,19 +315,11 @@ func (s *mysql) batch(ctx context.Context, tx *sql.Tx, stmts ...mysqlStmt) error
 		}
 		return nil
 	}
-	queries, args, reads := make([]string, len(stmts)), []any(nil), 0
+	queries, args := make([]string, len(stmts)), []any(nil)
 	for i, st := range stmts {
 		queries[i], args = st.query, append(args, st.args...)
-		if st.read != nil {
-			reads++
-		}
 	}
-	query := strings.Join(queries, ";\n")
-	if reads == 0 {
-		_, err := tx.ExecContext(ctx, query, args...)
-		return err
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
+	rows, err := tx.QueryContext(ctx, strings.Join(queries, ";\n"), args...)
 	if err != nil {
 		return err
 	}
