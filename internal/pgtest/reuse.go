@@ -53,7 +53,8 @@ func NewMigratedDB(t testing.TB, key string, migrate Migrate) *DB {
 // tests migrate hundreds, so a test process reuses its schemas: when a
 // test ends and nothing is left connected to its schema, and the schema's
 // tables, columns, indexes, constraints, functions and triggers are those
-// migrate made, its rows are deleted (but for the rows migrate itself
+// migrate made (once the tables the test made beside them are dropped,
+// with what hangs on them), its rows are deleted (but for the rows migrate itself
 // wrote, which must be as it left them), its sequences start again at 1,
 // and the next test of the key gets it. Otherwise it is dropped, as New's
 // schemas are. The kept ones are dropped as the process ends
@@ -275,6 +276,9 @@ type schema struct {
 	alike           bool
 	versions, seeds string
 	seedTables      []string
+	// tables are the tables the migration made; a test's own tables, made
+	// beside them, are dropped before the schema is checked for reuse.
+	tables []string
 	// reset deletes the rows and restarts the sequences.
 	reset string
 	// parked is the last test's pool of connections to the schema, which
@@ -315,6 +319,9 @@ func (p *pool) get(migrate Migrate) (*schema, error) {
 	}
 	if err == nil {
 		err = c.QueryRow(ctx, resetSQL, name).Scan(&s.reset)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, tablesSQL, name).Scan(&s.tables)
 	}
 	reused.done(c, err)
 	if err != nil {
@@ -423,6 +430,19 @@ func (p *pool) clean(s *schema, open int) (ok bool, err error) {
 		}
 		<-tick.C
 	}
+	// Tests make tables of their own (a handler's rows, a ledger of
+	// runs): dropping them costs the server far less than a new schema's
+	// migration. Whatever else a test changed (a trigger, a column) is
+	// caught below, and the schema dropped.
+	var drop string
+	if err := c.QueryRow(ctx, dropTablesSQL, s.name, s.tables).Scan(&drop); err != nil {
+		return false, err
+	}
+	if drop != "" {
+		if _, err := c.Exec(ctx, drop); err != nil {
+			return false, err
+		}
+	}
 	var versions, seeds string
 	if err := c.QueryRow(ctx, versionsSQL, s.name).Scan(&versions); err != nil || versions != s.versions {
 		return false, err
@@ -479,6 +499,20 @@ SELECT md5(concat_ws(E'\n',
 	(SELECT string_agg(oid || ' ' || xmin, ',' ORDER BY oid) FROM pg_constraint WHERE connamespace = $1::text::regnamespace),
 	(SELECT string_agg(oid || ' ' || xmin, ',' ORDER BY oid) FROM pg_proc WHERE pronamespace = $1::text::regnamespace),
 	(SELECT string_agg(t.oid || ' ' || t.xmin, ',' ORDER BY t.oid) FROM pg_trigger t JOIN rel ON rel.oid = t.tgrelid)))`
+
+// tablesSQL reads the names of schema $1's tables.
+const tablesSQL = `
+SELECT coalesce(array_agg(relname::text ORDER BY relname), '{}')
+FROM pg_class WHERE relnamespace = $1::text::regnamespace AND relkind IN ('r', 'p')`
+
+// dropTablesSQL makes the statement that drops the tables of schema $1
+// not named in $2, in one transaction, or an empty string if there are
+// none. A lock left behind fails it rather than stalls it.
+const dropTablesSQL = `
+SELECT coalesce('SET LOCAL lock_timeout = ''5s''; DROP TABLE ' ||
+	string_agg(format('%I.%I', $1::text, relname), ', ') || ' CASCADE', '')
+FROM pg_class
+WHERE relnamespace = $1::text::regnamespace AND relkind IN ('r', 'p') AND NOT relname::text = ANY($2)`
 
 // seedsSQL reads the rows of schema $1's tables that have any: right after
 // a migration, the rows it wrote (its versions), which a reset keeps. It

@@ -60,6 +60,31 @@ func TestMigratedSchemaIsReusedEmpty(t *testing.T) {
 	require.Equal(t, int32(1), runs.Load())
 }
 
+// Tables a test made beside the migration's are dropped, with what hangs
+// on them, and the schema is reused.
+func TestTestsOwnTablesAreDroppedAndTheSchemaReused(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	migrate, key := versioned(&runs), t.Name()
+	var first string
+	t.Run("makes tables", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		first = db.Schema
+		require.NoError(t, db.Gorm.Exec(`CREATE TABLE ledger (id bigint GENERATED ALWAYS AS IDENTITY, n int);
+			CREATE TABLE "Odd name" (a int); CREATE INDEX ledger_n ON ledger (n);
+			CREATE VIEW ledger_view AS SELECT n FROM ledger;
+			INSERT INTO ledger (n) VALUES (1); INSERT INTO items (name) VALUES ('a')`).Error)
+	})
+	t.Run("next", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		require.Equal(t, first, db.Schema)
+		require.Zero(t, db.Count(t, "SELECT count(*) FROM pg_class WHERE relnamespace = $1::text::regnamespace "+
+			"AND relname IN ('ledger', 'Odd name', 'ledger_n', 'ledger_view', 'ledger_id_seq')", db.Schema))
+		require.Zero(t, db.Count(t, "SELECT count(*) FROM items"))
+	})
+	require.Equal(t, int32(1), runs.Load())
+}
+
 // A schema that a test changed, or whose migration rows it changed, or to
 // which it left a connection open, is dropped, and the next test gets a
 // newly migrated one.
@@ -79,6 +104,10 @@ func TestChangedSchemaIsNotReused(t *testing.T) {
 		"a trigger made": func(t *testing.T, db *pgtest.DB) {
 			require.NoError(t, db.Gorm.Exec(`CREATE FUNCTION g() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
 				CREATE TRIGGER items_g BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION g()`).Error)
+		},
+		"a table made that a migrated one refers to": func(t *testing.T, db *pgtest.DB) {
+			require.NoError(t, db.Gorm.Exec(`CREATE TABLE kinds (name text PRIMARY KEY);
+				ALTER TABLE items ADD CONSTRAINT items_kind FOREIGN KEY (name) REFERENCES kinds (name)`).Error)
 		},
 		"a migration row changed": func(t *testing.T, db *pgtest.DB) {
 			require.NoError(t, db.Gorm.Exec("UPDATE versions SET v = 2").Error)
