@@ -608,10 +608,10 @@ func TestStats(t *testing.T) {
 	require.Less(t, s.OldestReady, 120*time.Second)
 }
 
-// Stats counts finished jobs from the day roll-ups once their days are
-// rolled up for good, so its counts outlive the pruned jobs and its cost
-// does not grow with the finished jobs; the days since, and the jobs that
-// wait or run, are counted where they are.
+// Stats and Queues count finished jobs from the day roll-ups once their
+// days are rolled up for good, so their counts outlive the pruned jobs and
+// their cost does not grow with the finished jobs; the days since, and the
+// jobs that wait or run, are counted where they are.
 func TestStatsCountPrunedJobsFromTheRollups(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -636,9 +636,23 @@ func TestStatsCountPrunedJobsFromTheRollups(t *testing.T) {
 		"report": {queue.StatusCompleted: 4, queue.StatusFailed: 1, queue.StatusQueued: 2, queue.StatusProcessing: 1},
 		"noop":   {queue.StatusCompleted: 1, queue.StatusCancelled: 1},
 	}
+	// The noop jobs in a queue of their own, for Queues.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET queue = 'n' WHERE kind = 'noop'").Error)
+	wantQueues := map[string]map[queue.Status]int64{"default": want["report"], "n": want["noop"]}
+	queueCounts := func() map[string]map[queue.Status]int64 {
+		t.Helper()
+		qs, err := e.client.Queues(ctx)
+		require.NoError(t, err)
+		out := map[string]map[queue.Status]int64{}
+		for _, q := range qs {
+			out[q.Name] = q.Counts
+		}
+		return out
+	}
 	before, err := e.client.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, before.ByKind, "before any roll-up, every job is counted where it is")
+	require.Equal(t, wantQueues, queueCounts())
 
 	pruned, err := e.client.Prune(ctx)
 	require.NoError(t, err)
@@ -647,6 +661,13 @@ func TestStatsCountPrunedJobsFromTheRollups(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, after.ByKind, "the roll-ups count the pruned jobs and the days before today")
 	require.Equal(t, int64(5), after.ByStatus[queue.StatusCompleted])
+	require.Equal(t, wantQueues, queueCounts(), "Queues counts as Stats does")
+
+	// A job finished today, beside today's rows, and one rolled up: a
+	// status whose count comes in two parts adds up.
+	insertJob(t, e, "report", "FAILED", "", "", 1, &now, &now, "boom")
+	wantQueues["default"][queue.StatusFailed]++
+	require.Equal(t, wantQueues, queueCounts())
 }
 
 func TestAuthIsNeverPrinted(t *testing.T) {

@@ -40,8 +40,8 @@ func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error
 // QueueInfo describes a queue.
 type QueueInfo struct {
 	Name string
-	// Counts counts the queue's jobs by status; a status without jobs has
-	// no entry.
+	// Counts counts the queue's jobs by status, finished ones as Stats
+	// does; a status without jobs has no entry.
 	Counts map[Status]int64
 	// OldestDue is how long the longest-waiting due QUEUED job has waited;
 	// zero if none is due.
@@ -51,8 +51,10 @@ type QueueInfo struct {
 	PausedAt *time.Time
 }
 
-// Queues describes every queue that has jobs or is paused, by name. Like
-// Stats it reads the whole jobs table: it is for dashboards.
+// Queues describes every queue that has jobs or is paused, by name. It
+// counts as Stats does: finished jobs over the history the day roll-ups
+// keep, pruned or not, and at a cost that follows the jobs that wait or
+// run and the days since the last final roll-up, not the table.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
 	qs, err := operate.Queues[Status](ctx, c.st, c.db)
 	return converted(qs, func(q operate.QueueInfo[Status]) QueueInfo { return QueueInfo(q) }), err

@@ -26,7 +26,7 @@ type QueueInfo[S ~string] struct {
 
 // Queues describes every queue that has jobs or is paused, by name.
 func Queues[S ~string](ctx context.Context, st store.Store, db *gorm.DB) ([]QueueInfo[S], error) {
-	counts, err := st.QueueCounts(ctx, db)
+	counts, err := store.CountByQueue(ctx, st, db)
 	if err != nil {
 		return nil, check.Failed("queues", err)
 	}
@@ -43,7 +43,7 @@ func Queues[S ~string](ctx context.Context, st store.Store, db *gorm.DB) ([]Queu
 	}
 	for _, qc := range counts {
 		q := info(qc.Queue)
-		q.Counts[S(qc.Status)] = qc.N
+		q.Counts[S(qc.Status)] += qc.N // a finished status may come in two parts
 		q.OldestDue = max(q.OldestDue, qc.Oldest)
 	}
 	for _, p := range paused {

@@ -19,24 +19,58 @@ const (
 )
 
 // CountByKind counts the jobs by kind and status on db without reading
-// every finished job: the QUEUED and PROCESSING jobs where they are, the
-// jobs that finished on a day whose roll-up is final from the day
-// roll-ups (which outlive the pruned jobs), and those that finished since
-// where they are, through the index of finished jobs by time. A finished
-// job counts where it finished, so a job retried after its day was rolled
-// up counts there and again as it stands now.
+// every finished job: the QUEUED and PROCESSING jobs where they are, and
+// the finished ones as finishedBy counts them.
 func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error) {
-	k := keepingOf(s)
 	var out []KindCount
 	if err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + activeStatuses +
 		" GROUP BY kind, status").Scan(&out).Error; err != nil {
 		return nil, err
 	}
+	finished, err := finishedBy(ctx, s, db, "kind")
+	for _, c := range finished {
+		out = append(out, KindCount{Kind: c.Name, Status: c.Status, N: c.N})
+	}
+	return out, err
+}
+
+// CountByQueue counts the jobs by queue and status on db as CountByKind
+// does by kind, with how long each queue's longest-waiting due job has
+// waited.
+func CountByQueue(ctx context.Context, s Store, db *gorm.DB) ([]QueueCount, error) {
+	out, err := s.ActiveByQueue(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	finished, err := finishedBy(ctx, s, db, "queue")
+	for _, c := range finished {
+		out = append(out, QueueCount{Queue: c.Name, Status: c.Status, N: c.N})
+	}
+	return out, err
+}
+
+// groupCount is a count of finished jobs of a group (a kind, a queue) and
+// status.
+type groupCount struct {
+	Name, Status string
+	N            int64
+}
+
+// finishedBy counts the finished jobs by col (kind or queue) and status:
+// those that finished on a day whose roll-up is final from the day
+// roll-ups (which outlive the pruned jobs), and those that finished since
+// where they are, through the index of finished jobs by time. A finished
+// job counts where it finished, so a job retried after its day was rolled
+// up counts there and again as it stands now. The counts of a group and
+// status may come in two parts.
+func finishedBy(ctx context.Context, s Store, db *gorm.DB, col string) ([]groupCount, error) {
+	k := keepingOf(s)
 	final, err := k.finalBefore(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	live := "SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + finishedStatuses
+	var out []groupCount
+	live := "SELECT " + col + " AS name, status, count(*) AS n FROM sheaf_jobs WHERE " + finishedStatuses
 	var args []any
 	if final != "" {
 		day, err := time.Parse(DayLayout, final)
@@ -46,23 +80,23 @@ func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error)
 		live += " AND completed_at >= " + k.ts
 		args = append(args, k.at(day))
 		var rolled []struct {
-			Kind                         string
+			Name                         string
 			Completed, Failed, Cancelled int64
 		}
-		if err := db.WithContext(ctx).Raw(`SELECT kind, sum(completed) AS completed, sum(failed) AS failed, sum(cancelled) AS cancelled
-			FROM sheaf_history WHERE day < `+k.day+" GROUP BY kind", final).Scan(&rolled).Error; err != nil {
+		if err := db.WithContext(ctx).Raw(`SELECT `+col+` AS name, sum(completed) AS completed, sum(failed) AS failed,
+			sum(cancelled) AS cancelled FROM sheaf_history WHERE day < `+k.day+" GROUP BY "+col, final).Scan(&rolled).Error; err != nil {
 			return nil, err
 		}
 		for _, r := range rolled {
-			for _, c := range []KindCount{{r.Kind, "COMPLETED", r.Completed}, {r.Kind, "FAILED", r.Failed}, {r.Kind, "CANCELLED", r.Cancelled}} {
+			for _, c := range []groupCount{{r.Name, "COMPLETED", r.Completed}, {r.Name, "FAILED", r.Failed}, {r.Name, "CANCELLED", r.Cancelled}} {
 				if c.N > 0 {
 					out = append(out, c)
 				}
 			}
 		}
 	}
-	var since []KindCount
-	if err := db.WithContext(ctx).Raw(live+" GROUP BY kind, status", args...).Scan(&since).Error; err != nil {
+	var since []groupCount
+	if err := db.WithContext(ctx).Raw(live+" GROUP BY "+col+", status", args...).Scan(&since).Error; err != nil {
 		return nil, err
 	}
 	return append(out, since...), nil
