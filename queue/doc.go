@@ -287,8 +287,8 @@
 //   - Suspects are isolated per runner, not per process: two runners in one
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
-//   - [Client.Queues] and Filter.Search read whole tables: fine for
-//     dashboards, not for hot paths ([Client.Stats] reads the day roll-ups
+//   - Filter.Search reads the whole table: fine for dashboards, not for
+//     hot paths ([Client.Stats] and [Client.Queues] read the day roll-ups
 //     for the finished jobs).
 //
 // # Connections

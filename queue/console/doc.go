@@ -100,8 +100,10 @@
 // are found by walking back from the newest) comes from an index; a page of
 // a search (q) examines only the SearchWindow jobs below its cursor, and may
 // come back short, or empty, with a next_cursor to older jobs; GET
-// /api/stats and GET /api/queues, which count every job, reuse their counts
-// for a few seconds (WithCountsCache), and say when they were read (as_of).
+// /api/stats and GET /api/queues, which count the waiting and running jobs
+// and read the finished ones' counts from the day roll-ups, reuse their
+// counts for a few seconds (WithCountsCache), and say when they were read
+// (as_of).
 //
 // The dashboard's overview reuses what it reads in the same way, however
 // many dashboards are open: the last hour's activity as long as the counts,

@@ -18,8 +18,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func (*mysql) Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
 	return pausedQueues(ctx, db)
 }
-func (*mysql) ActiveByQueue(ctx context.Context, db *gorm.DB) ([]QueueCount, error) {
-	return activeByQueue(ctx, db, mysqlNow)
+func (*mysql) QueueCounts(ctx context.Context, db *gorm.DB, active bool) ([]QueueCount, error) {
+	return queueCounts(ctx, db, mysqlNow, active)
 }
 func (*mysql) History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
 	return history(ctx, db, id)

@@ -96,9 +96,13 @@ func pausedQueues(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
 	}, "SELECT name, paused_at FROM sheaf_queues WHERE paused_at IS NOT NULL ORDER BY name")
 }
 
-// activeByQueue counts the QUEUED and PROCESSING jobs by queue and
-// status; nowSQL is the database's time now.
-func activeByQueue(ctx context.Context, db *gorm.DB, nowSQL string) ([]QueueCount, error) {
+// queueCounts counts the jobs by queue and status, the QUEUED and
+// PROCESSING ones only if active; nowSQL is the database's time now.
+func queueCounts(ctx context.Context, db *gorm.DB, nowSQL string, active bool) ([]QueueCount, error) {
+	where := "true"
+	if active {
+		where = activeStatuses
+	}
 	return collect(ctx, db, func(rows *sql.Rows, c *QueueCount) error {
 		var oldest, t sqlTime
 		err := rows.Scan(&c.Queue, &c.Status, &c.N, &oldest, &t)
@@ -107,7 +111,7 @@ func activeByQueue(ctx context.Context, db *gorm.DB, nowSQL string) ([]QueueCoun
 		}
 		return err
 	}, `SELECT queue, status, count(*), min(CASE WHEN status = 'QUEUED' AND run_at <= `+nowSQL+` THEN run_at END), `+nowSQL+`
-		FROM sheaf_jobs WHERE `+activeStatuses+` GROUP BY queue, status ORDER BY queue, status`)
+		FROM sheaf_jobs WHERE `+where+` GROUP BY queue, status ORDER BY queue, status`)
 }
 
 // history reads job id's recorded attempts, oldest first.
@@ -169,8 +173,8 @@ func queuesJSON(qs []string) string {
 func (*postgres) Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
 	return pausedQueues(ctx, db)
 }
-func (*postgres) ActiveByQueue(ctx context.Context, db *gorm.DB) ([]QueueCount, error) {
-	return activeByQueue(ctx, db, "now()")
+func (*postgres) QueueCounts(ctx context.Context, db *gorm.DB, active bool) ([]QueueCount, error) {
+	return queueCounts(ctx, db, "now()", active)
 }
 func (*postgres) History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
 	return history(ctx, db, id)
@@ -246,8 +250,8 @@ func (h *held) exec(ctx context.Context, query string, args ...any) (err error) 
 func (*sqlite) Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
 	return pausedQueues(ctx, db)
 }
-func (*sqlite) ActiveByQueue(ctx context.Context, db *gorm.DB) ([]QueueCount, error) {
-	return activeByQueue(ctx, db, sqliteNow)
+func (*sqlite) QueueCounts(ctx context.Context, db *gorm.DB, active bool) ([]QueueCount, error) {
+	return queueCounts(ctx, db, sqliteNow, active)
 }
 func (*sqlite) History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error) {
 	return history(ctx, db, id)

@@ -19,15 +19,25 @@ const (
 )
 
 // CountByKind counts the jobs by kind and status on db without reading
-// every finished job: the QUEUED and PROCESSING jobs where they are, and
-// the finished ones as finishedBy counts them.
+// every finished job once the day roll-ups are final for some days: the
+// QUEUED and PROCESSING jobs where they are, and the finished ones as
+// finishedBy counts them. Before any roll-up is final, one read of the
+// table counts them all.
 func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error) {
-	var out []KindCount
-	if err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + activeStatuses +
-		" GROUP BY kind, status").Scan(&out).Error; err != nil {
+	final, err := keepingOf(s).finalBefore(ctx, db)
+	if err != nil {
 		return nil, err
 	}
-	finished, err := finishedBy(ctx, s, db, "kind")
+	where := "true"
+	if final != "" {
+		where = activeStatuses
+	}
+	var out []KindCount
+	if err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + where +
+		" GROUP BY kind, status").Scan(&out).Error; err != nil || final == "" {
+		return out, err
+	}
+	finished, err := finishedBy(ctx, s, db, "kind", final)
 	for _, c := range finished {
 		out = append(out, KindCount{Kind: c.Name, Status: c.Status, N: c.N})
 	}
@@ -38,11 +48,15 @@ func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error)
 // does by kind, with how long each queue's longest-waiting due job has
 // waited.
 func CountByQueue(ctx context.Context, s Store, db *gorm.DB) ([]QueueCount, error) {
-	out, err := s.ActiveByQueue(ctx, db)
+	final, err := keepingOf(s).finalBefore(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	finished, err := finishedBy(ctx, s, db, "queue")
+	out, err := s.QueueCounts(ctx, db, final != "")
+	if err != nil || final == "" {
+		return out, err
+	}
+	finished, err := finishedBy(ctx, s, db, "queue", final)
 	for _, c := range finished {
 		out = append(out, QueueCount{Queue: c.Name, Status: c.Status, N: c.N})
 	}
@@ -56,47 +70,38 @@ type groupCount struct {
 	N            int64
 }
 
-// finishedBy counts the finished jobs by col (kind or queue) and status:
-// those that finished on a day whose roll-up is final from the day
-// roll-ups (which outlive the pruned jobs), and those that finished since
-// where they are, through the index of finished jobs by time. A finished
-// job counts where it finished, so a job retried after its day was rolled
-// up counts there and again as it stands now. The counts of a group and
-// status may come in two parts.
-func finishedBy(ctx context.Context, s Store, db *gorm.DB, col string) ([]groupCount, error) {
+// finishedBy counts the finished jobs by col (kind or queue) and status
+// when the roll-ups are final before day final: those that finished
+// before it from the day roll-ups (which outlive the pruned jobs), and
+// those that finished since where they are, through the index of finished
+// jobs by time. A finished job counts where it finished, so a job retried
+// after its day was rolled up counts there and again as it stands now.
+// The counts of a group and status may come in two parts.
+func finishedBy(ctx context.Context, s Store, db *gorm.DB, col, final string) ([]groupCount, error) {
 	k := keepingOf(s)
-	final, err := k.finalBefore(ctx, db)
+	day, err := time.Parse(DayLayout, final)
 	if err != nil {
+		return nil, fmt.Errorf("rolled-up days: %w", err)
+	}
+	var rolled []struct {
+		Name                         string
+		Completed, Failed, Cancelled int64
+	}
+	if err := db.WithContext(ctx).Raw(`SELECT `+col+` AS name, sum(completed) AS completed, sum(failed) AS failed,
+		sum(cancelled) AS cancelled FROM sheaf_history WHERE day < `+k.day+" GROUP BY "+col, final).Scan(&rolled).Error; err != nil {
 		return nil, err
 	}
 	var out []groupCount
-	live := "SELECT " + col + " AS name, status, count(*) AS n FROM sheaf_jobs WHERE " + finishedStatuses
-	var args []any
-	if final != "" {
-		day, err := time.Parse(DayLayout, final)
-		if err != nil {
-			return nil, fmt.Errorf("rolled-up days: %w", err)
-		}
-		live += " AND completed_at >= " + k.ts
-		args = append(args, k.at(day))
-		var rolled []struct {
-			Name                         string
-			Completed, Failed, Cancelled int64
-		}
-		if err := db.WithContext(ctx).Raw(`SELECT `+col+` AS name, sum(completed) AS completed, sum(failed) AS failed,
-			sum(cancelled) AS cancelled FROM sheaf_history WHERE day < `+k.day+" GROUP BY "+col, final).Scan(&rolled).Error; err != nil {
-			return nil, err
-		}
-		for _, r := range rolled {
-			for _, c := range []groupCount{{r.Name, "COMPLETED", r.Completed}, {r.Name, "FAILED", r.Failed}, {r.Name, "CANCELLED", r.Cancelled}} {
-				if c.N > 0 {
-					out = append(out, c)
-				}
+	for _, r := range rolled {
+		for _, c := range []groupCount{{r.Name, "COMPLETED", r.Completed}, {r.Name, "FAILED", r.Failed}, {r.Name, "CANCELLED", r.Cancelled}} {
+			if c.N > 0 {
+				out = append(out, c)
 			}
 		}
 	}
 	var since []groupCount
-	if err := db.WithContext(ctx).Raw(live+" GROUP BY "+col+", status", args...).Scan(&since).Error; err != nil {
+	if err := db.WithContext(ctx).Raw("SELECT "+col+" AS name, status, count(*) AS n FROM sheaf_jobs WHERE "+finishedStatuses+
+		" AND completed_at >= "+k.ts+" GROUP BY "+col+", status", k.at(day)).Scan(&since).Error; err != nil {
 		return nil, err
 	}
 	return append(out, since...), nil

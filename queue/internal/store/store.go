@@ -125,10 +125,10 @@ type Store interface {
 	// (every poll) inside one.
 	SetPaused(ctx context.Context, db *gorm.DB, name string, paused bool) error
 	Paused(ctx context.Context, db *gorm.DB) ([]PausedQueue, error)
-	// ActiveByQueue counts the QUEUED and PROCESSING jobs by queue and
-	// status, with how long each queue's longest-waiting due job has
-	// waited (see CountByQueue for every status).
-	ActiveByQueue(ctx context.Context, db *gorm.DB) ([]QueueCount, error)
+	// QueueCounts counts the jobs by queue and status, with how long each
+	// queue's longest-waiting due job has waited: the QUEUED and
+	// PROCESSING jobs only, if active (see CountByQueue).
+	QueueCounts(ctx context.Context, db *gorm.DB, active bool) ([]QueueCount, error)
 	// History reads job id's recorded attempts (those that did not
 	// complete), oldest first.
 	History(ctx context.Context, db *gorm.DB, id int64) ([]Attempt, error)
