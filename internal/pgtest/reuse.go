@@ -360,27 +360,32 @@ func (p *pool) give(t testing.TB, s *schema, db *DB) {
 	} else if db != nil {
 		_ = db.SQL.Close()
 	}
+	// unparked closes the pool that was to wait with the schema, when the
+	// schema is not kept after all.
+	unparked := func() {
+		if keep {
+			_ = db.SQL.Close()
+		}
+	}
 	if s.alike {
 		ok, err := p.clean(s, open)
 		if err == nil && ok {
 			p.mu.Lock()
-			kept := p.all[s]
+			kept := p.all[s] // not if the process dropped it meanwhile
 			if kept {
+				p.free = append(p.free, s)
 				if keep {
 					s.parked = db
 				}
-				p.free = append(p.free, s)
 			}
 			p.mu.Unlock()
-			if keep && !kept {
-				_ = db.SQL.Close()
+			if !kept {
+				unparked()
 			}
 			return
 		}
 	}
-	if keep {
-		_ = db.SQL.Close()
-	}
+	unparked()
 	if err := p.drop(s); err != nil {
 		t.Errorf("pgtest: drop schema %s: %v", s.name, err)
 	}

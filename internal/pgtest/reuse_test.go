@@ -64,25 +64,35 @@ func TestMigratedSchemaIsReusedEmpty(t *testing.T) {
 // on them, and the schema is reused.
 func TestTestsOwnTablesAreDroppedAndTheSchemaReused(t *testing.T) {
 	t.Parallel()
-	var runs atomic.Int32
-	migrate, key := versioned(&runs), t.Name()
-	var first string
-	t.Run("makes tables", func(t *testing.T) {
-		db := pgtest.NewMigrated(t, key, migrate)
-		first = db.Schema
+	runs := inTurn(t, func(t *testing.T, db *pgtest.DB) {
 		require.NoError(t, db.Gorm.Exec(`CREATE TABLE ledger (id bigint GENERATED ALWAYS AS IDENTITY, n int);
 			CREATE TABLE "Odd name" (a int); CREATE INDEX ledger_n ON ledger (n);
 			CREATE VIEW ledger_view AS SELECT n FROM ledger;
 			INSERT INTO ledger (n) VALUES (1); INSERT INTO items (name) VALUES ('a')`).Error)
-	})
-	t.Run("next", func(t *testing.T) {
-		db := pgtest.NewMigrated(t, key, migrate)
+	}, func(t *testing.T, db *pgtest.DB, first string) {
 		require.Equal(t, first, db.Schema)
 		require.Zero(t, db.Count(t, "SELECT count(*) FROM pg_class WHERE relnamespace = $1::text::regnamespace "+
 			"AND relname IN ('ledger', 'Odd name', 'ledger_n', 'ledger_view', 'ledger_id_seq')", db.Schema))
 		require.Zero(t, db.Count(t, "SELECT count(*) FROM items"))
 	})
-	require.Equal(t, int32(1), runs.Load())
+	require.Equal(t, int32(1), runs)
+}
+
+// inTurn runs two tests of a key of its own, one after the other, on the
+// schemas NewMigrated gives them: first, then next, which is told first's
+// schema. It returns how many times the key was migrated.
+func inTurn(t *testing.T, first func(t *testing.T, db *pgtest.DB), next func(t *testing.T, db *pgtest.DB, firstSchema string)) int32 {
+	t.Helper()
+	var runs atomic.Int32
+	migrate, key := versioned(&runs), t.Name()
+	var schema string
+	t.Run("first", func(t *testing.T) {
+		db := pgtest.NewMigrated(t, key, migrate)
+		schema = db.Schema
+		first(t, db)
+	})
+	t.Run("next", func(t *testing.T) { next(t, pgtest.NewMigrated(t, key, migrate), schema) })
+	return runs.Load()
 }
 
 // A schema that a test changed, or whose migration rows it changed, or to
@@ -124,20 +134,11 @@ func TestChangedSchemaIsNotReused(t *testing.T) {
 	for name, change := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var runs atomic.Int32
-			migrate, key := versioned(&runs), t.Name()
-			var first string
-			t.Run("changes", func(t *testing.T) {
-				db := pgtest.NewMigrated(t, key, migrate)
-				first = db.Schema
-				change(t, db)
-			})
-			t.Run("next", func(t *testing.T) {
-				db := pgtest.NewMigrated(t, key, migrate)
+			runs := inTurn(t, change, func(t *testing.T, db *pgtest.DB, first string) {
 				require.NotEqual(t, first, db.Schema)
 				require.False(t, exists(t, first), "the changed schema is dropped")
 			})
-			require.Equal(t, int32(2), runs.Load())
+			require.Equal(t, int32(2), runs)
 		})
 	}
 }

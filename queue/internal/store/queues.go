@@ -99,10 +99,6 @@ func pausedQueues(ctx context.Context, db *gorm.DB) ([]PausedQueue, error) {
 // queueCounts counts the jobs by queue and status, the QUEUED and
 // PROCESSING ones only if active; nowSQL is the database's time now.
 func queueCounts(ctx context.Context, db *gorm.DB, nowSQL string, active bool) ([]QueueCount, error) {
-	where := "true"
-	if active {
-		where = activeStatuses
-	}
 	return collect(ctx, db, func(rows *sql.Rows, c *QueueCount) error {
 		var oldest, t sqlTime
 		err := rows.Scan(&c.Queue, &c.Status, &c.N, &oldest, &t)
@@ -111,7 +107,7 @@ func queueCounts(ctx context.Context, db *gorm.DB, nowSQL string, active bool) (
 		}
 		return err
 	}, `SELECT queue, status, count(*), min(CASE WHEN status = 'QUEUED' AND run_at <= `+nowSQL+` THEN run_at END), `+nowSQL+`
-		FROM sheaf_jobs WHERE `+where+` GROUP BY queue, status ORDER BY queue, status`)
+		FROM sheaf_jobs WHERE `+statusesIn(active)+` GROUP BY queue, status ORDER BY queue, status`)
 }
 
 // history reads job id's recorded attempts, oldest first.

@@ -19,48 +19,53 @@ const (
 )
 
 // CountByKind counts the jobs by kind and status on db without reading
-// every finished job once the day roll-ups are final for some days: the
-// QUEUED and PROCESSING jobs where they are, and the finished ones as
-// finishedBy counts them. Before any roll-up is final, one read of the
-// table counts them all.
+// every finished job once the day roll-ups are final for some days (see
+// counted).
 func CountByKind(ctx context.Context, s Store, db *gorm.DB) ([]KindCount, error) {
-	final, err := keepingOf(s).finalBefore(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	where := "true"
-	if final != "" {
-		where = activeStatuses
-	}
-	var out []KindCount
-	if err := db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + where +
-		" GROUP BY kind, status").Scan(&out).Error; err != nil || final == "" {
+	return counted(ctx, s, db, "kind", func(active bool) (out []KindCount, err error) {
+		err = db.WithContext(ctx).Raw("SELECT kind, status, count(*) AS n FROM sheaf_jobs WHERE " + statusesIn(active) +
+			" GROUP BY kind, status").Scan(&out).Error
 		return out, err
-	}
-	finished, err := finishedBy(ctx, s, db, "kind", final)
-	for _, c := range finished {
-		out = append(out, KindCount{Kind: c.Name, Status: c.Status, N: c.N})
-	}
-	return out, err
+	}, func(c groupCount) KindCount { return KindCount{Kind: c.Name, Status: c.Status, N: c.N} })
 }
 
 // CountByQueue counts the jobs by queue and status on db as CountByKind
 // does by kind, with how long each queue's longest-waiting due job has
 // waited.
 func CountByQueue(ctx context.Context, s Store, db *gorm.DB) ([]QueueCount, error) {
+	return counted(ctx, s, db, "queue", func(active bool) ([]QueueCount, error) {
+		return s.QueueCounts(ctx, db, active)
+	}, func(c groupCount) QueueCount { return QueueCount{Queue: c.Name, Status: c.Status, N: c.N} })
+}
+
+// counted counts the jobs by col (kind or queue) and status: once a day
+// roll-up is final, read counts the QUEUED and PROCESSING jobs where they
+// are and finishedBy the finished ones, each made a T by count; before
+// that, read counts every status in one read of the table.
+func counted[T any](ctx context.Context, s Store, db *gorm.DB, col string,
+	read func(active bool) ([]T, error), count func(groupCount) T) ([]T, error) {
 	final, err := keepingOf(s).finalBefore(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.QueueCounts(ctx, db, final != "")
+	out, err := read(final != "")
 	if err != nil || final == "" {
 		return out, err
 	}
-	finished, err := finishedBy(ctx, s, db, "queue", final)
+	finished, err := finishedBy(ctx, s, db, col, final)
 	for _, c := range finished {
-		out = append(out, QueueCount{Queue: c.Name, Status: c.Status, N: c.N})
+		out = append(out, count(c))
 	}
 	return out, err
+}
+
+// statusesIn selects the QUEUED and PROCESSING jobs if active, every job
+// otherwise.
+func statusesIn(active bool) string {
+	if active {
+		return activeStatuses
+	}
+	return "true"
 }
 
 // groupCount is a count of finished jobs of a group (a kind, a queue) and
