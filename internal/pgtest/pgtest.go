@@ -125,11 +125,17 @@ func open(base, schema string) (dsn string, gdb *gorm.DB, sqlDB *sql.DB, err err
 // sizePool sizes a test's pool: database/sql keeps two idle connections by
 // default, so tests with many concurrent workers would spend their time
 // opening connections; the cap keeps parallel tests within the server's
-// connection limit.
+// connection limit, and the idle timeout has a test that waits (for a
+// lease to expire, say) give its idle connections back to the server,
+// which the two test processes that go test runs at once share.
 func sizePool(db *sql.DB) {
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
+	db.SetConnMaxIdleTime(testIdleTime)
 }
+
+// testIdleTime is how long a test's pool keeps an unused connection.
+const testIdleTime = 5 * time.Second
 
 // Count returns the result of a SELECT count(*) query, failing the test on
 // error. Placeholders may be gorm's ? or PostgreSQL's $1.
@@ -211,6 +217,7 @@ func whileFull[C any](ctx context.Context, open func() (C, error)) (C, error) {
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" { // too_many_connections
 			return conn, err
 		}
+		shed()
 		select {
 		case <-ctx.Done():
 			return conn, err

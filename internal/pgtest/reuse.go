@@ -87,9 +87,9 @@ func NewMigrated(t testing.TB, key string, migrate Migrate) *DB {
 			t.Fatalf("pgtest: %v", err)
 		}
 	} else {
+		unpark(db.SQL)
 		sizePool(db.SQL) // as open sizes it, whatever the last test did
 		db.SQL.SetConnMaxLifetime(0)
-		db.SQL.SetConnMaxIdleTime(0)
 	}
 	t.Cleanup(func() { p.give(t, s, db) })
 	return db
@@ -113,6 +113,7 @@ func (r *schemas) closePools() {
 		p.mu.Lock()
 		for _, s := range p.free {
 			if s.parked != nil {
+				unpark(s.parked.SQL)
 				_ = s.parked.SQL.Close()
 				s.parked = nil
 			}
@@ -248,13 +249,7 @@ func (r *schemas) dropAll() {
 			}
 		}
 	}
-	r.mu.Lock()
-	idle := r.idle
-	r.idle = nil
-	r.mu.Unlock()
-	for _, c := range idle {
-		_ = c.Close(context.Background())
-	}
+	r.closeIdle()
 }
 
 // pool is one key's schemas.
@@ -356,6 +351,7 @@ func (p *pool) give(t testing.TB, s *schema, db *DB) {
 	open := 0
 	if keep {
 		db.SQL.SetMaxIdleConns(parkedIdle)
+		db.SQL.SetConnMaxIdleTime(0) // parkedBudget bounds them
 		open = db.SQL.Stats().OpenConnections
 	} else if db != nil {
 		_ = db.SQL.Close()
@@ -376,6 +372,7 @@ func (p *pool) give(t testing.TB, s *schema, db *DB) {
 				p.free = append(p.free, s)
 				if keep {
 					s.parked = db
+					park(db.SQL)
 				}
 			}
 			p.mu.Unlock()
