@@ -85,7 +85,12 @@ func (f *fetcher) readPaused(ctx context.Context) {
 	names, limits, err := f.conn.Holds(ctx)
 	if err == nil {
 		// A statement that reads a row or two: its time is the round trip.
-		r.rttNanos.Store(int64(f.rtts.add(time.Since(f.pausedAt))))
+		again := func() (time.Duration, error) {
+			began := time.Now()
+			_, _, err := f.conn.Holds(ctx)
+			return time.Since(began), err
+		}
+		r.rttNanos.Store(int64(f.rtts.confirmed(time.Since(f.pausedAt), again)))
 	} else {
 		r.pausedStale.Store(true)
 		if ctx.Err() == nil {
@@ -339,6 +344,32 @@ func (t *roundTrips) add(d time.Duration) time.Duration {
 		least = min(least, s)
 	}
 	return least
+}
+
+// sureRoundTrips is how many reads the runner takes before it believes
+// one that says the server is far (see roundTrips.confirmed).
+const sureRoundTrips = 3
+
+// confirmed records read, a read's time, and returns the round trip, as
+// add does; but until sureRoundTrips reads are kept, a round trip that
+// says the server is far is checked at once with another read (again). A
+// far server makes the runner claim far ahead (see Runner.ahead), and one
+// read can look far on its own: a backend's first, which also loads the
+// catalogs of the tables it reads, or any on a loaded machine (19 to 36
+// ms seen on two cores running two test packages, where most reads took
+// well under a millisecond); a runner that believed its first read held
+// hundreds more jobs than its workers for its first seconds. A far server
+// costs the extra reads once, as the runner starts.
+func (t *roundTrips) confirmed(read time.Duration, again func() (time.Duration, error)) time.Duration {
+	rtt := t.add(read)
+	for rtt > farServer && t.n < sureRoundTrips {
+		d, err := again()
+		if err != nil {
+			break
+		}
+		rtt = t.add(d)
+	}
+	return rtt
 }
 
 // cursor is where a runner's last claim on a queue stopped, in claim order.

@@ -520,6 +520,39 @@ func TestStopOutOfTimeRequeues(t *testing.T) {
 	require.Equal(t, int64(1), r.Stats().Requeued)
 }
 
+// A first read that looks far is checked with more reads at once: a near
+// server's next read settles it; a far server is believed after
+// sureRoundTrips reads, and later reads are not checked again; a failed
+// read ends the checking.
+func TestRoundTripFarIsConfirmed(t *testing.T) {
+	script := func(reads ...time.Duration) (func() (time.Duration, error), *int) {
+		calls := 0
+		return func() (time.Duration, error) {
+			calls++
+			if calls > len(reads) {
+				return 0, errors.New("no more reads")
+			}
+			return reads[calls-1], nil
+		}, &calls
+	}
+	var near roundTrips
+	again, calls := script(300 * time.Microsecond)
+	require.Equal(t, 300*time.Microsecond, near.confirmed(30*time.Millisecond, again))
+	require.Equal(t, 1, *calls)
+
+	var far roundTrips
+	again, calls = script(60*time.Millisecond, 50*time.Millisecond, time.Millisecond)
+	require.Equal(t, 50*time.Millisecond, far.confirmed(70*time.Millisecond, again), "three far reads")
+	require.Equal(t, 2, *calls)
+	require.Equal(t, 50*time.Millisecond, far.confirmed(80*time.Millisecond, again))
+	require.Equal(t, 2, *calls, "believed: not checked again")
+
+	var failing roundTrips
+	again, calls = script()
+	require.Equal(t, 30*time.Millisecond, failing.confirmed(30*time.Millisecond, again))
+	require.Equal(t, 1, *calls)
+}
+
 // One slow read (a connection dialled anew after a restart) does not make
 // a near server look far; a far server looks far from its first read, and
 // a server that moves away is seen as far once every kept read says so.
