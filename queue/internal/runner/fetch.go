@@ -244,12 +244,15 @@ const farServer = 10 * time.Millisecond
 
 // minJob is the least a job counts for when the claim-ahead is sized for a
 // far server: it bounds the rate the claims are sized for at workers ÷
-// minJob, 40,000 jobs/s for the default 100 workers.
-const minJob = 2500 * time.Microsecond
+// minJob, 100,000 jobs/s for the default 100 workers, above what one
+// runner does from a nearby server (some 70,000 no-op jobs/s on two
+// cores); sized for 40,000, a runner 50 ms away did 0.36 of its nearby
+// rate, and 0.54 sized for this.
+const minJob = 1000 * time.Microsecond
 
 // maxAhead bounds the claim-ahead at this many jobs per worker: enough for
 // a round trip of 200 ms at the rate minJob sizes for.
-const maxAhead = 80
+const maxAhead = 200
 
 // pipelined is how many more jobs than there are free slots a claim asks
 // for: none from a nearby server; behind a far one, the jobs the workers

@@ -147,13 +147,13 @@ func TestCapacity(t *testing.T) {
 		workers              int
 		job, claim, rtt, out int64
 	}{
-		{4, 0, 0, 0, 4},                    // nothing measured yet
-		{1, 1, 100, 0, 1},                  // serial
-		{4, 100, 50, 0, 6},                 // two jobs finish per claim
-		{4, 100, 10_000, 0, 8},             // at most as many again
-		{4, 100, 50 * ms, 2 * ms, 8},       // a slow claim from a nearby server: the same
-		{4, 10_000, 1, 0, 4},               // long jobs: nothing ahead
-		{4, 100, 60 * ms, 50 * ms, 4 + 80}, // far: jobs count as minJob
+		{4, 0, 0, 0, 4},              // nothing measured yet
+		{1, 1, 100, 0, 1},            // serial
+		{4, 100, 50, 0, 6},           // two jobs finish per claim
+		{4, 100, 10_000, 0, 8},       // at most as many again
+		{4, 100, 50 * ms, 2 * ms, 8}, // a slow claim from a nearby server: the same
+		{4, 10_000, 1, 0, 4},         // long jobs: nothing ahead
+		{4, 100, 60 * ms, 50 * ms, 4 + 4*50*ms/int64(minJob)}, // far: jobs count as minJob
 		{4, 10 * ms, 60 * ms, 50 * ms, 4 + 20},
 		{4, 100, 2000 * ms, 1000 * ms, 4 + 4*maxAhead},
 		{4, 100 * ms, 60 * ms, 50 * ms, 4 + 2}, // far, long jobs: as from nearby
@@ -183,10 +183,10 @@ func TestPipelined(t *testing.T) {
 	require.Equal(t, claimAheadWait+120*time.Millisecond, r.aheadWait())
 	r.rttNanos.Store(int64(50 * time.Millisecond))
 	require.Equal(t, 10, r.pipelined(), "no more than the runner holds")
-	for range 100 {
+	for range 1000 {
 		r.running[&Execution{}] = struct{}{}
 	}
-	require.Equal(t, 4*20, r.pipelined(), "what the workers finish in a round trip")
+	require.Equal(t, 4*int(50*time.Millisecond/minJob), r.pipelined(), "what the workers finish in a round trip")
 }
 
 // A finished attempt's result: completed, failed for good (a permanent
