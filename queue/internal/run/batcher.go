@@ -9,20 +9,30 @@ import (
 // arrived while the previous Flush ran goes into the next. While a batch is
 // smaller than LingerBatch and Busy reports that more is on its way, it
 // waits up to Linger for more, since a statement and a commit per handful
-// of results cost more than the wait.
+// of results cost more than the wait. One Flush runs at a time, unless
+// Flushes allows more.
 type Batcher[T any] struct {
 	Max         int // most items per Flush
 	LingerBatch int
 	Linger      time.Duration
 	Busy        func() bool
-	Flush       func([]T)
+	// Flushes, if set, is how many Flush calls may run at once (read
+	// before each batch; at least one). More than one pays off where a
+	// Flush is mostly a wait (a far server's round trip): the next batch
+	// goes out while the last one travels. A batch is gathered only once a
+	// Flush may start, so with one allowed, whatever arrived while the last
+	// ran goes into the next, as without Flushes.
+	Flushes func() int
+	Flush   func([]T)
 
 	in   chan T
 	done chan struct{}
 
 	mu        sync.Mutex
-	flushed   *sync.Cond // on mu: unflushed went down
-	unflushed int        // sent and not yet flushed
+	flushed   *sync.Cond  // on mu: unflushed went down, or a Flush returned
+	unflushed int         // sent and not yet flushed
+	flushing  int         // Flush calls running
+	spare     Spares[[]T] // batches' backing arrays, for the next ones
 }
 
 // Start starts the batcher with room for room items in flight: enough that
@@ -81,12 +91,14 @@ func (b *Batcher[T]) WaitFlushed(limit time.Duration) bool {
 }
 
 func (b *Batcher[T]) loop() {
+	var flushes sync.WaitGroup
 	defer close(b.done)
-	batch := make([]T, 0, b.Max)
+	defer flushes.Wait()
 	linger := time.NewTimer(0)
 	defer linger.Stop()
 	for v := range b.in {
-		batch = append(batch[:0], v)
+		at := b.turn()
+		batch := append(b.spare.Get(func() []T { return make([]T, 0, b.Max) }), v)
 		lingering := false
 	gather:
 		for len(batch) < b.Max {
@@ -114,11 +126,66 @@ func (b *Batcher[T]) loop() {
 				break gather
 			}
 		}
-		b.Flush(batch)
-		clear(batch)
-		b.mu.Lock()
-		b.unflushed -= len(batch)
-		b.flushed.Broadcast()
-		b.mu.Unlock()
+		if at == 1 {
+			b.flush(batch) // the loop's own goroutine: the usual case, with no handing over
+			continue
+		}
+		flushes.Go(func() { b.flush(batch) })
 	}
+}
+
+// turn waits until a Flush may start, counts it as started, and returns
+// how many may run at once.
+func (b *Batcher[T]) turn() int {
+	at := 1
+	if b.Flushes != nil {
+		at = max(b.Flushes(), 1)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.flushing >= at {
+		b.flushed.Wait()
+	}
+	b.flushing++
+	return at
+}
+
+// flush hands batch to Flush, then counts it flushed and keeps its backing
+// array for a later batch.
+func (b *Batcher[T]) flush(batch []T) {
+	b.Flush(batch)
+	clear(batch)
+	b.spare.Put(batch[:0])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unflushed -= len(batch)
+	b.flushing--
+	b.flushed.Broadcast()
+}
+
+// Spares keeps things for reuse, safe for concurrent use: the last put is
+// the first got again, so a user that takes one at a time reuses one.
+type Spares[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// Get returns the last thing put, or a new one from fresh.
+func (s *Spares[T]) Get(fresh func() T) T {
+	s.mu.Lock()
+	if n := len(s.items); n > 0 {
+		v := s.items[n-1]
+		s.items = s.items[:n-1]
+		s.mu.Unlock()
+		return v
+	}
+	s.mu.Unlock()
+	return fresh()
+}
+
+// Put keeps v for a later Get.
+func (s *Spares[T]) Put(v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = append(s.items, v)
 }

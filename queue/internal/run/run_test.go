@@ -233,3 +233,47 @@ type sysClock struct{}
 
 func (sysClock) Now() time.Time                         { return time.Now() }
 func (sysClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// With Flushes allowing two, a second batch goes out while the first is
+// still in Flush, never a third; every item is flushed once, and Stop
+// waits for the Flush calls still running.
+func TestBatcherFlushesAtOnceAsAllowed(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	running, most := 0, 0
+	started, gate := make(chan struct{}, 10), make(chan struct{})
+	b := Batcher[int]{Max: 2, Busy: func() bool { return false }, Flushes: func() int { return 2 },
+		Flush: func(v []int) {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			got = append(got, v...)
+			mu.Unlock()
+			started <- struct{}{}
+			<-gate
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}}
+	b.Start(10)
+	for i := range 6 {
+		b.Send(i)
+	}
+	<-started
+	<-started // two at once: the second began while the first waits at the gate
+	stopped := make(chan struct{})
+	go func() {
+		b.Stop()
+		close(stopped)
+	}()
+	for range 3 { // let the rest through, one turn at a time
+		gate <- struct{}{}
+	}
+	close(gate)
+	<-stopped
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, most, "no more than allowed")
+	require.Zero(t, running, "Stop waited for every Flush")
+	require.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5}, got)
+}

@@ -154,7 +154,7 @@ func New(cfg Config) *Runner {
 		// A closed batch window wakes the claims when it opens.
 		Opens: func(now time.Time) time.Time { return cfg.Kinds.NextOpening(now, cfg.Queues) }}
 	r.completer = run.Batcher[result]{Max: maxFlush, LingerBatch: completeLinger.batch, Linger: completeLinger.wait,
-		Busy: func() bool { return r.runningNow() > 0 }}
+		Busy: func() bool { return r.runningNow() > 0 }, Flushes: r.flushes}
 	r.renewer = run.Renewer{Every: cfg.Lease / 3, MaxPause: r.timeouts.renewPause, Lease: cfg.Lease, Log: r.log}
 	if cfg.Campaign {
 		r.leader = maintain.New(maintain.Config{ID: cfg.ID, TTL: min(cfg.Lease, MaxLeadership), Elector: cfg.Store,
@@ -170,7 +170,8 @@ func New(cfg Config) *Runner {
 const MaxLeadership = 30 * time.Second
 
 // Conns is how many connections a runner keeps for itself: the listener's,
-// and one each for claims, results and leases.
+// and one each for claims, results and leases; behind a far server, up to
+// farFlushes-1 more for results.
 const Conns = 4
 
 // Start runs Config.Preflight and, if it passes, starts claiming and
@@ -216,9 +217,13 @@ func (r *Runner) Start(ctx context.Context) error {
 	// and the job runs again: still at least once, and the claim is cheaper
 	// and quicker. Results are written durably.
 	f := &fetcher{r: r, conn: r.st.Hold(true), jobsCtx: jobsCtx, cursors: map[string]*cursor{}}
-	results, leases := r.st.Hold(false), r.st.Hold(false)
+	results, leases := &resultConns{hold: func() store.Conn { return r.st.Hold(false) }}, r.st.Hold(false)
 	r.poller.Fetch = f.fetch
-	r.completer.Flush = func(batch []result) { r.flush(results, batch) }
+	r.completer.Flush = func(batch []result) {
+		conn := results.get()
+		defer results.put(conn)
+		r.flush(conn, batch)
+	}
 	r.renewer.Renew = func(ctx context.Context) error { return r.renew(ctx, leases) }
 	r.seen(ctx, leases, true)
 

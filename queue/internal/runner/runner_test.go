@@ -572,3 +572,42 @@ func TestRoundTripIgnoresAOneOffDelay(t *testing.T) {
 	}
 	require.Equal(t, 60*time.Millisecond, moved.add(60*time.Millisecond), "once all kept reads are slow, the server is far")
 }
+
+// Results go out one statement at a time from a nearby server, farFlushes
+// at a time behind a far one, each on a connection of its own: opened as
+// first needed, the last given back used first, all closed at the end.
+func TestResultsFromAFarServerGoOutSeveralAtOnce(t *testing.T) {
+	r := New(Config{Workers: 4})
+	r.rttNanos.Store(int64(time.Millisecond))
+	require.Equal(t, 1, r.flushes())
+	r.rttNanos.Store(int64(50 * time.Millisecond))
+	require.Equal(t, farFlushes, r.flushes())
+
+	var opened []*closedConn
+	conns := &resultConns{hold: func() store.Conn {
+		c := &closedConn{}
+		opened = append(opened, c)
+		return c
+	}}
+	a := conns.get()
+	conns.put(a)
+	require.Same(t, a, conns.get(), "one at a time: the same connection")
+	b := conns.get()
+	require.NotSame(t, a, b, "two at once: two connections")
+	conns.put(a)
+	conns.put(b)
+	require.Same(t, b, conns.get(), "the last given back first")
+	require.Len(t, opened, 2)
+	conns.Close()
+	for _, c := range opened {
+		require.True(t, c.closed)
+	}
+}
+
+// closedConn is a store.Conn that records its Close.
+type closedConn struct {
+	store.Conn
+	closed bool
+}
+
+func (c *closedConn) Close() { c.closed = true }
