@@ -38,34 +38,60 @@ func (r *Runner) flushes() int {
 }
 
 // resultConns are the connections results are written on, one per
-// statement on its way, opened as first needed and used last in, first
-// out: a runner whose statements go one at a time uses one.
+// statement on its way. The first is held for the runner's lifetime; the
+// others, behind a far server, give their connection back to the pool
+// after each statement: a pool sized for the workers and Conns has no room
+// to keep them, and its handlers would wait for them.
 type resultConns struct {
-	hold  func() store.Conn
-	idle  run.Spares[store.Conn]
-	mu    sync.Mutex
-	every []store.Conn
+	hold     func() store.Conn
+	mu       sync.Mutex
+	first    store.Conn
+	inUse    bool // first
+	extra    run.Spares[store.Conn]
+	extraAll []store.Conn
 }
 
-// get returns an idle connection, or a new one.
+// get returns the first connection if it is free, or another.
 func (c *resultConns) get() store.Conn {
-	return c.idle.Get(func() store.Conn {
+	c.mu.Lock()
+	if c.first == nil {
+		c.first = c.hold()
+	}
+	if !c.inUse {
+		c.inUse = true
+		c.mu.Unlock()
+		return c.first
+	}
+	c.mu.Unlock()
+	return c.extra.Get(func() store.Conn {
 		conn := c.hold()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.every = append(c.every, conn)
+		c.extraAll = append(c.extraAll, conn)
 		return conn
 	})
 }
 
-// put returns conn, which get gave, for the next statement.
-func (c *resultConns) put(conn store.Conn) { c.idle.Put(conn) }
+// put takes back conn, which get gave.
+func (c *resultConns) put(conn store.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn == c.first {
+		c.inUse = false
+		return
+	}
+	conn.Close() // back to the pool; it connects again when next used
+	c.extra.Put(conn)
+}
 
-// Close closes every connection get opened.
+// Close closes the connections.
 func (c *resultConns) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, conn := range c.every {
+	if c.first != nil {
+		c.first.Close()
+	}
+	for _, conn := range c.extraAll {
 		conn.Close()
 	}
 }

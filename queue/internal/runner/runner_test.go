@@ -574,8 +574,9 @@ func TestRoundTripIgnoresAOneOffDelay(t *testing.T) {
 }
 
 // Results go out one statement at a time from a nearby server, farFlushes
-// at a time behind a far one, each on a connection of its own: opened as
-// first needed, the last given back used first, all closed at the end.
+// at a time behind a far one, each on a connection of its own: the first
+// held for the runner's life, the others given back to the pool after
+// each statement; all closed at the end.
 func TestResultsFromAFarServerGoOutSeveralAtOnce(t *testing.T) {
 	r := New(Config{Workers: 4})
 	r.rttNanos.Store(int64(time.Millisecond))
@@ -594,9 +595,13 @@ func TestResultsFromAFarServerGoOutSeveralAtOnce(t *testing.T) {
 	require.Same(t, a, conns.get(), "one at a time: the same connection")
 	b := conns.get()
 	require.NotSame(t, a, b, "two at once: two connections")
-	conns.put(a)
 	conns.put(b)
-	require.Same(t, b, conns.get(), "the last given back first")
+	require.False(t, a.(*closedConn).closed, "the first is held")
+	require.True(t, b.(*closedConn).closed, "the second went back to the pool")
+	b.(*closedConn).closed = false
+	require.Same(t, b, conns.get(), "and is used again for the next second")
+	conns.put(a)
+	require.Same(t, a, conns.get(), "the first, once free, first")
 	require.Len(t, opened, 2)
 	conns.Close()
 	for _, c := range opened {
