@@ -170,8 +170,9 @@ func New(cfg Config) *Runner {
 const MaxLeadership = 30 * time.Second
 
 // Conns is how many connections a runner keeps for itself: the listener's,
-// and one each for claims, results and leases; behind a far server, up to
-// farFlushes-1 more for results.
+// and one each for claims, results and leases. Behind a far server it also
+// borrows up to farFlushes-1 from the pool, each for one statement of
+// results at a time.
 const Conns = 4
 
 // Start runs Config.Preflight and, if it passes, starts claiming and
