@@ -29,10 +29,10 @@ type Batcher[T any] struct {
 	done chan struct{}
 
 	mu        sync.Mutex
-	flushed   *sync.Cond  // on mu: unflushed went down, or a Flush returned
-	unflushed int         // sent and not yet flushed
-	flushing  int         // Flush calls running
-	spare     Spares[[]T] // batches' backing arrays, for the next ones
+	flushed   *sync.Cond // on mu: unflushed went down, or a Flush returned
+	unflushed int        // sent and not yet flushed
+	flushing  int        // Flush calls running
+	spare     [][]T      // batches' backing arrays, for the next ones
 }
 
 // Start starts the batcher with room for room items in flight: enough that
@@ -97,8 +97,8 @@ func (b *Batcher[T]) loop() {
 	linger := time.NewTimer(0)
 	defer linger.Stop()
 	for v := range b.in {
-		at := b.turn()
-		batch := append(b.spare.Get(func() []T { return make([]T, 0, b.Max) }), v)
+		at, batch := b.turn()
+		batch = append(batch, v)
 		lingering := false
 	gather:
 		for len(batch) < b.Max {
@@ -135,9 +135,10 @@ func (b *Batcher[T]) loop() {
 }
 
 // turn waits until a Flush may start, counts it as started, and returns
-// how many may run at once.
-func (b *Batcher[T]) turn() int {
-	at := 1
+// how many may run at once and an empty batch for it, on a spare backing
+// array if there is one.
+func (b *Batcher[T]) turn() (at int, batch []T) {
+	at = 1
 	if b.Flushes != nil {
 		at = max(b.Flushes(), 1)
 	}
@@ -147,7 +148,11 @@ func (b *Batcher[T]) turn() int {
 		b.flushed.Wait()
 	}
 	b.flushing++
-	return at
+	if n := len(b.spare); n > 0 {
+		batch, b.spare = b.spare[n-1], b.spare[:n-1]
+		return at, batch
+	}
+	return at, make([]T, 0, b.Max)
 }
 
 // flush hands batch to Flush, then counts it flushed and keeps its backing
@@ -155,37 +160,10 @@ func (b *Batcher[T]) turn() int {
 func (b *Batcher[T]) flush(batch []T) {
 	b.Flush(batch)
 	clear(batch)
-	b.spare.Put(batch[:0])
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.spare = append(b.spare, batch[:0])
 	b.unflushed -= len(batch)
 	b.flushing--
 	b.flushed.Broadcast()
-}
-
-// Spares keeps things for reuse, safe for concurrent use: the last put is
-// the first got again, so a user that takes one at a time reuses one.
-type Spares[T any] struct {
-	mu    sync.Mutex
-	items []T
-}
-
-// Get returns the last thing put, or a new one from fresh.
-func (s *Spares[T]) Get(fresh func() T) T {
-	s.mu.Lock()
-	if n := len(s.items); n > 0 {
-		v := s.items[n-1]
-		s.items = s.items[:n-1]
-		s.mu.Unlock()
-		return v
-	}
-	s.mu.Unlock()
-	return fresh()
-}
-
-// Put keeps v for a later Get.
-func (s *Spares[T]) Put(v T) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.items = append(s.items, v)
 }

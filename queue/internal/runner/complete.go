@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
-	"github.com/sheaf-dev/sheaf/queue/internal/run"
 	"github.com/sheaf-dev/sheaf/queue/internal/store"
 )
 
@@ -46,30 +45,30 @@ type resultConns struct {
 	hold     func() store.Conn
 	mu       sync.Mutex
 	first    store.Conn
-	inUse    bool // first
-	extra    run.Spares[store.Conn]
+	inUse    bool         // first
+	extra    []store.Conn // the others not in use, last given back last
 	extraAll []store.Conn
 }
 
 // get returns the first connection if it is free, or another.
 func (c *resultConns) get() store.Conn {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.first == nil {
 		c.first = c.hold()
 	}
 	if !c.inUse {
 		c.inUse = true
-		c.mu.Unlock()
 		return c.first
 	}
-	c.mu.Unlock()
-	return c.extra.Get(func() store.Conn {
-		conn := c.hold()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.extraAll = append(c.extraAll, conn)
+	if n := len(c.extra); n > 0 {
+		conn := c.extra[n-1]
+		c.extra = c.extra[:n-1]
 		return conn
-	})
+	}
+	conn := c.hold()
+	c.extraAll = append(c.extraAll, conn)
+	return conn
 }
 
 // put takes back conn, which get gave.
@@ -81,7 +80,7 @@ func (c *resultConns) put(conn store.Conn) {
 		return
 	}
 	conn.Close() // back to the pool; it connects again when next used
-	c.extra.Put(conn)
+	c.extra = append(c.extra, conn)
 }
 
 // Close closes the connections.

@@ -44,7 +44,8 @@ func CountByQueue(ctx context.Context, s Store, db *gorm.DB) ([]QueueCount, erro
 // that, read counts every status in one read of the table.
 func counted[T any](ctx context.Context, s Store, db *gorm.DB, col string,
 	read func(active bool) ([]T, error), count func(groupCount) T) ([]T, error) {
-	final, err := keepingOf(s).finalBefore(ctx, db)
+	k := keepingOf(s)
+	final, err := k.finalBefore(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +53,7 @@ func counted[T any](ctx context.Context, s Store, db *gorm.DB, col string,
 	if err != nil || final == "" {
 		return out, err
 	}
-	finished, err := finishedBy(ctx, s, db, col, final)
+	finished, err := finishedBy(ctx, k, db, col, final)
 	for _, c := range finished {
 		out = append(out, count(c))
 	}
@@ -82,8 +83,7 @@ type groupCount struct {
 // jobs by time. A finished job counts where it finished, so a job retried
 // after its day was rolled up counts there and again as it stands now.
 // The counts of a group and status may come in two parts.
-func finishedBy(ctx context.Context, s Store, db *gorm.DB, col, final string) ([]groupCount, error) {
-	k := keepingOf(s)
+func finishedBy(ctx context.Context, k keeping, db *gorm.DB, col, final string) ([]groupCount, error) {
 	day, err := time.Parse(DayLayout, final)
 	if err != nil {
 		return nil, fmt.Errorf("rolled-up days: %w", err)
