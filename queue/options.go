@@ -252,7 +252,7 @@ func WithObserver(o Observer) InstrumentOption {
 // claims ahead what they will likely finish while a claim is on its way
 // (workers × claim time ÷ job time, at most as many again as it has
 // workers; behind a server more than 10 ms away, what they finish in a
-// round trip, up to 80 per worker, so that the round trip is paid per
+// round trip, up to 400 per worker, so that the round trip is paid per
 // claim, not per job); a job claimed ahead that waits 100 ms plus two
 // claims' time for a worker goes back.
 func WithWorkers(n int) RunnerOption {

@@ -244,15 +244,16 @@ const farServer = 10 * time.Millisecond
 
 // minJob is the least a job counts for when the claim-ahead is sized for a
 // far server: it bounds the rate the claims are sized for at workers ÷
-// minJob, 100,000 jobs/s for the default 100 workers, above what one
-// runner does from a nearby server (some 70,000 no-op jobs/s on two
-// cores); sized for 40,000, a runner 50 ms away did 0.36 of its nearby
-// rate, and 0.54 sized for this.
-const minJob = 1000 * time.Microsecond
+// minJob, 200,000 jobs/s for the default 100 workers, well above what one
+// runner does from a nearby server (45,000 to 70,000 no-op jobs/s on two
+// cores), since a claim's own time grows with its size: sized for 100,000,
+// a runner 200 ms away did 0.46 to 0.60 of its nearby rate, and 0.56 to
+// 0.66 sized for this.
+const minJob = 500 * time.Microsecond
 
 // maxAhead bounds the claim-ahead at this many jobs per worker: enough for
 // a round trip of 200 ms at the rate minJob sizes for.
-const maxAhead = 200
+const maxAhead = 400
 
 // pipelined is how many more jobs than there are free slots a claim asks
 // for: none from a nearby server; behind a far one, the jobs the workers
