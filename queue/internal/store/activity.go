@@ -12,8 +12,7 @@ import (
 
 // Activity reads, for the dashboard's charts, the jobs that finished
 // COMPLETED or FAILED from a time on: how many, and how long they waited and
-// ran. No index holds finish times but sheaf_jobs_history (kind,
-// completed_at) WHERE status = 'COMPLETED', so:
+// ran, through sheaf_jobs_finished (kind, completed_at) of finished jobs:
 //
 //   - completed jobs are read through it for every kind, the kinds found by
 //     walking it (a loose index scan: one descent per kind);
@@ -42,15 +41,10 @@ type ActivityRow struct {
 // $2 the bucket in microseconds, $3 the queue (empty for all), $4 the end. The kinds go to
 // the index as one array, so that one bitmap heap scan visits each page of
 // the window once rather than once per kind.
-const activityPG = `
-WITH RECURSIVE kinds AS (
-	(SELECT kind FROM sheaf_jobs WHERE status = 'COMPLETED' ORDER BY kind LIMIT 1)
-	UNION ALL
-	SELECT (SELECT j.kind FROM sheaf_jobs j WHERE j.status = 'COMPLETED' AND j.kind > k.kind ORDER BY j.kind LIMIT 1)
-	FROM kinds k WHERE k.kind IS NOT NULL
-), done AS (
+var activityPG = `
+WITH done AS (
 	SELECT j.status, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j
-	WHERE j.status = 'COMPLETED' AND j.kind = ANY (ARRAY(SELECT kind FROM kinds WHERE kind IS NOT NULL))
+	WHERE j.status = 'COMPLETED' AND ` + pgKeeping.isFinished("j") + `
 		AND j.completed_at >= $1 AND j.completed_at < $4 AND ($3 = '' OR j.queue = $3)
 	UNION ALL
 	SELECT j.status, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j

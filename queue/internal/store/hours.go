@@ -36,9 +36,11 @@ type Hourly interface {
 // [from, to): completed, failed with a failed or rescued attempt, and
 // cancelled; through the index of finish times.
 // The bound times are from, to and from again.
-const hourJobs = ` FROM sheaf_jobs j WHERE j.` + finishedStatuses + ` AND j.completed_at >= %[1]s AND j.completed_at < %[2]s
+func (k keeping) hourJobs() string {
+	return ` FROM sheaf_jobs j WHERE ` + k.isFinished("j") + ` AND j.completed_at >= %[1]s AND j.completed_at < %[2]s
 	AND (j.status <> 'FAILED' OR EXISTS (SELECT 1 FROM sheaf_attempts a
 		WHERE a.job_id = j.id AND a.finished_at >= %[1]s AND a.outcome IN ('failed', 'rescued')))`
+}
 
 // rollHourPG rolls an hour up in one statement: grouping sets give the
 // kind × queue rows, each queue's and the total, with percentile_cont as
@@ -52,7 +54,7 @@ SELECT CAST(? AS timestamptz), coalesce(kind, ''), coalesce(queue, ''), complete
 			FILTER (WHERE j.status <> 'CANCELLED') AS wait,
 		percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY date_part('epoch', j.completed_at - j.started_at))
 			FILTER (WHERE j.status <> 'CANCELLED') AS run` +
-	fmt.Sprintf(hourJobs, "CAST(? AS timestamptz)", "CAST(? AS timestamptz)") + `
+	fmt.Sprintf(pgKeeping.hourJobs(), "CAST(? AS timestamptz)", "CAST(? AS timestamptz)") + `
 	GROUP BY GROUPING SETS ((j.kind, j.queue), (j.queue), ())
 ) s WHERE completed + failed + cancelled > 0`
 
@@ -119,7 +121,7 @@ type hourJob struct {
 // reads a row of kind, queue, status and those.
 func (k keeping) rollHour(tx *gorm.DB, at time.Time, times string, scan func(*sql.Rows, *hourJob) error) error {
 	at = at.UTC()
-	rows, err := tx.Raw(`SELECT j.kind, j.queue, j.status, `+times+fmt.Sprintf(hourJobs, k.ts, k.ts),
+	rows, err := tx.Raw(`SELECT j.kind, j.queue, j.status, `+times+fmt.Sprintf(k.hourJobs(), k.ts, k.ts),
 		k.at(at), k.at(at.Add(time.Hour)), k.at(at)).Rows()
 	if err != nil {
 		return err

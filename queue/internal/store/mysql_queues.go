@@ -132,7 +132,11 @@ func (s *mysql) Leader(ctx context.Context) (string, error) {
 
 // mysqlKeeping binds times as times, days as text, lists of IDs as
 // numbers; the rows a batch deletes are locked, skipping those locked.
+//
+// Its sheaf_jobs_finished holds every job (no partial indexes), by kind
+// and finish time: the kinds are read from it with a loose index scan.
 var mysqlKeeping = keeping{
+	kinds: mysqlKinds, kindIn: "%s IN (" + mysqlKinds + ")",
 	at: mysqlTime, ts: "?", day: "CAST(? AS DATE)", dayText: "DATE_FORMAT(%s, '%%Y-%%m-%%d')", json: "?", never: "NULL",
 	lock: " FOR UPDATE SKIP LOCKED",
 	in:   func(col string, ids []int64) (string, []any) { return col + " IN (" + ints(ids) + ")", nil },
@@ -174,11 +178,14 @@ func (s *mysql) DropDays(ctx context.Context, before string) (int64, error) {
 	return mysqlKeeping.dropDays(ctx, s.gdb, before)
 }
 
+// mysqlKinds selects every kind that has jobs.
+const mysqlKinds = "SELECT DISTINCT kind FROM sheaf_jobs"
+
 // mysqlActivity reads the jobs that finished from ? until ?, in queue ?
 // (empty for all), as activityPG selects them; the store buckets them.
 const mysqlActivity = `
 SELECT 1, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j FORCE INDEX (sheaf_jobs_finished)
-WHERE j.status = 'COMPLETED' AND j.completed_at >= ? AND j.completed_at < ? AND (? = '' OR j.queue = ?)
+WHERE j.status = 'COMPLETED' AND j.kind IN (` + mysqlKinds + `) AND j.completed_at >= ? AND j.completed_at < ? AND (? = '' OR j.queue = ?)
 UNION ALL
 SELECT 0, j.completed_at, j.run_at, j.started_at FROM sheaf_jobs j
 WHERE j.id IN (SELECT job_id FROM sheaf_attempts WHERE finished_at >= ? AND outcome IN ('failed', 'rescued'))

@@ -313,6 +313,14 @@ CREATE TABLE sheaf_limit_weights (
 	21: `
 -- Nothing: the version changes how PostgreSQL plans its limited claims.
 `,
+	22: `
+-- One index of jobs by kind and finish time, as on PostgreSQL; without
+-- status, which a claim changes, a claim no longer moves an entry in it.
+ALTER TABLE sheaf_jobs
+	DROP INDEX sheaf_jobs_history,
+	DROP INDEX sheaf_jobs_finished,
+	ADD INDEX sheaf_jobs_finished (kind, completed_at);
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

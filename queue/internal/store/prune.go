@@ -19,9 +19,10 @@ import (
 // Keeper prunes finished jobs and keeps their day roll-ups.
 type Keeper interface {
 	// Prune deletes, in one transaction, at most p.Limit finished jobs
-	// that p's rules no longer keep, with their recorded attempts and the
-	// audit entries that target them alone, walking finished jobs from
-	// p.After on by (completed_at, id). A job is kept while another job
+	// of one kind that p's rules no longer keep, with their recorded
+	// attempts and the audit entries that target them alone, walking
+	// finished jobs from p.After on, kind by kind, each kind's by
+	// (completed_at, id). A job is kept while another job
 	// of its run or of its period is not yet due for deletion itself
 	// (not finished, or kept longer): its dependants may still need it.
 	// Archive, if set, sees the jobs first, in the transaction; its error
@@ -53,8 +54,9 @@ type Prune struct {
 	// status, then the status's with Kind "". A job no rule covers, or
 	// whose rule is Forever, is kept.
 	Rules []KeepRule
-	// After is where the walk starts: jobs finished after it (by
-	// completed_at, then id). Zero: from the oldest.
+	// After is where the walk starts: jobs of its kind finished after it
+	// (by completed_at, then id), then the next kinds'. Zero: from the
+	// first kind's oldest.
 	After Place
 	// Limit is how many jobs the batch examines, at most.
 	Limit int
@@ -71,10 +73,13 @@ type KeepRule struct {
 	Forever      bool
 }
 
-// Place is a finished job's place in the walk.
+// Place is a finished job's place in the walk: its kind, then when it
+// finished and its ID. A Place with only a Kind is before the kind's
+// first job.
 type Place struct {
-	At time.Time
-	ID int64
+	Kind string
+	At   time.Time
+	ID   int64
 }
 
 // PruneResult is what a batch did: the IDs it deleted, where the next
@@ -119,11 +124,15 @@ type keeping struct {
 	lock    string              // what locks the rows a batch deletes
 	upsert  string              // how the roll-up's row is replaced
 	in      func(col string, ids []int64) (string, []any)
+	// kinds selects the kinds that have finished jobs (and may select
+	// others); kindIn is a condition that a kind (%s) is among them.
+	kinds, kindIn string
 	// auditIn is a condition that an audit entry targets one of ids.
 	auditIn func(_ string, ids []int64) (string, []any)
 }
 
 var pgKeeping = keeping{
+	kinds: finishedKinds, kindIn: "%s = ANY (ARRAY(" + finishedKinds + "))",
 	at: pgTime, ts: "CAST(? AS timestamptz)", day: "CAST(? AS date)", dayText: "to_char(%s, 'YYYY-MM-DD')",
 	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED", upsert: excludedFinal,
 	in: func(col string, ids []int64) (string, []any) {
@@ -149,6 +158,7 @@ func keepingOf(s Store) keeping {
 const excludedFinal = "ON CONFLICT (id) DO UPDATE SET final_before = excluded.final_before"
 
 var sqliteKeeping = keeping{
+	kinds: finishedKinds, kindIn: "%s IN (" + finishedKinds + ")",
 	at: sqliteTime, ts: "?", day: "?", dayText: "%s", json: "?", never: "NULL", upsert: excludedFinal,
 	in: func(col string, ids []int64) (string, []any) { return inList(col, "?"), []any{jsonIDs(ids)} },
 	auditIn: func(_ string, ids []int64) (string, []any) {
@@ -159,6 +169,24 @@ var sqliteKeeping = keeping{
 // finishedStatuses is the predicate of index sheaf_jobs_finished, in its
 // words (SQLite uses a partial index only for a query that repeats it).
 const finishedStatuses = "status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+
+// finishedKinds selects the kinds that have finished jobs, in order, one
+// descent of sheaf_jobs_finished each: neither PostgreSQL 15 nor SQLite
+// skips through an index by its first column on its own.
+const finishedKinds = `WITH RECURSIVE fk(kind) AS (
+	SELECT (SELECT kind FROM sheaf_jobs WHERE ` + finishedStatuses + ` ORDER BY kind LIMIT 1)
+	UNION ALL
+	SELECT (SELECT f.kind FROM sheaf_jobs f WHERE f.` + finishedStatuses + ` AND f.kind > fk.kind ORDER BY f.kind LIMIT 1)
+	FROM fk WHERE fk.kind IS NOT NULL
+) SELECT kind FROM fk WHERE kind IS NOT NULL`
+
+// isFinished is a condition that the job aliased a is finished, through
+// sheaf_jobs_finished: the index is by kind, then finish time, so a read
+// of the jobs that finished in a span of time names the kinds, and the
+// database reads the span of each.
+func (k keeping) isFinished(a string) string {
+	return a + "." + finishedStatuses + " AND " + fmt.Sprintf(k.kindIn, a+".kind")
+}
 
 // keptUntil is the time before which the job aliased a finished no
 // longer keeps it, or NULL if kept: a CASE over the rules.
@@ -194,30 +222,49 @@ func (k keeping) due(a string, rules []KeepRule) (string, []any) {
 	return "(" + a + "." + finishedStatuses + " AND " + a + ".completed_at < " + until + ")", args
 }
 
-// candidatesSQL selects, locked, a batch's jobs due for deletion after a
-// place, in order, with their runs and periods; ok is false when the rules
-// keep every job forever, and no job can be due.
+// candidatesSQL selects, locked, a batch's jobs of p.After's kind due for
+// deletion after p.After, in order, with their runs and periods; ok is
+// false when the rules keep every job of the kind forever, and none can be
+// due.
 //
-// The walk ends at the latest time a rule deletes before: without that
-// bound, the index walk that finds fewer than a batch of jobs due reads
-// every finished job after them (a second and a half on a table of a
-// million), only to find each of them kept.
+// The walk ends at the latest time a rule of the kind deletes before:
+// without that bound, the index walk that finds fewer than a batch of jobs
+// due reads every finished job of the kind after them (a second and a half
+// on a table of a million), only to find each of them kept.
 func (k keeping) candidatesSQL(p Prune) (q string, args []any, ok bool) {
-	var last time.Time
-	for _, r := range p.Rules {
-		if !r.Forever && (!ok || r.Before.After(last)) {
-			last, ok = r.Before, true
-		}
-	}
+	last, ok := lastDue(p.Rules, p.After.Kind)
 	if !ok {
 		return "", nil, false
 	}
 	due, dueArgs := k.due("j", p.Rules)
 	q = `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
-	WHERE j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND j.completed_at < ` + k.ts + ` AND ` + due + `
+	WHERE j.kind = ? AND j.` + finishedStatuses + ` AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND j.completed_at < ` + k.ts + ` AND ` + due + `
 	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock
-	args = append([]any{k.at(p.After.At), p.After.ID, k.at(last)}, dueArgs...)
+	args = append([]any{p.After.Kind, k.at(p.After.At), p.After.ID, k.at(last)}, dueArgs...)
 	return q, append(args, p.Limit), true
+}
+
+// lastDue is the latest time before which a rule that covers kind ("":
+// any kind) deletes, and false if every such rule keeps forever.
+func lastDue(rules []KeepRule, kind string) (last time.Time, ok bool) {
+	for _, r := range rules {
+		if !r.Forever && (kind == "" || r.Kind == "" || r.Kind == kind) && (!ok || r.Before.After(last)) {
+			last, ok = r.Before, true
+		}
+	}
+	return last, ok
+}
+
+// nextKind returns the first kind after after that has finished jobs, or
+// the first of all if first; ok is false when there is none.
+func nextKind(tx *gorm.DB, after string, first bool) (kind string, ok bool, err error) {
+	q, args := "SELECT min(kind) FROM sheaf_jobs WHERE "+finishedStatuses, []any(nil)
+	if !first {
+		q, args = q+" AND kind > ?", []any{after}
+	}
+	var got sql.NullString
+	err = tx.Raw(q, args...).Row().Scan(&got)
+	return got.String, got.Valid, err
 }
 
 // blocked returns those of vals, runs or periods (col), that have a job
@@ -251,36 +298,80 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	return blocked, nil
 }
 
+// candidate is a job a batch may delete, with its run and period.
+type candidate struct {
+	id          int64
+	run, period sql.NullString
+}
+
+// candidates reads, locked, up to p.Limit jobs due for deletion from
+// p.After on, kind by kind, skipping the kinds the rules keep forever, and
+// returns where the next batch starts, or done if the walk reached the
+// last kind's last job due.
+func (k keeping) candidates(tx *gorm.DB, p Prune) (out []candidate, next Place, done bool, err error) {
+	if _, ok := lastDue(p.Rules, ""); !ok {
+		return nil, next, true, nil // every job is kept forever
+	}
+	at := p.After
+	if at.Kind == "" {
+		kind, ok, err := nextKind(tx, "", true)
+		if err != nil || !ok {
+			return nil, next, err == nil, err
+		}
+		at = Place{Kind: kind}
+	}
+	for {
+		if q, args, ok := k.candidatesSQL(Prune{Rules: p.Rules, After: at, Limit: p.Limit - len(out)}); ok {
+			if out, next, err = scanCandidates(tx, q, args, at.Kind, out); err != nil {
+				return nil, next, false, err
+			}
+			if len(out) == p.Limit {
+				return out, next, false, nil
+			}
+		}
+		kind, ok, err := nextKind(tx, at.Kind, false)
+		if err != nil || !ok {
+			return out, Place{}, err == nil, err
+		}
+		at = Place{Kind: kind}
+	}
+}
+
+// scanCandidates appends to out the candidates of kind that q selects,
+// and returns the last one's place.
+func scanCandidates(tx *gorm.DB, q string, args []any, kind string, out []candidate) ([]candidate, Place, error) {
+	var last Place
+	rows, err := tx.Raw(q, args...).Rows()
+	if err != nil {
+		return nil, last, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			c  candidate
+			at sqlTime
+		)
+		if err := rows.Scan(&c.id, &at, &c.run, &c.period); err != nil {
+			return nil, last, err
+		}
+		out = append(out, c)
+		last = Place{Kind: kind, At: at.t, ID: c.id}
+	}
+	return out, last, rows.Err()
+}
+
 func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	var res PruneResult
 	if p.Limit < 1 {
 		return res, fmt.Errorf("prune: limit %d not positive", p.Limit)
 	}
-	q, args, ok := k.candidatesSQL(p)
-	if !ok {
-		return PruneResult{Done: true}, nil
-	}
-	rows, err := tx.Raw(q, args...).Rows()
+	cands, next, done, err := k.candidates(tx, p)
 	if err != nil {
 		return res, err
 	}
-	defer rows.Close()
-	type cand struct {
-		id          int64
-		run, period sql.NullString
-	}
-	var cands []cand
+	res.Next, res.Done = next, done
 	runs, periods := map[string]bool{}, map[string]bool{}
-	for rows.Next() {
-		var (
-			c  cand
-			at sqlTime
-		)
-		if err := rows.Scan(&c.id, &at, &c.run, &c.period); err != nil {
-			return res, err
-		}
-		cands = append(cands, c)
-		res.Next = Place{At: at.t, ID: c.id}
+	for _, c := range cands {
 		if c.run.Valid {
 			runs[c.run.String] = true
 		}
@@ -288,10 +379,6 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 			periods[c.period.String] = true
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return res, err
-	}
-	rows.Close()
 	if runs, err = k.blocked(tx, "run_id", runs, p.Rules); err != nil {
 		return res, err
 	}
@@ -303,8 +390,6 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 			res.Deleted = append(res.Deleted, c.id)
 		}
 	}
-	n := len(cands)
-	res.Done = n < p.Limit
 	if len(res.Deleted) == 0 {
 		return res, nil
 	}
@@ -329,14 +414,17 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 }
 
 func (k keeping) firstFinished(ctx context.Context, db *gorm.DB) (time.Time, bool, error) {
+	// Each kind's first, one index descent each: a min over the kinds'
+	// spans at once would read every finished job.
 	var at sqlTime
-	err := db.WithContext(ctx).Raw("SELECT min(completed_at) FROM sheaf_jobs WHERE " + finishedStatuses).Row().Scan(&at)
+	err := db.WithContext(ctx).Raw(`SELECT min((SELECT j.completed_at FROM sheaf_jobs j WHERE j.kind = k.kind AND j.` + finishedStatuses + `
+		ORDER BY j.completed_at LIMIT 1)) FROM (` + k.kinds + `) k`).Row().Scan(&at)
 	return at.t, at.valid, err
 }
 
 func (k keeping) finished(ctx context.Context, db *gorm.DB, from, to time.Time, each func(FinishedJob)) error {
 	rows, err := db.WithContext(ctx).Raw(`SELECT kind, queue, status, attempts, started_at, completed_at, substr(last_error, 1, 500)
-		FROM sheaf_jobs WHERE `+finishedStatuses+` AND completed_at >= `+k.ts+` AND completed_at < `+k.ts,
+		FROM sheaf_jobs j WHERE `+k.isFinished("j")+` AND completed_at >= `+k.ts+` AND completed_at < `+k.ts,
 		k.at(from), k.at(to)).Rows()
 	if err != nil {
 		return err

@@ -184,6 +184,50 @@ func TestPruneWalksPastKeptJobsAndArchivesFirst(t *testing.T) {
 	})
 }
 
+// The walk goes kind by kind, each kind's jobs oldest first: batches of
+// two reach every job due once, across kinds and past a kind kept
+// forever, each batch starting where the last stopped, and the walk ends
+// with the last kind.
+func TestPruneWalksKindByKind(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		var due, kept []int64
+		for i, kind := range []string{"c", "a", "k", "c", "a", "c", "k", "b"} {
+			id := insertJobs(t, st, db, store.NewJob{Kind: kind, Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"})[0].ID
+			finish(t, st, db, id, "COMPLETED", now.Add(-time.Duration(48+i)*time.Hour))
+			if kind == "k" {
+				kept = append(kept, id)
+			} else {
+				due = append(due, id)
+			}
+		}
+		rules := []store.KeepRule{{Kind: "k", Status: "COMPLETED", Forever: true}, {Status: "COMPLETED", Before: now.Add(-time.Hour)}}
+		var deleted []int64
+		var places []store.Place
+		p := store.Prune{Rules: rules, Limit: 2}
+		for batches := 1; ; batches++ {
+			require.LessOrEqual(t, batches, 4, "six jobs due, two a batch")
+			res, err := st.Prune(ctx, p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(res.Deleted), 2)
+			deleted = append(deleted, res.Deleted...)
+			if res.Done {
+				break
+			}
+			places = append(places, res.Next)
+			p.After = res.Next
+		}
+		require.ElementsMatch(t, due, deleted, "every job due, once")
+		require.Equal(t, kept, remaining(t, db))
+		require.Len(t, places, 3, "a's two; b's and c's first; c's last two")
+		for i := 1; i < len(places); i++ {
+			a, b := places[i-1], places[i]
+			require.True(t, a.Kind < b.Kind || a.Kind == b.Kind && a.At.Before(b.At), "kind by kind, then by time: %v then %v", a, b)
+		}
+	})
+}
+
 // A batch reads finished jobs no further than the latest time a rule
 // deletes before: on PostgreSQL, a batch that finds one job due among
 // many finished later reads the one, not the many. Rules that keep
@@ -200,7 +244,7 @@ func TestPruneReadsNoFurtherThanItsRules(t *testing.T) {
 	require.NoError(t, db.Exec("ANALYZE sheaf_jobs").Error)
 
 	rules := []store.KeepRule{{Status: "COMPLETED", Before: now.Add(-time.Hour)}, {Status: "FAILED", Forever: true}}
-	q, args, ok := store.PruneCandidates(st, store.Prune{Rules: rules, Limit: 100})
+	q, args, ok := store.PruneCandidates(st, store.Prune{Rules: rules, Limit: 100, After: store.Place{Kind: "a"}})
 	require.True(t, ok)
 	var plan []byte
 	require.NoError(t, db.Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+q, args...).Row().Scan(&plan))

@@ -452,7 +452,21 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	// The limited claims keep a plan for any arguments, rather than plan
 	// every call: see claimFunctions.
 	21: claimFunctions(21),
+	22: finishedByKindSQL,
 }
+
+// finishedByKindSQL is schema version 22: one index of finished jobs, by
+// kind and finish time, for what two served before it (sheaf_jobs_history,
+// a kind's completed jobs by finish time, and sheaf_jobs_finished, every
+// finished job by finish time). A completion entered both; one entry fewer
+// per job is a seventh of a completion's write-ahead log and some 5% of the
+// server's time per job. Reads by time across kinds name the kinds (see
+// finishedKind); the pruner walks kind by kind.
+const finishedByKindSQL = `
+DROP INDEX sheaf_jobs_history;
+DROP INDEX sheaf_jobs_finished;
+CREATE INDEX sheaf_jobs_finished ON sheaf_jobs (kind, completed_at) WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED');
+`
 
 // weightsSQL is schema version 19's weights of fair share: a key of
 // weight 3 gets three claims to a key of weight 1's one (see weightedTurn);
@@ -478,7 +492,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 21
+const SchemaVersion = 22
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -15,14 +15,8 @@ import (
 // which has no bitmap scans, reads each kind's range in turn (CROSS JOIN
 // keeps kinds outermost).
 const activitySQLite = `
-WITH RECURSIVE kinds(kind) AS (
-	SELECT (SELECT kind FROM sheaf_jobs WHERE status = 'COMPLETED' ORDER BY kind LIMIT 1)
-	UNION ALL
-	SELECT (SELECT j.kind FROM sheaf_jobs j WHERE j.status = 'COMPLETED' AND j.kind > kinds.kind ORDER BY j.kind LIMIT 1)
-	FROM kinds WHERE kind IS NOT NULL
-)
-SELECT 1, j.completed_at || '', j.run_at || '', j.started_at || '' FROM kinds CROSS JOIN sheaf_jobs j
-WHERE j.status = 'COMPLETED' AND j.kind = kinds.kind AND j.completed_at >= ?1 AND j.completed_at < ?3 AND (?2 = '' OR j.queue = ?2)
+SELECT 1, j.completed_at || '', j.run_at || '', j.started_at || '' FROM (` + finishedKinds + `) kinds CROSS JOIN sheaf_jobs j
+WHERE j.status = 'COMPLETED' AND j.` + finishedStatuses + ` AND j.kind = kinds.kind AND j.completed_at >= ?1 AND j.completed_at < ?3 AND (?2 = '' OR j.queue = ?2)
 UNION ALL
 SELECT 0, j.completed_at || '', j.run_at || '', j.started_at || '' FROM sheaf_jobs j
 WHERE j.id IN (SELECT job_id FROM sheaf_attempts WHERE finished_at >= ?1 AND outcome IN ('failed', 'rescued'))

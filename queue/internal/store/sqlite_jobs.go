@@ -127,7 +127,7 @@ func (*sqlite) Ready(ctx context.Context, db *gorm.DB) (n int64, oldest time.Dur
 // SQLite has no percentile_cont.
 func (*sqlite) TypicalDuration(ctx context.Context, db *gorm.DB, kind string, before time.Time, history int) (Baseline, bool, error) {
 	rows, err := db.WithContext(ctx).Raw(`SELECT started_at, completed_at FROM sheaf_jobs
-		WHERE kind = ? AND status = 'COMPLETED' AND started_at IS NOT NULL AND completed_at < ?
+		WHERE kind = ? AND status = 'COMPLETED' AND `+finishedStatuses+` AND started_at IS NOT NULL AND completed_at < ?
 		ORDER BY completed_at DESC LIMIT ?`, kind, sqliteTime(before), history).Rows()
 	if err != nil {
 		return Baseline{}, false, err

@@ -325,6 +325,7 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	21: `
 -- Nothing: the version changes how PostgreSQL plans its limited claims.
 `,
+	22: finishedByKindSQL,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

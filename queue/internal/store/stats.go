@@ -105,8 +105,8 @@ func finishedBy(ctx context.Context, k keeping, db *gorm.DB, col, final string) 
 		}
 	}
 	var since []groupCount
-	if err := db.WithContext(ctx).Raw("SELECT "+col+" AS name, status, count(*) AS n FROM sheaf_jobs WHERE "+finishedStatuses+
-		" AND completed_at >= "+k.ts+" GROUP BY "+col+", status", k.at(day)).Scan(&since).Error; err != nil {
+	if err := db.WithContext(ctx).Raw("SELECT j."+col+" AS name, j.status, count(*) AS n FROM sheaf_jobs j WHERE "+k.isFinished("j")+
+		" AND j.completed_at >= "+k.ts+" GROUP BY j."+col+", j.status", k.at(day)).Scan(&since).Error; err != nil {
 		return nil, err
 	}
 	return append(out, since...), nil
