@@ -30,3 +30,7 @@ func MySQLBatches(st Store) (multi, sessionIsolation bool) {
 	s := st.(*mysql)
 	return s.multi, s.txOpts == nil
 }
+
+// CompleteSQL is the statement that completes claims ($1 job IDs, $2 claim
+// keys) on PostgreSQL.
+var CompleteSQL = completeSQL

@@ -268,10 +268,21 @@ func TestPruneReadsNoFurtherThanItsRules(t *testing.T) {
 // planNode is a node of a PostgreSQL plan in JSON, as EXPLAIN (ANALYZE)
 // writes it.
 type planNode struct {
+	Type     string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
 	Rows     float64    `json:"Actual Rows"`
 	Removed  float64    `json:"Rows Removed by Filter"`
 	Plans    []planNode `json:"Plans"`
+}
+
+// shape is the plan's nodes, each a type and a relation, for a failing
+// test to show without the arguments its conditions quote.
+func (n planNode) shape() string {
+	s := n.Type + " " + n.Relation + " ("
+	for _, c := range n.Plans {
+		s += c.shape() + " "
+	}
+	return s + ")"
 }
 
 // read is how many rows of relation the nodes under n read: those they

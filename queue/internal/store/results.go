@@ -30,6 +30,17 @@ func keyIDs(keys []int64) []int64 {
 // claimKey is Key in SQL, for the rows of table alias a.
 func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".claims % 1048576)" }
 
+// keyIn is a condition that the claim of the row aliased a is among keys,
+// a bigint[] parameter, looked up in a hash table the statement builds
+// once. "= ANY(keys)" searched the whole array for each row once pgx's
+// cached plan turned generic (PostgreSQL hashes only a constant array): a
+// completion of n results made n² comparisons. The IN (SELECT …) is under
+// an OR so that the planner keeps it a hashed subplan, rather than turning
+// it into a join that, planned for a large array, read the whole table.
+func keyIn(a, keys string) string {
+	return "(" + claimKey(a) + " IN (SELECT unnest(" + keys + "::bigint[])) OR false)"
+}
+
 // completeSQL finishes successful attempts: the bulk of all results, so it
 // carries nothing per row but the IDs and their claim keys, and the planner
 // reaches the rows through the primary key. It writes no history: locked_by
@@ -37,14 +48,14 @@ func claimKey(a string) string { return "(" + a + ".id * 1048576 + " + a + ".cla
 // attempt is read from the job's row.
 var completeSQL = `
 UPDATE sheaf_jobs j SET status = 'COMPLETED', completed_at = now(), locked_until = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+WHERE j.id = ANY($1) AND ` + keyIn("j", "$2") + ` AND j.status = 'PROCESSING'
 RETURNING j.id`
 
 // completedSQL finds, among claims ($1, $2) whose completion was sent but
 // not acknowledged, those whose completion landed: a job is COMPLETED with
 // a claim's key only by that claim's completion.
 var completedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'COMPLETED'`
+WHERE j.id = ANY($1) AND ` + keyIn("j", "$2") + ` AND j.status = 'COMPLETED'`
 
 // failSQL finishes failed attempts: each goes back to the queue after its
 // delay, or fails for good, with its error. Rows look up their values by
@@ -61,7 +72,7 @@ UPDATE sheaf_jobs j SET
 	completed_at = CASE WHEN ($3::text[])[array_position($1::bigint[], j.id)] = 'QUEUED' THEN NULL ELSE now() END,
 	last_error = ($5::text[])[array_position($1::bigint[], j.id)],
 	locked_until = NULL, locked_by = NULL, rescues = 0
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING'
+WHERE j.id = ANY($1) AND ` + keyIn("j", "$2") + ` AND j.status = 'PROCESSING'
 RETURNING j.id, j.claims, j.started_at, j.status, j.last_error
 ), ` + recordAttempts(`SELECT id, claims, $6::text, started_at, CASE WHEN status = 'QUEUED' THEN 'retried' ELSE 'failed' END, last_error
 	FROM f`) + `
@@ -70,7 +81,7 @@ SELECT id FROM f`
 // failedSQL is completedSQL for failSQL: the job has the claim's key, the
 // status it was sent and the error it was sent.
 var failedSQL = `SELECT j.id FROM sheaf_jobs j
-WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2)
+WHERE j.id = ANY($1) AND ` + keyIn("j", "$2") + `
 	AND j.status = ($3::text[])[array_position($1::bigint[], j.id)]
 	AND j.last_error = ($5::text[])[array_position($1::bigint[], j.id)]
 	AND $4::bigint[] IS NOT NULL -- the delays are not compared, but the server must know their type`
@@ -139,7 +150,7 @@ func (h *held) FailLanded(ctx context.Context, f Failures) ([]int64, error) {
 var renewSQL = `
 WITH free AS (
 	SELECT j.id FROM sheaf_jobs j
-	WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+	WHERE j.id = ANY($2) AND ` + keyIn("j", "$3") + ` AND j.status = 'PROCESSING' AND j.locked_by = $4
 	FOR NO KEY UPDATE SKIP LOCKED
 ), renewed AS (
 	UPDATE sheaf_jobs j SET locked_until = now() + $1 * interval '1 millisecond'
@@ -149,11 +160,11 @@ WITH free AS (
 SELECT key, false FROM renewed
 UNION ALL
 SELECT ` + claimKey("j") + `, false FROM sheaf_jobs j
-WHERE j.id = ANY($2) AND ` + claimKey("j") + ` = ANY($3) AND j.status = 'PROCESSING' AND j.locked_by = $4
+WHERE j.id = ANY($2) AND ` + keyIn("j", "$3") + ` AND j.status = 'PROCESSING' AND j.locked_by = $4
 	AND NOT j.id IN (SELECT id FROM free)
 UNION ALL
 SELECT ` + claimKey("j") + `, true FROM sheaf_jobs j
-WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + claimKey("j") + ` = ANY($3)`
+WHERE j.locked_until IS NOT NULL AND j.locked_by = $4 AND j.status = 'PROCESSING' AND NOT ` + keyIn("j", "$3")
 
 // Renew renews for lease the leases of runner's claims (keys, of jobs ids)
 // and returns the keys it renewed, and the keys of the other jobs locked in
@@ -189,7 +200,7 @@ var putBackSQL = `
 WITH back AS (
 	UPDATE sheaf_jobs j SET status = 'QUEUED', attempts = j.attempts - CASE WHEN j.rescues = 0 THEN 1 ELSE 0 END,
 		locked_until = NULL, locked_by = NULL
-	WHERE j.id = ANY($1) AND ` + claimKey("j") + ` = ANY($2) AND j.status = 'PROCESSING' AND j.locked_by = $3
+	WHERE j.id = ANY($1) AND ` + keyIn("j", "$2") + ` AND j.status = 'PROCESSING' AND j.locked_by = $3
 	RETURNING j.id, j.kind, j.queue, j.priority, j.run_at, j.status, j.rescues
 ), notified AS (` + notifyDue("back") + `)
 SELECT back.id, back.kind, back.queue FROM back, notified`
