@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -397,6 +398,22 @@ func (c *ops) Stats(ctx context.Context) (Stats, error) {
 // instead; so does a bulk given to a Client.Tx client, because COPY needs a
 // connection of its own. It returns how many jobs it created.
 func (c *ops) EnqueueBulk(ctx context.Context, jobs []Params) (int64, error) {
+	if len(jobs) > 0 && len(c.cfg.hooks) == 0 && !c.tx {
+		// Each job prepared as the copy asks for it, while the server
+		// stores those before it. A job with an idempotency key stops the
+		// copy, and the bulk goes EnqueueMany's way below.
+		p := c.prep()
+		n, err := enqueue.Copy(ctx, c.st, len(jobs), func(i int) (newJob, error) {
+			r, err := p.Args(jobs[i].Args, jobs[i].Options)
+			if err != nil {
+				return r, registry.Numbered(i, err)
+			}
+			return r, nil
+		}, c.cfg.logger)
+		if !errors.Is(err, enqueue.ErrKeyed) {
+			return n, err
+		}
+	}
 	rows, err := c.prepareAll(jobs)
 	if err != nil {
 		return 0, err

@@ -406,11 +406,24 @@ func TestEnqueueBulk(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "the duplicate is not counted")
 
+	// A key found late, after the copy has sent thousands of jobs: the
+	// copy is undone, and the whole bulk goes the de-duplicating way.
+	late := make([]queue.Params, 12_000)
+	for i := range late {
+		late[i] = queue.Params{Args: report{County: fmt.Sprint(i)}}
+	}
+	late[11_000].Options = []queue.EnqueueOption{queue.IdempotencyKey("x")} // taken above
+	n, err = e.client.EnqueueBulk(ctx, late)
+	require.NoError(t, err)
+	require.Equal(t, int64(11_999), n, "the job whose key is taken is not stored")
+	require.Equal(t, int64(24_001), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"), "each job once")
+
 	// Bad input: nothing is copied.
 	params[100].Args = unknownKind{}
 	_, err = e.client.EnqueueBulk(ctx, params)
 	require.ErrorIs(t, err, queue.ErrUnknownKind)
-	require.Equal(t, int64(12_002), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
+	require.ErrorContains(t, err, "job 100: ")
+	require.Equal(t, int64(24_001), e.db.Count(t, "SELECT count(*) FROM sheaf_jobs"))
 }
 
 // A bulk that goes through the keyed statement in slices is still all or

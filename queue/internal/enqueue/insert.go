@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 
@@ -56,14 +57,39 @@ func Bulk(ctx context.Context, st store.Store, db *gorm.DB, rows []store.NewJob,
 		}
 		return n, nil
 	}
-	n, err := st.Copy(ctx, rows)
+	return Copy(ctx, st, len(rows), func(i int) (store.NewJob, error) { return rows[i], nil }, log)
+}
+
+// ErrKeyed is the error a row function given to Copy returns for a job
+// with an idempotency key, which Copy cannot store.
+var ErrKeyed = errors.New("a job with an idempotency key")
+
+// Copy stores the n jobs row gives with the store's CopyRows, which on
+// PostgreSQL asks for each job as it sends the ones before it: a caller
+// that prepares the jobs in row has them prepared while the server stores
+// them. An error of row stops the copy, nothing is stored, and Copy
+// returns it as it is (ErrKeyed among them); the store's errors are
+// checked as the queue's are.
+func Copy(ctx context.Context, st store.Store, n int, row func(i int) (store.NewJob, error), log *slog.Logger) (int64, error) {
+	var rowErr error
+	n64, err := st.CopyRows(ctx, n, func(i int) (store.NewJob, error) {
+		r, err := row(i)
+		if err == nil && r.Key != nil {
+			err = ErrKeyed
+		}
+		rowErr = err
+		return r, err
+	})
+	if rowErr != nil {
+		return 0, rowErr
+	}
 	if err != nil {
 		return 0, check.Failed("enqueue bulk", err)
 	}
-	if n >= AnalyzeAfter {
+	if n64 >= AnalyzeAfter {
 		if err := st.Analyze(ctx); err != nil {
 			log.Warn("queue: analyze after bulk enqueue failed", "err", err)
 		}
 	}
-	return n, nil
+	return n64, nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"encoding/json"
@@ -179,6 +180,12 @@ var copyColumns = []string{"kind", "queue", "priority", "payload", "correlation_
 // one transaction, notifies runners of the queues that got jobs due now,
 // and returns how many it inserted. It needs the pgx driver.
 func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
+	return s.CopyRows(ctx, len(jobs), func(i int) (NewJob, error) { return jobs[i], nil })
+}
+
+// CopyRows is Copy of the jobs row gives, asked for by pgx's COPY as it
+// fills its buffers to send.
+func (s *postgres) CopyRows(ctx context.Context, count int, row func(i int) (NewJob, error)) (int64, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, err
@@ -197,12 +204,23 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 				return err
 			}
 			due := map[string]int{} // queue → highest due priority
+			var runs runsFound
 			// The jobs of one enqueue call share their metadata: one
 			// value serves them all.
 			var metaOf []byte
 			var meta any
-			src := pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) {
-				r := jobs[i]
+			var rowErr error
+			src := pgx.CopyFromSlice(count, func(i int) ([]any, error) {
+				r, err := row(i)
+				if err != nil {
+					rowErr = err
+					return nil, err
+				}
+				if r.Key != nil {
+					rowErr = fmt.Errorf("%w: Copy takes no idempotency keys", ErrUnsupported)
+					return nil, rowErr
+				}
+				runs.add(&r)
 				runAt := now.Add(r.Delay)
 				if r.RunAt != nil {
 					runAt = *r.RunAt
@@ -218,10 +236,10 @@ func (s *postgres) Copy(ctx context.Context, jobs []NewJob) (int64, error) {
 			})
 			var err error
 			if n, err = tx.CopyFrom(ctx, pgx.Identifier{JobsTable}, copyColumns, src); err != nil {
-				return err
+				return cmp.Or(rowErr, err)
 			}
-			if runs, periods := runsOf(jobs); len(runs) > 0 {
-				if _, err := tx.Exec(ctx, copiedRunsSQL, runs, periods); err != nil {
+			if len(runs.ids) > 0 {
+				if _, err := tx.Exec(ctx, copiedRunsSQL, runs.ids, runs.periods); err != nil {
 					return err
 				}
 			}
@@ -267,14 +285,42 @@ SELECT 1`
 // runsOf returns the distinct run IDs of jobs, in order, with each one's
 // first period.
 func runsOf(jobs []NewJob) (runs []string, periods []*string) {
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		if j.RunID != nil && !seen[*j.RunID] {
-			seen[*j.RunID] = true
-			runs, periods = append(runs, *j.RunID), append(periods, j.Period)
+	var f runsFound
+	for i := range jobs {
+		f.add(&jobs[i])
+	}
+	return f.ids, f.periods
+}
+
+// runsFound gathers the distinct run IDs of jobs, in order, with each
+// one's first period.
+type runsFound struct {
+	ids     []string
+	periods []*string
+	seen    map[string]bool
+}
+
+func (f *runsFound) add(j *NewJob) {
+	if j.RunID == nil || f.seen[*j.RunID] {
+		return
+	}
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	f.seen[*j.RunID] = true
+	f.ids, f.periods = append(f.ids, *j.RunID), append(f.periods, j.Period)
+}
+
+// gather returns the n jobs row gives, for the stores that copy a slice.
+func gather(n int, row func(i int) (NewJob, error)) ([]NewJob, error) {
+	jobs := make([]NewJob, n)
+	for i := range jobs {
+		var err error
+		if jobs[i], err = row(i); err != nil {
+			return nil, err
 		}
 	}
-	return runs, periods
+	return jobs, nil
 }
 
 // sameBytes reports whether a and b are the same slice.

@@ -404,6 +404,15 @@ func (s *mysql) InsertChild(tx *gorm.DB, j NewJob, parents []int64) (Child, erro
 	return Child{JobRef: JobRef{ID: ids[0], Kind: j.Kind, Queue: j.Queue}, Priority: j.Priority, RunID: j.RunID}, nil
 }
 
+// CopyRows is Copy of the jobs row gives, all prepared first.
+func (s *mysql) CopyRows(ctx context.Context, n int, row func(i int) (NewJob, error)) (int64, error) {
+	jobs, err := gather(n, row)
+	if err != nil {
+		return 0, err
+	}
+	return s.Copy(ctx, jobs)
+}
+
 // Copy loads jobs with LOAD DATA LOCAL INFILE (see load), in one
 // transaction, or, where the driver's readers are not registered or the
 // server refuses the load, inserts them in multi-row INSERTs of

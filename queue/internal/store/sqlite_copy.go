@@ -125,6 +125,15 @@ func (p copyPlan) statement(n int) string {
 	return b.String()
 }
 
+// CopyRows is Copy of the jobs row gives, all prepared first.
+func (s *sqlite) CopyRows(ctx context.Context, n int, row func(i int) (NewJob, error)) (int64, error) {
+	jobs, err := gather(n, row)
+	if err != nil {
+		return 0, err
+	}
+	return s.Copy(ctx, jobs)
+}
+
 // Copy inserts jobs copyRows to a statement in one transaction, and wakes
 // the runners once it has committed.
 func (s *sqlite) Copy(ctx context.Context, jobs []NewJob) (n int64, err error) {

@@ -47,6 +47,12 @@ type Store interface {
 	// Copy inserts jobs, none with an idempotency key, the fastest way the
 	// database has, and returns how many it inserted.
 	Copy(ctx context.Context, jobs []NewJob) (int64, error)
+	// CopyRows is Copy of n jobs that row gives, in order, one at a time:
+	// PostgreSQL asks for each as it sends the ones before it, so that
+	// the caller prepares the jobs while the server stores them. An error
+	// of row stops the copy, nothing is stored, and CopyRows returns it as
+	// it is.
+	CopyRows(ctx context.Context, n int, row func(i int) (NewJob, error)) (int64, error)
 	// Analyze refreshes the planner's statistics of the jobs table.
 	Analyze(ctx context.Context) error
 
