@@ -321,6 +321,7 @@ ALTER TABLE sheaf_jobs
 	DROP INDEX sheaf_jobs_finished,
 	ADD INDEX sheaf_jobs_finished (kind, completed_at);
 `,
+	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds LONGTEXT;`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

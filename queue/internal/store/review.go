@@ -1,9 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +57,17 @@ type KindStatus struct {
 }
 
 // CountKindStatus counts the jobs f selects by kind and status, in one
-// aggregate statement: a review's totals and each kind's first start.
+// aggregate statement: a review's totals and each kind's first start. When
+// f selects one run and nothing else, and the run has finished, the counts
+// the runs roll-up kept with it are read instead (see keepCounts), rather
+// than every job of the night: they are the same, and outlive the jobs
+// that retention prunes.
 func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]KindStatus, error) {
+	if f.RunID != "" && reflect.DeepEqual(f, Filter{RunID: f.RunID}) {
+		if kept, ok, err := keptKindStatus(ctx, db, f.RunID); err != nil || ok {
+			return kept, err
+		}
+	}
 	rows, err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).
 		Select("kind, status, count(*), min(started_at)").Group("kind, status").Order("kind, status").Rows()
 	if err != nil {
@@ -71,6 +85,42 @@ func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]Kin
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// keptKindStatus reads the counts by kind and status kept with run, in
+// order; ok is false when none are (the run has not finished, or has
+// changed since, which clears its counts, or its counts were kept before
+// schema version 23).
+func keptKindStatus(ctx context.Context, db *gorm.DB, run string) (out []KindStatus, ok bool, err error) {
+	var kept []sql.NullString
+	err = db.WithContext(ctx).Table(RunsTable).Where("run_id = ? AND counts IS NOT NULL", run).Pluck("kinds", &kept).Error
+	if err != nil || len(kept) == 0 || !kept[0].Valid {
+		return nil, false, err
+	}
+	var groups [][4]json.RawMessage // kind, status, count, first start (null if none started)
+	if err := json.Unmarshal([]byte(kept[0].String), &groups); err != nil {
+		return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+	}
+	out = make([]KindStatus, len(groups))
+	for i, g := range groups {
+		var first *string
+		r := &out[i]
+		if err := errors.Join(json.Unmarshal(g[0], &r.Kind), json.Unmarshal(g[1], &r.Status), json.Unmarshal(g[2], &r.N),
+			json.Unmarshal(g[3], &first)); err != nil {
+			return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+		}
+		if first != nil {
+			var t sqlTime
+			if err := t.Scan(*first); err != nil {
+				return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+			}
+			r.FirstStart = t.t
+		}
+	}
+	slices.SortFunc(out, func(a, b KindStatus) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Status, b.Status))
+	})
+	return out, true, nil
 }
 
 // ErrorSample is the FAILED jobs of one kind that f selects with one last

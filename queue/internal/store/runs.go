@@ -224,28 +224,34 @@ func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, er
 	}
 }
 
-// keepCounts keeps the counts of those of runs that have finished.
+// keepCounts keeps the counts of those of runs that have finished: by
+// status, and by kind and status with each one's first start (kinds, for
+// the run's review), from one grouping of the run's jobs.
 func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, error) {
-	agg := "coalesce(jsonb_object_agg(status, n), '{}')"
-	if s.Dialect() == "sqlite" {
-		agg = "coalesce(json_group_object(status, n), '{}')"
+	const groups = `WITH g AS (
+		SELECT kind, status, count(*) AS n, min(started_at) AS first, max(created_at) AS last, max(id) AS newest,
+			max(completed_at) AS finished
+		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY kind, status)`
+	byStatus, byKind := "jsonb_object_agg(status, n)", "jsonb_agg(jsonb_build_array(kind, status, n, first))"
+	switch s.Dialect() {
+	case "sqlite":
+		byStatus, byKind = "json_group_object(status, n)", "json_group_array(json_array(kind, status, n, first))"
+	case "mysql":
+		byStatus, byKind = "JSON_OBJECTAGG(status, n)", "JSON_ARRAYAGG(JSON_ARRAY(kind, status, n, first))"
 	}
-	keep := `UPDATE ` + RunsTable + ` SET (counts, last_created, max_id, last_finished) = (
-	SELECT ` + agg + `, max(last), coalesce(max(newest), 0), max(finished) FROM (
-		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest, max(completed_at) AS finished
-		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s)
-WHERE run_id = @run AND counts IS NULL
+	counts := `SELECT (SELECT coalesce(` + byStatus + `, '{}') FROM (SELECT status, sum(n) AS n FROM g GROUP BY status) t) AS counts,
+		coalesce(` + byKind + `, '[]') AS kinds, max(last) AS last, coalesce(max(newest), 0) AS newest, max(finished) AS finished FROM g`
+	finished := `counts IS NULL
 	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
+	keep := `UPDATE ` + RunsTable + ` SET (counts, kinds, last_created, max_id, last_finished) = (` + groups + `
+	` + counts + `)
+WHERE run_id = @run AND ` + finished
 	if s.Dialect() == "mysql" {
 		// MariaDB assigns no row of values: the counts join as a table.
-		keep = `UPDATE ` + RunsTable + ` r JOIN (
-	SELECT coalesce(JSON_OBJECTAGG(status, n), '{}') AS counts, max(last) AS last, coalesce(max(newest), 0) AS newest,
-		max(finished) AS finished FROM (
-		SELECT status, count(*) AS n, max(created_at) AS last, max(id) AS newest, max(completed_at) AS finished
-		FROM ` + JobsTable + ` WHERE run_id = @run GROUP BY status) s) a
-SET r.counts = a.counts, r.last_created = a.last, r.max_id = a.newest, r.last_finished = a.finished
-WHERE r.run_id = @run AND r.counts IS NULL
-	AND NOT EXISTS (SELECT 1 FROM ` + JobsTable + ` WHERE run_id = @run AND status IN ('QUEUED', 'PROCESSING'))`
+		keep = `UPDATE ` + RunsTable + ` r JOIN (` + groups + `
+	` + counts + `) a
+SET r.counts = a.counts, r.kinds = a.kinds, r.last_created = a.last, r.max_id = a.newest, r.last_finished = a.finished
+WHERE r.run_id = @run AND r.` + finished
 	}
 	kept := 0
 	for _, run := range open {

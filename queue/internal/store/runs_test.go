@@ -180,3 +180,51 @@ func TestRunsKeepTheirLatestFinish(t *testing.T) {
 		require.True(t, finished().Equal(night.Add(3*time.Hour)), "kept: %v", finished())
 	})
 }
+
+// Once a run has finished, its counts by kind and status, each with its
+// first start, are kept with it, and a review of the run reads them there:
+// the same as counted from its jobs, and still there once the jobs are
+// gone; a run whose counts are cleared is counted from its jobs again.
+func TestRunKeepsItsCountsByKind(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		run := "night"
+		var jobs []store.NewJob
+		for _, kind := range []string{"b", "a", "b", "b", "a", "c"} {
+			jobs = append(jobs, store.NewJob{Kind: kind, Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run})
+		}
+		ins := insertJobs(t, st, db, jobs...)
+		at := time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC)
+		for i, status := range []string{"COMPLETED", "COMPLETED", "FAILED", "COMPLETED", "CANCELLED", "COMPLETED"} {
+			finish(t, st, db, ins[i].ID, status, at.Add(time.Duration(10-i)*time.Minute+1500*time.Microsecond))
+		}
+		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET started_at = NULL WHERE id = ?", ins[4].ID).Error) // cancelled unstarted
+		scope := store.Filter{RunID: run}
+		counted, err := store.CountKindStatus(ctx, st, db, scope)
+		require.NoError(t, err)
+		require.Len(t, counted, 5)
+
+		kept, err := store.KeepRunCounts(ctx, st, db, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, kept)
+		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = ?", run).Error) // as retention prunes them
+		read, err := store.CountKindStatus(ctx, st, db, scope)
+		require.NoError(t, err)
+		require.Len(t, read, len(counted))
+		for i := range counted {
+			require.Equal(t, counted[i].Kind, read[i].Kind)
+			require.Equal(t, counted[i].Status, read[i].Status)
+			require.Equal(t, counted[i].N, read[i].N)
+			require.True(t, counted[i].FirstStart.Equal(read[i].FirstStart), "%s %s: %v, kept %v",
+				counted[i].Kind, counted[i].Status, counted[i].FirstStart, read[i].FirstStart)
+		}
+
+		other, err := store.CountKindStatus(ctx, st, db, store.Filter{RunID: run, Kinds: []string{"a"}})
+		require.NoError(t, err)
+		require.Empty(t, other, "a narrower scope is counted from the jobs")
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = ?", run).Error) // as a retry clears them
+		read, err = store.CountKindStatus(ctx, st, db, scope)
+		require.NoError(t, err)
+		require.Empty(t, read, "counted from the jobs again")
+	})
+}

@@ -453,7 +453,18 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	// every call: see claimFunctions.
 	21: claimFunctions(21),
 	22: finishedByKindSQL,
+	23: runKindsSQL,
 }
+
+// runKindsSQL is schema version 23: with a finished run's counts by
+// status, the runs roll-up keeps its jobs counted by kind and status, each
+// with the first time one of them started, as a JSON array of [kind,
+// status, count, first start]: the review of the run reads them there
+// rather than grouping every job of the night. They are read only while
+// counts is set (what clears counts makes them stale); runs whose counts
+// were kept before this version have none, and are counted from their
+// jobs.
+const runKindsSQL = `ALTER TABLE sheaf_runs ADD COLUMN kinds jsonb;`
 
 // finishedByKindSQL is schema version 22: one index of finished jobs, by
 // kind and finish time, for what two served before it (sheaf_jobs_history,
@@ -492,7 +503,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 22
+const SchemaVersion = 23
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -200,8 +200,9 @@ func (st *sqlTime) Scan(src any) error {
 		return fmt.Errorf("cannot scan %T into a time", src)
 	}
 	// The first layout reads timeLayout too; the second, times SQLite's
-	// CURRENT_TIMESTAMP wrote.
-	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999"} {
+	// CURRENT_TIMESTAMP wrote (and MariaDB's, in JSON); the third,
+	// PostgreSQL's in JSON.
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999", time.RFC3339Nano} {
 		if t, err := time.Parse(layout, s); err == nil {
 			*st = sqlTime{t: t, valid: true}
 			return nil

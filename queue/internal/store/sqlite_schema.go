@@ -326,6 +326,7 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 -- Nothing: the version changes how PostgreSQL plans its limited claims.
 `,
 	22: finishedByKindSQL,
+	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds TEXT;`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
