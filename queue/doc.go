@@ -381,8 +381,10 @@
 // failures grouped by the shape of their error, slow jobs against each
 // kind's baseline of earlier runs ([Baseline]), jobs that never ran, ticks
 // that created nothing and stopped chains (see [Review]), in a few
-// aggregate statements however large the night. [Client.RetryFailed] with
-// the run's Filter is the selective retry.
+// aggregate statements however large the night; a finished run's counts
+// by kind and status are read from what the leader kept of it once its
+// last job finished, not from its jobs. [Client.RetryFailed] with the
+// run's Filter is the selective retry.
 //
 // # Maintenance
 //
