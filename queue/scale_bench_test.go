@@ -382,14 +382,11 @@ INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outc
 SELECT id, c, 'scale', started_at, completed_at, CASE WHEN c < 3 THEN 'retried' ELSE 'failed' END, last_error
 FROM sheaf_jobs, generate_series(1, 3) c WHERE status = 'FAILED' AND run_id LIKE 'nightly@%'`).Error
 	if err == nil {
-		// The runs as the maintenance leader leaves them: each finished
-		// run's counts kept in its row.
+		// The runs as their jobs' inserts record them; the first roll-up
+		// keeps each finished run's counts, as the maintenance leader does.
 		err = cl.Gorm.WithContext(ctx).Exec(`
-INSERT INTO sheaf_runs (run_id, period, first_created, last_created, max_id, counts)
-SELECT run_id, min(period), min(first), max(last), max(newest), jsonb_object_agg(status, n)
-FROM (SELECT run_id, status, min(period) AS period, min(created_at) AS first, max(created_at) AS last, max(id) AS newest, count(*) AS n
-	FROM sheaf_jobs WHERE run_id LIKE 'nightly@%' GROUP BY run_id, status) s
-GROUP BY run_id`).Error
+INSERT INTO sheaf_runs (run_id, period, first_created)
+SELECT run_id, min(period), min(created_at) FROM sheaf_jobs WHERE run_id LIKE 'nightly@%' GROUP BY run_id`).Error
 	}
 	if err == nil {
 		err = cl.Gorm.WithContext(ctx).Exec("VACUUM ANALYZE").Error
