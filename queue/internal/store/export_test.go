@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // MySQLLoads is how many of st's Copy calls LOAD DATA stored, if st is the
 // MariaDB store.
 func MySQLLoads(st Store) int64 {
@@ -18,9 +20,10 @@ const MigrationLock = migrationLock
 const SQLiteCopyRows = copyRows
 
 // PruneCandidates returns the statement, and its arguments, with which a
-// batch of p on st reads its candidates; ok is false when it reads none.
-func PruneCandidates(st Store, p Prune) (q string, args []any, ok bool) {
-	return keepingOf(st).candidatesSQL(p)
+// batch on st reads the candidates of kinds due under rules from place
+// from until end.
+func PruneCandidates(st Store, rules []KeepRule, kinds []string, from Place, end time.Time, limit int) (q string, args []any) {
+	return keepingOf(st).candidatesSQL(rules, kinds, from, end, limit)
 }
 
 // MySQLBatches reports whether st, the MariaDB store, sends several
