@@ -39,6 +39,10 @@ func (e *env) setTime(t *testing.T, id int64, column string, at time.Time) {
 		v = at.UTC().Format(sqlitedb.TimeLayout)
 	}
 	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET "+column+" = ? WHERE id = ?", v, id).Error)
+	// Behind the queue's back: the counts a runner's roll-up may have kept
+	// of the job's run (by kind, with first starts) are dropped, so that
+	// they are read again from its jobs, as changed.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = (SELECT run_id FROM sheaf_jobs WHERE id = ?)", id).Error)
 }
 
 // actionsIn finds the action buttons of a page.

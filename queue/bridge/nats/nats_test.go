@@ -25,7 +25,30 @@ import (
 	"github.com/sheaf-dev/sheaf/queue/bridge/nats"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testexit.Option()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(anchored{m}, testexit.Option()) }
+
+// anchored runs the tests with a stream of the shared server's kept
+// throughout: when an account's last stream is deleted, nats-server
+// removes the account's store directory, and a test creating its stream
+// at that moment failed ("could not create storage directory"); with one
+// stream that outlives the tests, the directory stays.
+type anchored struct{ m *testing.M }
+
+func (a anchored) Run() int {
+	nc, err := natsgo.Connect(serverURL())
+	if err != nil {
+		return a.m.Run() // the tests say whether they need the server
+	}
+	defer nc.Close()
+	name := fmt.Sprintf("sheaf_test_anchor_%d_%d", os.Getpid(), time.Now().UnixNano())
+	if js, err := jetstream.New(nc); err == nil {
+		ctx := context.Background()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err == nil {
+			defer func() { _ = js.DeleteStream(context.Background(), name) }()
+		}
+	}
+	return a.m.Run()
+}
 
 // serverURL is the shared nats-server's.
 func serverURL() string {
