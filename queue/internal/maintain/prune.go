@@ -33,9 +33,8 @@ type Keep struct {
 }
 
 // Prune is the Task that deletes finished jobs their retention no longer
-// keeps, one batch per Run, walking them kind by kind, oldest first: a Run
-// returns PrunePause while the pass has more to walk, PruneEvery once it
-// is over.
+// keeps, one batch per Run, walking them oldest first: a Run returns
+// PrunePause while the pass has more to walk, PruneEvery once it is over.
 // It deletes only jobs that finished before the first day and the first
 // hour whose roll-ups are not final, so history is rolled up before its
 // rows go; before the first roll-ups it deletes nothing.

@@ -470,9 +470,9 @@ const runKindsSQL = `ALTER TABLE sheaf_runs ADD COLUMN kinds jsonb;`
 // kind and finish time, for what two served before it (sheaf_jobs_history,
 // a kind's completed jobs by finish time, and sheaf_jobs_finished, every
 // finished job by finish time). A completion entered both; one entry fewer
-// per job is a seventh of a completion's write-ahead log and some 5% of the
+// per job is a seventh of a completion's write-ahead log and some 4% of the
 // server's time per job. Reads by time across kinds name the kinds (see
-// finishedKind); the pruner walks kind by kind.
+// keeping.isFinished), and so does the pruner's walk (keeping.candidates).
 const finishedByKindSQL = `
 DROP INDEX sheaf_jobs_history;
 DROP INDEX sheaf_jobs_finished;
