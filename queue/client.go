@@ -197,7 +197,7 @@ func (c *ops) EnqueueRawKeyed(ctx context.Context, jobs []RawParams) (duplicates
 	insert := func(ctx context.Context) EnqueueResult {
 		duplicates, err = c.st.InsertKeyed(ctx, c.db, rows)
 		if err != nil {
-			return EnqueueResult{Err: check.Failed("enqueue", err)}
+			return EnqueueResult{Err: check.Failed(ctx, "enqueue", err)}
 		}
 		return EnqueueResult{Created: int64(len(rows) - len(duplicates))}
 	}
@@ -432,7 +432,7 @@ func (c *ops) enqueueBulk(ctx context.Context, rows []newJob) (int64, error) {
 	// A bulk returns only a count: its slices of keyed jobs read no row back.
 	return enqueue.Bulk(ctx, c.st, c.db, rows, c.tx, c.cfg.logger, func(tx *gorm.DB, part []newJob) (int64, error) {
 		skipped, err := c.st.InsertKeyed(ctx, tx, part)
-		return int64(len(part) - len(skipped)), check.Failed("enqueue", err)
+		return int64(len(part) - len(skipped)), check.Failed(ctx, "enqueue", err)
 	})
 }
 

@@ -743,3 +743,40 @@ func TestClientOnAnUnmigratedSchema(t *testing.T) {
 		}
 	}
 }
+
+// A call blocked in the database ends when its context does, with an
+// error that says so: errors.Is matches the context's error, whatever the
+// driver made of the interrupted statement.
+func TestClientCallsEndWithTheirContext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, basic(t))
+	ctx := context.Background()
+	job, err := e.client.Enqueue(ctx, noop{})
+	require.NoError(t, err)
+	id := job.Job.ID
+	lock, err := e.db.SQL.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, lock.Rollback()) }()
+	_, err = lock.Exec("LOCK TABLE sheaf_jobs IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	c := e.client
+	calls := map[string]func(context.Context) error{
+		"Enqueue": func(ctx context.Context) error { _, err := c.Enqueue(ctx, noop{}); return err },
+		"EnqueueBulk": func(ctx context.Context) error {
+			_, err := c.EnqueueBulk(ctx, []queue.Params{{Args: noop{}}})
+			return err
+		},
+		"Get":    func(ctx context.Context) error { _, err := c.Get(ctx, id); return err },
+		"List":   func(ctx context.Context) error { _, err := c.List(ctx, queue.Filter{}); return err },
+		"Count":  func(ctx context.Context) error { _, err := c.Count(ctx, queue.Filter{}); return err },
+		"Cancel": func(ctx context.Context) error { _, err := c.Cancel(ctx, id); return err },
+		"Stats":  func(ctx context.Context) error { _, err := c.Stats(ctx); return err },
+	}
+	for name, call := range calls {
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := call(short)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, name)
+		require.ErrorContains(t, err, "queue: ", name)
+	}
+}

@@ -136,7 +136,7 @@ func (c *ops) SetLimit(ctx context.Context, l Limit) error {
 		return err
 	}
 	_, err := c.st.SetLimit(ctx, c.db, sl)
-	return check.Failed(fmt.Sprintf("SetLimit %s %q", l.Scope, l.Target), err)
+	return check.Failed(ctx, fmt.Sprintf("SetLimit %s %q", l.Scope, l.Target), err)
 }
 
 // ErrNoLimit is returned by RemoveLimit for a limit that does not exist.

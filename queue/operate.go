@@ -34,7 +34,7 @@ func (c *ops) setPaused(ctx context.Context, op, name string, paused bool) error
 	if err := check.QueueName(op, name); err != nil {
 		return err
 	}
-	return check.Failed(fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
+	return check.Failed(ctx, fmt.Sprintf("%s %q", op, name), c.st.SetPaused(ctx, c.db, name, paused))
 }
 
 // QueueInfo describes a queue.
@@ -129,7 +129,7 @@ type RunnerInfo struct {
 // deleted as runners start.
 func (c *Client) Runners(ctx context.Context, within time.Duration) ([]RunnerInfo, error) {
 	rows, err := c.st.Runners(ctx, within)
-	return converted(rows, func(r store.RunnerRow) RunnerInfo { return RunnerInfo(r) }), check.Failed("runners", err)
+	return converted(rows, func(r store.RunnerRow) RunnerInfo { return RunnerInfo(r) }), check.Failed(ctx, "runners", err)
 }
 
 // SchemaVersion returns the version of the database's schema: 0 if it

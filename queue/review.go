@@ -155,7 +155,7 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
 		}}.Review(ctx, rq)
 	if err != nil {
-		return nil, check.Failed("review", err)
+		return nil, check.Failed(ctx, "review", err)
 	}
 	rv := &Review{Query: q, Total: r.Total, Counts: operate.Counts[Status](r.Counts), Failed: r.Failed, MoreFailed: r.MoreFailed,
 		Failures: converted(r.Failures, func(g operate.FailureGroup) FailureGroup { return FailureGroup(g) }),

@@ -183,12 +183,6 @@ func (s *Submitter) Wait(ctx context.Context) error {
 		at := time.Now()
 		n, err := s.client.Count(ctx, queue.Filter{Kinds: kinds, Statuses: []queue.Status{queue.StatusQueued}})
 		if err != nil {
-			// A context that ends while the count is being written comes
-			// back from pgx as the socket's timeout, not the context's
-			// error: Wait's callers tell the two apart by the latter.
-			if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-				err = fmt.Errorf("%w: %w", ctxErr, err)
-			}
 			return fmt.Errorf("bridge: count the queued submissions: %w", err)
 		}
 		s.mu.Lock()

@@ -12,6 +12,7 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -151,10 +152,16 @@ func PageLimit(limit, most int) (int, error) {
 }
 
 // Failed returns err, if it is not nil, as the error of the operation op,
-// marked ErrNotMigrated if it says so.
-func Failed(op string, err error) error {
+// marked ErrNotMigrated if it says so. When ctx has ended, the error also
+// matches ctx's: a context that ends while a statement is being written
+// comes back from the driver as the socket's timeout, and callers tell a
+// cancelled call from a failed one by errors.Is(err, context.Canceled).
+func Failed(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
 	return fmt.Errorf("queue: %s: %w", op, NotMigrated(err))
 }

@@ -1,8 +1,11 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -27,9 +30,25 @@ func TestNotMigratedWrapsMissingMigrations(t *testing.T) {
 	other := fmt.Errorf("queue: enqueue: %w", &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "orders" does not exist`})
 	require.Same(t, other, NotMigrated(other))
 	require.NoError(t, NotMigrated(nil))
-	require.NoError(t, Failed("count", nil))
-	require.ErrorIs(t, Failed("count", missing), ErrNotMigrated)
-	require.EqualError(t, Failed("count", errors.New("boom")), "queue: count: boom")
+	ctx := context.Background()
+	require.NoError(t, Failed(ctx, "count", nil))
+	require.ErrorIs(t, Failed(ctx, "count", missing), ErrNotMigrated)
+	require.EqualError(t, Failed(ctx, "count", errors.New("boom")), "queue: count: boom")
+}
+
+// A call whose context ended fails with an error that matches the
+// context's, whatever the driver returned for the interrupted statement,
+// and keeps the driver's error in the chain.
+func TestFailedSaysTheContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	timeout := &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	err := Failed(ctx, "count", timeout)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.EqualError(t, err, "queue: count: context canceled: write tcp: i/o timeout")
+	already := Failed(ctx, "count", fmt.Errorf("read: %w", context.Canceled))
+	require.EqualError(t, already, "queue: count: read: context canceled", "an error that says so already is left alone")
 }
 
 func TestRefusals(t *testing.T) {

@@ -18,12 +18,12 @@ import (
 func Insert[R any](ctx context.Context, st store.Store, db *gorm.DB, rows []store.NewJob, key func(*R) *string, set func(i int, r *R, dup bool)) error {
 	var inserted []R
 	if err := st.Insert(ctx, db, rows, &inserted); err != nil {
-		return check.Failed("enqueue", err)
+		return check.Failed(ctx, "enqueue", err)
 	}
 	err := Match(rows, inserted, key, func(keys []string) (existing []R, err error) {
 		return existing, st.Jobs(ctx, db, store.Filter{IdempotencyKeys: keys}, 0, &existing)
 	}, set)
-	return check.Failed("enqueue", err)
+	return check.Failed(ctx, "enqueue", err)
 }
 
 // AnalyzeAfter is the bulk size from which Bulk refreshes the table's
@@ -84,7 +84,7 @@ func Copy(ctx context.Context, st store.Store, n int, row func(i int) (store.New
 		return 0, rowErr
 	}
 	if err != nil {
-		return 0, check.Failed("enqueue bulk", err)
+		return 0, check.Failed(ctx, "enqueue bulk", err)
 	}
 	if n64 >= AnalyzeAfter {
 		if err := st.Analyze(ctx); err != nil {

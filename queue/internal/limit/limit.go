@@ -140,14 +140,14 @@ func Remove(ctx context.Context, st store.Store, db *gorm.DB, scope, target stri
 	if errors.Is(err, store.ErrNoLimit) {
 		return fmt.Errorf("%w: %s %q", none, scope, target)
 	}
-	return check.Failed(fmt.Sprintf("RemoveLimit %s %q", scope, target), err)
+	return check.Failed(ctx, fmt.Sprintf("RemoveLimit %s %q", scope, target), err)
 }
 
 // Read returns every limit with its use, each as out makes it.
 func Read[U any](ctx context.Context, st store.Store, db *gorm.DB, out func(store.LimitUse) U) ([]U, error) {
 	ls, err := st.Limits(ctx, db)
 	if err != nil || ls == nil {
-		return nil, check.Failed("limits", err)
+		return nil, check.Failed(ctx, "limits", err)
 	}
 	us := make([]U, len(ls))
 	for i, l := range ls {

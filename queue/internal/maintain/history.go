@@ -114,7 +114,7 @@ func Days(ctx context.Context, st store.Store, db *gorm.DB, q HistoryQuery, most
 	}
 	rows, err := History(ctx, st, db, q.Kind, q.Queue, from, to)
 	if err != nil {
-		return nil, check.Failed("history", err)
+		return nil, check.Failed(ctx, "history", err)
 	}
 	out := make([]DayStats, 0, len(rows))
 	for _, r := range rows {

@@ -43,7 +43,7 @@ func Activity(ctx context.Context, st store.Store, since time.Time, bucket time.
 	end := start.Add(time.Duration(n) * bucket)
 	rows, err := activityRows(ctx, st, start, end, bucket, queue)
 	if err != nil {
-		return nil, check.Failed("activity", err)
+		return nil, check.Failed(ctx, "activity", err)
 	}
 	for _, r := range rows {
 		i := int64(r.Start.Sub(start) / bucket)

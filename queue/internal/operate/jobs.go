@@ -72,7 +72,7 @@ func (j Jobs[R]) List(ctx context.Context, s Selection) ([]R, error) {
 	}
 	var out []R
 	if err := j.Store.Jobs(ctx, j.DB, s.filter, limit, &out); err != nil {
-		return nil, check.Failed("list", err)
+		return nil, check.Failed(ctx, "list", err)
 	}
 	return out, nil
 }
@@ -84,7 +84,7 @@ func (j Jobs[R]) Count(ctx context.Context, s Selection) (int64, error) {
 		return 0, err
 	}
 	n, err := j.Store.Count(ctx, j.DB, f)
-	return n, check.Failed("count", err)
+	return n, check.Failed(ctx, "count", err)
 }
 
 // RetryFailed requeues the FAILED jobs s selects, its paging aside, in one
@@ -99,7 +99,7 @@ func (j Jobs[R]) RetryFailed(ctx context.Context, s Selection, maxAttempts int) 
 		return err
 	})
 	if err != nil {
-		return 0, check.Failed("retry failed", err)
+		return 0, check.Failed(ctx, "retry failed", err)
 	}
 	return n, nil
 }
@@ -112,7 +112,7 @@ func (j Jobs[R]) CancelSelected(ctx context.Context, s Selection) (int64, error)
 		return 0, err
 	}
 	n, err := j.CancelMatching(ctx, f)
-	return n, check.Failed("cancel matching", err)
+	return n, check.Failed(ctx, "cancel matching", err)
 }
 
 // Get returns the job with the given ID, or an error wrapping
@@ -120,7 +120,7 @@ func (j Jobs[R]) CancelSelected(ctx context.Context, s Selection) (int64, error)
 func (j Jobs[R]) Get(ctx context.Context, id int64) (*R, error) {
 	rec, err := j.get(ctx, j.DB, id)
 	if err != nil && !errors.Is(err, j.Errs.NotFound) {
-		return nil, check.Failed(fmt.Sprint("get ", id), err)
+		return nil, check.Failed(ctx, fmt.Sprint("get ", id), err)
 	}
 	return rec, err
 }
@@ -146,7 +146,7 @@ func (j Jobs[R]) Change(ctx context.Context, id int64, op string, from []string,
 		return err
 	})
 	if err != nil && !j.Errs.Expected(err) {
-		return nil, check.Failed(fmt.Sprintf("%s %d", op, id), err)
+		return nil, check.Failed(ctx, fmt.Sprintf("%s %d", op, id), err)
 	}
 	return rec, err
 }
@@ -174,7 +174,7 @@ func ReadStats[S ~string](ctx context.Context, st store.Store, db *gorm.DB) (Sta
 	if err == nil {
 		s.Ready, s.OldestReady, err = st.Ready(ctx, db)
 	}
-	return s, check.Failed("stats", err)
+	return s, check.Failed(ctx, "stats", err)
 }
 
 // Attempt is queue.Attempt field for field.
@@ -196,7 +196,7 @@ func (j Jobs[R]) AttemptsOf(ctx context.Context, id int64) ([]Attempt, error) {
 	}
 	as, err := j.Attempts(ctx, j.View(rec))
 	if err != nil {
-		return nil, check.Failed(fmt.Sprint("attempts of ", id), err)
+		return nil, check.Failed(ctx, fmt.Sprint("attempts of ", id), err)
 	}
 	out := make([]Attempt, len(as))
 	for i, a := range as {
@@ -221,5 +221,5 @@ func (j Jobs[R]) ChildrenOf(ctx context.Context, id int64, rules func(kind strin
 	}
 	job := j.View(rec)
 	out, err := j.Children(ctx, job, rules(job.Kind))
-	return out, check.Failed(fmt.Sprint("children of ", id), err)
+	return out, check.Failed(ctx, fmt.Sprint("children of ", id), err)
 }

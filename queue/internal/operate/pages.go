@@ -28,7 +28,7 @@ func RecordAudit(ctx context.Context, st store.Store, db *gorm.DB, e store.Audit
 		return 0, check.Invalid("AuditEntry.Target: %v", err)
 	}
 	id, err := st.RecordAudit(ctx, db, e)
-	return id, check.Failed("record audit", err)
+	return id, check.Failed(ctx, "record audit", err)
 }
 
 // AuditLog returns a page of the audit log, as queue.Client.AuditLog says.
@@ -38,7 +38,7 @@ func AuditLog(ctx context.Context, st store.Store, db *gorm.DB, beforeID int64, 
 		return nil, err
 	}
 	rows, err := st.AuditLog(ctx, db, beforeID, limit)
-	return rows, check.Failed("audit log", err)
+	return rows, check.Failed(ctx, "audit log", err)
 }
 
 // TicksPage is a queue.TicksQuery; After is set when the query continues

@@ -28,11 +28,11 @@ type QueueInfo[S ~string] struct {
 func Queues[S ~string](ctx context.Context, st store.Store, db *gorm.DB) ([]QueueInfo[S], error) {
 	counts, err := store.CountByQueue(ctx, st, db)
 	if err != nil {
-		return nil, check.Failed("queues", err)
+		return nil, check.Failed(ctx, "queues", err)
 	}
 	paused, err := st.Paused(ctx, db)
 	if err != nil {
-		return nil, check.Failed("queues", err)
+		return nil, check.Failed(ctx, "queues", err)
 	}
 	byName := map[string]*QueueInfo[S]{}
 	info := func(name string) *QueueInfo[S] {

@@ -25,7 +25,7 @@ type RunSummary[S ~string] struct {
 func Runs[S ~string](ctx context.Context, st store.Store, db *gorm.DB, q store.RunsQuery) ([]RunSummary[S], error) {
 	counts, err := store.Runs(ctx, st, db, q)
 	if err != nil {
-		return nil, check.Failed("runs", err)
+		return nil, check.Failed(ctx, "runs", err)
 	}
 	var out []RunSummary[S]
 	for _, rc := range counts {
