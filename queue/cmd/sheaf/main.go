@@ -93,7 +93,7 @@ func run(ctx context.Context, e *env, args []string) int {
 }
 
 func (e *env) usage(w io.Writer) {
-	fmt.Fprint(w, "sheaf operates a sheaf job queue on PostgreSQL or SQLite.\n\nUsage: sheaf <command> [arguments]\n\nCommands:\n")
+	fmt.Fprint(w, "sheaf operates a sheaf job queue on PostgreSQL, MariaDB or SQLite.\n\nUsage: sheaf <command> [arguments]\n\nCommands:\n")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
