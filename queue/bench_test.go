@@ -192,6 +192,32 @@ func BenchmarkQueueEnqueueBulk(b *testing.B) {
 	}
 }
 
+// BenchmarkQueueEnqueueMany enqueues b.N no-op jobs with EnqueueMany, a
+// thousand a call: the statement a Client.Tx client's enqueues use, which
+// returns each job's record.
+func BenchmarkQueueEnqueueMany(b *testing.B) {
+	e := newEnvB(b, func(r *queue.Registry) {
+		if err := queue.Register(r, nopHandler[noop]()); err != nil {
+			b.Fatal(err)
+		}
+	})
+	jobs := make([]queue.Params, 1000)
+	for i := range jobs {
+		jobs[i] = queue.Params{Args: noop{}}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	cpu := pgtest.StartCPU(e.db)
+	for left := b.N; left > 0; left -= len(jobs) {
+		if _, err := e.client.EnqueueMany(ctx, jobs[:min(left, len(jobs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu.Stop().PerJob(b, b.N)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // enqueueNoops enqueues n no-op jobs with one EnqueueBulk.
 func enqueueNoops(b testing.TB, c *queue.Client, n int) {
 	jobs := make([]queue.Params, n)
