@@ -56,6 +56,8 @@ type Prune struct {
 	// after is where the pass goes on: the leader runs one Run at a time,
 	// and a new leader starts a pass from the oldest job.
 	after store.Place
+	// kinds are the kinds the pass walks, found by its first batch.
+	kinds []string
 	// rolled is how far the roll-ups went, both day and hour, when the
 	// pass began.
 	rolled time.Time
@@ -114,16 +116,17 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 		}
 		rules = append(rules, store.KeepRule{Kind: k.Kind, Status: k.Status, Before: before, Forever: k.Forever})
 	}
-	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch), Archive: p.Archive})
+	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch),
+		Archive: p.Archive, Kinds: p.kinds})
 	if err != nil {
 		return every, fmt.Errorf("prune: %w", err)
 	}
 	p.deleted += int64(len(res.Deleted))
 	if res.Done {
-		p.after = store.Place{}
+		p.after, p.kinds = store.Place{}, nil
 		return every, nil
 	}
-	p.after = res.Next
+	p.after, p.kinds = res.Next, res.Kinds
 	return cmp.Or(p.Pause, PrunePause), nil
 }
 

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
 
 // MySQLLoads is how many of st's Copy calls LOAD DATA stored, if st is the
 // MariaDB store.
@@ -37,3 +41,11 @@ func MySQLBatches(st Store) (multi, sessionIsolation bool) {
 // CompleteSQL is the statement that completes claims ($1 job IDs, $2 claim
 // keys) on PostgreSQL.
 var CompleteSQL = completeSQL
+
+// PruneRunVerdict is what run's row in sheaf_runs tells a batch on st
+// under rules, read on db: "open" (a job is not due), "due" (every job is)
+// or "unknown" (the jobs must be read).
+func PruneRunVerdict(st Store, db *gorm.DB, run string, rules []KeepRule) (string, error) {
+	v, err := keepingOf(st).runVerdict(db, run, rules)
+	return [...]string{runUnknown: "unknown", runOpen: "open", runDue: "due"}[v], err
+}

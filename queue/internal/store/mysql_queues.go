@@ -138,8 +138,8 @@ func (s *mysql) Leader(ctx context.Context) (string, error) {
 var mysqlKeeping = keeping{
 	kinds: mysqlKinds, kindIn: "%s IN (" + mysqlKinds + ")",
 	at: mysqlTime, ts: "?", day: "CAST(? AS DATE)", dayText: "DATE_FORMAT(%s, '%%Y-%%m-%%d')", json: "?", never: "NULL",
-	lock: " FOR UPDATE SKIP LOCKED",
-	in:   func(col string, ids []int64) (string, []any) { return col + " IN (" + ints(ids) + ")", nil },
+	lock: " FOR UPDATE SKIP LOCKED", share: " LOCK IN SHARE MODE",
+	in: func(col string, ids []int64) (string, []any) { return col + " IN (" + ints(ids) + ")", nil },
 	auditIn: func(_ string, ids []int64) (string, []any) {
 		return "target_job IN (" + ints(ids) + ")", nil
 	},

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -61,6 +62,11 @@ type Prune struct {
 	// Archive, if set, receives the IDs of the batch's jobs in the
 	// transaction that deletes them, before they are deleted.
 	Archive func(tx *gorm.DB, ids []int64) error
+	// Kinds are the kinds whose finished jobs the walk reads, as an
+	// earlier batch of the pass found them (PruneResult.Kinds); nil: the
+	// batch finds them. A kind whose first job finished since is only
+	// recent, and the next pass reads it.
+	Kinds []string
 }
 
 // KeepRule keeps the jobs of a status (and, if Kind is set, of a kind)
@@ -86,6 +92,8 @@ type PruneResult struct {
 	Deleted []int64
 	Next    Place
 	Done    bool
+	// Kinds are the kinds the walk read, for the pass's next batch.
+	Kinds []string
 }
 
 // FinishedJob is a finished job as a roll-up reads it.
@@ -120,6 +128,7 @@ type keeping struct {
 	json    string              // a bound JSON text
 	never   string              // a time before which nothing is: NULL, typed
 	lock    string              // what locks the rows a batch deletes
+	share   string              // what locks a run's row against changes
 	upsert  string              // how the roll-up's row is replaced
 	in      func(col string, ids []int64) (string, []any)
 	// kinds selects the kinds that have finished jobs (and may select
@@ -132,7 +141,8 @@ type keeping struct {
 var pgKeeping = keeping{
 	kinds: finishedKinds, kindIn: "%s = ANY (ARRAY(" + finishedKinds + "))",
 	at: pgTime, ts: "CAST(? AS timestamptz)", day: "CAST(? AS date)", dayText: "to_char(%s, 'YYYY-MM-DD')",
-	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED", upsert: excludedFinal,
+	json: "CAST(? AS jsonb)", never: "CAST(NULL AS timestamptz)", lock: " FOR UPDATE SKIP LOCKED", share: " FOR SHARE",
+	upsert: excludedFinal,
 	in: func(col string, ids []int64) (string, []any) {
 		return col + " = ANY(CAST(? AS bigint[]))", []any{IDListValue(ids)}
 	},
@@ -274,9 +284,9 @@ func (k keeping) candidates(tx *gorm.DB, p Prune) (out []candidate, next Place, 
 	if !ok {
 		return nil, next, true, nil // every job is kept forever
 	}
-	var kinds []string
-	if err := tx.Raw(k.kinds).Scan(&kinds).Error; err != nil || len(kinds) == 0 {
-		return nil, next, err == nil, err
+	kinds := p.Kinds
+	if len(kinds) == 0 {
+		return nil, next, true, nil // no finished job
 	}
 	at := p.After
 	if at.At.IsZero() && at.ID == 0 {
@@ -336,7 +346,8 @@ func scanCandidates(tx *gorm.DB, q string, args []any, out []candidate) ([]candi
 // index on its own, and only until its first job not due: a run of a
 // hundred thousand jobs with a failure kept longer than its completed
 // jobs is found blocked at its first failure, where one statement for all
-// the values read every job of each, at every batch of the walk.
+// the values read every job of each, at every batch of the walk. A run
+// whose kept counts tell (runVerdict) is not read at all.
 func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
 	due, dueArgs := k.due("o", rules)
 	q := "SELECT EXISTS (SELECT 1 FROM sheaf_jobs o WHERE o." + col + " = ? AND NOT coalesce(" + due + ", false))"
@@ -347,6 +358,17 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	}
 	blocked := map[string]bool{}
 	for v := range vals {
+		if col == "run_id" {
+			switch verdict, err := k.runVerdict(tx, v, rules); {
+			case err != nil:
+				return nil, err
+			case verdict == runOpen:
+				blocked[v] = true
+				continue
+			case verdict == runDue:
+				continue
+			}
+		}
 		args := append([]any{v}, dueArgs...)
 		if col == "run_id" {
 			args = append(args, v)
@@ -362,11 +384,82 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	return blocked, nil
 }
 
+// What a run's kept counts say of its jobs (see runVerdict).
+const (
+	runUnknown = iota // the jobs must be looked up
+	runOpen           // a job is not due: the run is kept
+	runDue            // every job is due
+)
+
+// runVerdict tells from run's row in sheaf_runs, without reading its jobs,
+// whether every job of the run is due for deletion: its counts are kept
+// (so every job has finished, and none has been added or restarted since,
+// which would have cleared them), each kind and status it holds has a rule
+// that deletes, and its last job finished before every such rule's time.
+// A run of a hundred thousand jobs, all due, is then not read whole at each
+// of its hundred batches. The row is locked for share, so a job added to
+// the run or restarted meanwhile, which clears the counts, waits for the
+// batch to end, or is seen by it (SQLite's transaction holds the file).
+// runUnknown: the counts cannot tell (not kept, kept before schema version
+// 23, a job finished too late, or no row).
+func (k keeping) runVerdict(tx *gorm.DB, run string, rules []KeepRule) (int, error) {
+	var (
+		kept  bool
+		kinds sql.NullString
+		last  sqlTime
+	)
+	err := tx.Raw("SELECT counts IS NOT NULL, kinds, last_finished FROM "+RunsTable+" WHERE run_id = ?"+k.share, run).
+		Row().Scan(&kept, &kinds, &last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return runUnknown, nil
+	case err != nil:
+		return runUnknown, err
+	case !kept:
+		return runOpen, nil
+	case !kinds.Valid || !last.valid:
+		return runUnknown, nil
+	}
+	groups, err := parseKinds(run, kinds.String)
+	if err != nil {
+		return runUnknown, err
+	}
+	for _, g := range groups {
+		r, ok := ruleOf(rules, g.Kind, g.Status)
+		if !ok || r.Forever {
+			return runOpen, nil
+		}
+		if !last.t.Before(r.Before) {
+			return runUnknown, nil
+		}
+	}
+	return runDue, nil
+}
+
+// ruleOf returns the rule that keeps jobs of kind and status, as keptUntil
+// picks it: the first that names the status and the kind or no kind.
+func ruleOf(rules []KeepRule, kind, status string) (KeepRule, bool) {
+	for _, r := range rules {
+		if r.Status == status && (r.Kind == "" || r.Kind == kind) {
+			return r, true
+		}
+	}
+	return KeepRule{}, false
+}
+
 func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	var res PruneResult
 	if p.Limit < 1 {
 		return res, fmt.Errorf("prune: limit %d not positive", p.Limit)
 	}
+	if p.Kinds == nil {
+		if _, ok := lastDue(p.Rules); ok {
+			if err := tx.Raw(k.kinds).Scan(&p.Kinds).Error; err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Kinds = p.Kinds
 	cands, next, done, err := k.candidates(tx, p)
 	if err != nil {
 		return res, err

@@ -351,3 +351,138 @@ func TestDayRollups(t *testing.T) {
 		require.EqualValues(t, 2, n)
 	})
 }
+
+// A finished run whose counts are kept is judged from its row in sheaf_runs,
+// not from its jobs: due when each kind and status it holds has a rule that
+// deletes and its last job finished before every such rule's time; open
+// when a status is kept forever or by no rule, or its counts were cleared;
+// and read job by job when the row cannot tell. Each verdict prunes as
+// reading every job would.
+func TestPruneJudgesAFinishedRunByItsKeptCounts(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		old := now.Add(-48 * time.Hour)
+		cut := now.Add(-time.Hour)
+		in := func(run string) []int64 {
+			ins := insertJobs(t, st, db,
+				store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp(run)},
+				store.NewJob{Kind: "b", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp(run)})
+			finish(t, st, db, ins[0].ID, "COMPLETED", old)
+			finish(t, st, db, ins[1].ID, "FAILED", old.Add(time.Minute))
+			return []int64{ins[0].ID, ins[1].ID}
+		}
+		due, late, bare, gone := in("due"), in("late"), in("bare"), in("gone")
+		_, err := store.KeepRunCounts(ctx, st, db, 100)
+		require.NoError(t, err)
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET kinds = NULL WHERE run_id = 'bare'").Error) // kept before version 23
+		require.NoError(t, db.Exec("DELETE FROM sheaf_runs WHERE run_id = 'gone'").Error)
+
+		deletes := []store.KeepRule{{Status: "COMPLETED", Before: cut}, {Status: "FAILED", Before: cut}}
+		for _, tc := range []struct {
+			run, want string
+			rules     []store.KeepRule
+		}{
+			{"due", "due", deletes},
+			{"due", "open", []store.KeepRule{{Status: "COMPLETED", Before: cut}, {Status: "FAILED", Forever: true}}},
+			{"due", "open", []store.KeepRule{{Status: "COMPLETED", Before: cut}}},
+			{"due", "open", []store.KeepRule{{Kind: "b", Status: "FAILED", Forever: true}, {Status: "COMPLETED", Before: cut}, {Status: "FAILED", Before: cut}}},
+			{"due", "unknown", []store.KeepRule{{Status: "COMPLETED", Before: cut}, {Status: "FAILED", Before: old}}},
+			{"bare", "unknown", deletes},
+			{"gone", "unknown", deletes},
+		} {
+			got, err := store.PruneRunVerdict(st, db, tc.run, tc.rules)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got, "%s %+v", tc.run, tc.rules)
+		}
+		// The failed job of "late" is kept an hour past its finish: the
+		// row cannot tell, and its jobs say the run is not all due.
+		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET completed_at = ? WHERE id = ?", dbTime(st, now.Add(-time.Minute)), late[1]).Error)
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET last_finished = ? WHERE run_id = 'late'", dbTime(st, now.Add(-time.Minute))).Error)
+		got, err := store.PruneRunVerdict(st, db, "late", deletes)
+		require.NoError(t, err)
+		require.Equal(t, "unknown", got)
+
+		res, err := st.Prune(ctx, store.Prune{Rules: deletes, Limit: 100})
+		require.NoError(t, err)
+		require.ElementsMatch(t, slices.Concat(due, bare, gone), res.Deleted)
+		require.Equal(t, late, remaining(t, db))
+
+		// A job added to a finished run clears its counts: the run is open.
+		more := in("more")
+		_, err = store.KeepRunCounts(ctx, st, db, 100)
+		require.NoError(t, err)
+		got, err = store.PruneRunVerdict(st, db, "more", deletes)
+		require.NoError(t, err)
+		require.Equal(t, "due", got)
+		insertJobs(t, st, db, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: strp("more")})
+		got, err = store.PruneRunVerdict(st, db, "more", deletes)
+		require.NoError(t, err)
+		require.Equal(t, "open", got)
+		res, err = st.Prune(ctx, store.Prune{Rules: deletes, Limit: 100})
+		require.NoError(t, err)
+		require.Empty(t, res.Deleted)
+		require.Subset(t, remaining(t, db), more)
+
+		if st.Dialect() == "sqlite" {
+			return // one writer at a time: nothing to wait for
+		}
+		// While a batch holds a finished run's row, a job restarted in
+		// the run, which clears its counts, waits for the batch.
+		_, err = store.KeepRunCounts(ctx, st, db, 100)
+		require.NoError(t, err)
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = 'late'").Error)
+		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET completed_at = ? WHERE id = ?", dbTime(st, old), late[1]).Error)
+		_, err = store.KeepRunCounts(ctx, st, db, 100)
+		require.NoError(t, err)
+		require.NoError(t, db.Transaction(func(batch *gorm.DB) error {
+			got, err := store.PruneRunVerdict(st, batch, "late", deletes)
+			require.NoError(t, err)
+			require.Equal(t, "due", got)
+			waitOn := "SET LOCAL lock_timeout = '200ms'"
+			if st.Dialect() == "mysql" {
+				waitOn = "SET SESSION innodb_lock_wait_timeout = 1"
+			}
+			err = db.Transaction(func(other *gorm.DB) error {
+				require.NoError(t, other.Exec(waitOn).Error)
+				return st.Retry(other, late[0])
+			})
+			require.Error(t, err, "the restart waits for the batch's lock")
+			return nil
+		}))
+		require.NoError(t, db.Transaction(func(other *gorm.DB) error { return st.Retry(other, late[0]) }))
+		got, err = store.PruneRunVerdict(st, db, "late", deletes)
+		require.NoError(t, err)
+		require.Equal(t, "open", got, "once the batch is over, the restart clears the counts")
+	})
+}
+
+// A pass finds the kinds that have finished jobs at its first batch and
+// hands them on: a batch given the kinds reads those and no others.
+func TestPruneHandsTheKindsOn(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		old := time.Now().UTC().Add(-48 * time.Hour)
+		ins := insertJobs(t, st, db,
+			store.NewJob{Kind: "b", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},
+			store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"},
+			store.NewJob{Kind: "c", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"}) // queued: not a finished kind
+		finish(t, st, db, ins[0].ID, "COMPLETED", old)
+		finish(t, st, db, ins[1].ID, "COMPLETED", old)
+		rules := []store.KeepRule{{Status: "COMPLETED", Before: time.Now().Add(-time.Hour)}}
+
+		res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 100, Kinds: []string{"b"}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[0].ID}, res.Deleted)
+		require.Equal(t, []string{"b"}, res.Kinds)
+
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[1].ID}, res.Deleted)
+		// Found anew: the kinds with finished jobs (MariaDB's reads every
+		// kind, which selects more).
+		require.Contains(t, res.Kinds, "a")
+		require.NotContains(t, res.Kinds, "b")
+		require.True(t, res.Done)
+	})
+}

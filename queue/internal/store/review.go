@@ -97,22 +97,29 @@ func keptKindStatus(ctx context.Context, db *gorm.DB, run string) (out []KindSta
 	if err != nil || len(kept) == 0 || !kept[0].Valid {
 		return nil, false, err
 	}
+	out, err = parseKinds(run, kept[0].String)
+	return out, err == nil, err
+}
+
+// parseKinds reads the counts by kind and status that sheaf_runs.kinds
+// keeps for run, in order.
+func parseKinds(run, kinds string) ([]KindStatus, error) {
 	var groups [][4]json.RawMessage // kind, status, count, first start (null if none started)
-	if err := json.Unmarshal([]byte(kept[0].String), &groups); err != nil {
-		return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+	if err := json.Unmarshal([]byte(kinds), &groups); err != nil {
+		return nil, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
 	}
-	out = make([]KindStatus, len(groups))
+	out := make([]KindStatus, len(groups))
 	for i, g := range groups {
 		var first *string
 		r := &out[i]
 		if err := errors.Join(json.Unmarshal(g[0], &r.Kind), json.Unmarshal(g[1], &r.Status), json.Unmarshal(g[2], &r.N),
 			json.Unmarshal(g[3], &first)); err != nil {
-			return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+			return nil, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
 		}
 		if first != nil {
 			var t sqlTime
 			if err := t.Scan(*first); err != nil {
-				return nil, false, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
+				return nil, fmt.Errorf("run %q: kept counts by kind: %w", run, err)
 			}
 			r.FirstStart = t.t
 		}
@@ -120,7 +127,7 @@ func keptKindStatus(ctx context.Context, db *gorm.DB, run string) (out []KindSta
 	slices.SortFunc(out, func(a, b KindStatus) int {
 		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Status, b.Status))
 	})
-	return out, true, nil
+	return out, nil
 }
 
 // ErrorSample is the FAILED jobs of one kind that f selects with one last
