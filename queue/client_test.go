@@ -748,6 +748,7 @@ func TestClientOnAnUnmigratedSchema(t *testing.T) {
 // error that says so: errors.Is matches the context's error, whatever the
 // driver made of the interrupted statement.
 func TestClientCallsEndWithTheirContext(t *testing.T) {
+	pgtest.PostgresOnly(t, "it blocks the calls with LOCK TABLE")
 	t.Parallel()
 	e := newEnv(t, basic(t))
 	ctx := context.Background()
