@@ -343,6 +343,10 @@ func TestJobRescuedAfterItsRunnerDied(t *testing.T) {
 
 	h.runner(t, queue.WithRunnerID("rescuer"), queue.WithRescueInterval(20*time.Millisecond))
 	h.events.Wait(t, queue.EventCompleted, id, 1)
+	// The rescue is reported after its statement returns, and the job it
+	// put back may be claimed and completed meanwhile: the counter is
+	// added, before the test's observer hears of it, by then.
+	h.events.Wait(t, queue.EventRescued, id, 1)
 
 	ms := h.metrics(t)
 	require.Equal(t, int64(1), sum(t, ms, "sheaf.queue.rescues", onDefault, ofReport))
