@@ -346,16 +346,12 @@ func scanCandidates(tx *gorm.DB, q string, args []any, out []candidate) ([]candi
 // index on its own, and only until its first job not due: a run of a
 // hundred thousand jobs with a failure kept longer than its completed
 // jobs is found blocked at its first failure, where one statement for all
-// the values read every job of each, at every batch of the walk. A run
-// whose kept counts tell (runVerdict) is not read at all.
+// the values read every job of each, at every batch of the walk. A run is
+// first judged from its row in sheaf_runs (runVerdict), and its jobs are
+// read only when the row cannot tell.
 func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
 	due, dueArgs := k.due("o", rules)
 	q := "SELECT EXISTS (SELECT 1 FROM sheaf_jobs o WHERE o." + col + " = ? AND NOT coalesce(" + due + ", false))"
-	if col == "run_id" {
-		// A run whose counts are not kept yet (see sheaf_runs) keeps its
-		// jobs until they are, so that it stays listed with them.
-		q += " OR EXISTS (SELECT 1 FROM " + RunsTable + " WHERE run_id = ? AND counts IS NULL)"
-	}
 	blocked := map[string]bool{}
 	for v := range vals {
 		if col == "run_id" {
@@ -369,12 +365,8 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 				continue
 			}
 		}
-		args := append([]any{v}, dueArgs...)
-		if col == "run_id" {
-			args = append(args, v)
-		}
 		var b bool
-		if err := tx.Raw(q, args...).Row().Scan(&b); err != nil {
+		if err := tx.Raw(q, append([]any{v}, dueArgs...)...).Row().Scan(&b); err != nil {
 			return nil, err
 		}
 		if b {
@@ -392,16 +384,18 @@ const (
 )
 
 // runVerdict tells from run's row in sheaf_runs, without reading its jobs,
-// whether every job of the run is due for deletion: its counts are kept
-// (so every job has finished, and none has been added or restarted since,
-// which would have cleared them), each kind and status it holds has a rule
-// that deletes, and its last job finished before every such rule's time.
-// A run of a hundred thousand jobs, all due, is then not read whole at each
-// of its hundred batches. The row is locked for share, so a job added to
-// the run or restarted meanwhile, which clears the counts, waits for the
-// batch to end, or is seen by it (SQLite's transaction holds the file).
-// runUnknown: the counts cannot tell (not kept, kept before schema version
-// 23, a job finished too late, or no row).
+// whether every job of the run is due for deletion. A run whose counts are
+// not kept yet is open: it keeps its jobs until they are, so that it stays
+// listed with them. Every job is due when its counts are kept (so every
+// job has finished, and none has been added or restarted since, which
+// would have cleared them), each kind and status it holds has a rule that
+// deletes, and its last job finished before every such rule's time: a run
+// of a hundred thousand jobs, all due, is then not read whole at each of
+// its hundred batches. The row is locked for share, so a job added to the
+// run or restarted meanwhile, which clears the counts, waits for the batch
+// to end, or is seen by it (SQLite's transaction holds the file).
+// runUnknown: the row cannot tell (no row, counts kept before schema
+// version 23, or a job finished too late).
 func (k keeping) runVerdict(tx *gorm.DB, run string, rules []KeepRule) (int, error) {
 	var (
 		kept  bool
