@@ -264,17 +264,28 @@ func (s *postgres) CopyRows(ctx context.Context, count int, row func(i int) (New
 
 // runsSeen is a data-modifying WITH item that records the runs of the jobs
 // of rel, a WITH item of inserted jobs, in sheaf_runs: it adds the rows of
-// new runs, and clears the counts of finished runs that got a job. Neither
-// statement locks the row of a run that it leaves alone, so inserts into a
-// busy run (released children) do not wait for each other.
+// new runs, and clears the counts of finished runs that got a job. The
+// rows of known runs are locked FOR KEY SHARE, which a roll-up's FOR
+// UPDATE (KeepRunCounts) conflicts with and other inserts' locks do not:
+// a roll-up counting the run waits for the insert to commit, so it sees
+// the new job, and an insert that comes while a roll-up holds the row
+// waits for it, then reads the counts it wrote (a lock returns the row's
+// latest version) and clears them. Without the lock, an insert whose
+// snapshot predates the counts would leave them standing over a job they
+// did not count. The update takes only the rows whose counts it clears, so
+// inserts into a busy run (released children) do not wait for each other.
 func runsSeen(rel string) string {
 	return `runs_added AS (
 	INSERT INTO sheaf_runs (run_id, period, first_created)
 	SELECT run_id, min(period), min(created_at) FROM ` + rel + ` WHERE run_id IS NOT NULL GROUP BY run_id
 	ON CONFLICT (run_id) DO NOTHING
+), runs_held AS MATERIALIZED (
+	SELECT run_id, counts IS NOT NULL AS kept FROM sheaf_runs
+	WHERE run_id IN (SELECT run_id FROM ` + rel + ` WHERE run_id IS NOT NULL)
+	FOR KEY SHARE
 ), runs_reopened AS (
 	UPDATE sheaf_runs SET counts = NULL
-	WHERE counts IS NOT NULL AND run_id IN (SELECT run_id FROM ` + rel + ` WHERE run_id IS NOT NULL)
+	WHERE run_id IN (SELECT run_id FROM runs_held WHERE kept)
 )`
 }
 

@@ -106,9 +106,13 @@ func (s *mysql) insert(tx *gorm.DB, jobs []NewJob, parents []int64) ([]int64, er
 
 // runsSeenMySQL gives the runs of jobs, just inserted, their rows, and
 // clears the counts of those that had finished. It reads the rows first,
-// so that it writes, and locks, only those it changes: inserts into a busy
-// run do not wait for each other. Two inserts that add a run at once meet
-// on its key, and the second clears the counts, which are not there yet.
+// so that it writes, and locks exclusively, only those it changes: inserts
+// into a busy run do not wait for each other. The read is a locking one
+// (shared, as on PostgreSQL; see runsSeen): it reads the latest counts,
+// not the transaction's snapshot, waits for a roll-up counting the run,
+// and makes a roll-up wait for the insert. Two inserts that add a run at
+// once meet on its key, and the second clears the counts, which are not
+// there yet.
 func runsSeenMySQL(ctx context.Context, db execer, jobs []NewJob) error {
 	runs, periods := runsOf(jobs)
 	if len(runs) == 0 {
@@ -121,7 +125,7 @@ func runsSeenMySQL(ctx context.Context, db execer, jobs []NewJob) error {
 		return fmt.Errorf("runs: cannot read through %T", db)
 	}
 	ph, args := placeholders(runs)
-	rows, err := q.QueryContext(ctx, "SELECT run_id, counts IS NOT NULL FROM "+RunsTable+" WHERE run_id IN ("+ph+")", args...)
+	rows, err := q.QueryContext(ctx, "SELECT run_id, counts IS NOT NULL FROM "+RunsTable+" WHERE run_id IN ("+ph+") LOCK IN SHARE MODE", args...)
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,84 @@ func TestRunCountsWaitForARetry(t *testing.T) {
 	require.Equal(t, map[string]int64{"QUEUED": 1}, counts[run])
 }
 
+// A roll-up and an insert into the run it counts wait for each other: the
+// roll-up that comes second counts the new job, and the insert that comes
+// second clears the counts the roll-up kept. Either way no counts stand
+// over a job they did not count.
+func TestRunCountsAndInsertsWaitForEachOther(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() == "sqlite" {
+			t.Skip("one writer at a time: nothing to wait for")
+		}
+		ctx := context.Background()
+		run := "night"
+		job := store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run}
+		var dest []struct{ ID int64 }
+		require.NoError(t, st.Insert(ctx, db, []store.NewJob{job}, &dest))
+		finishAll := func() { require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED'").Error) }
+		kept := func() int64 {
+			var n int64
+			require.NoError(t, db.Raw("SELECT count(*) FROM sheaf_runs WHERE counts IS NOT NULL").Scan(&n).Error)
+			return n
+		}
+		finishAll()
+
+		// The insert first: the roll-up waits for its commit, and then
+		// finds the new job queued.
+		ins := db.Begin()
+		require.NoError(t, ins.Error)
+		t.Cleanup(func() { ins.Rollback() }) // should the test fail with it open
+		require.NoError(t, st.Insert(ctx, ins, []store.NewJob{job}, &dest))
+		done := make(chan int, 1)
+		go func() {
+			n, err := store.KeepRunCounts(ctx, st, db, 10)
+			assert.NoError(t, err)
+			done <- n
+		}()
+		waitForALock(t, st, db)
+		require.NoError(t, ins.Commit().Error)
+		require.Zero(t, <-done, "the run has a queued job")
+		require.Zero(t, kept())
+
+		// The roll-up first: the insert waits for it, and then clears
+		// the counts it kept.
+		finishAll()
+		rollup := db.Begin()
+		require.NoError(t, rollup.Error)
+		t.Cleanup(func() { rollup.Rollback() })
+		n, err := store.KeepRunCounts(ctx, st, rollup, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		inserted := make(chan error, 1)
+		go func() { inserted <- st.Insert(ctx, db, []store.NewJob{job}, &dest) }()
+		waitForALock(t, st, db)
+		require.NoError(t, rollup.Commit().Error)
+		require.NoError(t, <-inserted)
+		require.Zero(t, kept(), "the insert cleared the counts kept before it")
+		_, counts := runTotals(t, st, db)
+		require.Equal(t, map[string]int64{"COMPLETED": 2, "QUEUED": 1}, counts[run])
+	})
+}
+
+// waitForALock waits until a session of db's schema (PostgreSQL) or
+// database (MariaDB) waits for a row lock. MariaDB waits for the row of a
+// lookup by key while it plans the statement, where INNODB_TRX does not
+// show the wait: a statement of the database that has run for 200 ms (a
+// lookup by key takes microseconds) is taken to be waiting.
+func waitForALock(t *testing.T, st store.Store, db *gorm.DB) {
+	t.Helper()
+	q := "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = current_setting('application_name')"
+	if st.Dialect() == "mysql" {
+		q = `SELECT count(*) FROM information_schema.PROCESSLIST
+			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND = 'Query' AND TIME_MS > 200`
+	}
+	require.Eventually(t, func() bool {
+		var waiting int64
+		require.NoError(t, db.Raw(q).Scan(&waiting).Error)
+		return waiting > 0
+	}, 10*time.Second, 5*time.Millisecond, "nothing waits for a lock")
+}
+
 // A run's latest finish is read from its jobs while it goes, kept with its
 // counts once it has finished, and outlives its pruned jobs.
 func TestRunsKeepTheirLatestFinish(t *testing.T) {
