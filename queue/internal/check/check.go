@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
@@ -173,5 +174,16 @@ func NotMigrated(err error) error {
 	if !store.Unmigrated(err) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrNotMigrated, err)
+	return notMigrated{err}
 }
+
+// notMigrated is err marked ErrNotMigrated. It says so without
+// ErrNotMigrated's "queue: ", which the operation's error around it says
+// already ("queue: list: schema not migrated; ...").
+type notMigrated struct{ err error }
+
+func (e notMigrated) Error() string {
+	return strings.TrimPrefix(ErrNotMigrated.Error(), "queue: ") + ": " + e.err.Error()
+}
+
+func (e notMigrated) Unwrap() []error { return []error{ErrNotMigrated, e.err} }

@@ -33,6 +33,9 @@ func TestNotMigratedWrapsMissingMigrations(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, Failed(ctx, "count", nil))
 	require.ErrorIs(t, Failed(ctx, "count", missing), ErrNotMigrated)
+	require.ErrorAs(t, Failed(ctx, "count", missing), &pe)
+	require.EqualError(t, Failed(ctx, "count", missing),
+		"queue: count: schema not migrated; call Client.Migrate: "+missing.Error(), "said once, after the operation")
 	require.EqualError(t, Failed(ctx, "count", errors.New("boom")), "queue: count: boom")
 }
 
