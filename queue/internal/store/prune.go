@@ -355,13 +355,13 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	blocked := map[string]bool{}
 	for v := range vals {
 		if col == "run_id" {
-			switch verdict, err := k.runVerdict(tx, v, rules); {
+			switch judged, err := k.runVerdict(tx, v, rules); {
 			case err != nil:
 				return nil, err
-			case verdict == runOpen:
+			case judged == runOpen:
 				blocked[v] = true
 				continue
-			case verdict == runDue:
+			case judged == runDue:
 				continue
 			}
 		}
@@ -376,11 +376,13 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	return blocked, nil
 }
 
-// What a run's kept counts say of its jobs (see runVerdict).
+// verdict is what a run's kept counts say of its jobs (see runVerdict).
+type verdict int
+
 const (
-	runUnknown = iota // the jobs must be looked up
-	runOpen           // a job is not due: the run is kept
-	runDue            // every job is due
+	runUnknown verdict = iota // the jobs must be looked up
+	runOpen                   // a job is not due: the run is kept
+	runDue                    // every job is due
 )
 
 // runVerdict tells from run's row in sheaf_runs, without reading its jobs,
@@ -396,7 +398,7 @@ const (
 // to end, or is seen by it (SQLite's transaction holds the file).
 // runUnknown: the row cannot tell (no row, counts kept before schema
 // version 23, or a job finished too late).
-func (k keeping) runVerdict(tx *gorm.DB, run string, rules []KeepRule) (int, error) {
+func (k keeping) runVerdict(tx *gorm.DB, run string, rules []KeepRule) (verdict, error) {
 	var (
 		kept  bool
 		kinds sql.NullString
