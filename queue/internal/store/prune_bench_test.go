@@ -15,7 +15,8 @@ import (
 // BenchmarkPrune prunes finished jobs, a tenth of them in runs of ten, in
 // batches of 1,000, from a table that also holds as many recent finished
 // jobs (kept) and queued ones: jobs deleted per second, and the time of one
-// batch, its transaction's length.
+// batch, its transaction's length. Each seeding's jobs share a period, as
+// a night's jobs do.
 func BenchmarkPrune(b *testing.B) {
 	for _, name := range []string{"postgres", "sqlite"} {
 		b.Run(name, func(b *testing.B) {
@@ -32,8 +33,9 @@ func BenchmarkPrune(b *testing.B) {
 			const n = 20_000
 			seed := func(at time.Time, status string) {
 				jobs := make([]store.NewJob, n)
+				period := at.Format(time.RFC3339Nano)
 				for i := range jobs {
-					jobs[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}"}
+					jobs[i] = store.NewJob{Kind: "k", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", Period: &period}
 					if i%10 == 0 {
 						run := fmt.Sprintf("r%d-%d", at.UnixNano(), i/100)
 						jobs[i].RunID = &run
