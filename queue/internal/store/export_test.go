@@ -49,3 +49,10 @@ func PruneRunVerdict(st Store, db *gorm.DB, run string, rules []KeepRule) (strin
 	v, err := keepingOf(st).runVerdict(db, run, rules)
 	return [...]string{runUnknown: "unknown", runOpen: "open", runDue: "due"}[v], err
 }
+
+// PrunePeriodBlocked is whether a batch on st under rules, read on db,
+// keeps period's jobs: one of them is not due.
+func PrunePeriodBlocked(st Store, db *gorm.DB, period string, rules []KeepRule) (bool, error) {
+	blocked, err := keepingOf(st).blocked(db, "period", map[string]bool{period: true}, rules)
+	return blocked[period], err
+}

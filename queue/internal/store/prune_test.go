@@ -457,6 +457,66 @@ func TestPruneJudgesAFinishedRunByItsKeptCounts(t *testing.T) {
 	})
 }
 
+// A period keeps its jobs while one of them is not due, each reason
+// found (through the index of periods, but on MariaDB): a job queued or
+// running, finished too recently for its rule (a kind's own rule first),
+// finished without a time, kept forever, or of a status no rule deletes.
+func TestPruneJudgesAPeriodThroughItsIndex(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		now := time.Now().UTC()
+		rules := []store.KeepRule{
+			{Kind: "forever", Status: "COMPLETED", Forever: true},
+			{Kind: "brief", Status: "COMPLETED", Before: now.Add(-10 * time.Minute)},
+			{Status: "COMPLETED", Before: now.Add(-time.Hour)},
+			{Status: "FAILED", Before: now.Add(-7 * 24 * time.Hour)},
+		} // CANCELLED: no rule, kept
+		old, recent := now.Add(-48*time.Hour), now.Add(-30*time.Minute)
+		type job struct {
+			kind, status string
+			at           time.Time // zero: no finish time
+		}
+		cases := []struct {
+			name    string
+			jobs    []job
+			blocked bool
+		}{
+			{"all due", []job{{"a", "COMPLETED", old}, {"b", "COMPLETED", old}, {"brief", "COMPLETED", recent}}, false},
+			{"queued", []job{{"a", "COMPLETED", old}, {"b", "QUEUED", time.Time{}}}, true},
+			{"running", []job{{"a", "COMPLETED", old}, {"b", "PROCESSING", time.Time{}}}, true},
+			{"recent", []job{{"a", "COMPLETED", old}, {"b", "COMPLETED", recent}}, true},
+			{"no finish time", []job{{"a", "COMPLETED", old}, {"b", "COMPLETED", time.Time{}}}, true},
+			{"kept forever", []job{{"a", "COMPLETED", old}, {"forever", "COMPLETED", old}}, true},
+			{"kept longer by status", []job{{"a", "COMPLETED", old}, {"a", "FAILED", old}}, true},
+			{"no rule", []job{{"a", "COMPLETED", old}, {"a", "CANCELLED", old}}, true},
+		}
+		for _, c := range cases {
+			for _, j := range c.jobs {
+				ins := insertJobs(t, st, db, store.NewJob{Kind: j.kind, Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", Period: strp(c.name)})
+				var at any
+				if !j.at.IsZero() {
+					at = dbTime(st, j.at)
+				}
+				require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = ?, completed_at = ? WHERE id = ?", j.status, at, ins[0].ID).Error)
+			}
+			blocked, err := store.PrunePeriodBlocked(st, db, c.name, rules)
+			require.NoError(t, err)
+			require.Equal(t, c.blocked, blocked, c.name)
+		}
+		blocked, err := store.PrunePeriodBlocked(st, db, "no such period", rules)
+		require.NoError(t, err)
+		require.False(t, blocked, "a period without jobs")
+
+		// A batch deletes the due period's jobs and keeps the others'.
+		res, err := st.Prune(context.Background(), store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		var left []string
+		require.NoError(t, db.Raw("SELECT DISTINCT period FROM sheaf_jobs ORDER BY period").Scan(&left).Error)
+		require.Len(t, res.Deleted, 3)
+		require.NotContains(t, left, "all due")
+		require.Len(t, left, len(cases)-1)
+	})
+}
+
 // A pass finds the kinds that have finished jobs at its first batch and
 // hands them on: a batch given the kinds reads those and no others.
 func TestPruneHandsTheKindsOn(t *testing.T) {
