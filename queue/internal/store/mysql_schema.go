@@ -322,9 +322,6 @@ ALTER TABLE sheaf_jobs
 	ADD INDEX sheaf_jobs_finished (kind, completed_at);
 `,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds LONGTEXT;`,
-	// PostgreSQL's and SQLite's index of periods by status: MariaDB keeps
-	// its own (see keeping.periodKinds).
-	24: `DO 0;`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

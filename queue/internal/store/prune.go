@@ -136,12 +136,6 @@ type keeping struct {
 	kinds, kindIn string
 	// auditIn is a condition that an audit entry targets one of ids.
 	auditIn func(_ string, ids []int64) (string, []any)
-	// periodKinds selects the kinds of a period's jobs (each ? is the
-	// period), for periodBlocked; "": a period's jobs are read until the
-	// first one not due (MariaDB, whose index of periods is not by status:
-	// it has no partial indexes, and every job's claim and completion
-	// would update it).
-	periodKinds string
 }
 
 var pgKeeping = keeping{
@@ -155,7 +149,6 @@ var pgKeeping = keeping{
 	auditIn: func(_ string, ids []int64) (string, []any) {
 		return "target ->> 'job' = ANY(CAST(? AS text[]))", []any{IDListValue(ids)}
 	},
-	periodKinds: periodKinds,
 }
 
 // keepingOf returns s's keeping.
@@ -179,7 +172,6 @@ var sqliteKeeping = keeping{
 	auditIn: func(_ string, ids []int64) (string, []any) {
 		return "CAST(target AS TEXT) ->> '$.job' IN (SELECT value FROM json_each(?))", []any{jsonIDs(ids)}
 	},
-	periodKinds: periodKinds,
 }
 
 // finishedStatuses is the predicate of index sheaf_jobs_finished, in its
@@ -350,34 +342,31 @@ func scanCandidates(tx *gorm.DB, q string, args []any, out []candidate) ([]candi
 }
 
 // blocked returns those of vals, runs or periods (col), that have a job
-// not due for deletion. It looks each value of a batch (a few) up on its
-// own, and only until its first job not due: a run of a hundred thousand
-// jobs with a failure kept longer than its completed jobs is found blocked
-// at its first failure, where one statement for all the values read every
-// job of each, at every batch of the walk. A run is first judged from its
-// row in sheaf_runs (runVerdict), and its jobs are read only when the row
-// cannot tell; a period, through sheaf_jobs_period (periodBlocked).
+// not due for deletion. It looks each value of a batch (a few) up in its
+// index on its own, and only until its first job not due: a run of a
+// hundred thousand jobs with a failure kept longer than its completed
+// jobs is found blocked at its first failure, where one statement for all
+// the values read every job of each, at every batch of the walk. A run is
+// first judged from its row in sheaf_runs (runVerdict), and its jobs are
+// read only when the row cannot tell.
 func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []KeepRule) (map[string]bool, error) {
 	due, dueArgs := k.due("o", rules)
 	q := "SELECT EXISTS (SELECT 1 FROM sheaf_jobs o WHERE o." + col + " = ? AND NOT coalesce(" + due + ", false))"
 	blocked := map[string]bool{}
 	for v := range vals {
+		if col == "run_id" {
+			switch judged, err := k.runVerdict(tx, v, rules); {
+			case err != nil:
+				return nil, err
+			case judged == runOpen:
+				blocked[v] = true
+				continue
+			case judged == runDue:
+				continue
+			}
+		}
 		var b bool
-		var err error
-		read := true // the jobs must be read
-		switch {
-		case col == "period" && k.periodKinds != "":
-			b, err = k.periodBlocked(tx, v, rules)
-			read = false
-		case col == "run_id":
-			var judged verdict
-			judged, err = k.runVerdict(tx, v, rules)
-			b, read = judged == runOpen, judged == runUnknown
-		}
-		if err == nil && read {
-			err = tx.Raw(q, append([]any{v}, dueArgs...)...).Row().Scan(&b)
-		}
-		if err != nil {
+		if err := tx.Raw(q, append([]any{v}, dueArgs...)...).Row().Scan(&b); err != nil {
 			return nil, err
 		}
 		if b {
@@ -386,71 +375,6 @@ func (k keeping) blocked(tx *gorm.DB, col string, vals map[string]bool, rules []
 	}
 	return blocked, nil
 }
-
-// periodBlocked reports whether period has a job not due for deletion,
-// by lookups in sheaf_jobs_period (by period, kind, status and finish
-// time), a few per kind of the period, whose kinds are found first, one
-// descent each: for each kind, whether a job is queued or running, and
-// for each finished status, whether a job has it that its rule keeps
-// (forever, by no rule, or finished at or after the rule's time). A period
-// of a hundred thousand jobs, all due, was read whole at each of its
-// batches.
-func (k keeping) periodBlocked(tx *gorm.DB, period string, rules []KeepRule) (bool, error) {
-	var kinds []string
-	args := make([]any, strings.Count(k.periodKinds, "?"))
-	for i := range args {
-		args[i] = period
-	}
-	if err := tx.Raw(k.periodKinds, args...).Scan(&kinds).Error; err != nil {
-		return false, err
-	}
-	// Each lookup is of one status, in the order of finish times, which
-	// only sheaf_jobs_period gives with the period and kind fixed: the
-	// planner, not knowing how statuses and finish times go with periods,
-	// might otherwise pick an index of failed or finished jobs and read
-	// them all, expecting to meet the period's soon.
-	var probes []string
-	args = args[:0]
-	probe := func(kind, status, cond string, condArgs ...any) {
-		probes = append(probes, "(SELECT 1 FROM sheaf_jobs WHERE period = ? AND kind = ? AND status = ?"+cond+
-			" ORDER BY completed_at LIMIT 1) IS NOT NULL")
-		args = append(append(args, period, kind, status), condArgs...)
-	}
-	for _, kind := range kinds {
-		probe(kind, "QUEUED", "")
-		probe(kind, "PROCESSING", "")
-		for _, status := range finishedList {
-			r, ok := ruleOf(rules, kind, status)
-			if !ok || r.Forever {
-				probe(kind, status, "")
-				continue
-			}
-			probe(kind, status, " AND completed_at >= "+k.ts, k.at(r.Before))
-			probe(kind, status, " AND completed_at IS NULL")
-		}
-	}
-	if len(probes) == 0 {
-		return false, nil
-	}
-	var blocked bool
-	err := tx.Raw("SELECT "+strings.Join(probes, " OR "), args...).Row().Scan(&blocked)
-	return blocked, err
-}
-
-// finishedList is the statuses of finishedStatuses; the others, QUEUED
-// and PROCESSING, are not finished.
-var finishedList = []string{"COMPLETED", "FAILED", "CANCELLED"}
-
-// periodKinds selects the kinds of a period's jobs (each ? is the
-// period), in order, one descent of sheaf_jobs_period each: neither
-// PostgreSQL 15 nor SQLite skips through an index by its second column on
-// its own.
-const periodKinds = `WITH RECURSIVE pk(kind) AS (
-	SELECT (SELECT kind FROM sheaf_jobs WHERE period = ? ORDER BY kind LIMIT 1)
-	UNION ALL
-	SELECT (SELECT j.kind FROM sheaf_jobs j WHERE j.period = ? AND j.kind > pk.kind ORDER BY j.kind LIMIT 1)
-	FROM pk WHERE pk.kind IS NOT NULL
-) SELECT kind FROM pk WHERE kind IS NOT NULL`
 
 // verdict is what a run's kept counts say of its jobs (see runVerdict).
 type verdict int

@@ -457,11 +457,11 @@ func TestPruneJudgesAFinishedRunByItsKeptCounts(t *testing.T) {
 	})
 }
 
-// A period keeps its jobs while one of them is not due, each reason
-// found (through the index of periods, but on MariaDB): a job queued or
-// running, finished too recently for its rule (a kind's own rule first),
-// finished without a time, kept forever, or of a status no rule deletes.
-func TestPruneJudgesAPeriodThroughItsIndex(t *testing.T) {
+// A period keeps its jobs while one of them is not due, for each reason:
+// a job queued or running, finished too recently for its rule (a kind's
+// own rule first), finished without a time, kept forever, or of a status
+// no rule deletes.
+func TestPruneKeepsAPeriodWhileAJobIsNotDue(t *testing.T) {
 	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
 		now := time.Now().UTC()
 		rules := []store.KeepRule{

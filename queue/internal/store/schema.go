@@ -454,22 +454,7 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	21: claimFunctions(21),
 	22: finishedByKindSQL,
 	23: runKindsSQL,
-	24: periodStatusSQL,
 }
-
-// periodStatusSQL is schema version 24: a period's jobs by kind, then
-// status and finish time, for what the index by period and kind served
-// (a many-to-one rule's parents of a period, by kind) and for the pruner,
-// which keeps a period's jobs while one of them is not due for deletion:
-// a few lookups per kind of the period tell it (see periodBlocked), where
-// it read every job of the period at each of its batches. Only the index's
-// width changes: a job's status and finish time change in updates that
-// are not HOT, which enter every index anyway.
-const periodStatusSQL = `
-CREATE INDEX sheaf_jobs_period_status ON sheaf_jobs (period, kind, status, completed_at) WHERE period IS NOT NULL;
-DROP INDEX sheaf_jobs_period;
-ALTER INDEX sheaf_jobs_period_status RENAME TO sheaf_jobs_period;
-`
 
 // runKindsSQL is schema version 23: with a finished run's counts by
 // status, the runs roll-up keeps its jobs counted by kind and status, each
@@ -518,7 +503,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 24
+const SchemaVersion = 23
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

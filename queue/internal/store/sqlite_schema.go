@@ -327,10 +327,6 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 `,
 	22: finishedByKindSQL,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds TEXT;`,
-	24: `
-DROP INDEX sheaf_jobs_period;
-CREATE INDEX sheaf_jobs_period ON sheaf_jobs (period, kind, status, completed_at) WHERE period IS NOT NULL;
-`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
