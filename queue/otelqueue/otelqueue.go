@@ -296,8 +296,10 @@ func (t *Telemetry) enqueue(ctx context.Context, call *queue.EnqueueCall) (conte
 		} else if len(res.Enqueued) == 1 && res.Enqueued[0].Job != nil {
 			span.SetAttributes(AttrMessageID.String(strconv.FormatInt(res.Enqueued[0].Job.ID, 10)))
 		}
-		span.End()
+		// Counted before the span ends: whoever sees the span ended sees
+		// the jobs counted too.
 		t.countSent(ctx, op, jobs, typ)
+		span.End()
 	}
 }
 
@@ -377,7 +379,6 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 			span.SetStatus(codes.Error, msg)
 			span.SetAttributes(AttrOutcome.String(outcome), AttrErrorType.String(typ))
 		}
-		span.End()
 		n := kt.completed
 		if ev.Type != queue.EventCompleted {
 			n = t.count(setKey{metric: setProcess, kind: ev.Kind, queue: ev.Queue, outcome: outcome, typ: typ})
@@ -389,6 +390,7 @@ func (t *Telemetry) attempt(ctx context.Context, job *queue.JobRecord) (context.
 		case queue.EventCompleted, queue.EventFailed, queue.EventCancelled:
 			t.latency.Record(mctx, max(time.Since(created), 0).Seconds(), set)
 		}
+		span.End() // last, as the enqueue's: an ended span's attempt is counted
 	}
 }
 
