@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/payload"
@@ -26,8 +25,11 @@ import (
 var (
 	ErrInvalidOption  = errors.New("queue: invalid option")
 	ErrInvalidPayload = errors.New("queue: invalid payload")
-	ErrNotMigrated    = errors.New("queue: schema not migrated; call Client.Migrate")
+	ErrNotMigrated    = errors.New("queue: " + notMigratedText)
 )
+
+// notMigratedText is what ErrNotMigrated says after its "queue: ".
+const notMigratedText = "schema not migrated; call Client.Migrate"
 
 // Invalid returns an error wrapping ErrInvalidOption that says what format
 // says.
@@ -182,8 +184,6 @@ func NotMigrated(err error) error {
 // already ("queue: list: schema not migrated; ...").
 type notMigrated struct{ err error }
 
-func (e notMigrated) Error() string {
-	return strings.TrimPrefix(ErrNotMigrated.Error(), "queue: ") + ": " + e.err.Error()
-}
+func (e notMigrated) Error() string { return notMigratedText + ": " + e.err.Error() }
 
 func (e notMigrated) Unwrap() []error { return []error{ErrNotMigrated, e.err} }

@@ -124,11 +124,7 @@ func TestRunCountsWaitForARetry(t *testing.T) {
 		kept <- n
 	}()
 	// The roll-up waits for the retry's lock on the run's row.
-	require.Eventually(t, func() bool {
-		var waiting int64
-		require.NoError(t, db.Raw("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'").Scan(&waiting).Error)
-		return waiting > 0
-	}, 10*time.Second, 10*time.Millisecond)
+	waitForALock(t, st, db)
 	require.NoError(t, retry.Commit().Error)
 	require.Zero(t, <-kept)
 	_, counts := runTotals(t, st, db)
