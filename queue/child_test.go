@@ -181,7 +181,11 @@ func runChild() bool {
 		pruneChild(db, reg, stall)
 		return true
 	}
-	c, err := queue.NewClient(db, reg, queue.WithLogger(slog.New(slog.DiscardHandler)))
+	// Warnings go to stderr, which the parent shows if a test fails: a
+	// child's view of a failure (a campaign that could not reach the
+	// server, say) is then in the output.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := queue.NewClient(db, reg, queue.WithLogger(log.With("child", id)))
 	must(err)
 	lease := 30 * time.Second
 	if ms := os.Getenv(childLeaseMS); ms != "" {

@@ -203,8 +203,15 @@ func (l *Leader) campaign(ctx context.Context) {
 			next = renewEvery
 		default:
 			// Renewed, but so late that the time the tasks could run has
-			// passed: they have stopped. The next renewal starts them.
+			// passed: they have stopped. The next renewal starts them; a
+			// server this slow is worth a warning, once.
+			if !failing {
+				failing = true
+				l.cfg.Log.Warn("queue: the maintenance's leadership was renewed too late to run its tasks; trying again",
+					"took", time.Since(sent), "ttl", l.cfg.TTL)
+			}
 			next = 0
+			continue
 		}
 		if failing {
 			failing = false

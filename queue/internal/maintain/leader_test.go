@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,9 +44,13 @@ type memElector struct {
 	until   time.Time
 	cut     map[string]bool
 	resigns atomic.Int64
+	// stall, if set, is how long each Lead takes before it begins,
+	// whatever its context: a process that was not scheduled.
+	stall atomic.Int64
 }
 
 func (e *memElector) Lead(ctx context.Context, holder string, ttl time.Duration) (store.LeadResult, error) {
+	time.Sleep(time.Duration(e.stall.Load()))
 	e.mu.Lock()
 	if e.cut[holder] {
 		e.mu.Unlock()
@@ -307,5 +312,33 @@ func TestTaskCutShortByAStopIsNotAFailure(t *testing.T) {
 		<-started
 		require.NoError(t, l.Stop(ctx))
 		require.NotContains(t, logs.String(), "failed")
+	})
+}
+
+// A renewal that succeeds, but so late that the tasks' time after it was
+// sent has passed, starts no task: the leader warns once and campaigns
+// again at once, and starts its tasks at the first renewal in time.
+func TestLateRenewalsStartNoTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var logs bytes.Buffer
+		el := &memElector{}
+		el.stall.Store(int64(ttl - ttl/6)) // past the tasks' 2/3 of a lease
+		o := newOverlap()
+		l := maintain.New(maintain.Config{ID: "a", TTL: ttl, Elector: el, Tasks: []maintain.Task{o.task("a")},
+			Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		l.Start(ctx)
+		time.Sleep(3 * ttl)
+		synctest.Wait()
+		require.False(t, l.Leading())
+		require.Empty(t, o.started)
+		require.Equal(t, 1, strings.Count(logs.String(), "renewed too late to run its tasks"), logs.String())
+
+		el.stall.Store(0)
+		require.Equal(t, "a", <-o.started)
+		synctest.Wait()
+		require.True(t, l.Leading())
+		require.Contains(t, logs.String(), "campaign works again")
+		require.NoError(t, l.Stop(ctx))
 	})
 }
