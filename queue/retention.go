@@ -188,10 +188,10 @@ const maxHistoryDays = 3660
 
 // History returns the day roll-ups q selects, by day, kind and queue; days
 // without finished jobs are left out. Roll-ups outlive the jobs they count
-// (see Retention): the runners' maintenance makes a day's final once it is
-// over and refreshes today's every 10 minutes; History reads the days not
-// final yet, today's among them, from the jobs themselves, so they are up
-// to date. It reads one row per kind, queue and final day.
+// (see Retention): the runners' maintenance makes a day's final a few
+// minutes after it is over; History reads the days not final yet, today's
+// among them, from the jobs themselves, so they are up to date. It reads
+// one row per kind, queue and final day.
 func (c *ops) History(ctx context.Context, q HistoryQuery) ([]DayStats, error) {
 	days, err := maintain.Days(ctx, c.st, c.db, maintain.HistoryQuery(q), maxHistoryDays)
 	return converted(days, func(d maintain.DayStats) DayStats { return DayStats(d) }), err

@@ -14,7 +14,8 @@ import (
 
 // Defaults of the roll-up task.
 const (
-	// RollupEvery is how often today's roll-up is refreshed.
+	// RollupEvery is how often the roll-up task looks for days to make
+	// final.
 	RollupEvery = 10 * time.Minute
 	// RollupGrace is how long after a day ends its roll-up becomes final:
 	// a job's finish time is its statement's, and its transaction may
@@ -35,11 +36,13 @@ const (
 const OtherErrors = "(other)"
 
 // Rollup is the Task that keeps the day roll-ups (UTC days): it makes
-// final, oldest first, every day that ended RollupGrace ago or more, then
-// refreshes the days that are not final yet (today's, and yesterday's
-// within the grace), and drops roll-ups older than Keep. Rewriting a day
-// replaces its rows, so a Run cut short, or run twice, leaves the same
-// rows. A final day is never rolled up again: the pruner deletes its jobs.
+// final, oldest first, every day that ended RollupGrace ago or more, and
+// drops roll-ups older than Keep. Rewriting a day replaces its rows, so a
+// Run cut short, or run twice, leaves the same rows. A final day is never
+// rolled up again: the pruner deletes its jobs. A day not final yet has no
+// rows: whoever reads it (History, Stats) reads its jobs, which are all
+// still there, and a row of a day in progress would cost a read of the
+// whole day at every round, and at every new leader's start, for nothing.
 type Rollup struct {
 	Store store.Keeper
 	// Keep is how long roll-ups are kept; negative: forever.
@@ -66,15 +69,10 @@ func (r *Rollup) Run(ctx context.Context) (time.Duration, error) {
 		if n == rollupDays {
 			return 0, nil // more to come: at once, after the leader's other tasks
 		}
-		if err := r.put(ctx, next, true); err != nil {
+		if err := r.put(ctx, next); err != nil {
 			return every, err
 		}
 		next = next.AddDate(0, 0, 1)
-	}
-	for d := next; !d.After(today); d = d.AddDate(0, 0, 1) {
-		if err := r.put(ctx, d, false); err != nil {
-			return every, err
-		}
 	}
 	if r.Keep > 0 {
 		if _, err := r.Store.DropDays(ctx, Day(now.Add(-r.Keep)).Format(store.DayLayout)); err != nil {
@@ -102,12 +100,13 @@ func (r *Rollup) firstNotFinal(ctx context.Context, today time.Time) (time.Time,
 	return Day(first), nil
 }
 
-func (r *Rollup) put(ctx context.Context, day time.Time, final bool) error {
+// put makes day's roll-up final.
+func (r *Rollup) put(ctx context.Context, day time.Time) error {
 	rows, err := RollDay(ctx, r.Store, day)
 	if err != nil {
 		return err
 	}
-	if err := r.Store.PutDay(ctx, day.Format(store.DayLayout), rows, final); err != nil {
+	if err := r.Store.PutDay(ctx, day.Format(store.DayLayout), rows); err != nil {
 		return fmt.Errorf("rollup: write %s: %w", day.Format(store.DayLayout), err)
 	}
 	return nil

@@ -162,8 +162,8 @@ func (s *mysql) Finished(ctx context.Context, from, to time.Time, each func(Fini
 	return mysqlKeeping.finished(ctx, s.gdb, from, to, each)
 }
 
-func (s *mysql) PutDay(ctx context.Context, day string, rows []DayRow, final bool) error {
-	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return mysqlKeeping.putDay(tx, day, rows, final) })
+func (s *mysql) PutDay(ctx context.Context, day string, rows []DayRow) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return mysqlKeeping.putDay(tx, day, rows) })
 }
 
 func (s *mysql) FinalBefore(ctx context.Context) (string, error) {

@@ -33,9 +33,9 @@ type Keeper interface {
 	FirstFinished(ctx context.Context) (t time.Time, ok bool, err error)
 	// Finished calls each for every job that finished in [from, to).
 	Finished(ctx context.Context, from, to time.Time, each func(FinishedJob)) error
-	// PutDay replaces the roll-ups of day (a Day string) with rows and, if
-	// final, records day+1 as the first day not final, in one transaction.
-	PutDay(ctx context.Context, day string, rows []DayRow, final bool) error
+	// PutDay replaces the roll-ups of day (a Day string) with rows and
+	// records day+1 as the first day not final, in one transaction.
+	PutDay(ctx context.Context, day string, rows []DayRow) error
 	// FinalBefore returns the first day whose roll-up is not final (""
 	// before the first roll-up).
 	FinalBefore(ctx context.Context) (string, error)
@@ -535,7 +535,7 @@ func (k keeping) finished(ctx context.Context, db *gorm.DB, from, to time.Time, 
 	return rows.Err()
 }
 
-func (k keeping) putDay(tx *gorm.DB, day string, rows []DayRow, final bool) error {
+func (k keeping) putDay(tx *gorm.DB, day string, rows []DayRow) error {
 	if err := tx.Exec("DELETE FROM sheaf_history WHERE day = "+k.day, day).Error; err != nil {
 		return err
 	}
@@ -549,9 +549,6 @@ func (k keeping) putDay(tx *gorm.DB, day string, rows []DayRow, final bool) erro
 			day, r.Kind, r.Queue, r.Completed, r.Failed, r.Cancelled, r.Retries, r.P50us, r.P95us, r.MaxUsec, errs).Error; err != nil {
 			return err
 		}
-	}
-	if !final {
-		return nil
 	}
 	d, err := time.Parse(DayLayout, day)
 	if err != nil {
@@ -620,8 +617,8 @@ func (s *postgres) Finished(ctx context.Context, from, to time.Time, each func(F
 	return pgKeeping.finished(ctx, s.gdb, from, to, each)
 }
 
-func (s *postgres) PutDay(ctx context.Context, day string, rows []DayRow, final bool) error {
-	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return pgKeeping.putDay(tx, day, rows, final) })
+func (s *postgres) PutDay(ctx context.Context, day string, rows []DayRow) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return pgKeeping.putDay(tx, day, rows) })
 }
 
 func (s *postgres) FinalBefore(ctx context.Context) (string, error) {
@@ -652,8 +649,8 @@ func (s *sqlite) Finished(ctx context.Context, from, to time.Time, each func(Fin
 	return sqliteKeeping.finished(ctx, s.gdb, from, to, each)
 }
 
-func (s *sqlite) PutDay(ctx context.Context, day string, rows []DayRow, final bool) error {
-	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return sqliteKeeping.putDay(tx, day, rows, final) })
+func (s *sqlite) PutDay(ctx context.Context, day string, rows []DayRow) error {
+	return s.Tx(ctx, s.gdb, func(tx *gorm.DB) error { return sqliteKeeping.putDay(tx, day, rows) })
 }
 
 func (s *sqlite) FinalBefore(ctx context.Context) (string, error) {

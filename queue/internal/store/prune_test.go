@@ -328,12 +328,15 @@ func TestDayRollups(t *testing.T) {
 		require.Empty(t, fb)
 		rows := []store.DayRow{{Day: "2026-03-04", Kind: "a", Queue: "q", Failed: 1, Retries: 1, Errors: []byte(`{"boom <n>": 1}`)},
 			{Day: "2026-03-04", Kind: "b", Queue: "q", Completed: 2, P50us: 10, P95us: 20, MaxUsec: 30}}
-		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows, false))
-		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows, true), "again: the day's rows are replaced")
-		require.NoError(t, st.PutDay(ctx, "2026-03-05", rows[1:], false))
+		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows[1:]))
+		require.NoError(t, st.PutDay(ctx, "2026-03-04", rows), "again: the day's rows are replaced")
 		fb, err = st.FinalBefore(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "2026-03-05", fb)
+		require.NoError(t, st.PutDay(ctx, "2026-03-05", rows[1:]))
+		fb, err = st.FinalBefore(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "2026-03-06", fb)
 
 		days, err := st.Days(ctx, db, store.DayQuery{From: "2026-03-01", To: "2026-03-05"})
 		require.NoError(t, err)
