@@ -420,7 +420,9 @@
 // day or hour in the transaction that records it final, so a crash neither
 // counts one twice nor skips one), and prunes only jobs whose day and hour
 // are final, in batches of 1,000 jobs, each a short transaction, with a
-// pause between them. A final day or hour is not counted again: a job that
+// pause after each of three times the batch's time (50 ms at least), so
+// that the pruning leaves the server to the runners three quarters of the
+// time however slow it is. A final day or hour is not counted again: a job that
 // failed in it and was retried by hand later stays a failure there, and its
 // new outcome counts in the day or hour it finishes again. The alert state
 // of package queue/alert goes the same way (Retention.Alerts).

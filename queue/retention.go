@@ -117,7 +117,8 @@ func (f clientOption) applyClient(c *config) error { return f(c) }
 // WithRetention sets how long the client's finished jobs, day roll-ups and
 // alert state are kept (see Retention), by the maintenance of its runners:
 // the elected runner deletes finished jobs in batches of 1,000, each its
-// own short transaction, keeps the roll-ups, and deletes the alert state
+// own short transaction followed by a pause three times as long, keeps the
+// roll-ups, and deletes the alert state
 // that ended long enough ago. Default: DefaultKeepCompleted,
 // DefaultKeepCancelled, DefaultKeepFailed, DefaultKeepHistory and
 // DefaultKeepAlerts. A bad value is a *RetentionError.

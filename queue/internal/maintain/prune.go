@@ -17,8 +17,12 @@ const (
 	// deletes at most: small enough that its locks are held for
 	// milliseconds, and runners' statements wait no longer.
 	PruneBatch = 1000
-	// PrunePause is the delay between two batches of one pass.
+	// PrunePause is the least delay between two batches of one pass.
 	PrunePause = 50 * time.Millisecond
+	// PruneYield is how many times a batch's own time the pause after it
+	// lasts at least: however slow the server, the pruner keeps it busy
+	// at most a quarter of the time, and the runners beside it the rest.
+	PruneYield = 3
 	// PruneEvery is the delay between passes, once a pass has reached the
 	// last job due.
 	PruneEvery = 10 * time.Minute
@@ -33,8 +37,9 @@ type Keep struct {
 }
 
 // Prune is the Task that deletes finished jobs their retention no longer
-// keeps, one batch per Run, walking them oldest first: a Run returns
-// PrunePause while the pass has more to walk, PruneEvery once it is over.
+// keeps, one batch per Run, walking them oldest first: a Run returns a
+// pause (PrunePause, or PruneYield times the batch's time if longer) while
+// the pass has more to walk, PruneEvery once it is over.
 // It deletes only jobs that finished before the first day and the first
 // hour whose roll-ups are not final, so history is rolled up before its
 // rows go; before the first roll-ups it deletes nothing.
@@ -116,6 +121,7 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 		}
 		rules = append(rules, store.KeepRule{Kind: k.Kind, Status: k.Status, Before: before, Forever: k.Forever})
 	}
+	began := time.Now()
 	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch),
 		Archive: p.Archive, Kinds: p.kinds})
 	if err != nil {
@@ -127,8 +133,11 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 		return every, nil
 	}
 	p.after, p.kinds = res.Next, res.Kinds
-	return cmp.Or(p.Pause, PrunePause), nil
+	return max(cmp.Or(p.Pause, PrunePause), PruneYield*time.Since(began)), nil
 }
+
+// inPass reports whether p's pass has more to walk.
+func (p *Prune) inPass() bool { return p.after != (store.Place{}) }
 
 func wrap(what string, err error) error {
 	if err == nil {
@@ -137,8 +146,8 @@ func wrap(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// RunNow runs each of tasks, in order, until its round is over (it asks
-// for a pause other than PrunePause, or none), pausing between its batches
+// RunNow runs each of tasks, in order, until its round is over (see
+// roundGoesOn), pausing between its batches
 // as the leader would, and returns how many jobs the Prune among them
 // deleted: a leader's upkeep, done at once by a program that runs no
 // runner. It stops at the first error, or when ctx ends.
@@ -157,8 +166,8 @@ func RunNow(ctx context.Context, tasks []Task) (int64, error) {
 			if err != nil {
 				return pruned(), err
 			}
-			if next != 0 && next != PrunePause {
-				break // the round is over
+			if !roundGoesOn(t, next) {
+				break
 			}
 			if err := pause(ctx, next); err != nil {
 				return pruned(), err
@@ -166,6 +175,16 @@ func RunNow(ctx context.Context, tasks []Task) (int64, error) {
 		}
 	}
 	return pruned(), nil
+}
+
+// roundGoesOn reports whether t's round has more to do after a Run that
+// asked for a pause of next: a Prune while its pass has, another task
+// while it asks for no pause or PrunePause.
+func roundGoesOn(t Task, next time.Duration) bool {
+	if p, ok := t.(*Prune); ok {
+		return p.inPass()
+	}
+	return next == 0 || next == PrunePause
 }
 
 // pause waits d, or until ctx ends.
