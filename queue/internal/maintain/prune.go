@@ -147,10 +147,10 @@ func wrap(what string, err error) error {
 }
 
 // RunNow runs each of tasks, in order, until its round is over (see
-// roundGoesOn), pausing between its batches
-// as the leader would, and returns how many jobs the Prune among them
-// deleted: a leader's upkeep, done at once by a program that runs no
-// runner. It stops at the first error, or when ctx ends.
+// roundGoesOn), pausing between its batches as the leader would, and
+// returns how many jobs the Prune among them deleted: a leader's upkeep,
+// done at once by a program that runs no runner. It stops at the first
+// error, or when ctx ends.
 func RunNow(ctx context.Context, tasks []Task) (int64, error) {
 	pruned := func() int64 {
 		for _, t := range tasks {
