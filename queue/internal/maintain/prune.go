@@ -101,7 +101,7 @@ func (*Prune) Name() string { return "prune" }
 // Run implements Task.
 func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 	every := cmp.Or(p.Every, PruneEvery)
-	if p.after == (store.Place{}) {
+	if !p.inPass() {
 		// A pass reads how far the roll-ups go once, at its start: they
 		// only move forward, so the value read stays safe for the whole
 		// pass, and its batches pay for no reads of their own.
