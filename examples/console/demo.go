@@ -243,6 +243,7 @@ func backdate(ctx context.Context, c *queue.Client, db *gorm.DB) error {
 	if db.Dialector.Name() == "sqlite" {
 		at = func(t time.Time) any { return t.UTC().Format(sqlitedb.TimeLayout) }
 	}
+	now := time.Now()
 	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, tick := range ticks {
 			jobs := byRun[tick]
@@ -252,7 +253,14 @@ func backdate(ctx context.Context, c *queue.Client, db *gorm.DB) error {
 					first = j.RunAt
 				}
 			}
-			moved := func(t time.Time) time.Time { return tick.Add(max(0, t.Sub(first)) * nightScale) }
+			// Stretched less when the night began so recently that its
+			// stretched times would pass now (shortly after midnight UTC):
+			// every time moved is before now, and so is tick + 0.9 of
+			// (now - tick).
+			scale := min(float64(nightScale), 0.9*float64(now.Sub(tick))/float64(max(now.Sub(first), time.Millisecond)))
+			moved := func(t time.Time) time.Time {
+				return tick.Add(time.Duration(float64(max(0, t.Sub(first))) * scale))
+			}
 			last := tick
 			for _, j := range jobs {
 				runAt := j.RunAt
