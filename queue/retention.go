@@ -50,9 +50,11 @@ const (
 // A job is deleted with its recorded attempts and the audit entries that
 // target it alone, and not before every other job of its run and of its
 // period may be deleted too: dependants released later still find their
-// parents, and a run is read whole or not at all. Jobs are deleted only
-// once their day and their hour are rolled up (see History and Activity),
-// and their run's counts kept (see Client.Runs).
+// parents, and a run is read whole or not at all. A pass of the pruner
+// reads a period whole at most once a minute: a job added to an old period
+// or retried while the pass deletes it finds the period partly deleted.
+// Jobs are deleted only once their day and their hour are rolled up (see
+// History and Activity), and their run's counts kept (see Client.Runs).
 type Retention struct {
 	Completed, Cancelled, Failed time.Duration
 	// History is how long day roll-ups are kept (client only). Default

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -26,6 +27,15 @@ const (
 	// PruneEvery is the delay between passes, once a pass has reached the
 	// last job due.
 	PruneEvery = 10 * time.Minute
+	// PeriodRecheck is how long a pass trusts that a period it read whole
+	// had every job due, before it reads the period again: a night's
+	// period is a hundred batches, each of which would read it all. A job
+	// added to the period or retried meanwhile finds it partly deleted
+	// either way, as it would after any batch of the period.
+	PeriodRecheck = time.Minute
+	// maxHeld bounds the runs, and the periods, that a pass passes over
+	// for being held: past it, their jobs are read and found held again.
+	maxHeld = 1000
 )
 
 // Keep says how long finished jobs of a status (and of a kind, if Kind is
@@ -63,6 +73,11 @@ type Prune struct {
 	after store.Place
 	// kinds are the kinds the pass walks, found by its first batch.
 	kinds []string
+	// heldRuns and heldPeriods are the runs and periods the pass found
+	// holding a job not due; duePeriods the periods it read whole and
+	// found due, with when.
+	heldRuns, heldPeriods []string
+	duePeriods            map[string]time.Time
 	// rolled is how far the roll-ups went, both day and hour, when the
 	// pass began.
 	rolled time.Time
@@ -123,17 +138,45 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 	}
 	began := time.Now()
 	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch),
-		Archive: p.Archive, Kinds: p.kinds})
+		Archive: p.Archive, Kinds: p.kinds, HeldRuns: p.heldRuns, HeldPeriods: p.heldPeriods, DuePeriods: p.trusted(now)})
 	if err != nil {
 		return every, fmt.Errorf("prune: %w", err)
 	}
 	p.deleted += int64(len(res.Deleted))
 	if res.Done {
-		p.after, p.kinds = store.Place{}, nil
+		p.after, p.kinds, p.heldRuns, p.heldPeriods, p.duePeriods = store.Place{}, nil, nil, nil, nil
 		return every, nil
 	}
 	p.after, p.kinds = res.Next, res.Kinds
+	p.heldRuns = appendHeld(p.heldRuns, res.HeldRuns)
+	p.heldPeriods = appendHeld(p.heldPeriods, res.HeldPeriods)
+	for _, d := range res.DuePeriods {
+		if p.duePeriods == nil {
+			p.duePeriods = map[string]time.Time{}
+		}
+		p.duePeriods[d] = now
+	}
 	return max(cmp.Or(p.Pause, PrunePause), PruneYield*time.Since(began)), nil
+}
+
+// trusted returns the periods p's pass found due less than PeriodRecheck
+// before now, and forgets the others.
+func (p *Prune) trusted(now time.Time) []string {
+	var due []string
+	for d, at := range p.duePeriods {
+		if now.Sub(at) < PeriodRecheck {
+			due = append(due, d)
+		} else {
+			delete(p.duePeriods, d)
+		}
+	}
+	slices.Sort(due)
+	return due
+}
+
+// appendHeld adds found to held, up to maxHeld.
+func appendHeld(held, found []string) []string {
+	return append(held, found[:min(len(found), max(maxHeld-len(held), 0))]...)
 }
 
 // inPass reports whether p's pass has more to walk.

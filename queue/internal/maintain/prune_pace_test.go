@@ -61,3 +61,51 @@ func TestPrunePausesInProportionToItsBatches(t *testing.T) {
 		require.Equal(t, 3*slow.took+2*maintain.PruneYield*slow.took, time.Since(began), "three batches, two pauses")
 	})
 }
+
+// scriptedPrunes is a store whose every day and hour is rolled up, whose
+// prune batches return results in turn, and which records what each was
+// asked.
+type scriptedPrunes struct {
+	slowPrunes
+	results []store.PruneResult
+	asked   []store.Prune
+}
+
+func (s *scriptedPrunes) Prune(_ context.Context, p store.Prune) (store.PruneResult, error) {
+	s.asked = append(s.asked, p)
+	res := s.results[0]
+	s.results = s.results[1:]
+	return res, nil
+}
+
+// A pass hands the runs and periods its batches found held to the batches
+// after them, and the periods found due for PeriodRecheck; a new pass
+// starts with none.
+func TestPruneHandsHeldAndDueGroupsOn(t *testing.T) {
+	next := store.Place{At: time.Unix(1, 0), ID: 1}
+	s := &scriptedPrunes{results: []store.PruneResult{
+		{Next: next, HeldRuns: []string{"r1"}, HeldPeriods: []string{"p1"}, DuePeriods: []string{"d1"}},
+		{Next: next, HeldPeriods: []string{"p2"}, DuePeriods: []string{"d2"}},
+		{Done: true},
+		{Next: next},
+	}}
+	now := time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC)
+	p := &maintain.Prune{Store: s, Rules: func() []maintain.Keep { return []maintain.Keep{{Status: "COMPLETED", For: time.Hour}} },
+		Now: func() time.Time { return now }}
+	for _, step := range []time.Duration{0, maintain.PeriodRecheck - time.Second, 2 * time.Second, 0} {
+		now = now.Add(step)
+		_, err := p.Run(context.Background())
+		require.NoError(t, err)
+	}
+	type asked struct{ runs, periods, due []string }
+	var got []asked
+	for _, a := range s.asked {
+		got = append(got, asked{a.HeldRuns, a.HeldPeriods, a.DuePeriods})
+	}
+	require.Equal(t, []asked{
+		{},
+		{[]string{"r1"}, []string{"p1"}, []string{"d1"}},
+		{[]string{"r1"}, []string{"p1", "p2"}, []string{"d2"}}, // d1 found more than PeriodRecheck ago
+		{},
+	}, got)
+}

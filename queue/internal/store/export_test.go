@@ -27,7 +27,7 @@ const SQLiteCopyRows = copyRows
 // batch on st reads the candidates of kinds due under rules from place
 // from until end.
 func PruneCandidates(st Store, rules []KeepRule, kinds []string, from Place, end time.Time, limit int) (q string, args []any) {
-	return keepingOf(st).candidatesSQL(rules, kinds, from, end, limit)
+	return keepingOf(st).candidatesSQL(Prune{Rules: rules, Kinds: kinds}, from, end, limit)
 }
 
 // MySQLBatches reports whether st, the MariaDB store, sends several

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +69,17 @@ type Prune struct {
 	// batch finds them. A kind whose first job finished since is only
 	// recent, and the next pass reads it.
 	Kinds []string
+	// HeldRuns and HeldPeriods are runs and periods that an earlier batch
+	// of the pass found holding a job not due: the walk passes over their
+	// jobs, which the pass would keep anyway, rather than read and lock
+	// them batch after batch (a night's period that its failures keep is
+	// a hundred batches of a hundred thousand jobs).
+	HeldRuns, HeldPeriods []string
+	// DuePeriods are periods that an earlier batch of the pass read whole
+	// and found with every job due: the batch trusts the finding rather
+	// than read each again. The caller keeps a finding briefly (see
+	// maintain.PeriodRecheck).
+	DuePeriods []string
 }
 
 // KeepRule keeps the jobs of a status (and, if Kind is set, of a kind)
@@ -94,6 +107,10 @@ type PruneResult struct {
 	Done    bool
 	// Kinds are the kinds the walk read, for the pass's next batch.
 	Kinds []string
+	// HeldRuns and HeldPeriods are the runs and periods the batch found
+	// holding a job not due, DuePeriods the periods it read and found
+	// with every job due, for the pass's next batches (see Prune).
+	HeldRuns, HeldPeriods, DuePeriods []string
 }
 
 // FinishedJob is a finished job as a roll-up reads it.
@@ -236,14 +253,23 @@ func (k keeping) due(a string, rules []KeepRule) (string, []any) {
 // statement reads the span [from, end) of each kind and sorts what it
 // found, so the caller keeps the span to about a batch's jobs (see
 // candidates).
-func (k keeping) candidatesSQL(rules []KeepRule, kinds []string, from Place, end time.Time, limit int) (q string, args []any) {
-	due, dueArgs := k.due("j", rules)
+func (k keeping) candidatesSQL(p Prune, from Place, end time.Time, limit int) (q string, args []any) {
+	due, dueArgs := k.due("j", p.Rules)
 	q = `SELECT j.id, j.completed_at, j.run_id, j.period FROM sheaf_jobs j
 	WHERE j.kind IN ? AND j.` + finishedStatuses + ` AND j.completed_at >= ` + k.ts + ` AND j.completed_at < ` + k.ts + `
-		AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + due + `
-	ORDER BY j.completed_at, j.id LIMIT ?` + k.lock
-	args = append([]any{kinds, k.at(from.At), k.at(end), k.at(from.At), from.ID}, dueArgs...)
-	return q, append(args, limit)
+		AND (j.completed_at, j.id) > (` + k.ts + `, ?) AND ` + due
+	args = append([]any{p.Kinds, k.at(from.At), k.at(end), k.at(from.At), from.ID}, dueArgs...)
+	// An empty list would be IN (NULL), which keeps no row.
+	for _, held := range []struct {
+		col  string
+		vals []string
+	}{{"run_id", p.HeldRuns}, {"period", p.HeldPeriods}} {
+		if len(held.vals) > 0 {
+			q += " AND (j." + held.col + " IS NULL OR j." + held.col + " NOT IN ?)"
+			args = append(args, held.vals)
+		}
+	}
+	return q + " ORDER BY j.completed_at, j.id LIMIT ?" + k.lock, append(args, limit)
 }
 
 // lastDue is the latest time before which a rule deletes, and false if
@@ -284,8 +310,7 @@ func (k keeping) candidates(tx *gorm.DB, p Prune) (out []candidate, next Place, 
 	if !ok {
 		return nil, next, true, nil // every job is kept forever
 	}
-	kinds := p.Kinds
-	if len(kinds) == 0 {
+	if len(p.Kinds) == 0 {
 		return nil, next, true, nil // no finished job
 	}
 	at := p.After
@@ -302,7 +327,7 @@ func (k keeping) candidates(tx *gorm.DB, p Prune) (out []candidate, next Place, 
 		if end.After(last) {
 			end = last
 		}
-		q, args := k.candidatesSQL(p.Rules, kinds, at, end, p.Limit-len(out))
+		q, args := k.candidatesSQL(p, at, end, p.Limit-len(out))
 		got, place, err := scanCandidates(tx, q, args, out)
 		if err != nil {
 			return nil, next, false, err
@@ -473,9 +498,20 @@ func (k keeping) prune(tx *gorm.DB, p Prune) (PruneResult, error) {
 	if runs, err = k.blocked(tx, "run_id", runs, p.Rules); err != nil {
 		return res, err
 	}
-	if periods, err = k.blocked(tx, "period", periods, p.Rules); err != nil {
+	for _, v := range p.DuePeriods {
+		delete(periods, v)
+	}
+	toRead := periods
+	if periods, err = k.blocked(tx, "period", toRead, p.Rules); err != nil {
 		return res, err
 	}
+	for v := range toRead {
+		if !periods[v] {
+			res.DuePeriods = append(res.DuePeriods, v)
+		}
+	}
+	res.HeldRuns, res.HeldPeriods = slices.Sorted(maps.Keys(runs)), slices.Sorted(maps.Keys(periods))
+	slices.Sort(res.DuePeriods)
 	for _, c := range cands {
 		if !(c.run.Valid && runs[c.run.String]) && !(c.period.Valid && periods[c.period.String]) {
 			res.Deleted = append(res.Deleted, c.id)

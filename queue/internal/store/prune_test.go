@@ -549,3 +549,54 @@ func TestPruneHandsTheKindsOn(t *testing.T) {
 		require.True(t, res.Done)
 	})
 }
+
+// A batch reports the runs and periods it found held and the periods it
+// read whole and found due; a later batch given them passes over the held
+// ones' jobs, and trusts the due ones without reading them again.
+func TestPruneHandsHeldAndDueGroupsOn(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		rules := []store.KeepRule{{Status: "COMPLETED", Before: now.Add(-time.Hour)}, {Status: "FAILED", Forever: true}}
+		job := func(run, period *string) store.NewJob {
+			return store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 3, Payload: "{}", RunID: run, Period: period}
+		}
+		ins := insertJobs(t, st, db,
+			job(nil, strp("held")),    // 1 completed, oldest
+			job(nil, strp("held")),    // 2 failed: kept forever, holds its period
+			job(strp("open"), nil),    // 3 completed, its run's counts not kept
+			job(nil, nil),             // 4 completed
+			job(nil, strp("due")),     // 5 completed
+			job(nil, strp("trusted")), // 6 completed
+			job(nil, strp("trusted"))) // 7 queued
+		for i, status := range []string{"COMPLETED", "FAILED", "COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED"} {
+			finish(t, st, db, ins[i].ID, status, now.Add(-48*time.Hour+time.Duration(i)*time.Minute))
+		}
+
+		// Told nothing, a batch of one reads the oldest job, held, and
+		// deletes nothing.
+		res, err := st.Prune(ctx, store.Prune{Rules: rules, Limit: 1})
+		require.NoError(t, err)
+		require.Empty(t, res.Deleted)
+		require.Equal(t, []string{"held"}, res.HeldPeriods)
+
+		// Told the held run and period, it passes over their jobs.
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 1, HeldRuns: []string{"open"}, HeldPeriods: []string{"held"}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[3].ID}, res.Deleted)
+
+		// Told a period is due, it deletes its finished jobs without
+		// reading it; told nothing, it reads it and finds it held.
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 100})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[4].ID}, res.Deleted)
+		require.Equal(t, []string{"open"}, res.HeldRuns)
+		require.Equal(t, []string{"held", "trusted"}, res.HeldPeriods)
+		require.Equal(t, []string{"due"}, res.DuePeriods)
+		res, err = st.Prune(ctx, store.Prune{Rules: rules, Limit: 100, DuePeriods: []string{"trusted"}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ins[5].ID}, res.Deleted)
+		require.Empty(t, res.DuePeriods, "a trusted period is not read")
+		require.Equal(t, []int64{ins[0].ID, ins[1].ID, ins[2].ID, ins[6].ID}, remaining(t, db))
+	})
+}
