@@ -322,10 +322,6 @@ ALTER TABLE sheaf_jobs
 	ADD INDEX sheaf_jobs_finished (kind, completed_at);
 `,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds LONGTEXT;`,
-	24: `
--- Nothing: the version makes PostgreSQL's index of a run's jobs cover the
--- review's slow-job read.
-`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

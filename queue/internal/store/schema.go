@@ -454,23 +454,7 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	21: claimFunctions(21),
 	22: finishedByKindSQL,
 	23: runKindsSQL,
-	24: runCoveringSQL,
 }
-
-// runCoveringSQL is schema version 24: the index of a run's jobs carries
-// what the review's slow-job read filters them by (kind, status, start and
-// finish), so that read goes through the index alone rather than visit
-// every job of the night in the table: a night of 111,111 jobs is a third
-// of the pages to read, and on a table of ten million, whose pages the
-// server's cache does not hold, the read took 55 ms, 23 ms after. Its
-// entries grow by a third; a job's changes write an entry whether or not
-// it carries more.
-const runCoveringSQL = `
-CREATE INDEX sheaf_jobs_run_covering ON sheaf_jobs (run_id, id) INCLUDE (kind, status, started_at, completed_at)
-	WHERE run_id IS NOT NULL;
-DROP INDEX sheaf_jobs_run_id;
-ALTER INDEX sheaf_jobs_run_covering RENAME TO sheaf_jobs_run_id;
-`
 
 // runKindsSQL is schema version 23: with a finished run's counts by
 // status, the runs roll-up keeps its jobs counted by kind and status, each
@@ -519,7 +503,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 24
+const SchemaVersion = 23
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

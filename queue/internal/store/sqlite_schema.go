@@ -327,10 +327,6 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 `,
 	22: finishedByKindSQL,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds TEXT;`,
-	24: `
--- Nothing: the version makes PostgreSQL's index of a run's jobs cover the
--- review's slow-job read.
-`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
