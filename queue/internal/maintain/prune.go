@@ -68,21 +68,28 @@ type Prune struct {
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 
-	// after is where the pass goes on: the leader runs one Run at a time,
-	// and a new leader starts a pass from the oldest job.
+	// pass is where the pass under way is: the leader runs one Run at a
+	// time, and a new leader starts a pass from the oldest job.
+	pass prunePass
+	// deleted counts the jobs deleted.
+	deleted int64
+}
+
+// prunePass is what a pass of Prune has learnt so far; its zero value is
+// a pass not begun.
+type prunePass struct {
+	// after is where the pass goes on.
 	after store.Place
 	// kinds are the kinds the pass walks, found by its first batch.
 	kinds []string
+	// rolled is how far the roll-ups went, both day and hour, when the
+	// pass began.
+	rolled time.Time
 	// heldRuns and heldPeriods are the runs and periods the pass found
 	// holding a job not due; duePeriods the periods it read whole and
 	// found due, with when.
 	heldRuns, heldPeriods []string
 	duePeriods            map[string]time.Time
-	// rolled is how far the roll-ups went, both day and hour, when the
-	// pass began.
-	rolled time.Time
-	// deleted counts the jobs deleted.
-	deleted int64
 }
 
 // rolledUp returns the time before which every day and every hour is
@@ -124,9 +131,9 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 		if err != nil || !ok {
 			return every, err
 		}
-		p.rolled = rolled
+		p.pass.rolled = rolled
 	}
-	rolled := p.rolled
+	rolled := p.pass.rolled
 	now := clock(p.Now)
 	var rules []store.KeepRule
 	for _, k := range p.Rules() {
@@ -137,50 +144,55 @@ func (p *Prune) Run(ctx context.Context) (time.Duration, error) {
 		rules = append(rules, store.KeepRule{Kind: k.Kind, Status: k.Status, Before: before, Forever: k.Forever})
 	}
 	began := time.Now()
-	res, err := p.Store.Prune(ctx, store.Prune{Rules: rules, After: p.after, Limit: cmp.Or(p.Batch, PruneBatch),
-		Archive: p.Archive, Kinds: p.kinds, HeldRuns: p.heldRuns, HeldPeriods: p.heldPeriods, DuePeriods: p.trusted(now)})
+	res, err := p.Store.Prune(ctx, p.pass.batch(rules, cmp.Or(p.Batch, PruneBatch), p.Archive, now))
 	if err != nil {
 		return every, fmt.Errorf("prune: %w", err)
 	}
 	p.deleted += int64(len(res.Deleted))
 	if res.Done {
-		p.after, p.kinds, p.heldRuns, p.heldPeriods, p.duePeriods = store.Place{}, nil, nil, nil, nil
+		p.pass = prunePass{}
 		return every, nil
 	}
-	p.after, p.kinds = res.Next, res.Kinds
-	p.heldRuns = appendHeld(p.heldRuns, res.HeldRuns)
-	p.heldPeriods = appendHeld(p.heldPeriods, res.HeldPeriods)
-	for _, d := range res.DuePeriods {
-		if p.duePeriods == nil {
-			p.duePeriods = map[string]time.Time{}
-		}
-		p.duePeriods[d] = now
-	}
+	p.pass.learn(res, now)
 	return max(cmp.Or(p.Pause, PrunePause), PruneYield*time.Since(began)), nil
 }
 
-// trusted returns the periods p's pass found due less than PeriodRecheck
-// before now, and forgets the others.
-func (p *Prune) trusted(now time.Time) []string {
+// batch is the pass's next batch under rules, at now: it trusts the
+// periods found due less than PeriodRecheck before now, and forgets the
+// others.
+func (ps *prunePass) batch(rules []store.KeepRule, limit int, archive func(*gorm.DB, []int64) error, now time.Time) store.Prune {
 	var due []string
-	for d, at := range p.duePeriods {
+	for d, at := range ps.duePeriods {
 		if now.Sub(at) < PeriodRecheck {
 			due = append(due, d)
 		} else {
-			delete(p.duePeriods, d)
+			delete(ps.duePeriods, d)
 		}
 	}
 	slices.Sort(due)
-	return due
+	return store.Prune{Rules: rules, After: ps.after, Limit: limit, Archive: archive, Kinds: ps.kinds,
+		HeldRuns: ps.heldRuns, HeldPeriods: ps.heldPeriods, DuePeriods: due}
 }
 
-// appendHeld adds found to held, up to maxHeld.
-func appendHeld(held, found []string) []string {
-	return append(held, found[:min(len(found), max(maxHeld-len(held), 0))]...)
+// learn records what a batch at now found, for the batches after it: where
+// to go on, and which runs and periods are held (up to maxHeld of each)
+// or due.
+func (ps *prunePass) learn(res store.PruneResult, now time.Time) {
+	ps.after, ps.kinds = res.Next, res.Kinds
+	held := func(known, found []string) []string {
+		return append(known, found[:min(len(found), max(maxHeld-len(known), 0))]...)
+	}
+	ps.heldRuns, ps.heldPeriods = held(ps.heldRuns, res.HeldRuns), held(ps.heldPeriods, res.HeldPeriods)
+	if ps.duePeriods == nil && len(res.DuePeriods) > 0 {
+		ps.duePeriods = map[string]time.Time{}
+	}
+	for _, d := range res.DuePeriods {
+		ps.duePeriods[d] = now
+	}
 }
 
 // inPass reports whether p's pass has more to walk.
-func (p *Prune) inPass() bool { return p.after != (store.Place{}) }
+func (p *Prune) inPass() bool { return p.pass.after != (store.Place{}) }
 
 func wrap(what string, err error) error {
 	if err == nil {
