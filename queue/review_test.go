@@ -236,3 +236,49 @@ func TestReviewBaselineHasItsPercentiles(t *testing.T) {
 	require.Equal(t, queue.Baseline{Median: 8*time.Minute + 30*time.Second, P95: 9*time.Minute + 51*time.Second, Jobs: 4},
 		rv.Typical["county_daily"])
 }
+
+// A finished night's slow jobs are found by its first review and kept with
+// its counts: later reviews with the same thresholds read them there, not
+// from the night's jobs; other thresholds, or a night whose counts are no
+// longer kept, are read from the jobs.
+func TestReviewKeepsAFinishedNightsSlowJobs(t *testing.T) {
+	t.Parallel()
+	_, e := newNightly(t)
+	ctx := context.Background()
+	for n := 1; n <= 5; n++ {
+		insertNight(t, e, n, 3, time.Minute, 0)
+	}
+	ids := insertNight(t, e, 6, 3, time.Minute, 10*time.Minute)
+	night := "nightly@" + nightOf(6).Format("2006-01-02")
+	if e.db.Count(t, "SELECT count(*) FROM sheaf_runs") == 0 { // as an enqueue records it (SQLite's trigger did)
+		require.NoError(t, e.db.Gorm.Exec("INSERT INTO sheaf_runs (run_id, period, first_created) VALUES (?, ?, ?)",
+			night, nightOf(6).Format("2006-01-02"), e.db.Time(nightOf(6))).Error)
+	}
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet())
+	require.NoError(t, err)
+	counts := queue.Upkeep(client, time.Now)[2]
+	require.Equal(t, "run counts", counts.Name())
+	run(t, counts, time.Minute)
+
+	slowIDs := func(q queue.ReviewQuery) []int64 {
+		t.Helper()
+		rv, err := client.Review(ctx, q)
+		require.NoError(t, err)
+		var out []int64
+		for _, s := range rv.Slow {
+			out = append(out, s.Job.ID)
+		}
+		return out
+	}
+	require.Equal(t, []int64{ids[0]}, slowIDs(queue.ReviewQuery{RunID: night}))
+	// A finished job does not change; were one to, only a review that
+	// reads the jobs would see it.
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_jobs SET completed_at = ? WHERE id = ?",
+		e.db.Time(nightOf(6).Add(time.Second+20*time.Minute)), ids[1]).Error)
+	require.Equal(t, []int64{ids[0]}, slowIDs(queue.ReviewQuery{RunID: night}), "kept by the first review")
+	require.Equal(t, []int64{ids[0]}, slowIDs(queue.ReviewQuery{RunID: night, Limit: 1}), "a shorter page of it")
+	require.Equal(t, []int64{ids[0], ids[1]}, slowIDs(queue.ReviewQuery{RunID: night, SlowFactor: 2}), "other thresholds")
+
+	require.NoError(t, e.db.Gorm.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = ?", night).Error) // as a retry does
+	require.Equal(t, []int64{ids[0], ids[1]}, slowIDs(queue.ReviewQuery{RunID: night}), "a run going again is read from its jobs")
+}

@@ -322,6 +322,7 @@ ALTER TABLE sheaf_jobs
 	ADD INDEX sheaf_jobs_finished (kind, completed_at);
 `,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds LONGTEXT;`,
+	24: `ALTER TABLE sheaf_runs ADD COLUMN slow LONGTEXT;`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

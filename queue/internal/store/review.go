@@ -3,7 +3,9 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,12 @@ func runAtLeast(dialect string, min map[string]time.Duration) (string, []any) {
 	return "status = 'COMPLETED' AND started_at IS NOT NULL AND (" + strings.Join(terms, " OR ") + ")", args
 }
 
+// OnlyRun reports whether f selects the jobs of a run and nothing else:
+// what the runs roll-up keeps of a finished run answers such a filter.
+func (f Filter) OnlyRun() bool {
+	return f.RunID != "" && reflect.DeepEqual(f, Filter{RunID: f.RunID})
+}
+
 // KindStatus counts the jobs of one kind and status a filter selects, with
 // the first time one of them started (zero if none has).
 type KindStatus struct {
@@ -63,7 +71,7 @@ type KindStatus struct {
 // than every job of the night: they are the same, and outlive the jobs
 // that retention prunes.
 func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]KindStatus, error) {
-	if f.RunID != "" && reflect.DeepEqual(f, Filter{RunID: f.RunID}) {
+	if f.OnlyRun() {
 		if kept, ok, err := keptKindStatus(ctx, db, f.RunID); err != nil || ok {
 			return kept, err
 		}
@@ -209,4 +217,96 @@ func Kinds(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]string, error
 	var out []string
 	err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).Distinct("kind").Order("kind").Pluck("kind", &out).Error
 	return out, err
+}
+
+// RunSlow is the first page of a finished run's slow jobs, and how many
+// there are, as a review found them: the completed jobs of each kind that
+// ran at least its threshold, in ID order. KeepSlow keeps it with the
+// run's counts; KeptSlow reads it back.
+type RunSlow struct {
+	// Basis is a digest of what the runs roll-up kept of the run when the
+	// page was found (its counts by kind and status, latest finish and
+	// highest job ID): a retry or a job added to the run, and the counts
+	// kept again after it, make a page found before them stale.
+	Basis string `json:"basis"`
+	// Thresholds are in nanoseconds, by kind.
+	Thresholds map[string]int64 `json:"thresholds"`
+	Limit      int              `json:"limit"`
+	IDs        []int64          `json:"ids"`
+	Total      int64            `json:"total"`
+}
+
+// Answers reports whether r is the answer to a slow-job read of its run
+// with these thresholds, for a page of at most limit jobs: the first
+// limit of r's IDs are then that page (r's Limit is at least limit, or r
+// holds every slow job).
+func (r *RunSlow) Answers(thresholds map[string]time.Duration, limit int) bool {
+	if r == nil || len(r.Thresholds) != len(thresholds) || (r.Limit < limit && int64(len(r.IDs)) < r.Total) {
+		return false
+	}
+	for k, d := range thresholds {
+		if n, ok := r.Thresholds[k]; !ok || n != int64(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// NewRunSlow is the RunSlow of a slow-job read of a run whose kept counts
+// have digest basis.
+func NewRunSlow(basis string, thresholds map[string]time.Duration, limit int, ids []int64, total int64) RunSlow {
+	r := RunSlow{Basis: basis, Thresholds: make(map[string]int64, len(thresholds)), Limit: limit, IDs: ids, Total: total}
+	for k, d := range thresholds {
+		r.Thresholds[k] = int64(d)
+	}
+	return r
+}
+
+// KeptSlow reads what sheaf_runs keeps of run for its slow jobs: basis is
+// the digest of what the runs roll-up kept of it ("" if nothing is kept:
+// the run has not finished, has changed since, or was kept before schema
+// version 23), and slow the page KeepSlow kept against that basis (nil if
+// none, or if it was kept against other counts).
+func KeptSlow(ctx context.Context, db *gorm.DB, run string) (basis string, slow *RunSlow, err error) {
+	var rows []struct{ Kinds, LastFinished, MaxID, Slow sql.NullString }
+	err = db.WithContext(ctx).Table(RunsTable).Select("kinds, last_finished, max_id, slow").
+		Where("run_id = ? AND counts IS NOT NULL", run).Scan(&rows).Error
+	if err != nil || len(rows) == 0 || !rows[0].Kinds.Valid {
+		return "", nil, err
+	}
+	// A job run again (which clears the counts) finishes later, and a job
+	// added to the run has a higher ID: counts kept again after either
+	// have another basis, even if they are the same.
+	sum := sha256.Sum256([]byte(rows[0].Kinds.String + "\x00" + rows[0].LastFinished.String + "\x00" + rows[0].MaxID.String))
+	basis = hex.EncodeToString(sum[:16])
+	if !rows[0].Slow.Valid {
+		return basis, nil, nil
+	}
+	slow = new(RunSlow)
+	if err := json.Unmarshal([]byte(rows[0].Slow.String), slow); err != nil {
+		return "", nil, fmt.Errorf("run %q: kept slow jobs: %w", run, err)
+	}
+	if slow.Basis != basis {
+		return basis, nil, nil
+	}
+	return basis, slow, nil
+}
+
+// KeepSlow keeps r with run's counts, if they are still kept; a run whose
+// counts were cleared since r was found keeps nothing, and so does a db
+// inside a transaction (a write refused there, by a read-only one, say,
+// would end it on PostgreSQL).
+func KeepSlow(ctx context.Context, db *gorm.DB, run string, r RunSlow) error {
+	if inTx(db) {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	set := "?"
+	if db.Dialector.Name() == "postgres" {
+		set = "CAST(? AS jsonb)"
+	}
+	return db.WithContext(ctx).Exec("UPDATE "+RunsTable+" SET slow = "+set+" WHERE run_id = ? AND counts IS NOT NULL", string(b), run).Error
 }

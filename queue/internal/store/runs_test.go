@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -300,5 +301,71 @@ func TestRunKeepsItsCountsByKind(t *testing.T) {
 		read, err = store.CountKindStatus(ctx, st, db, scope)
 		require.NoError(t, err)
 		require.Empty(t, read, "counted from the jobs again")
+	})
+}
+
+// A finished run keeps the slow jobs its review found, against what was
+// kept of the run: the page answers the same thresholds (and a page no
+// longer), and is stale once the run changes and its counts are kept again.
+func TestRunKeepsItsSlowJobs(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		ctx := context.Background()
+		run := "night"
+		var jobs []store.NewJob
+		for range 4 {
+			jobs = append(jobs, store.NewJob{Kind: "a", Queue: "q", Priority: 5, Attempts: 1, Payload: `{}`, RunID: &run})
+		}
+		ins := insertJobs(t, st, db, jobs...)
+		at := time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC)
+		for i := range ins {
+			finish(t, st, db, ins[i].ID, "COMPLETED", at.Add(time.Duration(i)*time.Minute))
+		}
+		basis, kept, err := store.KeptSlow(ctx, db, run)
+		require.NoError(t, err)
+		require.Empty(t, basis, "nothing kept of a run whose counts are not")
+		require.Nil(t, kept)
+		require.NoError(t, store.KeepSlow(ctx, db, run, store.NewRunSlow("x", nil, 1, nil, 0)))
+		var slow []sql.NullString
+		require.NoError(t, db.Raw("SELECT slow FROM sheaf_runs WHERE run_id = ?", run).Scan(&slow).Error)
+		require.Equal(t, []sql.NullString{{}}, slow, "kept only with kept counts")
+
+		n, err := store.KeepRunCounts(ctx, st, db, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		basis, kept, err = store.KeptSlow(ctx, db, run)
+		require.NoError(t, err)
+		require.NotEmpty(t, basis)
+		require.Nil(t, kept)
+
+		thresholds := map[string]time.Duration{"a": 90 * time.Second}
+		page := store.NewRunSlow(basis, thresholds, 2, []int64{ins[0].ID, ins[1].ID}, 3)
+		require.NoError(t, store.KeepSlow(ctx, db, run, page))
+		again, kept, err := store.KeptSlow(ctx, db, run)
+		require.NoError(t, err)
+		require.Equal(t, basis, again)
+		require.Equal(t, &page, kept)
+		require.True(t, kept.Answers(thresholds, 2))
+		require.True(t, kept.Answers(thresholds, 1), "a shorter page is a prefix")
+		require.False(t, kept.Answers(thresholds, 3), "a longer page needs the third")
+		require.False(t, kept.Answers(map[string]time.Duration{"a": time.Minute}, 2))
+		require.False(t, kept.Answers(map[string]time.Duration{"a": 90 * time.Second, "b": time.Minute}, 2))
+		require.False(t, kept.Answers(map[string]time.Duration{"b": 90 * time.Second}, 2))
+		whole := store.NewRunSlow(basis, thresholds, 5, []int64{ins[0].ID}, 1)
+		require.True(t, whole.Answers(thresholds, 100), "every slow job is in it")
+
+		// Run again: the job finishes later, and the same counts are kept.
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = ?", run).Error)
+		finish(t, st, db, ins[3].ID, "COMPLETED", at.Add(time.Hour))
+		n, err = store.KeepRunCounts(ctx, st, db, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		later, kept, err := store.KeptSlow(ctx, db, run)
+		require.NoError(t, err)
+		require.NotEqual(t, basis, later)
+		require.Nil(t, kept, "found before the run changed")
+
+		require.NoError(t, db.Exec("UPDATE sheaf_runs SET slow = '[1]' WHERE run_id = ?", run).Error)
+		_, _, err = store.KeptSlow(ctx, db, run)
+		require.ErrorContains(t, err, `run "night": kept slow jobs`)
 	})
 }

@@ -454,7 +454,15 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	21: claimFunctions(21),
 	22: finishedByKindSQL,
 	23: runKindsSQL,
+	24: runSlowSQL,
 }
+
+// runSlowSQL is schema version 24: a finished run's slow jobs, as the
+// first review of the run found them (see KeptSlow), so that later reviews
+// read one row rather than every completed job of the night. Each names
+// the counts it was found with and the thresholds it was found against,
+// and is used only while both still hold.
+const runSlowSQL = `ALTER TABLE sheaf_runs ADD COLUMN slow jsonb;`
 
 // runKindsSQL is schema version 23: with a finished run's counts by
 // status, the runs roll-up keeps its jobs counted by kind and status, each
@@ -503,7 +511,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 23
+const SchemaVersion = 24
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
