@@ -32,7 +32,8 @@ const scaleRounds = 5
 // BenchmarkQueueAtScale measures a queue whose table holds scaleJobs
 // finished jobs from scaleNights nightly runs against a queue whose table
 // is empty, on one PostgreSQL server of its own, each in a schema: a
-// runner's throughput on fresh jobs and pickup latency, in rounds that
+// runner's throughput on fresh jobs and pickup latency (right after each
+// round, and on the idle queue once autovacuum has been), in rounds that
 // take turns between the two so that a machine shared with other work
 // weighs on both alike; then every dashboard page's and the stats read's
 // server time. It reports each figure at scale and as a ratio to the
@@ -103,6 +104,7 @@ func BenchmarkQueueAtScale(b *testing.B) {
 		emptyRound.add(e)
 		fullRound.add(f)
 	}
+	idle := idlePickups(b, time.Now(), started, []*pgtest.DB{cl.DB, spare}, []*queue.Client{c, empty})
 	full := measurePages(b, c, page)
 	emptyPages := measurePages(b, empty, emptyPage)
 	table, indexes := relationSizes(b, cl)
@@ -128,7 +130,12 @@ func BenchmarkQueueAtScale(b *testing.B) {
 	b.ReportMetric(median(fullRound.servers), "server-cpu-us/job")
 	fullP50, fullP99 := fullRound.pickup()
 	emptyP50, emptyP99 := emptyRound.pickup()
-	b.Logf("pickup p50/p99: empty %.2f/%.2f ms, full %.2f/%.2f ms", ms(emptyP50), ms(emptyP99), ms(fullP50), ms(fullP99))
+	b.Logf("pickup after a round p50/p99: empty %.2f/%.2f ms, full %.2f/%.2f ms", ms(emptyP50), ms(emptyP99), ms(fullP50), ms(fullP99))
+	b.ReportMetric(ms(fullP50), "busy_pickup_p50_ms")
+	b.ReportMetric(ms(fullP50)/ms(emptyP50), "busy_pickup_p50_ratio")
+	fullP50, fullP99 = idle[0].pickup()
+	emptyP50, emptyP99 = idle[1].pickup()
+	b.Logf("pickup idle p50/p99: empty %.2f/%.2f ms, full %.2f/%.2f ms", ms(emptyP50), ms(emptyP99), ms(fullP50), ms(fullP99))
 	b.ReportMetric(ms(fullP50), "pickup_p50_ms")
 	b.ReportMetric(ms(fullP99), "pickup_p99_ms")
 	b.ReportMetric(ms(fullP50)/ms(emptyP50), "pickup_p50_ratio")
@@ -245,17 +252,74 @@ func workRound(b *testing.B, db *pgtest.DB, c *queue.Client, finished <-chan str
 	out := scaleRound{jobsPerSec: scaleThroughputJobs / time.Since(t0).Seconds(), lat: make([]time.Duration, 200)}
 	used := cpu.Stop()
 	out.cpu, out.serverCPU = perJob(used.Process), perJob(used.Server)
-	for i := range out.lat {
-		t := time.Now()
-		if _, err := c.Enqueue(ctx, report{County: "x"}); err != nil {
-			b.Fatal(err)
-		}
-		out.lat[i] = (<-started).Sub(t)
-	}
+	pickups(b, c, started, out.lat)
 	if err := r.Stop(ctx); err != nil {
 		b.Fatal(err)
 	}
 	return out
+}
+
+// pickups enqueues len(lat) jobs one at a time with c, whose runner is
+// up, and records each one's time from Enqueue's call to its handler's
+// start.
+func pickups(b *testing.B, c *queue.Client, started <-chan time.Time, lat []time.Duration) {
+	for i := range lat {
+		t := time.Now()
+		if _, err := c.Enqueue(context.Background(), report{County: "x"}); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = (<-started).Sub(t)
+	}
+}
+
+// idlePickups measures the pickup latency of a runner of each client in
+// turn, five rounds of 200 jobs, once autovacuum has been through each
+// client's jobs table since after: the latency of a queue that has been
+// idle a while. Right after a burst of work, each claim walks the dead
+// entries the burst left at the head of the claim index until a vacuum
+// removes them (see workRound's figures).
+func idlePickups(b *testing.B, after time.Time, started <-chan time.Time, dbs []*pgtest.DB, clients []*queue.Client) []scaleRound {
+	ctx := context.Background()
+	for _, db := range dbs {
+		awaitAutovacuum(b, db, after)
+	}
+	out := make([]scaleRound, len(clients))
+	for range 5 {
+		for i, c := range clients {
+			r, _ := startRunner(b, c, queue.WithoutMaintenance())
+			lat := make([]time.Duration, 200)
+			pickups(b, c, started, lat)
+			if err := r.Stop(ctx); err != nil {
+				b.Fatal(err)
+			}
+			out[i].lat = append(out[i].lat, lat...)
+		}
+	}
+	return out
+}
+
+// awaitAutovacuum waits until autovacuum has finished a pass over db's
+// jobs table that ended after after, for at most three minutes (it visits
+// each database once a minute by default).
+func awaitAutovacuum(b *testing.B, db *pgtest.DB, after time.Time) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var done bool
+		err := db.SQL.QueryRow("SELECT coalesce(last_autovacuum > $1, false) FROM pg_stat_user_tables WHERE relname = 'sheaf_jobs' AND schemaname = current_schema()",
+			after).Scan(&done)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if done {
+			b.Logf("autovacuum was through the jobs table %s after the rounds", time.Since(after).Round(time.Second))
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Logf("no autovacuum of the jobs table within three minutes; pickups measured without")
+			return
+		}
+		time.Sleep(250 * time.Millisecond) // polling the statistics view: nothing signals the end of a pass
+	}
 }
 
 // measurePages measures c's stats read, uncached (the median of five),

@@ -323,6 +323,9 @@ ALTER TABLE sheaf_jobs
 `,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds LONGTEXT;`,
 	24: `ALTER TABLE sheaf_runs ADD COLUMN slow LONGTEXT;`,
+	25: `
+-- Nothing: the version tunes how PostgreSQL vacuums the jobs table.
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

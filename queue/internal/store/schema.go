@@ -455,7 +455,25 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	22: finishedByKindSQL,
 	23: runKindsSQL,
 	24: runSlowSQL,
+	25: vacuumClaimsSQL,
 }
+
+// vacuumClaimsSQL is schema version 25: vacuum the jobs table after a
+// number of changes that does not grow with it, and always clean its
+// indexes when it does. A claimed job leaves a dead entry at the head of
+// the claim index, where each claim walks until a vacuum removes it: after
+// 180,000 jobs on a table of ten million, a claim read 1,100 index pages
+// and an idle runner's pickup took 0.81 ms against 0.22 ms once vacuumed.
+// At 2% of the table (version 1) such a vacuum waited for 200,000 dead
+// rows; and a vacuum that finds dead rows in under 2% of the table's pages
+// skips the indexes unless told otherwise, so a large table's claim index
+// was not cleaned at all. Now a vacuum follows about 0.5% of the table (at
+// most once a minute, autovacuum's pace) and cleans every index.
+const vacuumClaimsSQL = `ALTER TABLE sheaf_jobs SET (
+	autovacuum_vacuum_scale_factor = 0.005,
+	autovacuum_vacuum_threshold = 1000,
+	vacuum_index_cleanup = on
+);`
 
 // runSlowSQL is schema version 24: a finished run's slow jobs, as the
 // first review of the run found them (see KeptSlow), so that later reviews
@@ -511,7 +529,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 24
+const SchemaVersion = 25
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

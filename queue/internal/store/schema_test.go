@@ -179,3 +179,18 @@ func migratedPostgres(t *testing.T) (store.Store, *gorm.DB) {
 	require.NoError(t, err)
 	return st, db
 }
+
+// On PostgreSQL the jobs table is vacuumed after a number of changes that
+// does not grow with it, and each vacuum cleans the indexes: the claim
+// index's dead entries, which each claim walks, do not wait for a fiftieth
+// of a large table to change.
+func TestJobsTableIsVacuumedForItsClaims(t *testing.T) {
+	forEachMigrated(t, func(t *testing.T, st store.Store, db *gorm.DB) {
+		if st.Dialect() != "postgres" {
+			t.Skip("PostgreSQL's autovacuum")
+		}
+		var opts []string
+		require.NoError(t, db.Raw("SELECT unnest(reloptions) FROM pg_class WHERE oid = 'sheaf_jobs'::regclass").Scan(&opts).Error)
+		require.Subset(t, opts, []string{"autovacuum_vacuum_scale_factor=0.005", "autovacuum_vacuum_threshold=1000", "vacuum_index_cleanup=on"})
+	})
+}

@@ -328,6 +328,9 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	22: finishedByKindSQL,
 	23: `ALTER TABLE sheaf_runs ADD COLUMN kinds TEXT;`,
 	24: `ALTER TABLE sheaf_runs ADD COLUMN slow TEXT;`,
+	25: `
+-- Nothing: the version tunes how PostgreSQL vacuums the jobs table.
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
