@@ -498,4 +498,37 @@
 // migration that adds a column. Stop runners of version 6 first: they read
 // whole jobs with *, and on PostgreSQL such statements fail once per
 // connection after the migration.
+//
+// # Breaking changes
+//
+// What changed incompatibly in this release:
+//
+//   - Options are typed by where they apply; one given elsewhere no longer
+//     compiles. [NewClient] takes [ClientOption]s, [NewRunner]
+//     [RunnerOption]s, [Register] [RegisterOption]s, [RegisterChunked]
+//     [ChunkedOption]s; [Client.Enqueue], [Client.EnqueueRaw],
+//     Params.Options and a rule's child [EnqueueOption]s. Option is gone.
+//     [OnQueue], [Priority], [MaxAttempts] and [RetryBackoff] return a
+//     [JobOption] (kind or job); [WithLogger], [WithObserver], [WithHooks]
+//     and otelqueue's Telemetry.Option an [InstrumentOption], and
+//     [WithClock] a [ClockOption] (client or runner).
+//   - The backoff option Retry(b) is [RetryBackoff](b). [DefaultBackoff]
+//     and [Statuses] are functions; [SystemClock] is a type.
+//   - [Client.Tx] returns a [*TxClient], whose every call, PauseQueue,
+//     Stats, AuditLog and the review's included, runs in the transaction;
+//     it has no Migrate, Wait, Ping, Runners, SchemaVersion, Activity or
+//     Prune, and [NewRunner] does not take it.
+//   - [Runner.Stop] out of time puts unfinished jobs back before it returns
+//     without waiting for their handlers, and refuses their late results.
+//   - Package queue/sqlitedb needs no cgo: github.com/mattn/go-sqlite3 is
+//     out of the build. Its pool keeps up to 128 idle connections.
+//   - Finished jobs are deleted by default: completed after 7 days, failed
+//     and cancelled after 30 ([WithRetention], [Retain], [KeepForever]).
+//   - Expired leases are rescued by the elected maintenance leader only; a
+//     runner given [WithoutMaintenance] never rescues.
+//   - The review's lists stop at ReviewQuery.Limit (MoreFailed and the
+//     like count the rest); [Client.Stats] and [Client.Queues] count
+//     finished jobs from the day roll-ups, pruned ones included.
+//   - A new schedule's first start fires a tick younger than its grace
+//     (Periodic.Grace), as every later start does.
 package queue
