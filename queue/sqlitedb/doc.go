@@ -41,6 +41,12 @@
 //     bind times in it when you query the tables by hand), and JSON
 //     (payload, output) as bytes; every time is the program's clock, not a
 //     server's.
+//   - A runner checkpoints the write-ahead log every 20 ms while its
+//     process writes (a passive checkpoint, which waits for no connection
+//     and no connection waits for), so that a commit seldom has to: SQLite
+//     checkpoints in whichever commit takes the log past 1,000 pages, and
+//     that commit waits for the copy and its syncs. Idle, a runner's pickup
+//     p99 went from 2.4 to 3.4 ms to 1.4 to 1.8 ms.
 //   - Refused with an error rather than pretended: an in-memory database
 //     (it would be one per connection), a connection without a busy
 //     timeout, a file that cannot switch to WAL.

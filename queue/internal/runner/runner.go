@@ -35,6 +35,9 @@ type Runner struct {
 	idle      idleWatch             // warns when the pool keeps too few idle connections
 	listener  run.Reconnect         // notifications of new jobs and cancellations
 	scheduler Part                  // fires the registry's schedules
+	// checkpoints moves SQLite's write-ahead log into the database file
+	// (see store.Checkpointer); nil on other stores.
+	checkpoints *run.Periodic
 
 	more atomic.Bool // the last claim filled every free slot, so more may wait
 	// suspects is set when suspects may be waiting: at start, at every
@@ -161,8 +164,24 @@ func New(cfg Config) *Runner {
 			Tasks: append([]maintain.Task{rescuer{r}}, cfg.Upkeep...), Log: r.log})
 	}
 	r.listener = run.Reconnect{Listen: r.listen, Pause: time.Second, Log: r.log}
+	if cp, ok := cfg.Store.(store.Checkpointer); ok {
+		r.checkpoints = &run.Periodic{Every: CheckpointEvery, Do: func(ctx context.Context) {
+			// A checkpoint that fails leaves the log to SQLite's own, in
+			// a commit: slower, nothing lost; the next one tries again.
+			if err := cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				r.log.Debug("queue: checkpoint", "error", err)
+			}
+		}}
+	}
 	return r
 }
+
+// CheckpointEvery is how often a runner on SQLite checkpoints the
+// write-ahead log, if its process wrote since: jobs picked up one at a
+// time write some 200 pages of log in that time, a fifth of what makes a
+// commit checkpoint. Every 50 ms, the pickups' p99 was 1.6 to 2.5 ms;
+// every 20 ms, 1.4 to 1.8 (2.4 to 3.4 with SQLite's checkpoints alone).
+const CheckpointEvery = 20 * time.Millisecond
 
 // MaxLeadership bounds the lease of the maintenance's leadership, which is
 // otherwise the runner's lease (Config.Lease): a runner that dies while it
@@ -240,6 +259,9 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.leader.Start(values)
 	}
 	r.idle.Start(values)
+	if r.checkpoints != nil {
+		r.checkpoints.Start(values)
+	}
 	go r.supervise(ctx, cancelJobs, func() { r.forget(leases); f.conn.Close(); results.Close(); leases.Close() })
 	r.log.Info("queue: runner started", "workers", r.cfg.Workers, "queues", r.cfg.Queues)
 	return nil
@@ -295,6 +317,9 @@ func (r *Runner) supervise(startCtx context.Context, cancelJobs context.CancelFu
 	r.renewer.Stop()
 	r.idle.Stop()
 	r.completer.Stop()
+	if r.checkpoints != nil {
+		r.checkpoints.Stop()
+	}
 	<-leaderDone
 	closeConns()
 	r.log.Info("queue: runner stopped")
