@@ -50,16 +50,18 @@
 //	mysql -e 'CREATE DATABASE sheaf_bench'
 //	go run ./examples/queuebench -store mysql -dsn mysql://root@127.0.0.1:3306/sheaf_bench -jobs 50000
 //
-// EnqueueBulk inserts 95,000 to 101,000 jobs/s, and one runner of 100
-// workers works 22,100 to 23,500 jobs/s (six and three runs on an idle
-// 2-core Intel Xeon VM). Both rates are bound by the CPU the server gets,
-// not by the queue's round trips or its workers: LOAD DATA, which
-// EnqueueBulk streams the jobs through, takes the server about 9 µs per
-// row on one thread (the client spends under 1 µs a job), three quarters
-// of it entering the row into the table's eight secondary indexes
-// (MariaDB has no partial indexes, so every row enters each; the same
-// load into the table without them takes 2.5 µs a row); an UPDATE of a
-// job costs it 20 to 25 µs per row, most of it rewriting the secondary
-// indexes that hold the job's status, and a job is updated twice, claimed
-// and completed.
+// EnqueueBulk inserts 101,000 to 107,000 jobs/s, and one runner of 100
+// workers works 24,700 to 25,100 jobs/s (three runs on an idle 2-core
+// Intel Xeon VM). Both rates are bound by the CPU the server gets, not by
+// the queue's round trips or its workers: LOAD DATA, which EnqueueBulk
+// streams the jobs through, takes the server about 9 µs per row on one
+// thread (the client spends under 1 µs a job), most of it entering the
+// row into the table's seven secondary indexes (MariaDB has no partial
+// indexes, so every row enters each; the same load into the table
+// without them takes a third of the time); an UPDATE of a job costs it 20
+// to 25 µs per row, most of it rewriting the secondary indexes that hold
+// the job's status, and a job is updated twice, claimed and completed.
+// Without partial indexes, the table has no index of leases: the rescue
+// finds expired leases among the PROCESSING jobs, through the index by
+// status.
 package mysqldb

@@ -331,8 +331,8 @@ func (c mysqlConn) Renew(ctx context.Context, lease time.Duration, ids, keys []i
 		if renewed, err = scanIDs(rows); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, `SELECT `+mysqlKey+` FROM sheaf_jobs WHERE locked_until IS NOT NULL AND locked_by = ?
-			AND status = 'PROCESSING' AND `+mysqlKey+` NOT IN (`+ints(keys)+`)`, runner)
+		rows, err = tx.QueryContext(ctx, `SELECT `+mysqlKey+` FROM sheaf_jobs FORCE INDEX (sheaf_jobs_status)
+			WHERE status = 'PROCESSING' AND locked_until IS NOT NULL AND locked_by = ? AND `+mysqlKey+` NOT IN (`+ints(keys)+`)`, runner)
 		if err != nil {
 			return err
 		}
@@ -474,8 +474,11 @@ func (s *mysql) requeue(ctx context.Context, ids, keys []int64, counted []bool) 
 func (s *mysql) Rescue(ctx context.Context, runner string) (out []Rescued, err error) {
 	var back []due
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, coalesce(locked_by, '') FROM sheaf_jobs FORCE INDEX (sheaf_jobs_lease)
-			WHERE locked_until < `+mysqlNow+` AND status = 'PROCESSING' ORDER BY locked_until LIMIT 1000 FOR UPDATE SKIP LOCKED`)
+		// The PROCESSING jobs are the few that hold a lease: the index by
+		// status finds them, and the expired ones are picked among them
+		// (READ COMMITTED keeps no lock on the others).
+		rows, err := tx.QueryContext(ctx, `SELECT id, coalesce(locked_by, '') FROM sheaf_jobs FORCE INDEX (sheaf_jobs_status)
+			WHERE status = 'PROCESSING' AND locked_until < `+mysqlNow+` ORDER BY locked_until LIMIT 1000 FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return err
 		}

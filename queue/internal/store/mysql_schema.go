@@ -326,6 +326,17 @@ ALTER TABLE sheaf_jobs
 	25: `
 -- Nothing: the version tunes how PostgreSQL vacuums the jobs table.
 `,
+	26: `
+-- No index of leases: MariaDB has no partial indexes, so every job had an
+-- entry in it, moved by each claim and completion, for the few whose lease
+-- runs. The rescue and a runner's lease renewal find those among the
+-- PROCESSING jobs, through the index by status (sheaf_jobs_failed until
+-- now, which served FAILED and CANCELLED jobs). A bulk insert spends a
+-- twelfth less of the server's time.
+ALTER TABLE sheaf_jobs
+	DROP INDEX sheaf_jobs_lease,
+	RENAME INDEX sheaf_jobs_failed TO sheaf_jobs_status;
+`,
 }
 
 const mysqlMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

@@ -456,6 +456,9 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	23: runKindsSQL,
 	24: runSlowSQL,
 	25: vacuumClaimsSQL,
+	26: `
+-- Nothing: the version drops MariaDB's index of leases.
+`,
 }
 
 // vacuumClaimsSQL is schema version 25: vacuum the jobs table after a
@@ -529,7 +532,7 @@ CREATE INDEX sheaf_jobs_keyed ON sheaf_jobs (kind, limit_key, priority DESC, run
 `
 
 // SchemaVersion is the schema version this release of sheaf migrates to.
-const SchemaVersion = 25
+const SchemaVersion = 26
 
 // createMigrationsTable records which versions a schema has.
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (

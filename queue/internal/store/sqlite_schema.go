@@ -331,6 +331,9 @@ CREATE INDEX sheaf_jobs_run_failed ON sheaf_jobs (run_id, id) WHERE status IN ('
 	25: `
 -- Nothing: the version tunes how PostgreSQL vacuums the jobs table.
 `,
+	26: `
+-- Nothing: the version drops MariaDB's index of leases.
+`,
 }
 
 const sqliteMigrationsTable = `CREATE TABLE IF NOT EXISTS sheaf_migrations (
