@@ -380,11 +380,12 @@ type Stats struct {
 // Stats counts the jobs: QUEUED and PROCESSING jobs as they stand, and
 // finished jobs over the history the day roll-ups keep (a year by default,
 // see Retention), pruned or not. Once the maintenance has rolled up a day
-// for good, its cost follows the jobs that wait or run and the days since
-// the last final roll-up, not the table: the finished jobs of the days
-// rolled up for good are counted from their roll-ups (before that, one
-// read of the table counts every job). A job retried after its day was
-// rolled up counts both where it finished and as it stands now.
+// for good, its cost follows the jobs that wait or run and the hour under
+// way, not the table: the finished jobs of the days rolled up for good are
+// counted from their roll-ups, those of today's final hours from the hour
+// roll-ups (before the first day is final, one read of the table counts
+// every job). A job retried after its day or hour was rolled up counts
+// both where it finished and as it stands now.
 func (c *ops) Stats(ctx context.Context) (Stats, error) {
 	s, err := operate.ReadStats[Status](ctx, c.st, c.db)
 	return Stats(s), err

@@ -288,8 +288,8 @@
 //     process share its fate, and a suspect in one may be charged an
 //     attempt for a crash that the other's job caused.
 //   - Filter.Search reads the whole table: fine for dashboards, not for
-//     hot paths ([Client.Stats] and [Client.Queues] read the day roll-ups
-//     for the finished jobs).
+//     hot paths ([Client.Stats] and [Client.Queues] read the day and hour
+//     roll-ups for the finished jobs).
 //
 // # Connections
 //

@@ -54,7 +54,7 @@ type QueueInfo struct {
 // Queues describes every queue that has jobs or is paused, by name. It
 // counts as Stats does: finished jobs over the history the day roll-ups
 // keep, pruned or not, at a cost that follows the jobs that wait or run
-// and the days since the last final roll-up once there is one.
+// and the hour under way once a day is final.
 func (c *ops) Queues(ctx context.Context) ([]QueueInfo, error) {
 	qs, err := operate.Queues[Status](ctx, c.st, c.db)
 	return converted(qs, func(q operate.QueueInfo[Status]) QueueInfo { return QueueInfo(q) }), err

@@ -268,3 +268,46 @@ func TestClientPrune(t *testing.T) {
 	require.NoError(t, e.db.Gorm.Raw("SELECT "+keyColumn()+" FROM sheaf_alert_episodes").Scan(&keys).Error)
 	require.Equal(t, []string{"1"}, keys)
 }
+
+// Stats count the jobs that finished in today's final hours from the hour
+// roll-ups, and only those of the hour under way from the jobs: the
+// morning's stats do not read the night's jobs one by one.
+func TestStatsCountTodaysFinalHoursFromTheirRollups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12*time.Hour + 30*time.Minute)
+	night, late := now.Add(-10*time.Hour), now.Add(-20*time.Minute)
+	var nightly []int64
+	for range 3 {
+		nightly = append(nightly, insertJob(t, e, "report", "COMPLETED", "", "", 1, &night, &night, ""))
+	}
+	nightly = append(nightly, insertJob(t, e, "report", "CANCELLED", "", "", 1, &night, &night, ""))
+	insertJob(t, e, "report", "COMPLETED", "", "", 1, &late, &late, "")
+	before := now.AddDate(0, 0, -2) // a day to roll up: days are final before today
+	insertJob(t, e, "report", "COMPLETED", "", "", 1, &before, &before, "")
+	client, err := queue.NewClient(e.db.Gorm, e.reg, quiet(), queue.WithRetention(queue.Retention{HourlyHistory: dayOfHours}))
+	require.NoError(t, err)
+	tasks := queue.Upkeep(client, func() time.Time { return now })
+	run(t, tasks[0], maintain.RollupEvery)
+	run(t, tasks[1], maintain.HoursEvery)
+	want := map[queue.Status]int64{queue.StatusCompleted: 5, queue.StatusCancelled: 1}
+	s, err := client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, s.ByKind["report"])
+
+	// The night's rows gone, its hours still count them; the job of the
+	// hour under way is counted where it is.
+	require.NoError(t, e.db.Gorm.Exec("DELETE FROM sheaf_jobs WHERE id IN ?", nightly).Error)
+	s, err = client.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, s.ByKind["report"])
+	qs, err := client.Queues(ctx)
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+	require.Equal(t, want, qs[0].Counts)
+	insertJob(t, e, "report", "FAILED", "", "", 1, &late, &late, "boom")
+	s, err = client.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.ByKind["report"][queue.StatusFailed])
+}

@@ -78,36 +78,65 @@ type groupCount struct {
 
 // finishedBy counts the finished jobs by col (kind or queue) and status
 // when the roll-ups are final before day final: those that finished
-// before it from the day roll-ups (which outlive the pruned jobs), and
-// those that finished since where they are, through the index of finished
-// jobs by time. A finished job counts where it finished, so a job retried
-// after its day was rolled up counts there and again as it stands now.
-// The counts of a group and status may come in two parts.
+// before it from the day roll-ups (which outlive the pruned jobs), those
+// that finished in the final hours since from the hour roll-ups, and
+// only those that finished since the last final hour where they are,
+// through the index of finished jobs by time. A finished job counts where
+// it finished, so a job retried after its day or hour was rolled up
+// counts there and again as it stands now. The counts of a group and
+// status may come in several parts.
 func finishedBy(ctx context.Context, k keeping, db *gorm.DB, col, final string) ([]groupCount, error) {
 	day, err := time.Parse(DayLayout, final)
 	if err != nil {
 		return nil, fmt.Errorf("rolled-up days: %w", err)
 	}
-	var rolled []struct {
-		Name                         string
-		Completed, Failed, Cancelled int64
+	var out []groupCount
+	add := func(rolled []rolledCount) {
+		for _, r := range rolled {
+			for _, c := range []groupCount{{r.Name, "COMPLETED", r.Completed}, {r.Name, "FAILED", r.Failed}, {r.Name, "CANCELLED", r.Cancelled}} {
+				if c.N > 0 {
+					out = append(out, c)
+				}
+			}
+		}
 	}
+	var rolled []rolledCount
 	if err := db.WithContext(ctx).Raw(`SELECT `+col+` AS name, sum(completed) AS completed, sum(failed) AS failed,
 		sum(cancelled) AS cancelled FROM sheaf_history WHERE day < `+k.day+" GROUP BY "+col, final).Scan(&rolled).Error; err != nil {
 		return nil, err
 	}
-	var out []groupCount
-	for _, r := range rolled {
-		for _, c := range []groupCount{{r.Name, "COMPLETED", r.Completed}, {r.Name, "FAILED", r.Failed}, {r.Name, "CANCELLED", r.Cancelled}} {
-			if c.N > 0 {
-				out = append(out, c)
-			}
-		}
-	}
-	var since []groupCount
-	if err := db.WithContext(ctx).Raw("SELECT j."+col+" AS name, j.status, count(*) AS n FROM sheaf_jobs j WHERE "+k.isFinished("j")+
-		" AND j.completed_at >= "+k.ts+" GROUP BY j."+col+", j.status", k.at(day)).Scan(&since).Error; err != nil {
+	add(rolled)
+	since := day
+	from, before, ok, err := hoursFinal(ctx, db)
+	if err != nil {
 		return nil, err
 	}
-	return append(out, since...), nil
+	if ok && !from.After(day) && before.After(day) {
+		// An hour's rows are by kind and queue, by queue (kind ''), and in
+		// all (both ''): each group's are read once.
+		rows := "kind <> ''"
+		if col == "queue" {
+			rows = "kind = '' AND queue <> ''"
+		}
+		rolled = nil
+		if err := db.WithContext(ctx).Raw(`SELECT `+col+` AS name, sum(completed) AS completed, sum(failed) AS failed,
+			sum(cancelled) AS cancelled FROM sheaf_hours WHERE `+rows+` AND hour >= `+k.ts+` AND hour < `+k.ts+" GROUP BY "+col,
+			k.at(day), k.at(before)).Scan(&rolled).Error; err != nil {
+			return nil, err
+		}
+		add(rolled)
+		since = before
+	}
+	var left []groupCount
+	if err := db.WithContext(ctx).Raw("SELECT j."+col+" AS name, j.status, count(*) AS n FROM sheaf_jobs j WHERE "+k.isFinished("j")+
+		" AND j.completed_at >= "+k.ts+" GROUP BY j."+col+", j.status", k.at(since)).Scan(&left).Error; err != nil {
+		return nil, err
+	}
+	return append(out, left...), nil
+}
+
+// rolledCount is a group's finished jobs as a roll-up counts them.
+type rolledCount struct {
+	Name                         string
+	Completed, Failed, Cancelled int64
 }
