@@ -331,7 +331,7 @@ func (rv Reviewer[R]) slowPage(ctx context.Context, scope store.Filter, threshol
 	// Keeping the page spares the next review; failing to (a reader
 	// without write access, say) costs it only this read again, so the
 	// review goes on with what it found.
-	_ = store.KeepSlow(ctx, rv.DB, scope.RunID, store.NewRunSlow(basis, threshold, limit, ids, total))
+	_ = store.KeepSlow(ctx, rv.Store, rv.DB, scope.RunID, store.NewRunSlow(basis, threshold, limit, ids, total))
 	return ids, total, nil
 }
 

@@ -295,8 +295,9 @@ func KeptSlow(ctx context.Context, db *gorm.DB, run string) (basis string, slow 
 // KeepSlow keeps r with run's counts, if they are still kept; a run whose
 // counts were cleared since r was found keeps nothing, and so does a db
 // inside a transaction (a write refused there, by a read-only one, say,
-// would end it on PostgreSQL).
-func KeepSlow(ctx context.Context, db *gorm.DB, run string, r RunSlow) error {
+// would end it on PostgreSQL). It writes as s writes (on SQLite, in the
+// process's turn).
+func KeepSlow(ctx context.Context, s Store, db *gorm.DB, run string, r RunSlow) error {
 	if inTx(db) {
 		return nil
 	}
@@ -305,8 +306,10 @@ func KeepSlow(ctx context.Context, db *gorm.DB, run string, r RunSlow) error {
 		return err
 	}
 	set := "?"
-	if db.Dialector.Name() == "postgres" {
+	if s.Dialect() == "postgres" {
 		set = "CAST(? AS jsonb)"
 	}
-	return db.WithContext(ctx).Exec("UPDATE "+RunsTable+" SET slow = "+set+" WHERE run_id = ? AND counts IS NOT NULL", string(b), run).Error
+	return s.Tx(ctx, db, func(tx *gorm.DB) error {
+		return tx.Exec("UPDATE "+RunsTable+" SET slow = "+set+" WHERE run_id = ? AND counts IS NOT NULL", string(b), run).Error
+	})
 }

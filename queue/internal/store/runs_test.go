@@ -324,7 +324,7 @@ func TestRunKeepsItsSlowJobs(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, basis, "nothing kept of a run whose counts are not")
 		require.Nil(t, kept)
-		require.NoError(t, store.KeepSlow(ctx, db, run, store.NewRunSlow("x", nil, 1, nil, 0)))
+		require.NoError(t, store.KeepSlow(ctx, st, db, run, store.NewRunSlow("x", nil, 1, nil, 0)))
 		var slow []sql.NullString
 		require.NoError(t, db.Raw("SELECT slow FROM sheaf_runs WHERE run_id = ?", run).Scan(&slow).Error)
 		require.Equal(t, []sql.NullString{{}}, slow, "kept only with kept counts")
@@ -339,7 +339,7 @@ func TestRunKeepsItsSlowJobs(t *testing.T) {
 
 		thresholds := map[string]time.Duration{"a": 90 * time.Second}
 		page := store.NewRunSlow(basis, thresholds, 2, []int64{ins[0].ID, ins[1].ID}, 3)
-		require.NoError(t, store.KeepSlow(ctx, db, run, page))
+		require.NoError(t, store.KeepSlow(ctx, st, db, run, page))
 		again, kept, err := store.KeptSlow(ctx, db, run)
 		require.NoError(t, err)
 		require.Equal(t, basis, again)
@@ -352,6 +352,12 @@ func TestRunKeepsItsSlowJobs(t *testing.T) {
 		require.False(t, kept.Answers(map[string]time.Duration{"b": 90 * time.Second}, 2))
 		whole := store.NewRunSlow(basis, thresholds, 5, []int64{ins[0].ID}, 1)
 		require.True(t, whole.Answers(thresholds, 100), "every slow job is in it")
+		require.NoError(t, st.Tx(ctx, db, func(tx *gorm.DB) error {
+			return store.KeepSlow(ctx, st, tx, run, whole)
+		}))
+		_, kept, err = store.KeptSlow(ctx, db, run)
+		require.NoError(t, err)
+		require.Equal(t, &page, kept, "nothing kept from inside a transaction")
 
 		// Run again: the job finishes later, and the same counts are kept.
 		require.NoError(t, db.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = ?", run).Error)
