@@ -383,9 +383,10 @@
 // that created nothing and stopped chains (see [Review]), in a few
 // aggregate statements however large the night; a finished run's counts
 // by kind and status are read from what the leader kept of it once its
-// last job finished, not from its jobs, and its slow jobs are found by its
-// first review and kept beside them for the next (a review with other
-// thresholds, or of a run that has changed since, finds them again).
+// last job finished, not from its jobs, and so are its slow jobs: the
+// leader reviews each run as it keeps its counts, and the review keeps the
+// slow jobs it found beside them (a review with other thresholds, or of a
+// run that has changed since, finds them again, and keeps them too).
 // [Client.RetryFailed] with the run's Filter is the selective retry.
 //
 // # Maintenance
@@ -466,8 +467,8 @@
 //   - sheaf_audit: the audit log ([Client.RecordAudit]).
 //   - sheaf_runs: one row per run; the leader keeps a finished run's
 //     counts and finish there, so [Client.Runs] reads a page, not every
-//     job, and a run outlives its pruned jobs; a run's first review keeps
-//     its slow jobs there.
+//     job, and a run outlives its pruned jobs; a finished run's review
+//     keeps its slow jobs there.
 //   - sheaf_leader: the maintenance leader and its lease.
 //   - sheaf_history, sheaf_rollup: the day roll-ups, and the first day not
 //     yet final.

@@ -145,7 +145,20 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 		Default: maintain.Durations{Completed: DefaultKeepCompleted, Cancelled: DefaultKeepCancelled, Failed: DefaultKeepFailed},
 		History: cmp.Or(r.History, DefaultKeepHistory), Hours: cmp.Or(r.HourlyHistory, DefaultKeepHourlyHistory),
 		Alerts: cmp.Or(r.Alerts, DefaultKeepAlerts), Archive: r.Archive,
-		Kinds: c.reg.retained}, now)
+		Kinds: c.reg.retained}, c.reviewKept, now)
+}
+
+// reviewKept reviews each run whose counts the maintenance just kept, as
+// the console asks for it: the review keeps the run's slow jobs with its
+// counts, so that the morning's first look at a night of a hundred
+// thousand jobs reads one row too. A review that fails is only a read
+// deferred to the first that asks.
+func (c *ops) reviewKept(ctx context.Context, runs []string) {
+	for _, run := range runs {
+		if _, err := c.Review(ctx, ReviewQuery{RunID: run}); err != nil && ctx.Err() == nil {
+			c.cfg.logger.Warn("queue: review of a finished run", "run", run, "err", err)
+		}
+	}
 }
 
 // Prune rolls up the days that are over and deletes, in batches, the

@@ -20,6 +20,10 @@ type RunCounts struct {
 	DB    *gorm.DB
 	// Every is the pause between rounds that found no more to keep.
 	Every time.Duration
+	// Kept, if set, is told of the runs whose counts a round kept: the
+	// queue reviews each, so that the review keeps its slow jobs before
+	// anyone asks (see store.KeepSlow).
+	Kept func(ctx context.Context, runs []string)
 }
 
 // Name implements Task.
@@ -28,6 +32,9 @@ func (RunCounts) Name() string { return "run counts" }
 // Run implements Task: it keeps the counts of every run that has finished
 // since the last round.
 func (t RunCounts) Run(ctx context.Context) (time.Duration, error) {
-	_, err := store.KeepRunCounts(ctx, t.Store, t.DB, runCountsPage)
+	kept, err := store.KeepRunCounts(ctx, t.Store, t.DB, runCountsPage)
+	if len(kept) > 0 && t.Kept != nil {
+		t.Kept(ctx, kept)
+	}
 	return t.Every, err
 }

@@ -35,14 +35,15 @@ type Retention[R any] struct {
 }
 
 // Upkeep returns the roll-up, run-count and pruning tasks of r, going by
-// now (nil: the system clock); roll-ups first, so that a leader that runs
-// its tasks in order rolls a day up, and keeps a finished run's counts,
-// before it prunes them (the pruner checks anyway).
-func Upkeep[R any](st store.Store, db *gorm.DB, r Retention[R], now func() time.Time) []Task {
+// now (nil: the system clock), with kept told of the runs whose counts
+// are kept (see RunCounts.Kept); roll-ups first, so that a leader that
+// runs its tasks in order rolls a day up, and keeps a finished run's
+// counts, before it prunes them (the pruner checks anyway).
+func Upkeep[R any](st store.Store, db *gorm.DB, r Retention[R], kept func(context.Context, []string), now func() time.Time) []Task {
 	return []Task{
 		&Rollup{Store: st, Keep: r.History, Now: now},
 		&HourRollup{Store: st, Keep: r.Hours, Now: now},
-		RunCounts{Store: st, DB: db, Every: time.Minute},
+		RunCounts{Store: st, DB: db, Every: time.Minute, Kept: kept},
 		&Prune{Store: st, Rules: r.rules, Archive: archiver(st, r.Archive), Now: now},
 		&AlertPrune{Store: st, DB: db, Keep: r.Alerts, Now: now},
 	}

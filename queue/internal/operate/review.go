@@ -306,10 +306,10 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 
 // slowPage returns the IDs of the first limit completed jobs in scope
 // that ran at least their kind's threshold, and how many there are. A
-// finished run's are found once, by its first review, and kept with its
-// counts (store.KeepSlow): later reviews of the night read one row rather
-// than each of its jobs, which at a hundred thousand jobs was most of the
-// review's time.
+// finished run's are found once (the maintenance reviews each run as it
+// keeps its counts) and kept with its counts (store.KeepSlow): later
+// reviews of the night read one row rather than each of its jobs, which
+// at a hundred thousand jobs was most of the review's time.
 func (rv Reviewer[R]) slowPage(ctx context.Context, scope store.Filter, threshold map[string]time.Duration, limit int) ([]int64, int64, error) {
 	var basis string
 	if scope.OnlyRun() {

@@ -184,12 +184,12 @@ func countRuns(ctx context.Context, db *gorm.DB, runs []string) (map[string][]Ru
 
 // KeepRunCounts keeps the counts of finished runs in their sheaf_runs rows,
 // looking at every run without counts, the oldest first, page by page of
-// page runs, and returns how many it kept. A run is finished when none of
+// page runs, and returns the runs whose counts it kept. A run is finished when none of
 // its jobs is queued or running. Each run is counted in a transaction of
 // its own, under its row's lock, which a retry's clearing of its counts
 // waits for.
-func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, error) {
-	kept := 0
+func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) ([]string, error) {
+	var kept []string
 	var after struct {
 		first any
 		run   string
@@ -217,7 +217,7 @@ func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, er
 			return kept, err
 		}
 		n, err := keepCounts(ctx, s, db, open)
-		kept += n
+		kept = append(kept, n...)
 		if err != nil || len(open) < page {
 			return kept, err
 		}
@@ -227,7 +227,7 @@ func KeepRunCounts(ctx context.Context, s Store, db *gorm.DB, page int) (int, er
 // keepCounts keeps the counts of those of runs that have finished: by
 // status, and by kind and status with each one's first start (kinds, for
 // the run's review), from one grouping of the run's jobs.
-func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) (int, error) {
+func keepCounts(ctx context.Context, s Store, db *gorm.DB, open []string) ([]string, error) {
 	const groups = `WITH g AS (
 		SELECT kind, status, count(*) AS n, min(started_at) AS first, max(created_at) AS last, max(id) AS newest,
 			max(completed_at) AS finished
@@ -253,7 +253,7 @@ WHERE run_id = @run AND ` + finished
 SET r.counts = a.counts, r.kinds = a.kinds, r.last_created = a.last, r.max_id = a.newest, r.last_finished = a.finished
 WHERE r.run_id = @run AND r.` + finished
 	}
-	kept := 0
+	var kept []string
 	for _, run := range open {
 		var n int64
 		err := s.Tx(ctx, db, func(tx *gorm.DB) error {
@@ -270,7 +270,9 @@ WHERE r.run_id = @run AND r.` + finished
 		if err != nil {
 			return kept, err
 		}
-		kept += int(n)
+		if n > 0 {
+			kept = append(kept, run)
+		}
 	}
 	return kept, nil
 }

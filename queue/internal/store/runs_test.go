@@ -57,7 +57,7 @@ func TestRunsKeepFinishedCounts(t *testing.T) {
 		// Nothing has finished: nothing is kept.
 		kept, err := store.KeepRunCounts(ctx, st, db, 1)
 		require.NoError(t, err)
-		require.Zero(t, kept)
+		require.Empty(t, kept)
 
 		finish := func(run string) {
 			require.NoError(t, db.Exec("UPDATE sheaf_jobs SET status = 'COMPLETED' WHERE run_id = ?", run).Error)
@@ -67,7 +67,7 @@ func TestRunsKeepFinishedCounts(t *testing.T) {
 			t.Helper()
 			kept, err := store.KeepRunCounts(ctx, st, db, 1) // a page of one: pages past open runs
 			require.NoError(t, err)
-			require.Equal(t, want, kept, why)
+			require.Len(t, kept, want, why)
 		}
 		finish("second")
 		keep(1, "the finished run, past the older open one")
@@ -122,7 +122,7 @@ func TestRunCountsWaitForARetry(t *testing.T) {
 	go func() {
 		n, err := store.KeepRunCounts(ctx, st, db, 10)
 		assert.NoError(t, err)
-		kept <- n
+		kept <- len(n)
 	}()
 	// The roll-up waits for the retry's lock on the run's row.
 	waitForALock(t, st, db)
@@ -164,7 +164,7 @@ func TestRunCountsAndInsertsWaitForEachOther(t *testing.T) {
 		go func() {
 			n, err := store.KeepRunCounts(ctx, st, db, 10)
 			assert.NoError(t, err)
-			done <- n
+			done <- len(n)
 		}()
 		waitForALock(t, st, db)
 		require.NoError(t, ins.Commit().Error)
@@ -179,7 +179,7 @@ func TestRunCountsAndInsertsWaitForEachOther(t *testing.T) {
 		t.Cleanup(func() { rollup.Rollback() })
 		n, err := store.KeepRunCounts(ctx, st, rollup, 10)
 		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Len(t, n, 1)
 		inserted := make(chan error, 1)
 		go func() { inserted <- st.Insert(ctx, db, []store.NewJob{job}, &dest) }()
 		waitForALock(t, st, db)
@@ -250,7 +250,7 @@ func TestRunsKeepTheirLatestFinish(t *testing.T) {
 		finish(dest[2].ID, "CANCELLED", time.Hour)
 		kept, err := store.KeepRunCounts(ctx, st, db, 10)
 		require.NoError(t, err)
-		require.Equal(t, 1, kept)
+		require.Len(t, kept, 1)
 		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = ?", run).Error)
 		require.True(t, finished().Equal(night.Add(3*time.Hour)), "kept: %v", finished())
 	})
@@ -281,7 +281,7 @@ func TestRunKeepsItsCountsByKind(t *testing.T) {
 
 		kept, err := store.KeepRunCounts(ctx, st, db, 10)
 		require.NoError(t, err)
-		require.Equal(t, 1, kept)
+		require.Len(t, kept, 1)
 		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = ?", run).Error) // as retention prunes them
 		read, err := store.CountKindStatus(ctx, st, db, scope)
 		require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestRunKeepsItsSlowJobs(t *testing.T) {
 
 		n, err := store.KeepRunCounts(ctx, st, db, 10)
 		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Len(t, n, 1)
 		basis, kept, err = store.KeptSlow(ctx, db, run)
 		require.NoError(t, err)
 		require.NotEmpty(t, basis)
@@ -364,7 +364,7 @@ func TestRunKeepsItsSlowJobs(t *testing.T) {
 		finish(t, st, db, ins[3].ID, "COMPLETED", at.Add(time.Hour))
 		n, err = store.KeepRunCounts(ctx, st, db, 10)
 		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Len(t, n, 1)
 		later, kept, err := store.KeptSlow(ctx, db, run)
 		require.NoError(t, err)
 		require.NotEqual(t, basis, later)

@@ -478,9 +478,9 @@ const vacuumClaimsSQL = `ALTER TABLE sheaf_jobs SET (
 	vacuum_index_cleanup = on
 );`
 
-// runSlowSQL is schema version 24: a finished run's slow jobs, as the
-// first review of the run found them (see KeptSlow), so that later reviews
-// read one row rather than every completed job of the night. Each names
+// runSlowSQL is schema version 24: a finished run's slow jobs, as a
+// review of the run found them (see KeptSlow), so that later reviews read
+// one row rather than every completed job of the night. Each names
 // the counts it was found with and the thresholds it was found against,
 // and is used only while both still hold.
 const runSlowSQL = `ALTER TABLE sheaf_runs ADD COLUMN slow jsonb;`
