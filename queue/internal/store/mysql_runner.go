@@ -476,9 +476,23 @@ func (s *mysql) Rescue(ctx context.Context, runner string) (out []Rescued, err e
 	err = s.sqlTx(ctx, func(tx *sql.Tx) error {
 		// The PROCESSING jobs are the few that hold a lease: the index by
 		// status finds them, and the expired ones are picked among them
-		// (READ COMMITTED keeps no lock on the others).
-		rows, err := tx.QueryContext(ctx, `SELECT id, coalesce(locked_by, '') FROM sheaf_jobs FORCE INDEX (sheaf_jobs_status)
-			WHERE status = 'PROCESSING' AND locked_until < `+mysqlNow+` ORDER BY locked_until LIMIT 1000 FOR UPDATE SKIP LOCKED`)
+		// by a read that locks nothing, then locked by ID and judged
+		// again. A locking read through the index would lock each
+		// PROCESSING row it passed, however briefly (READ COMMITTED lets
+		// go of the ones that do not match), and a runner's renewal,
+		// which passes locked rows by, would miss its live leases while
+		// the rescue looked at them.
+		expired, err := tx.QueryContext(ctx, `SELECT id FROM sheaf_jobs FORCE INDEX (sheaf_jobs_status)
+			WHERE status = 'PROCESSING' AND locked_until < `+mysqlNow+` ORDER BY locked_until LIMIT 1000`)
+		if err != nil {
+			return err
+		}
+		candidates, err := scanIDs(expired)
+		if err != nil || len(candidates) == 0 {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, coalesce(locked_by, '') FROM sheaf_jobs
+			WHERE id IN (`+ints(candidates)+`) AND status = 'PROCESSING' AND locked_until < `+mysqlNow+` FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return err
 		}
