@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sheaf-dev/sheaf/queue/internal/maintain"
+	"github.com/sheaf-dev/sheaf/queue/internal/operate"
 )
 
 // KeepForever, as a Retention duration, keeps what it applies to forever.
@@ -148,15 +149,19 @@ func (c *ops) upkeepAt(now func() time.Time) []maintain.Task {
 		Kinds: c.reg.retained}, c.reviewKept, now)
 }
 
-// reviewKept reviews each run whose counts the maintenance just kept, as
-// the console asks for it: the review keeps the run's slow jobs with its
-// counts, so that the morning's first look at a night of a hundred
-// thousand jobs reads one row too. A review that fails is only a read
-// deferred to the first that asks.
+// reviewKept finds the slow jobs of each run whose counts the maintenance
+// just kept, as a review the console asks for would, and keeps them with
+// its counts (operate.Reviewer.KeepSlow), so that the morning's first look
+// at a night of a hundred thousand jobs reads one row too. One that fails
+// is only a read deferred to the first review that asks.
 func (c *ops) reviewKept(ctx context.Context, runs []string) {
 	for _, run := range runs {
-		if _, err := c.Review(ctx, ReviewQuery{RunID: run}); err != nil && ctx.Err() == nil {
-			c.cfg.logger.Warn("queue: review of a finished run", "run", run, "err", err)
+		_, rq, err := operate.Asked{RunID: run}.Query(failureSamples)
+		if err == nil {
+			err = c.reviewer(rq).KeepSlow(ctx, rq)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.cfg.logger.Warn("queue: slow jobs of a finished run", "run", run, "err", err)
 		}
 	}
 }

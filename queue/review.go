@@ -137,6 +137,18 @@ type StoppedChain struct {
 	MissingKinds []string
 }
 
+// reviewer is the reviewer of c's jobs for rq.
+func (c *ops) reviewer(rq operate.ReviewQuery) operate.Reviewer[JobRecord] {
+	timings, now := c.reg.timings(), c.cfg.clock.Now()
+	return operate.Reviewer[JobRecord]{Jobs: c.jobs(), Rules: rulesOf(c.reg.rulesFor("")),
+		Missed: func(ctx context.Context) ([]operate.Tick, error) {
+			return operate.MissedTicks(ctx, c.st, c.db, timings, rq, now)
+		},
+		Typical: func(ctx context.Context, kind string, before time.Time, days int) (store.Baseline, error) {
+			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
+		}}
+}
+
 // Review reviews the jobs q selects. The database counts the jobs in scope,
 // groups their failures and picks the bounded lists; the slow check reads
 // the recent history of each kind (or its day roll-ups).
@@ -146,14 +158,7 @@ func (c *ops) Review(ctx context.Context, q ReviewQuery) (*Review, error) {
 		return nil, err
 	}
 	q = ReviewQuery(asked)
-	timings, now := c.reg.timings(), c.cfg.clock.Now()
-	r, err := operate.Reviewer[JobRecord]{Jobs: c.jobs(), Rules: rulesOf(c.reg.rulesFor("")),
-		Missed: func(ctx context.Context) ([]operate.Tick, error) {
-			return operate.MissedTicks(ctx, c.st, c.db, timings, rq, now)
-		},
-		Typical: func(ctx context.Context, kind string, before time.Time, days int) (store.Baseline, error) {
-			return maintain.Typical(ctx, c.st, c.db, kind, before, days)
-		}}.Review(ctx, rq)
+	r, err := c.reviewer(rq).Review(ctx, rq)
 	if err != nil {
 		return nil, check.Failed(ctx, "review", err)
 	}

@@ -140,23 +140,16 @@ func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], er
 	if q.Scope.RunID == "" && q.Scope.Period == "" {
 		scope.CreatedFrom, scope.CreatedBefore = q.From, q.To
 	}
-	summary, err := store.CountKindStatus(ctx, rv.Store, rv.DB, scope)
+	summary, kept, err := store.CountKindStatus(ctx, rv.Store, rv.DB, scope)
 	if err != nil {
 		return nil, err
 	}
 	out := &Review[R]{Counts: map[string]int64{}}
-	firstStart := map[string]time.Time{}
-	var completed []string
 	for _, r := range summary {
 		out.Total += r.N
 		out.Counts[r.Status] += r.N
-		if f := firstStart[r.Kind]; !r.FirstStart.IsZero() && (f.IsZero() || r.FirstStart.Before(f)) {
-			firstStart[r.Kind] = r.FirstStart
-		}
-		if r.Status == "COMPLETED" {
-			completed = append(completed, r.Kind)
-		}
 	}
+	completed, firstStart := startsOf(summary)
 	if n := out.Counts["FAILED"]; n > 0 {
 		f := scope
 		f.Statuses = []string{"FAILED"}
@@ -178,7 +171,7 @@ func (rv Reviewer[R]) Review(ctx context.Context, q ReviewQuery) (*Review[R], er
 			return nil, err
 		}
 	}
-	if out.Slow, out.MoreSlow, out.Typical, err = rv.slow(ctx, scope, completed, firstStart, q); err != nil {
+	if out.Slow, out.MoreSlow, out.Typical, err = rv.slow(ctx, scope, kept, completed, firstStart, q); err != nil {
 		return nil, err
 	}
 	if out.MissedTicks, err = rv.Missed(ctx); err != nil {
@@ -253,14 +246,47 @@ func (rv Reviewer[R]) failures(ctx context.Context, f store.Filter, failed int64
 	return out, nil
 }
 
-// slow lists the completed jobs in scope that took SlowFactor times their
-// kind's typical duration: the median of the kind's previous History
-// completed jobs that finished before the first of the kind's jobs in
-// scope started (so that reviewing an old night compares it with the
-// nights before it, not after), or, once those are pruned, of its day
-// roll-ups. The database picks the slow jobs against each kind's
-// threshold.
-func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, map[string]store.Baseline, error) {
+// startsOf returns the kinds with completed jobs in summary, and each
+// kind's first start.
+func startsOf(summary []store.KindStatus) (completed []string, firstStart map[string]time.Time) {
+	firstStart = map[string]time.Time{}
+	for _, r := range summary {
+		if f := firstStart[r.Kind]; !r.FirstStart.IsZero() && (f.IsZero() || r.FirstStart.Before(f)) {
+			firstStart[r.Kind] = r.FirstStart
+		}
+		if r.Status == "COMPLETED" {
+			completed = append(completed, r.Kind)
+		}
+	}
+	return completed, firstStart
+}
+
+// KeepSlow finds the slow jobs of q's run, as Review with q would, and
+// keeps them with what the runs roll-up kept of it (store.KeepSlow), if
+// the run has finished: what the maintenance does as it keeps a run's
+// counts, without the rest of a review.
+func (rv Reviewer[R]) KeepSlow(ctx context.Context, q ReviewQuery) error {
+	summary, kept, err := store.CountKindStatus(ctx, rv.Store, rv.DB, q.Scope)
+	if err != nil || kept == nil {
+		return err
+	}
+	completed, firstStart := startsOf(summary)
+	_, threshold, err := rv.thresholds(ctx, completed, firstStart, q)
+	if err != nil || len(threshold) == 0 {
+		return err
+	}
+	_, _, err = rv.slowPage(ctx, q.Scope, kept, threshold, q.Limit)
+	return err
+}
+
+// thresholds returns, for each kind with completed jobs in scope, its
+// typical duration: the median of the kind's previous History completed
+// jobs that finished before the first of the kind's jobs in scope started
+// (so that reviewing an old night compares it with the nights before it,
+// not after), or, once those are pruned, of its day roll-ups; and, for
+// those with a known median, the run time at least which a job is slow
+// (SlowFactor times it).
+func (rv Reviewer[R]) thresholds(ctx context.Context, kinds []string, firstStart map[string]time.Time, q ReviewQuery) (map[string]store.Baseline, map[string]time.Duration, error) {
 	typical := map[string]store.Baseline{}
 	threshold := map[string]time.Duration{}
 	for _, k := range kinds {
@@ -273,17 +299,28 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 			t, err = rv.Typical(ctx, k, before, q.History)
 		}
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("history of %q: %w", k, err)
+			return nil, nil, fmt.Errorf("history of %q: %w", k, err)
 		}
 		typical[k] = t // zero: no earlier job of the kind is known
 		if t.Median > 0 {
 			threshold[k] = time.Duration(q.SlowFactor * float64(t.Median))
 		}
 	}
+	return typical, threshold, nil
+}
+
+// slow lists the completed jobs in scope that took SlowFactor times their
+// kind's typical duration (see thresholds); the database picks them.
+// kept is what was kept of a finished run in scope, if any.
+func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kept *store.KeptRun, kinds []string, firstStart map[string]time.Time, q ReviewQuery) ([]Slow[R], int64, map[string]store.Baseline, error) {
+	typical, threshold, err := rv.thresholds(ctx, kinds, firstStart, q)
+	if err != nil {
+		return nil, 0, nil, err
+	}
 	if len(threshold) == 0 {
 		return nil, 0, typical, nil
 	}
-	ids, total, err := rv.slowPage(ctx, scope, threshold, q.Limit)
+	ids, total, err := rv.slowPage(ctx, scope, kept, threshold, q.Limit)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -306,32 +343,25 @@ func (rv Reviewer[R]) slow(ctx context.Context, scope store.Filter, kinds []stri
 
 // slowPage returns the IDs of the first limit completed jobs in scope
 // that ran at least their kind's threshold, and how many there are. A
-// finished run's are found once (the maintenance reviews each run as it
-// keeps its counts) and kept with its counts (store.KeepSlow): later
-// reviews of the night read one row rather than each of its jobs, which
-// at a hundred thousand jobs was most of the review's time.
-func (rv Reviewer[R]) slowPage(ctx context.Context, scope store.Filter, threshold map[string]time.Duration, limit int) ([]int64, int64, error) {
-	var basis string
-	if scope.OnlyRun() {
-		var kept *store.RunSlow
-		var err error
-		if basis, kept, err = store.KeptSlow(ctx, rv.DB, scope.RunID); err != nil {
-			return nil, 0, err
-		}
-		if kept.Answers(threshold, limit) {
-			return kept.IDs[:min(limit, len(kept.IDs))], kept.Total, nil
-		}
+// finished run's (kept is what the runs roll-up kept of it) are found once
+// (the maintenance looks for them as it keeps its counts) and kept with
+// its counts (store.KeepSlow): later reviews of the night read them there
+// rather than each of its jobs, which at a hundred thousand jobs was most
+// of the review's time.
+func (rv Reviewer[R]) slowPage(ctx context.Context, scope store.Filter, kept *store.KeptRun, threshold map[string]time.Duration, limit int) ([]int64, int64, error) {
+	if kept != nil && kept.Slow.Answers(threshold, limit) {
+		return kept.Slow.IDs[:min(limit, len(kept.Slow.IDs))], kept.Slow.Total, nil
 	}
 	f := scope
 	f.RunAtLeast = threshold
 	ids, total, err := store.CountedPage(ctx, rv.Store, rv.DB, f, limit)
-	if err != nil || basis == "" {
+	if err != nil || kept == nil {
 		return ids, total, err
 	}
 	// Keeping the page spares the next review; failing to (a reader
 	// without write access, say) costs it only this read again, so the
 	// review goes on with what it found.
-	_ = store.KeepSlow(ctx, rv.Store, rv.DB, scope.RunID, store.NewRunSlow(basis, threshold, limit, ids, total))
+	_ = store.KeepSlow(ctx, rv.Store, rv.DB, scope.RunID, store.NewRunSlow(kept.Basis, threshold, limit, ids, total))
 	return ids, total, nil
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"time"
 
 	"gorm.io/gorm"
@@ -55,4 +56,14 @@ func PruneRunVerdict(st Store, db *gorm.DB, run string, rules []KeepRule) (strin
 func PrunePeriodBlocked(st Store, db *gorm.DB, period string, rules []KeepRule) (bool, error) {
 	blocked, err := keepingOf(st).blocked(db, "period", map[string]bool{period: true}, rules)
 	return blocked[period], err
+}
+
+// KeptSlow returns the basis of what was kept of run, and the page of slow
+// jobs kept against it, as CountKindStatus reads them.
+func KeptSlow(ctx context.Context, db *gorm.DB, run string) (string, *RunSlow, error) {
+	kept, err := keptRun(ctx, db, run)
+	if err != nil || kept == nil {
+		return "", nil, err
+	}
+	return kept.Basis, kept.Slow, nil
 }

@@ -69,17 +69,21 @@ type KindStatus struct {
 // f selects one run and nothing else, and the run has finished, the counts
 // the runs roll-up kept with it are read instead (see keepCounts), rather
 // than every job of the night: they are the same, and outlive the jobs
-// that retention prunes.
-func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]KindStatus, error) {
+// that retention prunes; kept is then what was kept of the run (nil when
+// the jobs were counted).
+func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) (counts []KindStatus, kept *KeptRun, err error) {
 	if f.OnlyRun() {
-		if kept, ok, err := keptKindStatus(ctx, db, f.RunID); err != nil || ok {
-			return kept, err
+		if kept, err := keptRun(ctx, db, f.RunID); err != nil || kept != nil {
+			if err != nil {
+				return nil, nil, err
+			}
+			return kept.Kinds, kept, nil
 		}
 	}
 	rows, err := f.apply(db.WithContext(ctx).Table(JobsTable), timeArg(s)).
 		Select("kind, status, count(*), min(started_at)").Group("kind, status").Order("kind, status").Rows()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	var out []KindStatus
@@ -87,26 +91,54 @@ func CountKindStatus(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]Kin
 		var r KindStatus
 		var first sqlTime
 		if err := rows.Scan(&r.Kind, &r.Status, &r.N, &first); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		r.FirstStart = first.t
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, nil, rows.Err()
 }
 
-// keptKindStatus reads the counts by kind and status kept with run, in
-// order; ok is false when none are (the run has not finished, or has
-// changed since, which clears its counts, or its counts were kept before
-// schema version 23).
-func keptKindStatus(ctx context.Context, db *gorm.DB, run string) (out []KindStatus, ok bool, err error) {
-	var kept []sql.NullString
-	err = db.WithContext(ctx).Table(RunsTable).Where("run_id = ? AND counts IS NOT NULL", run).Pluck("kinds", &kept).Error
-	if err != nil || len(kept) == 0 || !kept[0].Valid {
-		return nil, false, err
+// KeptRun is what the runs roll-up kept of a finished run for its review:
+// its counts by kind and status, the digest of what was kept (Basis; see
+// RunSlow), and the page of slow jobs a review kept against that digest
+// (nil if none).
+type KeptRun struct {
+	Kinds []KindStatus
+	Basis string
+	Slow  *RunSlow
+}
+
+// keptRun reads, in one row, what the runs roll-up kept of run; nil when
+// nothing is (the run has not finished, or has changed since, which clears
+// its counts, or its counts were kept before schema version 23).
+func keptRun(ctx context.Context, db *gorm.DB, run string) (*KeptRun, error) {
+	var rows []struct{ Kinds, LastFinished, MaxID, Slow sql.NullString }
+	err := db.WithContext(ctx).Table(RunsTable).Select("kinds, last_finished, max_id, slow").
+		Where("run_id = ? AND counts IS NOT NULL", run).Scan(&rows).Error
+	if err != nil || len(rows) == 0 || !rows[0].Kinds.Valid {
+		return nil, err
 	}
-	out, err = parseKinds(run, kept[0].String)
-	return out, err == nil, err
+	r := rows[0]
+	kinds, err := parseKinds(run, r.Kinds.String)
+	if err != nil {
+		return nil, err
+	}
+	// A job run again (which clears the counts) finishes later, and a job
+	// added to the run has a higher ID: counts kept again after either
+	// have another basis, even if they are the same.
+	sum := sha256.Sum256([]byte(r.Kinds.String + "\x00" + r.LastFinished.String + "\x00" + r.MaxID.String))
+	kept := &KeptRun{Kinds: kinds, Basis: hex.EncodeToString(sum[:16])}
+	if r.Slow.Valid {
+		slow := new(RunSlow)
+		if err := json.Unmarshal([]byte(r.Slow.String), slow); err != nil {
+			return nil, fmt.Errorf("run %q: kept slow jobs: %w", run, err)
+		}
+		if slow.Basis == kept.Basis {
+			kept.Slow = slow
+		}
+	}
+	return kept, nil
 }
 
 // parseKinds reads the counts by kind and status that sheaf_runs.kinds
@@ -222,7 +254,7 @@ func Kinds(ctx context.Context, s Store, db *gorm.DB, f Filter) ([]string, error
 // RunSlow is the first page of a finished run's slow jobs, and how many
 // there are, as a review found them: the completed jobs of each kind that
 // ran at least its threshold, in ID order. KeepSlow keeps it with the
-// run's counts; KeptSlow reads it back.
+// run's counts; CountKindStatus reads it back (KeptRun.Slow).
 type RunSlow struct {
 	// Basis is a digest of what the runs roll-up kept of the run when the
 	// page was found (its counts by kind and status, latest finish and
@@ -260,36 +292,6 @@ func NewRunSlow(basis string, thresholds map[string]time.Duration, limit int, id
 		r.Thresholds[k] = int64(d)
 	}
 	return r
-}
-
-// KeptSlow reads what sheaf_runs keeps of run for its slow jobs: basis is
-// the digest of what the runs roll-up kept of it ("" if nothing is kept:
-// the run has not finished, has changed since, or was kept before schema
-// version 23), and slow the page KeepSlow kept against that basis (nil if
-// none, or if it was kept against other counts).
-func KeptSlow(ctx context.Context, db *gorm.DB, run string) (basis string, slow *RunSlow, err error) {
-	var rows []struct{ Kinds, LastFinished, MaxID, Slow sql.NullString }
-	err = db.WithContext(ctx).Table(RunsTable).Select("kinds, last_finished, max_id, slow").
-		Where("run_id = ? AND counts IS NOT NULL", run).Scan(&rows).Error
-	if err != nil || len(rows) == 0 || !rows[0].Kinds.Valid {
-		return "", nil, err
-	}
-	// A job run again (which clears the counts) finishes later, and a job
-	// added to the run has a higher ID: counts kept again after either
-	// have another basis, even if they are the same.
-	sum := sha256.Sum256([]byte(rows[0].Kinds.String + "\x00" + rows[0].LastFinished.String + "\x00" + rows[0].MaxID.String))
-	basis = hex.EncodeToString(sum[:16])
-	if !rows[0].Slow.Valid {
-		return basis, nil, nil
-	}
-	slow = new(RunSlow)
-	if err := json.Unmarshal([]byte(rows[0].Slow.String), slow); err != nil {
-		return "", nil, fmt.Errorf("run %q: kept slow jobs: %w", run, err)
-	}
-	if slow.Basis != basis {
-		return basis, nil, nil
-	}
-	return basis, slow, nil
 }
 
 // KeepSlow keeps r with run's counts, if they are still kept; a run whose

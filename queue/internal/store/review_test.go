@@ -47,7 +47,7 @@ func TestReviewQueries(t *testing.T) {
 		end(5, "COMPLETED", nil, start.Add(2*time.Minute), 2500*time.Millisecond)
 
 		f := store.Filter{RunID: run}
-		counts, err := store.CountKindStatus(ctx, st, db, f)
+		counts, _, err := store.CountKindStatus(ctx, st, db, f)
 		require.NoError(t, err)
 		require.Equal(t, []store.KindStatus{
 			{Kind: "a", Status: "COMPLETED", N: 2, FirstStart: start.Add(time.Minute)},
@@ -71,7 +71,7 @@ func TestReviewQueries(t *testing.T) {
 			{Error: "x", Kind: "b", N: 2, IDs: []int64{id(7)}},
 		}, samples, "three rows read")
 
-		slow, err := store.CountKindStatus(ctx, st, db, store.Filter{RunID: run, RunAtLeast: map[string]time.Duration{"a": 2 * time.Second, "b": 0}})
+		slow, _, err := store.CountKindStatus(ctx, st, db, store.Filter{RunID: run, RunAtLeast: map[string]time.Duration{"a": 2 * time.Second, "b": 0}})
 		require.NoError(t, err)
 		require.Equal(t, []store.KindStatus{{Kind: "a", Status: "COMPLETED", N: 1, FirstStart: start.Add(2 * time.Minute)}}, utcStarts(slow))
 		ids, total, err := store.CountedPage(ctx, st, db, store.Filter{RunID: run, RunAtLeast: map[string]time.Duration{"a": time.Second}}, 1)

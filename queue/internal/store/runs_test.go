@@ -275,7 +275,7 @@ func TestRunKeepsItsCountsByKind(t *testing.T) {
 		}
 		require.NoError(t, db.Exec("UPDATE sheaf_jobs SET started_at = NULL WHERE id = ?", ins[4].ID).Error) // cancelled unstarted
 		scope := store.Filter{RunID: run}
-		counted, err := store.CountKindStatus(ctx, st, db, scope)
+		counted, _, err := store.CountKindStatus(ctx, st, db, scope)
 		require.NoError(t, err)
 		require.Len(t, counted, 5)
 
@@ -283,7 +283,7 @@ func TestRunKeepsItsCountsByKind(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, kept, 1)
 		require.NoError(t, db.Exec("DELETE FROM sheaf_jobs WHERE run_id = ?", run).Error) // as retention prunes them
-		read, err := store.CountKindStatus(ctx, st, db, scope)
+		read, _, err := store.CountKindStatus(ctx, st, db, scope)
 		require.NoError(t, err)
 		require.Len(t, read, len(counted))
 		for i := range counted {
@@ -294,11 +294,11 @@ func TestRunKeepsItsCountsByKind(t *testing.T) {
 				counted[i].Kind, counted[i].Status, counted[i].FirstStart, read[i].FirstStart)
 		}
 
-		other, err := store.CountKindStatus(ctx, st, db, store.Filter{RunID: run, Kinds: []string{"a"}})
+		other, _, err := store.CountKindStatus(ctx, st, db, store.Filter{RunID: run, Kinds: []string{"a"}})
 		require.NoError(t, err)
 		require.Empty(t, other, "a narrower scope is counted from the jobs")
 		require.NoError(t, db.Exec("UPDATE sheaf_runs SET counts = NULL WHERE run_id = ?", run).Error) // as a retry clears them
-		read, err = store.CountKindStatus(ctx, st, db, scope)
+		read, _, err = store.CountKindStatus(ctx, st, db, scope)
 		require.NoError(t, err)
 		require.Empty(t, read, "counted from the jobs again")
 	})
