@@ -321,9 +321,13 @@ func retriedOvernight(tx *gorm.DB, at func(time.Time) any, id int64, a queue.Att
 	took := end.Sub(start)
 	n := a.Number
 	due := end.Add(reportRetries.Delay(n))
-	for due.Before(time.Now()) && n+1 < reportAttempts {
+	now := time.Now()
+	for due.Before(now) && n+1 < reportAttempts {
 		n++
 		start, end = due, due.Add(took)
+		if !end.Before(now) { // the attempt began just before now: it ends before now too
+			end = start.Add(now.Sub(start) / 2)
+		}
 		if err := tx.Exec("INSERT INTO sheaf_attempts (job_id, claim, runner, started_at, finished_at, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
 			id, n, a.Runner, at(start), at(end), queue.OutcomeRetried, a.Error).Error; err != nil {
 			return err
